@@ -1,0 +1,38 @@
+# Two commands on a fresh machine: `make book` and `make test`.
+# Both bootstrap .venv with the pinned stack from pyproject.toml on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: book test test-fast bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "error: Python >= 3.11 is needed ($(PYTHON) is older); set PYTHON=/path/to/python3.11"; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || \
+	  { echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu run: apt-get install python3-venv"; exit 1; }
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+# Replay every notebook from data/ (never touches hardware) and build the book strictly.
+book: $(STAMP)
+	$(VENV)/bin/iolab book
+
+# The whole suite, including a tiny real fio campaign and the strict book build.
+test: $(STAMP)
+	$(PY) -m pytest
+
+# Everything except tests marked slow (real tools, papermill, the book build).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf _build data/cache book/experiments/smt_thp.ipynb book/environments/inventory.ipynb

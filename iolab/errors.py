@@ -1,0 +1,47 @@
+"""Error types that carry enough context to act on: which file, which key, what is allowed.
+
+Responsible for: the exception classes every module raises for bad input or failed runs.
+Not responsible for: printing them (the CLI does that) or recovering from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class IolabError(Exception):
+    """Base class: a problem the user can fix, phrased so they can."""
+
+
+class InputError(IolabError):
+    """Bad input: names the file, the key and what is allowed."""
+
+    def __init__(self, path: str | Path | None, key: str | None, problem: str,
+                 allowed: str | None = None):
+        self.path = str(path) if path is not None else None
+        self.key = key
+        self.problem = problem
+        self.allowed = allowed
+        parts = []
+        if self.path:
+            parts.append(self.path)
+        if key:
+            parts.append(f"key '{key}'")
+        where = ": ".join(parts)
+        msg = f"{where}: {problem}" if where else problem
+        if allowed:
+            msg += f" (allowed: {allowed})"
+        super().__init__(msg)
+
+
+class ParseError(IolabError):
+    """A raw tool output that cannot be parsed; names the file and what is wrong."""
+
+    def __init__(self, source: str | Path, problem: str):
+        self.source = str(source)
+        self.problem = problem
+        super().__init__(f"{self.source}: {problem}")
+
+
+class ToolError(IolabError):
+    """A required system tool is missing or failed."""

@@ -1,0 +1,1 @@
+"""Pure parsers of raw tool output; each is a function of file contents, never runs tools."""

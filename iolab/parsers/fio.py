@@ -1,0 +1,294 @@
+"""Parser for fio's JSON report (``--output-format=json`` or ``json+``), written for fio 3.x.
+
+Responsible for: turning the text of one fio report into one flat dict of metrics with
+explicit units, aggregating over every job object in the report, and raising
+:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed input.
+
+Not responsible for: running fio (``scripts/drivers/fio.sh`` does that), reading fio's exit
+status or stderr, deciding whether a job's non-zero ``error`` makes the run unusable (the
+value is reported as ``error``; the caller decides), or statistics across repetitions.
+
+What the input may look like:
+
+* Text before the report (fio notes and banners when stdout was captured): everything
+  before the first line that starts with ``{`` is skipped.
+* Several complete reports one after another (``--status-interval``): the last one is
+  used, and ``warnings`` says so. Text after the last report (``json,normal`` output) is
+  ignored with a warning. An incomplete report anywhere raises ParseError, because the
+  final numbers are then missing.
+* ``numjobs`` without ``group_reporting`` gives several job objects, and several job
+  sections or groups do too. They are pooled: IOPS, bandwidth, bytes, I/O counts and
+  context switches are summed; mean completion latency is the mean weighted by each
+  object's sample count ``N``.
+* Percentiles cannot be averaged. With one job object (``group_reporting`` included) they
+  are read from fio's ``clat_ns.percentile`` map. With several, they are recomputed from
+  the ``json+`` histograms (``clat_ns.bins``) merged over the objects, the same way fio
+  computes them; without ``json+`` that is impossible and ParseError is raised.
+
+CPU and runtime, and a trap in ``group_reporting`` objects: fio sums ``job_runtime`` over
+the members of a group and reports ``usr_cpu``/``sys_cpu`` as member CPU time divided by
+that summed runtime, i.e. a per-member average. To report CPU as a total in percent of one
+CPU (like GNU time's ``%CPU``), each object's wall time is taken as its ``job_runtime``,
+capped at its longest per-direction ``runtime`` (which fio takes as the maximum over the
+members). Its CPU time (``usr_cpu * job_runtime``) is then divided by that wall time. For
+a single job the cap normally does nothing (fio rounds direction runtimes up), so the
+result is the plain sum of the jobs' ``usr_cpu`` and the longest ``job_runtime``. One case
+where the cap changes a single job: a job that runs its directions one after another (a
+write phase then a verify read phase) gets the longest phase as its wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+from itertools import accumulate
+from pathlib import Path
+
+from iolab.errors import ParseError
+
+DIRECTIONS = ("read", "write", "trim")
+
+# Result key suffix -> percentile, as fio spells it in clat_ns.percentile ("%f").
+_PERCENTILES = {"p50": 50.0, "p99": 99.0, "p999": 99.9}
+
+_FIRST_BRACE_LINE = re.compile(r"^\{", flags=re.MULTILINE)
+_WHITESPACE = re.compile(r"\s*")
+
+_NUMBER = ((int, float), "a number")
+_INT = (int, "an integer")
+_OBJECT = (dict, "an object")
+
+
+def parse_fio_file(path: str | Path) -> dict:
+    """Read a file holding fio's report and parse it with :func:`parse_fio_json`."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    return parse_fio_json(text, source=str(path))
+
+
+def parse_fio_json(text: str, source: str = "<string>") -> dict:
+    """Parse the text of one fio run's JSON report into a flat dict of metrics.
+
+    Keys (units in the names; ``None`` where a value does not exist, e.g. percentiles of
+    a direction that did no I/O):
+
+    * ``fio_version`` (str), ``njobs`` (job objects in the report), ``error`` (first
+      non-zero job errno, else 0), ``warnings`` (list of str; empty for a clean report).
+    * Totals over directions: ``iops``, ``bw_bytes`` (B/s), ``mibs`` (``bw_bytes / 2**20``).
+    * ``direction``: the direction that moved the most bytes (``None`` if none did; a tie
+      goes to the first of read, write, trim), and its ``clat_mean_us``, ``clat_p50_us``, ``clat_p99_us``.
+    * ``usr_cpu``, ``sys_cpu`` (total over jobs, percent of one CPU), ``ctx`` (context
+      switches), ``runtime_ms`` (wall time of the longest job).
+    * For each of read, write, trim: ``<dir>_iops``, ``<dir>_bw_bytes`` (B/s),
+      ``<dir>_io_bytes``, ``<dir>_total_ios``, ``<dir>_clat_mean_us``, ``<dir>_clat_p50_us``,
+      ``<dir>_clat_p99_us``, ``<dir>_clat_p999_us``.
+    """
+    report, warnings = _last_report(text, source)
+    jobs = _jobs(report, source)
+    version = report.get("fio version")
+    if not isinstance(version, str):
+        raise ParseError(source, "missing or non-string 'fio version' at the top level")
+
+    per_dir = {d: _direction(jobs, d, source) for d in DIRECTIONS}
+    busiest = max(DIRECTIONS, key=lambda d: per_dir[d]["io_bytes"])
+    if per_dir[busiest]["io_bytes"] == 0:
+        busiest = None
+
+    usr_cpu, sys_cpu, runtime_ms = _cpu_and_runtime(jobs, source)
+    errors = [_field(job, "error", _INT, f"jobs[{i}]", source) for i, job in enumerate(jobs)]
+
+    bw_bytes = sum(per_dir[d]["bw_bytes"] for d in DIRECTIONS)
+    top = per_dir[busiest] if busiest else {}
+    result = {
+        "fio_version": version,
+        "njobs": len(jobs),
+        "error": next((e for e in errors if e != 0), 0),
+        "direction": busiest,
+        "iops": sum(per_dir[d]["iops"] for d in DIRECTIONS),
+        "bw_bytes": bw_bytes,
+        "mibs": bw_bytes / 2**20,
+        "clat_mean_us": top.get("clat_mean_us"),
+        "clat_p50_us": top.get("clat_p50_us"),
+        "clat_p99_us": top.get("clat_p99_us"),
+        "usr_cpu": usr_cpu,
+        "sys_cpu": sys_cpu,
+        "ctx": sum(_field(job, "ctx", _INT, f"jobs[{i}]", source) for i, job in enumerate(jobs)),
+        "runtime_ms": runtime_ms,
+    }
+    for d in DIRECTIONS:
+        for key, value in per_dir[d].items():
+            result[f"{d}_{key}"] = value
+    result["warnings"] = warnings
+    return result
+
+
+def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
+    """Find the JSON report(s) in the text; return the last one and any warnings."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        raise ParseError(source, "empty input: there is no fio output to parse")
+    match = _FIRST_BRACE_LINE.search(text)
+    if match is None:
+        raise ParseError(source, "no JSON object found: no line starts with '{'")
+
+    decoder = json.JSONDecoder()
+    reports: list[dict] = []
+    warnings: list[str] = []
+    pos = match.start()
+    while pos < len(text):
+        if text[pos] != "{":
+            line = text.count("\n", 0, pos) + 1
+            warnings.append(f"ignored {len(text) - pos} characters of non-JSON text after "
+                            f"the JSON report (from line {line})")
+            break
+        try:
+            report, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ParseError(source, f"truncated or invalid JSON at line {exc.lineno} "
+                                     f"col {exc.colno} ({exc.msg})") from None
+        reports.append(report)
+        pos = _WHITESPACE.match(text, pos).end()
+    if len(reports) > 1:
+        warnings.append(f"found {len(reports)} concatenated JSON reports "
+                        f"(e.g. from --status-interval); used the last one")
+    return reports[-1], warnings
+
+
+def _jobs(report: dict, source: str) -> list[dict]:
+    """Return the list of job objects, checking the shape fio 3.x writes."""
+    if "jobs" not in report:
+        hint = " (client/server output with 'client_stats' is not supported)" \
+            if "client_stats" in report else ""
+        raise ParseError(source, f"no 'jobs' array in the JSON report{hint}")
+    jobs = report["jobs"]
+    if not isinstance(jobs, list):
+        raise ParseError(source, f"'jobs' must be an array, got {_kind(jobs)}")
+    if not jobs:
+        raise ParseError(source, "'jobs' is empty: fio reported no job")
+    for i, job in enumerate(jobs):
+        if not isinstance(job, dict):
+            raise ParseError(source, f"jobs[{i}] must be an object, got {_kind(job)}")
+        for d in ("read", "write"):
+            if d not in job:
+                hint = " (unified_rw_reporting output is not supported)" if "mixed" in job else ""
+                raise ParseError(source, f"jobs[{i}] has no '{d}' section{hint}")
+    return jobs
+
+
+def _direction(jobs: list[dict], d: str, source: str) -> dict:
+    """Pool one direction over all job objects; a missing 'trim' section counts as no I/O."""
+    iops = 0.0
+    bw_bytes = io_bytes = total_ios = 0
+    clats: list[tuple[str, dict]] = []
+    for i, job in enumerate(jobs):
+        if d not in job:
+            continue
+        where = f"jobs[{i}].{d}"
+        section = _field(job, d, _OBJECT, f"jobs[{i}]", source)
+        iops += _field(section, "iops", _NUMBER, where, source)
+        bw_bytes += _field(section, "bw_bytes", _INT, where, source)
+        io_bytes += _field(section, "io_bytes", _INT, where, source)
+        total_ios += _field(section, "total_ios", _INT, where, source)
+        clat = _field(section, "clat_ns", _OBJECT, where, source)
+        if _field(clat, "N", _INT, f"{where}.clat_ns", source) > 0:
+            clats.append((f"{where}.clat_ns", clat))
+
+    n_total = sum(clat["N"] for _, clat in clats)
+    weighted = sum(_field(clat, "mean", _NUMBER, where, source) * clat["N"]
+                   for where, clat in clats)
+    out = {
+        "iops": float(iops),
+        "bw_bytes": bw_bytes,
+        "io_bytes": io_bytes,
+        "total_ios": total_ios,
+        "clat_mean_us": weighted / n_total / 1000 if n_total else None,
+    }
+    for name, value_ns in _percentiles_ns(clats, d, source).items():
+        out[f"clat_{name}_us"] = value_ns / 1000 if value_ns is not None else None
+    return out
+
+
+def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
+    """p50/p99/p999 in ns for one direction, from the histograms or fio's own map."""
+    if clats and all("bins" in clat for _, clat in clats):
+        merged: dict[int, int] = {}
+        for where, clat in clats:
+            for value, count in _field(clat, "bins", _OBJECT, where, source).items():
+                if not value.isdecimal() or isinstance(count, bool) or not isinstance(count, int):
+                    raise ParseError(source, f"{where}.bins: expected integer latency keys and "
+                                             f"counts, got {value!r}: {count!r}")
+                merged[int(value)] = merged.get(int(value), 0) + count
+        if not any(merged.values()):
+            raise ParseError(source, f"{d}: 'clat_ns.bins' holds no samples although N > 0")
+        return {name: _from_histogram(merged, p) for name, p in _PERCENTILES.items()}
+    if len(clats) > 1:
+        raise ParseError(source, f"{len(clats)} job objects did {d} I/O but have no "
+                                 f"'clat_ns.bins'; percentiles cannot be pooled over jobs "
+                                 f"without json+ (rerun with --output-format=json+ or "
+                                 f"--group_reporting)")
+    if not clats:
+        return {name: None for name in _PERCENTILES}
+    where, clat = clats[0]
+    table = clat.get("percentile", {})
+    if not isinstance(table, dict):
+        raise ParseError(source, f"{where}.percentile must be an object, got {_kind(table)}")
+    out = {}
+    for name, p in _PERCENTILES.items():
+        value = table.get(f"{p:f}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ParseError(source, f"{where}.percentile['{p:f}'] must be a number, "
+                                     f"got {_kind(value)}")
+        out[name] = value
+    return out
+
+
+def _from_histogram(counts: dict[int, int], p: float) -> int:
+    """The smallest latency bin at which the running count reaches p % of all samples.
+
+    This is fio's rule; the threshold is exact (Fraction) so ties match fio's result.
+    """
+    threshold = Fraction(p) * sum(counts.values()) / 100
+    values = sorted(counts)
+    running = accumulate(counts[value] for value in values)
+    return next(value for value, seen in zip(values, running) if seen >= threshold)
+
+
+def _cpu_and_runtime(jobs: list[dict], source: str) -> tuple[float, float, int]:
+    """Total usr and sys CPU in percent of one CPU, and the longest wall time in ms."""
+    usr_cpu = sys_cpu = 0.0
+    runtime_ms = 0
+    for i, job in enumerate(jobs):
+        where = f"jobs[{i}]"
+        job_runtime = _field(job, "job_runtime", _INT, where, source)
+        wall = _wall_ms(job, job_runtime, where, source)
+        scale = job_runtime / wall if wall else 1.0
+        usr_cpu += _field(job, "usr_cpu", _NUMBER, where, source) * scale
+        sys_cpu += _field(job, "sys_cpu", _NUMBER, where, source) * scale
+        runtime_ms = max(runtime_ms, wall)
+    return usr_cpu, sys_cpu, runtime_ms
+
+
+def _wall_ms(job: dict, job_runtime: int, where: str, source: str) -> int:
+    """job_runtime capped at the longest direction runtime (see the module docstring)."""
+    longest = max(_field(_field(job, d, _OBJECT, where, source), "runtime", _INT,
+                         f"{where}.{d}", source)
+                  for d in DIRECTIONS if d in job)
+    return min(job_runtime, longest) if longest > 0 else job_runtime
+
+
+def _field(obj: dict, key: str, kind: tuple, where: str, source: str):
+    """obj[key], checked against kind = (types, description); bools are not numbers."""
+    types, description = kind
+    if key not in obj:
+        raise ParseError(source, f"{where}: missing key '{key}'")
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise ParseError(source, f"{where}.{key} must be {description}, got {_kind(value)}")
+    return value
+
+
+def _kind(value: object) -> str:
+    """A JSON-flavoured name for a Python value's type, for error messages."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

@@ -1,0 +1,253 @@
+"""KnobSession and restore_from_journal on a fake sysfs tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from iolab.errors import InputError, IolabError
+from iolab.journal import KnobSession, _process_start, restore_from_journal, states
+from iolab.knobs import ThpKnob, make_knobs
+
+
+@pytest.fixture
+def host(fake_sysroot, tmp_path):
+    """(knobs, journal path) on a fresh fake tree."""
+    return make_knobs(fake_sysroot()), tmp_path / "state" / "knob-journal.json"
+
+
+@pytest.fixture(autouse=True)
+def keep_sigterm_handler():
+    """A session abandoned on purpose (simulated crash) leaves its SIGTERM handler installed."""
+    saved = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, saved)
+
+
+def test_session_restores_on_normal_exit(host):
+    knobs, journal = host
+    with KnobSession(knobs, journal) as session:
+        result = session.set("thp", "never")
+        assert result == {"requested": "never", "before": "madvise", "after": "never",
+                          "matches": True}
+        session.set("smt", "off")
+        record = json.loads(journal.read_text())
+        assert record["schema_version"] == 1 and record["pid"] == os.getpid()
+        assert record["started_at"]
+        assert record["changes"] == [
+            {"knob": "thp", "before": "madvise"},
+            {"knob": "smt", "before": {"control": "on", "active": True}},
+        ]
+    assert knobs["thp"].read() == "madvise"
+    assert knobs["smt"].read()["control"] == "on"
+    assert not journal.exists()
+    assert session.restore_report == ["smt: restored to {\"active\": true, \"control\": \"on\"}",
+                                      "thp: restored to \"madvise\""]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("driver crashed"), KeyboardInterrupt()])
+def test_session_restores_when_interrupted(host, error):
+    knobs, journal = host
+    with pytest.raises(type(error)):
+        with KnobSession(knobs, journal) as session:
+            session.set("governor", {"governor": "userspace", "khz": 3_000_000, "cpus": "0-1"})
+            session.set("irq_affinity", {"irqs": "nvme", "cpus": "3"})
+            raise error
+    assert all(e == {"governor": "powersave"} for e in knobs["governor"].read().values())
+    assert set(knobs["irq_affinity"].read().values()) == {"0-1"}
+    assert not journal.exists()
+
+
+def test_session_restores_on_sigterm(host):
+    knobs, journal = host
+    with pytest.raises(SystemExit) as info:
+        with KnobSession(knobs, journal) as session:
+            session.set("turbo", "off")
+            os.kill(os.getpid(), signal.SIGTERM)
+            # The handler runs between bytecodes; this loop gives it the chance.
+            for _ in range(1000):
+                pass
+    assert info.value.code == 128 + signal.SIGTERM
+    assert knobs["turbo"].read() == "on"
+    assert not journal.exists()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_session_leaves_a_callers_sigterm_handler_alone(host):
+    knobs, journal = host
+
+    def callers_handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, callers_handler)
+    with KnobSession(knobs, journal):
+        assert signal.getsignal(signal.SIGTERM) is callers_handler
+    assert signal.getsignal(signal.SIGTERM) is callers_handler
+
+
+def test_set_twice_journals_the_original_once(host):
+    knobs, journal = host
+    with KnobSession(knobs, journal) as session:
+        session.set("thp", "never")
+        second = session.set("thp", "always")
+        assert second["before"] == "never"
+        assert json.loads(journal.read_text())["changes"] == [{"knob": "thp", "before": "madvise"}]
+    assert knobs["thp"].read() == "madvise"
+
+
+def test_bad_requests_are_refused_before_journaling(fake_sysroot, tmp_path):
+    knobs = make_knobs(fake_sysroot(smt="notsupported"))
+    journal = tmp_path / "journal.json"
+    with KnobSession(knobs, journal) as session:
+        with pytest.raises(InputError) as info:
+            session.set("thp", "sometimes")
+        assert info.value.key == "thp"
+        with pytest.raises(InputError, match="unknown knob") as info:
+            session.set("hugepages", "on")
+        assert "thp" in info.value.allowed
+        with pytest.raises(IolabError, match="notsupported"):
+            session.set("smt", "off")
+        assert json.loads(journal.read_text())["changes"] == []
+    assert not journal.exists()
+
+
+def test_set_outside_the_with_block(host):
+    knobs, journal = host
+    with pytest.raises(IolabError, match="outside"):
+        KnobSession(knobs, journal).set("thp", "never")
+
+
+class StickyThp(ThpKnob):
+    """A THP file that takes the write but keeps its old value, as a kernel may."""
+
+    def apply(self, value):
+        old = self.path.read_text()
+        super().apply(value)
+        self.path.write_text(old)
+
+
+def test_ignored_write_is_detected(fake_sysroot, tmp_path):
+    knobs = {"thp": StickyThp(fake_sysroot())}
+    with KnobSession(knobs, tmp_path / "journal.json") as session:
+        result = session.set("thp", "never")
+    assert result["matches"] is False
+    assert result["after"] == "madvise"
+
+
+class BrokenRestoreThp(ThpKnob):
+    def restore(self, state):
+        raise IolabError("cannot write 'madvise' to .../enabled: Device or resource busy")
+
+
+def test_failed_restore_keeps_the_journal(fake_sysroot, tmp_path):
+    root = fake_sysroot()
+    journal = tmp_path / "journal.json"
+    with pytest.raises(IolabError, match="could not restore knob") as info:
+        with KnobSession({"thp": BrokenRestoreThp(root)}, journal) as session:
+            session.set("thp", "never")
+    assert "thp: cannot write" in str(info.value) and "iolab restore" in str(info.value)
+    assert journal.exists()
+
+    lines = restore_from_journal(journal, make_knobs(root))
+    assert "thp: restored to \"madvise\"" in lines
+    assert ThpKnob(root).read() == "madvise"
+    assert not journal.exists()
+
+
+def test_failed_restore_while_an_exception_is_leaving_adds_a_note(fake_sysroot, tmp_path):
+    journal = tmp_path / "journal.json"
+    with pytest.raises(RuntimeError) as info:
+        with KnobSession({"thp": BrokenRestoreThp(fake_sysroot())}, journal) as session:
+            session.set("thp", "never")
+            raise RuntimeError("fio crashed")
+    assert any("could not restore knob" in note for note in info.value.__notes__)
+    assert journal.exists()
+
+
+def test_crash_leaves_a_journal_that_restore_undoes(host):
+    knobs, journal = host
+    crashed = KnobSession(knobs, journal)
+    crashed.__enter__()
+    crashed.set("thp", "never")
+    crashed.set("smt", "off")
+    # No __exit__: the process "died" here.
+    assert knobs["thp"].read() == "never"
+
+    with pytest.raises(IolabError, match="iolab restore"):
+        with KnobSession(knobs, journal):
+            pass
+
+    lines = restore_from_journal(journal, knobs)
+    assert lines[0].startswith(f"journal {journal}: written by pid {os.getpid()}")
+    assert lines[1:] == ["smt: restored to {\"active\": true, \"control\": \"on\"}",
+                         "thp: restored to \"madvise\"",
+                         f"removed {journal}"]
+    assert knobs["thp"].read() == "madvise" and knobs["smt"].read()["control"] == "on"
+    assert not journal.exists()
+    assert restore_from_journal(journal, knobs) == [f"nothing to restore: no journal at {journal}"]
+
+
+def test_restore_is_idempotent_for_knobs_already_back(host):
+    knobs, journal = host
+    crashed = KnobSession(knobs, journal)
+    crashed.__enter__()
+    crashed.set("thp", "never")
+    knobs["thp"].restore("madvise")
+    assert restore_from_journal(journal, knobs)[1] == "thp: already at \"madvise\""
+
+
+def test_restore_refuses_under_a_running_session(host):
+    knobs, journal = host
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        journal.parent.mkdir(parents=True)
+        journal.write_text(json.dumps({
+            "schema_version": 1, "pid": sleeper.pid, "started_at": "2025-01-01T00:00:00+00:00",
+            "boot_id": open("/proc/sys/kernel/random/boot_id").read().strip(),
+            "pid_start": _process_start(sleeper.pid),
+            "changes": [{"knob": "thp", "before": "always"}]}))
+        with pytest.raises(IolabError, match="still running"):
+            restore_from_journal(journal, knobs)
+        assert journal.exists() and knobs["thp"].read() == "madvise"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    restore_from_journal(journal, knobs)
+    assert knobs["thp"].read() == "always"
+
+
+@pytest.mark.parametrize("text, key", [
+    ("{not json", None),
+    ('{"schema_version": 99, "changes": []}', "schema_version"),
+    ('{"schema_version": 1, "changes": [{"before": 1}]}', "changes"),
+])
+def test_malformed_journal(host, text, key):
+    knobs, journal = host
+    journal.parent.mkdir(parents=True)
+    journal.write_text(text)
+    with pytest.raises(InputError) as info:
+        restore_from_journal(journal, knobs)
+    assert info.value.key == key and info.value.path == str(journal)
+
+
+def test_unknown_knob_in_journal_keeps_it(host):
+    knobs, journal = host
+    journal.parent.mkdir(parents=True)
+    journal.write_text(json.dumps({"schema_version": 1, "pid": 1, "changes": [
+        {"knob": "nvme_poll_queues", "before": 0}]}))
+    with pytest.raises(IolabError, match="nvme_poll_queues: no such knob"):
+        restore_from_journal(journal, knobs)
+    assert journal.exists()
+
+
+def test_states_reads_every_knob(fake_sysroot):
+    recorded = states(make_knobs(fake_sysroot(cpufreq=False, turbo=None, smt="notsupported")))
+    assert recorded["thp"] == "madvise"
+    assert recorded["smt"] == {"control": "notsupported", "active": False}
+    assert recorded["governor"] is None and recorded["turbo"] is None
+    json.dumps(recorded)

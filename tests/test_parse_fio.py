@@ -1,0 +1,383 @@
+"""Golden tests for iolab.parsers.fio and scripts/drivers/fio.sh.
+
+The fixtures are real fio-3.33 output (see tests/fixtures/fio/README.md). Where it is simple, the
+expected value is also computed here straight from the raw JSON, independently of the parser.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iolab.errors import ParseError
+from iolab.parsers.fio import parse_fio_file, parse_fio_json
+
+FIX = Path(__file__).parent / "fixtures" / "fio"
+BAD = FIX / "bad"
+DRIVER = Path(__file__).resolve().parents[1] / "scripts" / "drivers" / "fio.sh"
+
+NJ4_PLUS = FIX / "psync_randread_4k_nj4.jsonplus.json"
+NJ4_GROUP = FIX / "psync_randread_4k_nj4_group.json"
+URING = FIX / "io_uring_randread_4k_qd16.jsonplus.json"
+MIXED = FIX / "libaio_randrw70_4k_qd8.json"
+NOTES = FIX / "psync_iodepth4_stdout.txt"
+STATUS = FIX / "psync_status_interval_stdout.txt"
+ERROR_RUN = FIX / "error_direct_unaligned_bs.json"
+
+DIRECTION_KEYS = ["iops", "bw_bytes", "io_bytes", "total_ios", "clat_mean_us",
+                  "clat_p50_us", "clat_p99_us", "clat_p999_us"]
+EXPECTED_KEYS = (
+    ["fio_version", "njobs", "error", "direction", "iops", "bw_bytes", "mibs",
+     "clat_mean_us", "clat_p50_us", "clat_p99_us", "usr_cpu", "sys_cpu", "ctx", "runtime_ms"]
+    + [f"{d}_{k}" for d in ("read", "write", "trim") for k in DIRECTION_KEYS]
+    + ["warnings"]
+)
+
+
+def raw(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def nearest_rank(latencies_ns: list[int], p: float) -> float:
+    """Percentile by the nearest-rank rule on the expanded sample list, in µs."""
+    ordered = sorted(latencies_ns)
+    return ordered[math.ceil(p / 100 * len(ordered)) - 1] / 1000
+
+
+def expand_bins(jobs: list[dict], direction: str) -> list[int]:
+    return [int(value) for job in jobs
+            for value, count in job[direction]["clat_ns"]["bins"].items()
+            for _ in range(count)]
+
+
+# --- golden values from real runs -------------------------------------------------------------
+
+def test_numjobs_without_group_reporting_pools_four_job_objects():
+    jobs = raw(NJ4_PLUS)["jobs"]
+    r = parse_fio_file(NJ4_PLUS)
+
+    assert list(r) == EXPECTED_KEYS
+    assert r["fio_version"] == "fio-3.33"
+    assert r["njobs"] == 4 == len(jobs)
+    assert r["error"] == 0
+    assert r["warnings"] == []
+    assert r["direction"] == "read"
+
+    assert r["read_iops"] == pytest.approx(36708.291709)
+    assert r["read_iops"] == pytest.approx(sum(j["read"]["iops"] for j in jobs))
+    assert r["read_bw_bytes"] == 150357160 == sum(j["read"]["bw_bytes"] for j in jobs)
+    assert r["read_io_bytes"] == 150507520
+    assert r["read_total_ios"] == 36745 == sum(j["read"]["total_ios"] for j in jobs)
+    assert r["iops"] == r["read_iops"]
+    assert r["bw_bytes"] == r["read_bw_bytes"]
+    assert r["mibs"] == pytest.approx(150357160 / 2**20)
+
+    weighted = sum(j["read"]["clat_ns"]["mean"] * j["read"]["clat_ns"]["N"] for j in jobs)
+    assert r["read_clat_mean_us"] == pytest.approx(weighted / 36745 / 1000)
+    assert r["read_clat_mean_us"] == pytest.approx(106.012900, abs=1e-6)
+
+    # Merged-histogram percentiles: golden values, and an independent nearest-rank computation.
+    assert (r["read_clat_p50_us"], r["read_clat_p99_us"], r["read_clat_p999_us"]) \
+        == (102.912, 175.104, 325.632)
+    samples = expand_bins(jobs, "read")
+    assert len(samples) == 36745
+    for key, p in (("p50", 50), ("p99", 99), ("p999", 99.9)):
+        assert r[f"read_clat_{key}_us"] == nearest_rank(samples, p)
+    assert (r["clat_mean_us"], r["clat_p50_us"], r["clat_p99_us"]) \
+        == (r["read_clat_mean_us"], r["read_clat_p50_us"], r["read_clat_p99_us"])
+
+    assert r["usr_cpu"] == pytest.approx(1.3 + 4.4 + 1.2 + 1.6)
+    assert r["sys_cpu"] == pytest.approx(12.7 + 10.0 + 13.4 + 12.9)
+    assert r["ctx"] == 36798 == sum(j["ctx"] for j in jobs)
+    assert r["runtime_ms"] == 1000
+
+    for d in ("write", "trim"):
+        assert (r[f"{d}_iops"], r[f"{d}_bw_bytes"], r[f"{d}_io_bytes"], r[f"{d}_total_ios"]) \
+            == (0.0, 0, 0, 0)
+        assert r[f"{d}_clat_mean_us"] is None
+        assert r[f"{d}_clat_p50_us"] is None and r[f"{d}_clat_p999_us"] is None
+    json.dumps(r)  # plain JSON types only
+
+
+def test_histogram_percentiles_match_fios_own_for_each_single_job():
+    doc = raw(NJ4_PLUS)
+    for job in doc["jobs"]:
+        single = dict(doc, jobs=[job])
+        r = parse_fio_json(json.dumps(single))
+        table = job["read"]["clat_ns"]["percentile"]
+        assert r["read_clat_p50_us"] == table["50.000000"] / 1000
+        assert r["read_clat_p99_us"] == table["99.000000"] / 1000
+        assert r["read_clat_p999_us"] == table["99.900000"] / 1000
+
+
+def test_histogram_percentile_at_an_exact_boundary_takes_the_lower_bin():
+    # fio picks the first bin whose running count reaches p % of N, ties included.
+    doc = raw(URING)
+    doc["jobs"][0]["read"]["clat_ns"].update(N=4, mean=2000.0, bins={"3000": 2, "1000": 2})
+    r = parse_fio_json(json.dumps(doc))
+    assert (r["read_clat_p50_us"], r["read_clat_p99_us"], r["read_clat_p999_us"]) \
+        == (1.0, 3.0, 3.0)
+
+
+def test_group_reporting_object_gives_totals_not_per_member_averages():
+    job = raw(NJ4_GROUP)["jobs"][0]
+    assert job["job_runtime"] == 4000  # fio sums the 4 members' runtimes
+    r = parse_fio_file(NJ4_GROUP)
+
+    assert r["njobs"] == 1
+    assert r["read_iops"] == pytest.approx(34593.406593)
+    assert r["read_bw_bytes"] == 141694593
+    assert r["read_io_bytes"] == 141836288
+    assert r["read_total_ios"] == 34628
+    assert r["read_clat_mean_us"] == pytest.approx(114.891033355)
+    assert (r["read_clat_p50_us"], r["read_clat_p99_us"], r["read_clat_p999_us"]) \
+        == (112.128, 181.248, 419.84)
+    assert r["runtime_ms"] == 1001  # the longest member's read runtime
+    # fio's 2.1 % / 12.4 % are CPU time over the summed runtime, i.e. per member.
+    assert r["usr_cpu"] == pytest.approx(2.1 * 4000 / 1001)
+    assert r["sys_cpu"] == pytest.approx(12.4 * 4000 / 1001)
+    assert r["ctx"] == 34646
+    assert r["warnings"] == []
+
+
+def test_io_uring_single_job_jsonplus():
+    r = parse_fio_file(URING)
+    assert r["njobs"] == 1
+    assert r["direction"] == "read"
+    assert r["iops"] == pytest.approx(75218.781219)
+    assert r["bw_bytes"] == 308096127
+    assert r["mibs"] == pytest.approx(293.823363, abs=1e-6)
+    assert r["read_total_ios"] == 75294
+    assert r["clat_mean_us"] == pytest.approx(208.804725848)
+    assert (r["clat_p50_us"], r["clat_p99_us"], r["read_clat_p999_us"]) \
+        == (193.536, 321.536, 2277.376)
+    assert (r["usr_cpu"], r["sys_cpu"], r["ctx"], r["runtime_ms"]) == (8.7, 30.5, 4700, 1000)
+
+
+def test_mixed_randrw_reports_both_directions():
+    job = raw(MIXED)["jobs"][0]
+    r = parse_fio_file(MIXED)
+
+    assert r["read_iops"] == pytest.approx(37903.096903)
+    assert r["write_iops"] == pytest.approx(16208.791209)
+    assert r["iops"] == pytest.approx(job["read"]["iops"] + job["write"]["iops"])
+    assert r["read_bw_bytes"] == 155251084
+    assert r["write_bw_bytes"] == 66391208
+    assert r["bw_bytes"] == 155251084 + 66391208
+    assert (r["read_total_ios"], r["write_total_ios"]) == (37941, 16225)
+    assert r["write_io_bytes"] == 66457600
+    assert r["write_clat_mean_us"] == pytest.approx(159.318738305)
+    assert (r["write_clat_p50_us"], r["write_clat_p99_us"], r["write_clat_p999_us"]) \
+        == (138.24, 692.224, 1892.352)
+    assert (r["read_clat_p50_us"], r["read_clat_p99_us"]) == (123.392, 391.168)
+    # read moved more bytes (70/30 mix), so the headline latencies are read's
+    assert r["direction"] == "read"
+    assert (r["clat_p50_us"], r["clat_p99_us"]) == (123.392, 391.168)
+    assert r["trim_iops"] == 0.0 and r["trim_clat_p99_us"] is None
+
+
+def test_headline_latencies_follow_the_direction_that_moved_most_bytes():
+    doc = raw(MIXED)
+    job = doc["jobs"][0]
+    job["read"], job["write"] = job["write"], job["read"]  # now write has the 70 %
+    r = parse_fio_json(json.dumps(doc))
+    assert r["direction"] == "write"
+    assert (r["clat_p50_us"], r["clat_p99_us"]) == (123.392, 391.168)
+    assert r["clat_mean_us"] == r["write_clat_mean_us"]
+
+
+def test_text_notes_before_json_are_skipped():
+    text = NOTES.read_text()
+    assert text.startswith("note: both iodepth >= 1 and synchronous I/O engine")
+    r = parse_fio_file(NOTES)
+    assert r["iops"] == pytest.approx(16888.111888)
+    assert r["read_total_ios"] == 16905
+    assert (r["clat_p50_us"], r["clat_p99_us"]) == (56.576, 103.936)
+    assert r["warnings"] == []
+
+
+def test_status_interval_uses_last_report_and_warns():
+    text = STATUS.read_text()
+    last = json.loads(text[text.rindex("\n{") + 1:])["jobs"][0]["read"]
+    r = parse_fio_file(STATUS)
+    assert r["read_iops"] == pytest.approx(last["iops"])
+    assert r["read_iops"] == pytest.approx(17174.912544)  # the interim reports say 17219.9 and 17078.6
+    assert r["read_total_ios"] == 34367
+    assert r["runtime_ms"] == 2000
+    assert len(r["warnings"]) == 1 and "3 concatenated JSON reports" in r["warnings"][0]
+
+
+def test_truncated_last_report_after_complete_ones_raises():
+    text = STATUS.read_text()
+    cut = text[: text.rindex("\n{") + 2000]
+    with pytest.raises(ParseError, match="truncated or invalid JSON at line 618 col 31"):
+        parse_fio_json(cut, source="status.txt")
+
+
+def test_text_after_the_report_is_ignored_with_a_warning():
+    text = MIXED.read_text() + "\nmixed: (groupid=0, jobs=1): err= 0: pid=1\n"
+    r = parse_fio_json(text)
+    assert r["read_iops"] == pytest.approx(37903.096903)
+    assert len(r["warnings"]) == 1 and "non-JSON text after" in r["warnings"][0]
+
+
+def test_crlf_line_endings_are_accepted():
+    text = ("note: a banner\r\n" + NOTES.read_text().split("\n", 1)[1]).replace("\n", "\r\n")
+    assert parse_fio_json(text)["read_total_ios"] == 16905
+
+
+def test_job_error_is_reported_not_raised():
+    r = parse_fio_file(ERROR_RUN)
+    assert r["error"] == 22  # EINVAL
+    assert r["njobs"] == 1
+    assert r["direction"] is None
+    assert (r["iops"], r["bw_bytes"], r["read_io_bytes"]) == (0.0, 0, 0)
+    assert r["read_total_ios"] == 1  # the failed I/O is counted although no byte moved
+    assert r["clat_mean_us"] is None and r["clat_p50_us"] is None
+    assert r["read_clat_p99_us"] is None
+    assert r["runtime_ms"] == 0
+
+
+def test_first_nonzero_error_over_jobs():
+    doc = raw(NJ4_PLUS)
+    doc["jobs"][2]["error"] = 5
+    doc["jobs"][3]["error"] = 22
+    assert parse_fio_json(json.dumps(doc))["error"] == 5
+
+
+# --- malformed input --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, problem", [
+    ("truncated.json", "truncated or invalid JSON at line 129 col 1"),
+    ("empty.json", "empty input"),
+    ("garbage.txt", "no JSON object found"),
+    ("no_jobs.json", "no 'jobs' array"),
+])
+def test_bad_fixture_raises_parse_error_naming_the_file(name, problem):
+    with pytest.raises(ParseError) as info:
+        parse_fio_file(BAD / name)
+    assert name in str(info.value)
+    assert problem in str(info.value)
+    assert info.value.source == str(BAD / name)
+
+
+def _mutated(edit) -> str:
+    doc = copy.deepcopy(raw(NJ4_GROUP))
+    edit(doc)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: d["jobs"][0].pop("read"), "jobs[0] has no 'read' section"),
+    (lambda d: d["jobs"][0].pop("write"), "jobs[0] has no 'write' section"),
+    (lambda d: d["jobs"][0].update(mixed=d["jobs"][0].pop("read")), "unified_rw_reporting"),
+    (lambda d: d.update(jobs={}), "'jobs' must be an array, got an object"),
+    (lambda d: d.update(jobs=[]), "'jobs' is empty"),
+    (lambda d: d["jobs"].append("job"), "jobs[1] must be an object, got a string"),
+    (lambda d: d["jobs"][0]["read"].update(iops="fast"), "jobs[0].read.iops must be a number"),
+    (lambda d: d["jobs"][0]["read"].update(iops=True), "jobs[0].read.iops must be a number"),
+    (lambda d: d["jobs"][0]["write"].pop("bw_bytes"), "jobs[0].write: missing key 'bw_bytes'"),
+    (lambda d: d["jobs"][0]["read"]["clat_ns"].update(N=None), "clat_ns.N must be an integer"),
+    (lambda d: d["jobs"][0].update(job_runtime="1s"), "jobs[0].job_runtime must be an integer"),
+    (lambda d: d.pop("fio version"), "'fio version'"),
+])
+def test_wrong_shapes_and_types_raise(edit, problem):
+    with pytest.raises(ParseError) as info:
+        parse_fio_json(_mutated(edit), source="mutated.json")
+    assert str(info.value).startswith("mutated.json: ")
+    assert problem in str(info.value)
+
+
+def test_top_level_array_is_not_a_report():
+    with pytest.raises(ParseError, match="s.json: no JSON object found"):
+        parse_fio_json('[{"fio version": "fio-3.33", "jobs": []}]\n', source="s.json")
+
+
+def test_several_jobs_without_bins_cannot_pool_percentiles():
+    doc = raw(NJ4_PLUS)
+    for job in doc["jobs"]:
+        del job["read"]["clat_ns"]["bins"]
+    with pytest.raises(ParseError, match="4 job objects did read I/O but have no 'clat_ns.bins'"):
+        parse_fio_json(json.dumps(doc), source="nobins.json")
+
+
+def test_single_job_without_the_999_percentile_reports_none():
+    doc = raw(MIXED)
+    del doc["jobs"][0]["write"]["clat_ns"]["percentile"]["99.900000"]
+    r = parse_fio_json(json.dumps(doc))
+    assert r["write_clat_p999_us"] is None
+    assert r["write_clat_p99_us"] == 692.224
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+def run_driver(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(DRIVER), *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def test_driver_declares_its_version_and_strict_mode():
+    text = DRIVER.read_text()
+    assert "\n# iolab-driver-version: 1\n" in text
+    assert "\nset -euo pipefail\n" in text
+    assert os.access(DRIVER, os.X_OK)
+
+
+@pytest.mark.parametrize("args", [[], ["--name=x"], ["--output"], ["--output="],
+                                  ["--output", ""], ["--output", "--name=x"]])
+def test_driver_without_output_file_is_a_usage_error(args):
+    proc = run_driver(*args)
+    assert proc.returncode == 2
+    assert "usage: fio.sh --output FILE" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_driver_without_fio_on_path_exits_127(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "bash").symlink_to(shutil.which("bash"))
+    proc = run_driver("--output", str(tmp_path / "out.json"), "--name=x",
+                      env={"PATH": str(bindir)})
+    assert proc.returncode == 127
+    assert proc.stderr.strip() == (
+        "fio.sh: fio not found on PATH; install it with 'apt-get install fio' "
+        "or 'conda install -c conda-forge fio'")
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_driver_real_run_writes_parseable_json_plus(tmp_path):
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(4 * 2**20))
+    out = tmp_path / "out.json"
+    marker = tmp_path / "injected"
+    name = f"a b;$(touch {marker})"  # must reach fio as one literal argument
+    proc = run_driver("--output", str(out), f"--name={name}", f"--filename={data}",
+                      "--size=4M", "--rw=randread", "--bs=4k", "--runtime=500ms",
+                      "--time_based")
+    assert proc.returncode == 0, proc.stderr
+
+    version = subprocess.run(["fio", "--version"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert proc.stdout.splitlines()[0] == version
+    assert not marker.exists()
+
+    doc = json.loads(out.read_text())  # the file holds only the report
+    assert doc["jobs"][0]["jobname"] == name
+    assert "bins" in doc["jobs"][0]["read"]["clat_ns"]  # json+
+
+    r = parse_fio_file(out)
+    assert r["fio_version"] == version
+    assert (r["njobs"], r["error"], r["direction"]) == (1, 0, "read")
+    assert r["read_total_ios"] > 0 and r["read_iops"] > 0
+    assert r["read_io_bytes"] == 4096 * r["read_total_ios"]
+    assert r["read_clat_p50_us"] is not None
+    assert 400 <= r["runtime_ms"] <= 1000

@@ -1,0 +1,111 @@
+"""The run store: atomic commits, resume bookkeeping, quarantine of broken runs, host checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from iolab.errors import IolabError
+from iolab.store import Store, sha256_file
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path / "data", "demo", "here")
+
+
+def commit_one(store, run_id="abc123def456-r0", payload=b"raw output\n"):
+    tmp = store.begin(run_id)
+    (tmp / "stdout").write_bytes(payload)
+    return store.commit(tmp, {"run_id": run_id, "params": {"x": 1}})
+
+
+def test_commit_writes_manifest_with_file_hashes(store):
+    final = commit_one(store)
+    manifest = json.loads((final / "run.json").read_text())
+    assert manifest["status"] == "ok" and manifest["schema_version"] == 1
+    assert manifest["files"]["stdout"]["sha256"] == sha256_file(final / "stdout")
+    assert store.complete_ids() == {"abc123def456-r0"}
+    assert not list(store.runs_dir.glob(".tmp-*"))
+
+
+def test_commit_refuses_to_overwrite(store):
+    commit_one(store)
+    tmp = store.begin("abc123def456-r0")
+    with pytest.raises(IolabError, match="already stored"):
+        store.commit(tmp, {"run_id": "abc123def456-r0"})
+
+
+def test_unfinished_tmp_folder_is_not_complete(store):
+    tmp = store.begin("abc123def456-r1")
+    (tmp / "stdout").write_text("half")
+    assert store.complete_ids() == set()
+    assert store.incomplete_runs() == []  # tmp folders are not runs
+
+
+def test_half_written_run_is_quarantined_not_deleted(store):
+    commit_one(store)
+    broken = store.runs_dir / "ffffffffffff-r0"
+    broken.mkdir()
+    (broken / "stdout").write_text("precious partial output")
+    assert store.incomplete_runs() == [broken]
+    messages = store.quarantine()
+    assert len(messages) == 1 and "half-written" in messages[0]
+    moved = list(store.partial_dir.iterdir())
+    assert len(moved) == 1 and (moved[0] / "stdout").read_text() == "precious partial output"
+    assert store.complete_ids() == {"abc123def456-r0"}
+
+
+def test_run_killed_with_sigkill_leaves_nothing_complete(store, tmp_path):
+    """A process killed between writing output and committing leaves only a tmp folder,
+    which the next campaign moves to partial/."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(os.getcwd())!r})
+        from pathlib import Path
+        from iolab.store import Store
+        s = Store(Path({str(store.data_dir)!r}), "demo", "here")
+        tmp = s.begin("0123456789ab-r0")
+        (tmp / "stdout").write_text("output of a run that never finished")
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script])
+    assert proc.returncode == -signal.SIGKILL
+    assert store.complete_ids() == set()
+    assert len(store.stale_tmp_dirs()) == 1
+    assert "interrupted run" in store.quarantine()[0]
+    assert store.stale_tmp_dirs() == [] and len(list(store.partial_dir.iterdir())) == 1
+
+
+def test_failed_runs_are_kept_apart(store):
+    tmp = store.begin("abc123def456-r0")
+    (tmp / "stderr").write_text("fio: something went wrong\n")
+    dest = store.commit_failed(tmp, {"run_id": "abc123def456-r0", "failure": "exit 1"})
+    assert dest.parent == store.failed_dir
+    assert json.loads((dest / "run.json").read_text())["status"] == "failed"
+    assert store.complete_ids() == set()
+
+
+def test_host_is_recorded_then_checked(store):
+    store.check_or_record_host({"hostname": "a"}, "fp1", [])
+    store.check_or_record_host({"hostname": "b"}, "fp1", [])  # same fingerprint: fine
+    with pytest.raises(IolabError) as info:
+        store.check_or_record_host({"hostname": "c"}, "fp2", ["kernel_release"])
+    msg = str(info.value)
+    assert "host.json" in msg and "fp1" in msg and "fp2" in msg and "kernel_release" in msg
+    store.check_or_record_host({"hostname": "c"}, "fp2", ["kernel_release"], allow_change=True)
+    host = store.read_host()
+    assert host["fingerprint"] == "fp1" and host["other_hosts"][0]["fingerprint"] == "fp2"
+
+
+def test_corrupt_host_json_is_named(store):
+    store.root.mkdir(parents=True)
+    store.host_path.write_text("{not json")
+    with pytest.raises(IolabError, match="host.json"):
+        store.read_host()
