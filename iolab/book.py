@@ -31,6 +31,10 @@ def strip_volatile_metadata(path: Path) -> None:
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            # the values are shown in the parameters cell; the injected copy is noise
+            cell.metadata["tags"] = tags + ["remove-cell"]
     nbformat.write(nb, path)
 
 
