@@ -28,7 +28,9 @@ def test_strict_build(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     html = tmp_path / "_build" / "html"
     chapter = (html / "experiments" / "smt_thp.html").read_text()
-    assert "n/a" not in chapter, "a glued number is missing from the SMT/THP chapter"
+    assert chapter.count('class="pasted-text"') >= 20
+    assert '<span class="pasted-text">n/a</span>' not in chapter, "a glued number is missing"
+    assert "No measurement stored" not in chapter, "a figure is a placeholder"
     assert chapter.count("<img") >= 3
     for label_page in ("framework.html", "environments/index.html", "environments/inventory.html",
                        "experiments/cpu_initiated.html", "experiments/pcie_saturation.html",
