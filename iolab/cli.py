@@ -8,7 +8,6 @@ Responsible for: argument parsing and printing. Not responsible for: any logic o
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -28,16 +27,17 @@ def _add_campaign(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plan(args) -> int:
-    from .runner import plan_for, TOOL_HINTS
+    from .runner import plan_for
+    from .tools import INSTALL_HINTS
     from . import spec as specmod
 
     spec = specmod.load(args.experiment, args.env)
     plan = plan_for(spec, resolve_data_dir(args.data))
-    exp = experiments.get(args.experiment)
-    where = shutil.which(exp.TOOL)
+    tool = experiments.get(args.experiment).tool(spec.scalar_settings())
+    where = tool.find()
     print(plan.summary())
-    print(f"  tool {exp.TOOL}: " + (f"found at {where}" if where else
-                                   f"MISSING; {TOOL_HINTS.get(exp.TOOL, 'install it first')}"))
+    print(f"  tool {tool.name}: " + (f"found at {where}" if where else
+                                    f"MISSING; {INSTALL_HINTS.get(tool.name, 'install it first')}"))
     print(f"  params: {' + '.join(spec.sources)}")
     if args.table:
         rows = plan.table()

@@ -16,7 +16,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .spec import Spec
 
@@ -162,11 +162,13 @@ def format_duration(seconds: float) -> str:
 def make_plan(spec: Spec, *, driver_version: str, stored_ids: Iterable[str] = (),
               knob_variables: dict[str, str] | None = None,
               knob_availability: dict[str, tuple[bool, str]] | None = None,
-              seconds_per_run: float | None = None) -> Plan:
+              seconds_per_run: float | None = None,
+              host_check: Callable[[dict[str, Any]], str | None] | None = None) -> Plan:
     """Classify every (point, repetition).
 
     ``knob_availability`` maps knob name to (controllable, reason); a point needing a knob
     that is not controllable is *blocked* (skipped), and the reason says which knob and why.
+    ``host_check`` may block a point for other reasons of this host (e.g. too few cores).
     """
     stored = set(stored_ids)
     knob_variables = knob_variables or {}
@@ -182,6 +184,8 @@ def make_plan(spec: Spec, *, driver_version: str, stored_ids: Iterable[str] = ()
             if not ok:
                 blocked = f"needs knob {knob}={value}, which this host cannot control ({why})"
                 break
+        if not blocked and host_check is not None and not point.excluded_by:
+            blocked = host_check(point.params) or ""
         for rep in range(spec.repetitions):
             rid = run_id(config, rep)
             if point.excluded_by:

@@ -95,3 +95,15 @@ exclusions = []
     assert "needs knob smt=on" in blocked.reason and "notsupported" in blocked.reason
     assert plan.eta_s == pytest.approx(3 * 2.0)
     assert "blocked 4" in plan.summary()
+
+
+def test_host_check_blocks_points_this_host_cannot_run(cpu_search):
+    def too_many_cores(params):
+        return "needs 8 cores, this host has 2" if params["ncores"] > 2 else None
+
+    plan = planner.make_plan(cpu_search, driver_version="1", host_check=too_many_cores)
+    blocked = plan.by_status("blocked")
+    assert blocked and all(r.point.params["ncores"] > 2 for r in blocked)
+    assert all(r.reason == "needs 8 cores, this host has 2" for r in blocked)
+    # excluded points stay excluded: the exclusion is the more fundamental reason
+    assert plan.counts()["excluded"] == 960 * 5

@@ -1,9 +1,22 @@
 """Registry of experiments: the name of each notebook mapped to the module that knows its tool.
 
-An experiment module defines: ``NAME``, ``TOOL`` (the system tool it needs),
-``TOOL_VERSION_ARGV``, ``DRIVER`` (script name under ``scripts/drivers``), ``KNOB_VARIABLES``
-(variable -> knob), ``collectors()``, ``build_argv(settings, params, topology)`` (run inside the run folder) and
-``parse_run(run_dir)`` (a pure function of the stored files).
+An experiment module defines:
+
+- ``NAME`` and ``KNOB_VARIABLES`` (variable -> knob name);
+- ``tool(settings) -> iolab.tools.Tool``: the tool and driver for this spec (an experiment may
+  use bdevperf on one environment and fio on another);
+- ``collectors(settings, params, topology)``: collectors to run around one run;
+- ``build_argv(settings, params, topology)``: the driver's argv, run inside the run folder;
+- ``parse_run(run_dir)``: metrics of a stored run, a pure function of its files; a non-empty
+  ``run_problem`` in the result rejects the run (e.g. fio's error field, bdevperf's Fail/s);
+
+and optionally:
+
+- ``knob_value(variable, value)``: the knob setting for a variable's value (default: the value);
+- ``prepare(run_dir, settings, params, topology)``: write input files (e.g. a tool config) into
+  the run folder before the driver starts, so they are stored with the run;
+- ``host_block(settings, params, topology) -> str | None``: why this host cannot run a point
+  (e.g. more cores than it has), making the point *blocked* in the plan.
 """
 
 from __future__ import annotations

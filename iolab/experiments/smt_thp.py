@@ -16,19 +16,21 @@ from typing import Any
 
 from ..collectors import ProcStat, parse_procstat
 from ..errors import InputError
-from ..paths import DRIVERS_DIR
+from ..tools import Tool
 from ..parsers.fio import parse_fio_file
 
 NAME = "smt_thp"
-TOOL = "fio"
-TOOL_VERSION_ARGV = ["fio", "--version"]
-DRIVER = "fio.sh"
+FIO = Tool("fio", "fio.sh", ("fio", "--version"))
 OUTPUT = "fio.json"
 KNOB_VARIABLES = {"smt": "smt", "thp": "thp"}
 AFFINITY_CORES = {"one_core": 1, "two_cores": 2}
 
 
-def collectors() -> list:
+def tool(settings: dict[str, Any]) -> Tool:
+    return FIO
+
+
+def collectors(settings: dict[str, Any], params: dict[str, Any], topology: list[dict]) -> list:
     return [ProcStat()]
 
 
@@ -62,7 +64,7 @@ def build_argv(settings: dict[str, Any], params: dict[str, Any],
     """The driver's argv; it runs inside the run folder, so output paths are relative."""
     numjobs, iodepth = concurrency_split(params["engine"], params["concurrency"])
     argv = [
-        str(DRIVERS_DIR / DRIVER), "--output", OUTPUT,
+        str(FIO.driver_path), "--output", OUTPUT,
         "--output-format=json",
         "--name=smt_thp", f"--filename={settings['target_path']}", f"--size={settings['target_size']}",
         f"--rw={params['rw']}", f"--bs={params['bs']}", f"--direct={params['direct']}",
@@ -89,6 +91,8 @@ def parse_run(run_dir: Path) -> dict[str, Any]:
         "usr_cpu": fio["usr_cpu"],
         "sys_cpu": fio["sys_cpu"],
         "fio_error": fio["error"],
+        # a run whose fio job reports an errno is not a measurement, whatever the exit code
+        "run_problem": f"fio reported error {fio['error']}" if fio["error"] else None,
         "fio_version": fio["fio_version"],
     }
     before, after = run_dir / "procstat.before", run_dir / "procstat.after"
