@@ -149,7 +149,9 @@ class _Campaign:
             "run_id": planned.run_id, "experiment": self.spec.experiment,
             "environment": self.spec.environment, "rep": planned.rep,
             "params": params, "config": planned.config, "grids": planned.point.grids,
-            "argv": [self.driver_rel] + argv[1:], "cwd": "the run folder",
+            # the driver is recorded repository-relative; it may follow a wrapper such as GNU time
+            "argv": [self.driver_rel if a == str(self.tool.driver_path) else a for a in argv],
+            "cwd": "the run folder",
             "driver": self.driver_rel, "driver_version": self.driver_version,
             "tool": self.tool.name, "tool_version": self.tool_version,
             "knobs": knob_record, "host_fingerprint": self.fingerprint, "iolab_version": __version__,

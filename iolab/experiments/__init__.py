@@ -24,9 +24,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import InputError
-from . import smt_thp
+from . import cpu_search, smt_thp
 
-EXPERIMENTS: dict[str, ModuleType] = {smt_thp.NAME: smt_thp}
+EXPERIMENTS: dict[str, ModuleType] = {m.NAME: m for m in (cpu_search, smt_thp)}
 
 
 def get(name: str) -> ModuleType:

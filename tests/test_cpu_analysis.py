@@ -1,0 +1,77 @@
+"""CPU-search analysis on small hand-made tables whose answers are known in advance.
+
+These frames are test inputs for the arithmetic, not measurements; the chapter only ever
+shows tables loaded from data/raw.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from iolab import cpu_analysis as ca
+
+BASE = {"cpu_governor": "performance", "turbo": "on", "smt": "on", "thr_sib": False, "stress": False,
+        "qdepth": 128, "iosize": 512, "ncores": 2, "ndevs": 2}
+
+
+def rows(point, values):
+    return [{**BASE, **point, "iops": v, "mibs": v * 512 / 2**20} for v in values]
+
+
+@pytest.fixture
+def table():
+    data = (rows({}, [100.0, 102.0, 98.0])                      # C at the optimum
+            + rows({"thr_sib": True}, [99.0, 100.0, 98.0])     # A
+            + rows({"thr_sib": True, "stress": True}, [99.0, 99.0, 99.0])  # B
+            + rows({"stress": True}, [60.0, 62.0, 58.0])       # D
+            + rows({"cpu_governor": "powersave"}, [40.0, 41.0, 39.0])
+            + rows({"ndevs": 1}, [55.0, 56.0, 54.0])
+            + rows({"ndevs": 1, "qdepth": 64}, [57.0, 58.0, 56.0])
+            + rows({"qdepth": 64}, [90.0, 91.0, 89.0]))
+    return pd.DataFrame(data)
+
+
+def test_device_capacity_is_the_best_single_device_point(table):
+    cap = ca.device_capacity(table)
+    assert cap["iops"] == pytest.approx(57.0) and cap["point"]["qdepth"] == 64
+    assert cap["max_single_run"] == 58.0 and cap["n"] == 3
+
+
+def test_optimum_and_ad_table(table):
+    opt = ca.optimum(table)
+    assert opt["thr_sib"] == False and opt["stress"] == False and opt["qdepth"] == 128  # noqa: E712
+    ad = ca.ad_table(table, opt).set_index("id")
+    assert ad.loc["A", "mean"] == pytest.approx(99.0) and ad.loc["D", "mean"] == pytest.approx(60.0)
+    assert ad.loc["B", "sd"] == 0.0
+
+
+def test_effect_with_interval(table):
+    eff = ca.effect(table, BASE, {"cpu_governor": "powersave"})
+    assert eff["pct"] == pytest.approx(-60.0)
+    assert eff["ci_low"] < -60.0 < eff["ci_high"]
+    missing = ca.effect(table, BASE, {"turbo": "off"})
+    assert math.isnan(missing["pct"]) and missing["n_new"] == 0
+
+
+def test_sweep_holds_the_rest_at_the_reference(table):
+    s = ca.sweep(table, BASE, "qdepth").set_index("qdepth")
+    assert list(s.index) == [64, 128] and s.loc[64, "mean"] == pytest.approx(90.0)
+
+
+def test_normalize_maps_aisio_spellings():
+    df = pd.DataFrame([{"smt": 1, "turbo": 0, "thr_sib": 0, "stress": 1, "cpu_governor": "performance",
+                        "fixed_freq": 3.0, "ncpus": 4, "iops": 1.0, "mibs": 1024.0}])
+    out = ca.normalize(df).iloc[0]
+    assert out["smt"] == "on" and out["turbo"] == "off" and out["stress"] == True  # noqa: E712
+    assert out["cpu_governor"] == "userspace-3.0GHz" and out["ncores"] == 4 and out["gibs"] == 1.0
+
+
+def test_compare_published():
+    measured = pd.DataFrame([{"id": "A", "mean": 110.0}])
+    published = pd.DataFrame([{"id": "A", "iops": 100.0}, {"id": "B", "iops": 90.0}])
+    cmp = ca.compare_published(measured, published, ["id"]).set_index("id")
+    assert cmp.loc["A", "difference_pct"] == pytest.approx(10.0)
+    assert math.isnan(cmp.loc["B", "difference_pct"])
