@@ -572,5 +572,10 @@ KNOB_CLASSES: tuple[type[Knob], ...] = (
 
 def make_knobs(root: SysRoot | None = None) -> dict[str, Knob]:
     """Every knob by name, working under ``root`` (the real /sys and /proc by default)."""
+    # binding.py builds on this module, so its knob is imported here rather than at the top
+    from .binding import DeviceBindingKnob
+
     root = root or SysRoot()
-    return {cls.name: cls(root) for cls in KNOB_CLASSES}
+    knobs = {cls.name: cls(root) for cls in KNOB_CLASSES}
+    knobs[DeviceBindingKnob.name] = DeviceBindingKnob(root)
+    return knobs

@@ -250,6 +250,13 @@ def run_campaign(spec: Spec, data_dir: Path, *, keep_going: bool = False, progre
         with KnobSession(knobs, journal) as session:
             camp.originals = {k: knobs[k].read() for k in set(camp.exp.KNOB_VARIABLES.values())
                               if k in knobs and knobs[k].available()[0]}
+            campaign_knobs = getattr(camp.exp, "campaign_knobs", lambda settings: {})(camp.settings)
+            for name, value in campaign_knobs.items():
+                # e.g. binding the devices to a user-space driver: once, restored at the end
+                rec = session.set(name, value)
+                if not rec.get("matches", False):
+                    raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
+                result.messages.append(f"{name}: set to {value!r} for this campaign")
             for planned in todo:
                 ok, reason, metrics = camp.run_one(session, planned)
                 if ok:

@@ -64,7 +64,8 @@ def test_collect_inventory_on_fake_host(fake_sysroot, lab_topology, fake_path):
     assert inv["kernel_release"] == inv["uname"]["release"]
     assert len(inv["topology"]) == 96
     assert inv["knobs"]["thp"] == "madvise" and inv["knobs"]["smt"]["control"] == "on"
-    assert inv["knobs_not_controllable"] == {}
+    # the fake host has no PCI bus, so only device binding is out of reach
+    assert set(inv["knobs_not_controllable"]) == {"device_binding"}
     assert inv["python"] and inv["iolab_version"] and inv["collected_at"] and inv["hostname"]
 
     assert inv["block_devices"] is None
@@ -87,7 +88,7 @@ def test_collect_inventory_without_lscpu(fake_sysroot, vm_topology, tmp_path, mo
     assert inv["lscpu"] is None and inv["lscpu_e"] is None
     assert set(inv["errors"]) >= {"lscpu", "lscpu_e", "lsblk"}
     assert inv["knobs"]["governor"] is None
-    assert set(inv["knobs_not_controllable"]) == {"smt", "governor", "turbo"}
+    assert set(inv["knobs_not_controllable"]) == {"smt", "governor", "turbo", "device_binding"}
     assert "notsupported" in inv["knobs_not_controllable"]["smt"]
 
 

@@ -16,7 +16,9 @@ and optionally:
 - ``prepare(run_dir, settings, params, topology)``: write input files (e.g. a tool config) into
   the run folder before the driver starts, so they are stored with the run;
 - ``host_block(settings, params, topology) -> str | None``: why this host cannot run a point
-  (e.g. more cores than it has), making the point *blocked* in the plan.
+  (e.g. more cores than it has), making the point *blocked* in the plan;
+- ``campaign_knobs(settings) -> {knob: value}``: knobs set once for the whole campaign (e.g.
+  binding devices to a user-space driver) and restored at its end.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import InputError
-from . import cpu_search, smt_thp
+from . import aisio_import, cpu_search, smt_thp
 
 EXPERIMENTS: dict[str, ModuleType] = {m.NAME: m for m in (cpu_search, smt_thp)}
 
 
 def get(name: str) -> ModuleType:
+    # Campaigns imported from AiSIO archives are named aisio-<name>; one module parses them all.
+    if name.startswith(aisio_import.PREFIX):
+        return aisio_import
     try:
         return EXPERIMENTS[name]
     except KeyError:

@@ -11,7 +11,9 @@ Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
 
 * ``iops``, ``mibs`` (MiB/s, 2^20 B/s): the tool's Total row.
 * ``failed`` (count of failed commands; xnvmeperf only) and ``elapsed_s`` (the tool's own
-  timer; xnvmeperf only). AiSIO ignores both.
+  timer; xnvmeperf only). AiSIO ignores both. ``run_problem``: why the run is not usable
+  (failed commands; for bdevperf its parser's problems, e.g. Fail/s > 0), else empty; as for native experiments, the importer stores a run with
+  a problem as failed.
 * ``cpu_usage``: GNU time's ``%CPU`` in percent of one CPU over the tool's whole lifetime
   (start-up and teardown included, as in AiSIO); None where GNU time printed ``?``.
 * ``dcgm_p95_bytes_per_s``: AiSIO's ``dcgm``, the p95 of all 100 ms samples of DCGM field
@@ -25,11 +27,11 @@ Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
   timestamps are UTC in the archives seen so far; the importer checks). None without a log,
   for runs without a cpumask (cuda-run), or when no sample falls inside.
 
-Responsible for: the experiment-module interface of imported campaigns (``NAME``, ``TOOL`` …,
-``parse_run``) and the derivation shared by ``parse_run`` and the importer (:func:`derive`).
-Not responsible for: reading archives, pairing files or writing the store
-(:mod:`iolab.cijoe_import`); imported campaigns cannot be run, so there is no
-``build_argv`` or collector list.
+Responsible for: the experiment-module interface of imported campaigns (``NAME``,
+``KNOB_VARIABLES``, ``parse_run``) and the derivation shared by ``parse_run`` and the importer
+(:func:`derive`). Not responsible for: reading archives, pairing files or writing the store
+(:mod:`iolab.cijoe_import`). Imported campaigns have no notebook spec and cannot be run, so
+this module has no ``tool``, ``collectors`` or ``build_argv``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any
 import yaml
 
 from ..errors import ParseError
+from ..parsers.bdevperf import parse_bdevperf_text
 from ..parsers.cpufreq_log import aisio_cpu_freqs, parse_cpufreq_log
 from ..parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
 from ..parsers.gnu_time import parse_gnu_time_default
@@ -52,10 +55,7 @@ from ..parsers.xnvmeperf import parse_xnvmeperf
 
 NAME = "aisio_import"
 PREFIX = "aisio-"
-TOOL = None
-TOOL_VERSION_ARGV = None
-DRIVER = None
-KNOB_VARIABLES: dict[str, str] = {}
+KNOB_VARIABLES: dict[str, str] = {}  # the importer sets no knob; AiSIO's settings are params
 
 # The benchmark kinds the importer recognises (value of "tool_kind" in run.json).
 XNVMEPERF_RUN = "xnvmeperf run"
@@ -95,6 +95,7 @@ def derive(run_dir: Path, manifest: dict[str, Any]) -> Derived:
     kind = manifest["tool_kind"]
     echo = None
     failed = elapsed_s = None
+    problems: list[str] = []
     if kind in (XNVMEPERF_RUN, XNVMEPERF_CUDA_RUN):
         report = parse_xnvmeperf(stdout, str(stdout_path))
         expected = "cuda-run" if kind == XNVMEPERF_CUDA_RUN else "run"
@@ -103,14 +104,21 @@ def derive(run_dir: Path, manifest: dict[str, Any]) -> Derived:
                              f"output is a '{report['kind']}' report")
         iops, mibs = report["totals"]["iops"], report["totals"]["mibs"]
         failed, elapsed_s, echo = report["totals"]["failed"], report["elapsed_s"], report["echo"]
+        if failed:
+            problems.append(f"{failed} failed commands")
     elif kind == SPDK_NVME_PERF:
         total = parse_spdk_nvme_perf(stdout, str(stdout_path))["total"]
         iops, mibs = total["iops"], total["mibs"]
+    elif kind == BDEVPERF:
+        report = parse_bdevperf_text(stdout, str(stdout_path))
+        iops, mibs, problems = report["iops"], report["mibs"], report["problems"]
     else:
-        raise ParseError(stdout_path, f"iolab has no parser for {kind} output yet")
+        raise ParseError(stdout_path, f"iolab has no parser for {kind!r} output")
     time = parse_gnu_time_default(stdout, str(stdout_path))
+    problem = "; ".join(problems)
     derived = Derived(metrics={"iops": iops, "mibs": mibs, "failed": failed,
-                               "elapsed_s": elapsed_s, "cpu_usage": time["cpu_percent"]},
+                               "elapsed_s": elapsed_s, "cpu_usage": time["cpu_percent"],
+                               "run_problem": problem},
                       echo=echo)
     derived.metrics.update(_dcgm(run_dir, manifest.get("dcgm"), derived.notes))
     derived.metrics.update(_cpufreq(run_dir, manifest.get("cpus"), derived))

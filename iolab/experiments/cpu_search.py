@@ -51,6 +51,13 @@ def tool(settings: dict[str, Any]) -> Tool:
     return FIO
 
 
+def campaign_knobs(settings: dict[str, Any]) -> dict[str, Any]:
+    """bdevperf needs the devices on a user-space driver; the knob refuses any device in use."""
+    if settings["tool"] != "bdevperf":
+        return {}
+    return {"device_binding": {"devices": settings["devices"], "driver": settings["user_space_driver"]}}
+
+
 def knob_value(variable: str, value: Any) -> Any:
     if variable == "cpu_governor" and value in FIXED_FREQ_KHZ:
         return {"governor": "userspace", "khz": FIXED_FREQ_KHZ[value]}

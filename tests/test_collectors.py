@@ -1,0 +1,360 @@
+"""Collectors, stress-ng and GNU time: fake trees for the logic, real processes for the contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iolab.collectors import (CPUFREQ_HEADER, GNU_TIME, GNU_TIME_FORMAT, CpufreqSampler,
+                              Hugepages, ProcPidCpu, gnu_time_prefix, parse_cpufreq_samples,
+                              parse_gnu_time_kv, parse_pid_cpu)
+from iolab.errors import InputError, IolabError, ParseError, ToolError
+from iolab.knobs import SysRoot
+from iolab.stress import StressNg, unused_cpus
+
+REAL_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+
+
+# --- cpufreq sampler -------------------------------------------------------------------------
+
+@pytest.mark.skipif(REAL_CPUFREQ.exists(), reason="this host has cpufreq")
+def test_sampler_without_cpufreq_writes_header_and_unavailable_meta(tmp_path):
+    sampler = CpufreqSampler()
+    sampler.start(tmp_path)
+    sampler.stop(tmp_path)
+    assert (tmp_path / "cpufreq.csv").read_text() == CPUFREQ_HEADER + "\n"
+    meta = json.loads((tmp_path / "cpufreq-meta.json").read_text())
+    assert meta["available"] is False and "cpufreq" in meta["reason"]
+    assert parse_cpufreq_samples((tmp_path / "cpufreq.csv").read_text(), 0, 1)["n"] == 0
+
+
+def _freq_tree(fake_sysroot, khz: dict[int, int]) -> SysRoot:
+    root = fake_sysroot()
+    for cpu, value in khz.items():
+        folder = root.cpu_dir / f"cpu{cpu}/cpufreq"
+        (folder / "scaling_cur_freq").write_text(f"{value}\n")
+        (folder / "scaling_driver").write_text("intel_pstate\n")
+    return root
+
+
+def test_sampler_writes_long_format_with_explicit_cpu_ids(fake_sysroot, tmp_path):
+    root = _freq_tree(fake_sysroot, {0: 800000, 1: 3000000, 2: 3100000, 3: 3200000})
+    sampler = CpufreqSampler([1, 3, 7], interval_s=0.01, root=root)
+    t0 = time.time_ns()
+    sampler.start(tmp_path)
+    time.sleep(0.05)
+    # CPU 3 goes offline: its lines stop, no column shifts, and the failed reads are counted.
+    (root.cpu_dir / "cpu3/cpufreq/scaling_cur_freq").unlink()
+    time.sleep(0.05)
+    sampler.stop(tmp_path)
+    t1 = time.time_ns()
+
+    lines = (tmp_path / "cpufreq.csv").read_text().splitlines()
+    assert lines[0] == CPUFREQ_HEADER
+    rows = [tuple(map(int, line.split(","))) for line in lines[1:]]
+    assert {cpu for cpu, _, _ in rows} == {1, 3}
+    assert all(khz == {1: 3000000, 3: 3200000}[cpu] for cpu, _, khz in rows)
+    assert all(t0 <= stamp <= t1 for _, stamp, _ in rows)
+    assert sum(cpu == 1 for cpu, _, _ in rows) > sum(cpu == 3 for cpu, _, _ in rows) >= 1
+
+    meta = json.loads((tmp_path / "cpufreq-meta.json").read_text())
+    assert meta["available"] is True and meta["source"] == "scaling_cur_freq"
+    assert meta["cpus"] == {
+        "1": {"governor": "powersave", "scaling_driver": "intel_pstate",
+              "cpuinfo_max_freq_khz": 4000000},
+        "3": {"governor": "powersave", "scaling_driver": "intel_pstate",
+              "cpuinfo_max_freq_khz": 4000000}}
+    assert meta["cpus_without_cpufreq"] == [7]
+    assert meta["smt"] == {"control": "on", "active": True} and meta["turbo"] == "on"
+    assert meta["samples"] == sum(cpu == 1 for cpu, _, _ in rows)
+    assert meta["failed_reads"]["1"] == 0 and meta["failed_reads"]["3"] >= 1
+    assert meta["error"] is None
+
+    summary = parse_cpufreq_samples("\n".join(lines), t0, t1)
+    assert summary["cpus"]["1"]["mean_khz"] == 3000000
+
+
+SYNTHETIC = """cpu,timestamp_ns,khz
+0,100,1000
+1,100,2000
+0,200,1500
+1,200,2500
+0,300,3000
+1,300,2600
+0,400,9999
+1,401,9999
+"""
+
+
+def test_parse_cpufreq_cuts_to_the_window_inclusively():
+    result = parse_cpufreq_samples(SYNTHETIC, 200, 400, "run/cpufreq.csv")
+    assert result == {
+        "cpus": {"0": {"mean_khz": (1500 + 3000 + 9999) / 3, "min_khz": 1500,
+                       "max_khz": 9999, "n": 3},
+                 "1": {"mean_khz": 2550.0, "min_khz": 2500, "max_khz": 2600, "n": 2}},
+        # Mean of the two per-CPU means, each CPU weighing the same.
+        "mean_khz": ((1500 + 3000 + 9999) / 3 + 2550.0) / 2,
+        "n": 5,
+        "window_s": 200e-9,
+    }
+    inner = parse_cpufreq_samples(SYNTHETIC, 150, 250)
+    assert inner["cpus"] == {"0": {"mean_khz": 1500.0, "min_khz": 1500, "max_khz": 1500,
+                                   "n": 1},
+                             "1": {"mean_khz": 2500.0, "min_khz": 2500, "max_khz": 2500,
+                                   "n": 1}}
+    empty = parse_cpufreq_samples(SYNTHETIC, 500, 600)
+    assert empty["cpus"] == {} and empty["n"] == 0 and empty["mean_khz"] != empty["mean_khz"]
+
+
+@pytest.mark.parametrize("text, line", [
+    ("cpu,timestamp_ns,khz\n0,100,1000\n0,200\n", 3),
+    ("cpu,timestamp_ns,khz\n0,100,1000\n0,200,abc\n", 3),
+    ("cpu,timestamp_ns,khz\n-1,100,1000\n", 2),
+    ("cpu,timestamp_ns,khz\n\n0,100,1000\n", 2),
+    ("2026-04-22_14:23:48 3196599 985488\n", 1),
+    ("", 1),
+])
+def test_parse_cpufreq_rejects_malformed_lines(text, line):
+    with pytest.raises(ParseError, match=rf"^run1/cpufreq.csv: line {line}:"):
+        parse_cpufreq_samples(text, 0, 10**19, "run1/cpufreq.csv")
+
+
+# --- CPU time of one process -----------------------------------------------------------------
+
+SPIN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"
+
+
+def _window(tmp_path, script: str, start_s: float, end_s: float) -> dict[str, float]:
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        pidcpu = ProcPidCpu()
+        pidcpu.attach(child.pid)
+        time.sleep(start_s)
+        pidcpu.mark(tmp_path, "start")
+        time.sleep(end_s - start_s)
+        pidcpu.mark(tmp_path, "end")
+    finally:
+        child.kill()
+        child.wait()
+    return parse_pid_cpu((tmp_path / "pidstat.start").read_text(),
+                         (tmp_path / "pidstat.end").read_text(), str(tmp_path / "pidstat"))
+
+
+def test_pid_cpu_of_a_busy_process(tmp_path):
+    result = _window(tmp_path, SPIN.format(s=2), 0.15, 0.75)
+    assert 0.55 < result["window_s"] < 0.8
+    # One spinning thread is about 100 %; other tests may share the 2 CPUs, hence the margin.
+    assert 40 < result["cpu_pct"] <= 110
+    assert result["utime_s"] + result["stime_s"] <= result["window_s"] + 0.02
+
+
+def test_pid_cpu_of_a_sleeping_process(tmp_path):
+    result = _window(tmp_path, "import time; time.sleep(5)", 0.15, 0.45)
+    assert result["cpu_pct"] < 10
+
+
+# A /proc/<pid>/stat line whose command name holds spaces and parentheses.
+STAT = ("# time_ns {t}\n# clk_tck 100\n"
+        "{pid} (a (b) c) R 1 {pid} {pid} 0 -1 4194560 0 0 0 0 {u} {s} 0 0 20 0 3 0 {start} 0 0\n")
+
+
+def test_parse_pid_cpu_counts_utime_and_stime_after_an_odd_command_name():
+    before = STAT.format(t=1_000_000_000, pid=42, u=100, s=10, start=777)
+    after = STAT.format(t=3_000_000_000, pid=42, u=250, s=60, start=777)
+    assert parse_pid_cpu(before, after) == {"cpu_pct": 100.0, "utime_s": 1.5, "stime_s": 0.5,
+                                            "window_s": 2.0}
+
+
+@pytest.mark.parametrize("after, problem", [
+    (STAT.format(t=3_000_000_000, pid=43, u=250, s=60, start=777), "different processes"),
+    (STAT.format(t=3_000_000_000, pid=42, u=250, s=60, start=778), "different processes"),
+    (STAT.format(t=1_000_000_000, pid=42, u=250, s=60, start=777), "the window is"),
+    ("# time_ns 3000000000\n42 (x) R\n", "expected '# time_ns N'"),
+    ("# time_ns 3000000000\n# clk_tck 100\n42 (x) R 1\n", "malformed"),
+])
+def test_parse_pid_cpu_rejects(after, problem):
+    before = STAT.format(t=1_000_000_000, pid=42, u=100, s=10, start=777)
+    with pytest.raises(ParseError, match=problem):
+        parse_pid_cpu(before, after)
+
+
+def test_pid_cpu_needs_a_pid_and_a_living_process(tmp_path):
+    pidcpu = ProcPidCpu()
+    with pytest.raises(IolabError, match="before attach"):
+        pidcpu.mark(tmp_path, "start")
+    child = subprocess.Popen(["true"])
+    child.wait()
+    pidcpu.attach(child.pid)
+    with pytest.raises(IolabError, match="exited"):
+        pidcpu.mark(tmp_path, "start")
+    with pytest.raises(ValueError):
+        pidcpu.mark(tmp_path, "../escape")
+
+
+# --- hugepages -------------------------------------------------------------------------------
+
+def test_hugepages_snapshot_at_start_and_stop(fake_sysroot, tmp_path):
+    root = fake_sysroot()
+    (root.proc / "meminfo").write_text(
+        "MemTotal:  2113871872 kB\nAnonHugePages:   6144 kB\nHugePages_Total:    1024\n"
+        "HugePages_Free:     1024\nHugepagesize:       2048 kB\nHugetlb:  2097152 kB\n")
+    pool = root.sys / "kernel/mm/hugepages/hugepages-2048kB"
+    pool.mkdir(parents=True)
+    (pool / "nr_hugepages").write_text("1024\n")
+    (pool / "free_hugepages").write_text("1024\n")
+    collector = Hugepages(root)
+    collector.start(tmp_path)
+    (pool / "free_hugepages").write_text("0\n")
+    collector.stop(tmp_path)
+    record = json.loads((tmp_path / "hugepages.json").read_text())
+    assert record["start"]["meminfo"] == {"AnonHugePages_kib": 6144, "HugePages_Total": 1024,
+                                          "HugePages_Free": 1024, "Hugepagesize_kib": 2048,
+                                          "Hugetlb_kib": 2097152}
+    assert record["start"]["pools"] == {"hugepages-2048kB": {"nr_hugepages": 1024,
+                                                             "free_hugepages": 1024}}
+    assert record["stop"]["pools"]["hugepages-2048kB"]["free_hugepages"] == 0
+    assert record["start"]["time_ns"] <= record["stop"]["time_ns"]
+
+
+def test_hugepages_on_this_host(tmp_path):
+    collector = Hugepages()
+    collector.start(tmp_path)
+    collector.stop(tmp_path)
+    record = json.loads((tmp_path / "hugepages.json").read_text())
+    assert "HugePages_Total" in record["start"]["meminfo"]
+    assert set(record["stop"]) == {"time_ns", "meminfo", "pools"}
+
+
+# --- stress-ng -------------------------------------------------------------------------------
+
+def test_unused_cpus():
+    assert unused_cpus(list(range(8)), [0, 2, 3]) == [1, 4, 5, 6, 7]
+    assert unused_cpus([0, 1], [1, 0]) == []
+
+
+def test_stress_refuses_an_empty_cpu_list():
+    with pytest.raises(InputError, match="nothing left to stress"):
+        StressNg([], 10)
+
+
+def test_stress_argv():
+    assert StressNg([3, 1, 2, 7], 10).argv() == [
+        "stress-ng", "--cpu", "4", "--taskset", "1-3,7", "--timeout", "15s", "--metrics-brief"]
+    assert StressNg([1], 0.4).argv()[6] == "6s"
+
+
+def test_stress_without_stress_ng(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolError, match="apt-get install stress-ng"):
+        StressNg([1], 1).start(tmp_path)
+
+
+def test_stress_refuses_cpus_outside_the_affinity(tmp_path):
+    if shutil.which("stress-ng") is None:
+        pytest.skip("stress-ng is not installed")
+    with pytest.raises(InputError, match="4096"):
+        StressNg([4096], 1).start(tmp_path)
+    assert not (tmp_path / "stress-ng.out").exists()
+
+
+def _group_affinities(pgid: int) -> list[set[int]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            if entry.name.isdigit() and int(fields[2]) == pgid:
+                found.append(os.sched_getaffinity(int(entry.name)))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("stress-ng") is None or 1 not in os.sched_getaffinity(0),
+                    reason="needs stress-ng and CPU 1")
+def test_stress_runs_pinned_and_stops(tmp_path):
+    stress = StressNg([1], 1.0)
+    stress.start(tmp_path)
+    pgid = stress._proc.pid
+    time.sleep(1.0)
+    affinities = _group_affinities(pgid)
+    stress.stop(tmp_path)
+    # The parent and its worker, both on CPU 1 only.
+    assert len(affinities) >= 2 and all(a == {1} for a in affinities)
+    record = json.loads((tmp_path / "stress-ng.json").read_text())
+    assert record["cpus"] == [1] and record["cpulist"] == "1"
+    assert record["argv"][1:] == ["--cpu", "1", "--taskset", "1", "--timeout", "6s",
+                                  "--metrics-brief"]
+    assert record["exit_status"] == 0 and record["signal"] is None
+    assert record["ended_before_stop"] is False and record["killed"] is False
+    assert 0.9e9 < record["stopped_ns"] - record["started_ns"] < 7e9
+    assert "dispatching hogs: 1 cpu" in (tmp_path / "stress-ng.out").read_text()
+    assert _group_affinities(pgid) == []
+
+
+# --- GNU time --------------------------------------------------------------------------------
+
+needs_gnu_time = pytest.mark.skipif(not os.access(GNU_TIME, os.X_OK),
+                                    reason=f"{GNU_TIME} (Debian package 'time') is missing")
+
+
+def _timed(tmp_path, argv: list[str]) -> tuple[int, dict]:
+    out = tmp_path / "time.out"
+    done = subprocess.run(gnu_time_prefix(out) + argv, check=False)
+    return done.returncode, parse_gnu_time_kv(out.read_text(), str(out))
+
+
+@needs_gnu_time
+def test_gnu_time_on_success(tmp_path):
+    code, values = _timed(tmp_path, ["true"])
+    assert code == 0
+    assert values["exit"] == 0 and values["signal"] is None
+    assert values["maxrss_kib"] > 0 and values["elapsed_s"] >= 0
+    assert values["cpu_pct"] is None or values["cpu_pct"] >= 0
+    assert set(values) == {line.split("=")[0] for line in GNU_TIME_FORMAT.splitlines()} | {"signal"}
+
+
+@needs_gnu_time
+def test_gnu_time_on_non_zero_exit(tmp_path):
+    code, values = _timed(tmp_path, ["sh", "-c", "exit 3"])
+    assert code == 3
+    assert (tmp_path / "time.out").read_text().startswith(
+        "Command exited with non-zero status 3\n")
+    assert values["exit"] == 3 and values["signal"] is None
+
+
+@needs_gnu_time
+def test_gnu_time_on_a_signal(tmp_path):
+    code, values = _timed(tmp_path, ["sh", "-c", "kill -9 $$"])
+    assert code == 128 + 9
+    assert values["exit"] is None and values["signal"] == 9
+
+
+GOOD = "\n".join(f"{line.split('=')[0]}=0" for line in GNU_TIME_FORMAT.splitlines()) + "\n"
+
+
+def test_parse_gnu_time_values_and_unknown_cpu():
+    text = GOOD.replace("user_s=0", "user_s=10.02").replace("cpu_pct=0", "cpu_pct=398%")
+    values = parse_gnu_time_kv(text)
+    assert values["user_s"] == 10.02 and values["cpu_pct"] == 398
+    assert parse_gnu_time_kv(GOOD.replace("cpu_pct=0", "cpu_pct=?%"))["cpu_pct"] is None
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "missing user_s"),
+    (GOOD.replace("exit=0\n", ""), "missing exit"),
+    (GOOD + "exit=0\n", "line 14: 'exit' appears twice"),
+    (GOOD.replace("maxrss_kib=0", "maxrss_kib=12k"), "line 5: 'maxrss_kib'"),
+    ("10.02user 0.79system 0:10.99elapsed 98%CPU\n", "line 1: not a GNU time line"),
+    ("Command exited with non-zero status 3\n" + GOOD, "disagrees"),
+])
+def test_parse_gnu_time_rejects(text, problem):
+    with pytest.raises(ParseError, match=problem):
+        parse_gnu_time_kv(text, "run/time.out")
