@@ -35,4 +35,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf _build data/cache book/experiments/smt_thp.ipynb book/environments/inventory.ipynb
+	rm -rf _build data/cache book/experiments/smt_thp.ipynb book/experiments/cpu_initiated.ipynb book/environments/inventory.ipynb

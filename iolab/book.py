@@ -21,6 +21,7 @@ from .paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
 # notebook in notebooks/ -> executed copy in book/
 RENDERED = {
     "inventory": "environments/inventory.ipynb",
+    "cpu_search": "experiments/cpu_initiated.ipynb",
     "smt_thp": "experiments/smt_thp.ipynb",
 }
 

@@ -148,13 +148,18 @@ def parse_run(run_dir: Path) -> dict[str, Any]:
                    "tool_version": fio["fio_version"],
                    "run_problem": f"fio reported error {fio['error']}" if fio["error"] else None}
     else:
+        stdout = run_dir / "stdout"
+        text = parse_bdevperf_text(stdout.read_text(errors="replace"), str(stdout))
+        res = text
         json_path = run_dir / BDEVPERF_JSON
         if json_path.exists() and json_path.stat().st_size:
-            res = parse_bdevperf_json(json_path.read_text(), str(json_path))
-            text = parse_bdevperf_text((run_dir / "stdout").read_text(errors="replace"), str(run_dir / "stdout"))
-            res["spdk_version"] = text.get("spdk_version")
-        else:
-            res = parse_bdevperf_text((run_dir / "stdout").read_text(errors="replace"), str(run_dir / "stdout"))
+            try:
+                res = {**parse_bdevperf_json(json_path.read_text(), str(json_path)),
+                       "spdk_version": text.get("spdk_version")}
+            except ParseError:
+                # SPDK answers perform_tests with a JSON-RPC error when a job fails; the text
+                # table on stdout still shows the failed job, so it decides
+                res = text
         metrics = {"iops": res["iops"], "mibs": res["mibs"], "clat_mean_us": res["avg_latency_us"],
                    "fail_per_s": res["fail_per_s"], "timeout_per_s": res["timeout_per_s"],
                    "tool_version": res.get("spdk_version"),
