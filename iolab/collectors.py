@@ -10,7 +10,8 @@ collector           files in the run folder                     parser
 ==================  ==========================================  ==========================
 ``ProcStat``        procstat.before, procstat.after              ``parse_procstat``
 ``CpufreqSampler``  cpufreq.csv, cpufreq-meta.json               ``parse_cpufreq_samples``
-``ProcPidCpu``      pidstat.<label> (marked by the runner)       ``parse_pid_cpu``
+``ProcTreeCpu``     proctree-cpu.csv, proctree-cpu.json          ``parse_proctree_cpu``
+``OutputMarker``    marker.json                                  (JSON as written)
 ``Hugepages``       hugepages.json                               (JSON as written)
 GNU time            the file given to ``gnu_time_prefix``        ``parse_gnu_time_kv``
 ==================  ==========================================  ==========================
@@ -282,103 +283,166 @@ def parse_cpufreq_samples(csv_text: str, window_start_ns: int, window_end_ns: in
             "window_s": (window_end_ns - window_start_ns) / 1e9}
 
 
-# -- CPU time of one process inside the measurement window ----------------------------------
+# -- CPU time of the driver's process tree, cut to the measurement window -------------------
 
-_LABEL = re.compile(r"[A-Za-z0-9_-]+")
+PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
 
 
-class ProcPidCpu:
-    """CPU time of the benchmarked process between two marks, from ``/proc/<pid>/stat``.
+def _children(proc: Path) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the process ended between the listing and the read
+        fields = text.rpartition(")")[2].split()
+        kids.setdefault(int(fields[1]), []).append(int(text.split(" (", 1)[0]))
+    return kids
 
-    ``/usr/bin/time`` averages over the whole process lifetime, start-up and teardown
-    included, which made AiSIO's CPU figures incomparable across tools. Here the runner
-    calls ``attach(pid)`` once the process exists and ``mark(run_dir, label)`` at the start
-    and the end of the measurement window; each mark copies ``/proc/<pid>/stat`` into
-    ``run_dir/pidstat.<label>`` after two header lines::
 
-        # time_ns 1732181234000000000
-        # clk_tck 100
-        4242 (bdevperf) R 4241 ...
+class ProcTreeCpu:
+    """Samples utime and stime of the spawned process and all its descendants.
 
-    ``parse_pid_cpu`` turns two such files into CPU use; the counters move in clock ticks
-    (10 ms at 100 Hz), so a 1 s window resolves about 1 % of one CPU. What is counted: utime
-    and stime of the process, which the kernel sums over all its threads. What is not: its child
-    processes. Only children already exited and waited for reach the parent's counters
-    (cutime/cstime), never one still running, so a process that forks its workers must be
-    attached by the worker's pid. In particular, with ``gnu_time_prefix`` the spawned pid is
-    GNU time's, and with a driver script that does not ``exec`` the tool, the tool is a
-    grandchild: attach to the tool's own pid.
+    GNU time reports CPU over the tool's whole life, start-up and teardown included, which
+    made AiSIO's CPU figures incomparable across tools. This sampler writes, every
+    ``interval_s`` from ``attach(pid)`` until ``stop``, one line per process of the tree to
+    ``proctree-cpu.csv``::
+
+        timestamp_ns,pid,comm,utime,stime
+
+    (utime and stime in clock ticks, ``clk_tck`` in ``proctree-cpu.json``), so that
+    ``parse_proctree_cpu`` can cut the samples to the measurement window the tool itself
+    reports. Descendants matter: with GNU time in front, the tool is GNU time's child, and a
+    driver script may start it in the background.
     """
 
-    name = "pidcpu"
+    name = "proctree-cpu"
 
-    def __init__(self, proc: Path = Path("/proc")) -> None:
+    def __init__(self, interval_s: float = 0.2, proc: Path = Path("/proc")) -> None:
+        self.interval_s = interval_s
         self.proc = proc
-        self.pid: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._out = None
+
+    def start(self, run_dir: Path) -> None:
+        self._out = open(Path(run_dir) / "proctree-cpu.csv", "w")
+        self._out.write(PROCTREE_HEADER + "\n")
+        (Path(run_dir) / "proctree-cpu.json").write_text(
+            json.dumps({"clk_tck": os.sysconf("SC_CLK_TCK"), "interval_s": self.interval_s}) + "\n")
 
     def attach(self, pid: int) -> None:
-        self.pid = pid
+        self._thread = threading.Thread(target=self._loop, args=(pid,), daemon=True)
+        self._thread.start()
 
-    def mark(self, run_dir: Path, label: str) -> Path:
-        """Snapshot the attached process's stat into ``run_dir/pidstat.<label>``."""
-        if self.pid is None:
-            raise IolabError("ProcPidCpu.mark() called before attach(pid)")
-        if not _LABEL.fullmatch(label):
-            raise ValueError(f"label {label!r} must be letters, digits, '_' or '-'")
-        path = self.proc / str(self.pid) / "stat"
-        try:
-            stat = path.read_text()
-        except OSError as exc:
-            raise IolabError(f"cannot read {path} (has process {self.pid} exited?): "
-                             f"{exc.strerror or exc}") from exc
+    def _sample(self, root_pid: int) -> None:
+        kids = _children(self.proc)
+        todo, seen = [root_pid], []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            todo += kids.get(pid, [])
         stamp = time.time_ns()
-        dest = Path(run_dir) / f"pidstat.{label}"
-        dest.write_text(f"# time_ns {stamp}\n# clk_tck {os.sysconf('SC_CLK_TCK')}\n{stat}")
-        return dest
+        for pid in seen:
+            try:
+                text = (self.proc / str(pid) / "stat").read_text()
+            except OSError:
+                continue
+            comm = text.split(" (", 1)[1].rpartition(")")[0].replace(",", "_")
+            fields = text.rpartition(")")[2].split()
+            self._out.write(f"{stamp},{pid},{comm},{fields[11]},{fields[12]}\n")
+
+    def _loop(self, pid: int) -> None:
+        while not self._stop.is_set():
+            self._sample(pid)
+            self._stop.wait(self.interval_s)
+
+    def stop(self, run_dir: Path) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._out is not None:
+            self._out.close()
 
 
-def _pid_stat(text: str, source: str) -> dict[str, int]:
-    lines = text.splitlines()
-    if len(lines) < 3 or not lines[0].startswith("# time_ns ") \
-            or not lines[1].startswith("# clk_tck "):
-        raise ParseError(source, "expected '# time_ns N', '# clk_tck N' and a /proc/<pid>/stat "
-                         "line")
-    try:
-        stamp, ticks = int(lines[0].split()[2]), int(lines[1].split()[2])
-        # The command name may hold spaces and parentheses: count fields after the last ')'.
-        pid = int(lines[2].split(" (", 1)[0])
-        fields = lines[2].rpartition(")")[2].split()
-        # fields[0] is field 3 of proc(5), so utime (14), stime (15), starttime (22) are:
-        utime, stime, start = int(fields[11]), int(fields[12]), int(fields[19])
-    except (IndexError, ValueError):
-        raise ParseError(source, f"malformed snapshot: {lines[2][:80]!r}") from None
-    if ticks <= 0:
-        raise ParseError(source, f"clk_tck must be positive, got {ticks}")
-    return {"time_ns": stamp, "clk_tck": ticks, "pid": pid, "utime": utime, "stime": stime,
-            "start": start}
+def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, window_end_ns: int,
+                       source: str = "proctree-cpu.csv") -> dict[str, Any]:
+    """CPU use of the process tree inside [window_start_ns, window_end_ns], in % of one CPU.
 
-
-def parse_pid_cpu(before_text: str, after_text: str,
-                  source: str = "pidstat") -> dict[str, float]:
-    """CPU use of one process between two ``ProcPidCpu`` marks.
-
-    Returns ``{"cpu_pct", "utime_s", "stime_s", "window_s"}``; ``cpu_pct`` is
-    (utime + stime) / window x 100, so 4 busy threads give about 400.
+    For every process, the growth of utime + stime between its first and last sample inside
+    the window; the sum over processes is divided by the span of those samples. Returns
+    ``{"cpu_pct", "utime_s", "stime_s", "span_s", "processes"}``; ``cpu_pct`` is NaN when
+    fewer than two samples fall inside the window.
     """
-    a = _pid_stat(before_text, f"{source}.before")
-    b = _pid_stat(after_text, f"{source}.after")
-    if (a["pid"], a["start"]) != (b["pid"], b["start"]):
-        raise ParseError(source, f"the snapshots are of different processes (pid {a['pid']} "
-                         f"started at tick {a['start']}, pid {b['pid']} at tick {b['start']})")
-    if a["clk_tck"] != b["clk_tck"]:
-        raise ParseError(source, "the snapshots disagree on clk_tck")
-    window_s = (b["time_ns"] - a["time_ns"]) / 1e9
-    if window_s <= 0:
-        raise ParseError(source, f"the window is {window_s} s; the after-snapshot must be later")
-    utime_s = (b["utime"] - a["utime"]) / a["clk_tck"]
-    stime_s = (b["stime"] - a["stime"]) / a["clk_tck"]
-    return {"cpu_pct": 100.0 * (utime_s + stime_s) / window_s, "utime_s": utime_s,
-            "stime_s": stime_s, "window_s": window_s}
+    ticks = json.loads(meta_text)["clk_tck"]
+    lines = csv_text.splitlines()
+    if not lines or lines[0].strip() != PROCTREE_HEADER:
+        raise ParseError(source, f"line 1: expected the header '{PROCTREE_HEADER}'")
+    first: dict[int, tuple[int, int, int]] = {}
+    last: dict[int, tuple[int, int, int]] = {}
+    for number, line in enumerate(lines[1:], 2):
+        fields = line.split(",")
+        if len(fields) != 5:
+            raise ParseError(source, f"line {number}: expected 5 fields, got {line!r}")
+        try:
+            stamp, pid, utime, stime = int(fields[0]), int(fields[1]), int(fields[3]), int(fields[4])
+        except ValueError:
+            raise ParseError(source, f"line {number}: expected whole numbers, got {line!r}") from None
+        if window_start_ns <= stamp <= window_end_ns:
+            first.setdefault(pid, (stamp, utime, stime))
+            last[pid] = (stamp, utime, stime)
+    stamps = sorted({v[0] for v in first.values()} | {v[0] for v in last.values()})
+    if len(stamps) < 2:
+        return {"cpu_pct": float("nan"), "utime_s": float("nan"), "stime_s": float("nan"),
+                "span_s": 0.0, "processes": len(first)}
+    span_s = (stamps[-1] - stamps[0]) / 1e9
+    utime_s = sum(last[p][1] - first[p][1] for p in first) / ticks
+    stime_s = sum(last[p][2] - first[p][2] for p in first) / ticks
+    return {"cpu_pct": 100.0 * (utime_s + stime_s) / span_s, "utime_s": utime_s,
+            "stime_s": stime_s, "span_s": span_s, "processes": len(first)}
+
+
+# -- markers in the tool's own output --------------------------------------------------------
+
+class OutputMarker:
+    """Timestamps the first line of the driver's stdout that matches ``pattern``.
+
+    Tools announce their measurement (bdevperf prints "Running I/O for 10 seconds...") but do
+    not timestamp it; a thread polls ``stdout`` every ``interval_s`` and writes
+    ``marker.json`` = {"pattern", "line", "time_ns"} (time_ns at most ``interval_s`` late).
+    """
+
+    name = "marker"
+
+    def __init__(self, pattern: str, interval_s: float = 0.05) -> None:
+        self.pattern = re.compile(pattern)
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, run_dir: Path) -> None:
+        self._thread = threading.Thread(target=self._loop, args=(Path(run_dir),), daemon=True)
+        self._thread.start()
+
+    def _loop(self, run_dir: Path) -> None:
+        stdout = run_dir / "stdout"
+        while not self._stop.is_set():
+            try:
+                text = stdout.read_text(errors="replace")
+            except OSError:
+                text = ""
+            for line in text.replace("\r", "\n").splitlines():
+                if self.pattern.search(line):
+                    (run_dir / "marker.json").write_text(json.dumps(
+                        {"pattern": self.pattern.pattern, "line": line.strip(),
+                         "time_ns": time.time_ns()}) + "\n")
+                    return
+            self._stop.wait(self.interval_s)
+
+    def stop(self, run_dir: Path) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 # -- hugepages -------------------------------------------------------------------------------

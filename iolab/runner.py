@@ -191,6 +191,9 @@ class _Campaign:
             with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
                 self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                              cwd=tmp, start_new_session=True)
+                for c in collectors:
+                    if hasattr(c, "attach"):  # samplers of the driver's own processes
+                        c.attach(self.proc.pid)
                 try:
                     exit_code = self.proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from iolab.collectors import (CPUFREQ_HEADER, GNU_TIME, GNU_TIME_FORMAT, CpufreqSampler,
-                              Hugepages, ProcPidCpu, gnu_time_prefix, parse_cpufreq_samples,
-                              parse_gnu_time_kv, parse_pid_cpu)
+                              Hugepages, OutputMarker, ProcTreeCpu, gnu_time_prefix,
+                              parse_cpufreq_samples, parse_gnu_time_kv, parse_proctree_cpu)
 from iolab.errors import InputError, IolabError, ParseError, ToolError
 from iolab.knobs import SysRoot
 from iolab.stress import StressNg, unused_cpus
@@ -126,76 +127,61 @@ def test_parse_cpufreq_rejects_malformed_lines(text, line):
         parse_cpufreq_samples(text, 0, 10**19, "run1/cpufreq.csv")
 
 
-# --- CPU time of one process -----------------------------------------------------------------
+# --- CPU time of the driver's process tree, and output markers -----------------------------
 
-SPIN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"
-
-
-def _window(tmp_path, script: str, start_s: float, end_s: float) -> dict[str, float]:
-    child = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        pidcpu = ProcPidCpu()
-        pidcpu.attach(child.pid)
-        time.sleep(start_s)
-        pidcpu.mark(tmp_path, "start")
-        time.sleep(end_s - start_s)
-        pidcpu.mark(tmp_path, "end")
-    finally:
-        child.kill()
-        child.wait()
-    return parse_pid_cpu((tmp_path / "pidstat.start").read_text(),
-                         (tmp_path / "pidstat.end").read_text(), str(tmp_path / "pidstat"))
+def _tree_cpu(tmp_path, argv: list[str]) -> dict:
+    """Run argv under the sampler; the window is the whole life of the process tree."""
+    sampler = ProcTreeCpu(interval_s=0.05)
+    sampler.start(tmp_path)
+    t0 = time.time_ns()
+    proc = subprocess.Popen(argv)
+    sampler.attach(proc.pid)
+    proc.wait()
+    sampler.stop(tmp_path)
+    return parse_proctree_cpu((tmp_path / "proctree-cpu.csv").read_text(),
+                              (tmp_path / "proctree-cpu.json").read_text(), t0, time.time_ns())
 
 
-def test_pid_cpu_of_a_busy_process(tmp_path):
-    result = _window(tmp_path, SPIN.format(s=2), 0.15, 0.75)
-    assert 0.55 < result["window_s"] < 0.8
-    # One spinning thread is about 100 %; other tests may share the 2 CPUs, hence the margin.
-    assert 40 < result["cpu_pct"] <= 110
-    assert result["utime_s"] + result["stime_s"] <= result["window_s"] + 0.02
+def test_tree_cpu_counts_a_busy_grandchild(tmp_path):
+    # the busy process is a child of a shell, as a tool is a child of GNU time
+    spin = "import time; t = time.time()\nwhile time.time() - t < 0.8: pass"
+    res = _tree_cpu(tmp_path, ["sh", "-c", f"{sys.executable} -c '{spin}'; true"])
+    assert 60 <= res["cpu_pct"] <= 110 and res["processes"] >= 2
 
 
-def test_pid_cpu_of_a_sleeping_process(tmp_path):
-    result = _window(tmp_path, "import time; time.sleep(5)", 0.15, 0.45)
-    assert result["cpu_pct"] < 10
+def test_tree_cpu_of_a_sleeping_tree(tmp_path):
+    res = _tree_cpu(tmp_path, ["sh", "-c", "sleep 0.6; true"])
+    assert res["cpu_pct"] < 15
 
 
-# A /proc/<pid>/stat line whose command name holds spaces and parentheses.
-STAT = ("# time_ns {t}\n# clk_tck 100\n"
-        "{pid} (a (b) c) R 1 {pid} {pid} 0 -1 4194560 0 0 0 0 {u} {s} 0 0 20 0 3 0 {start} 0 0\n")
+def test_parse_proctree_cpu_cuts_to_the_window():
+    meta = '{"clk_tck": 100}'
+    csv = "\n".join(["timestamp_ns,pid,comm,utime,stime",
+                      "1000000000,10,fio,0,0", "2000000000,10,fio,50,50",   # before the window ends
+                      "3000000000,10,fio,150,50", "4000000000,10,fio,900,900"])
+    res = parse_proctree_cpu(csv, meta, 2_000_000_000, 3_000_000_000)
+    assert res == {"cpu_pct": 100.0, "utime_s": 1.0, "stime_s": 0.0, "span_s": 1.0, "processes": 1}
+    empty = parse_proctree_cpu(csv, meta, 5_000_000_000, 6_000_000_000)
+    assert math.isnan(empty["cpu_pct"])
 
 
-def test_parse_pid_cpu_counts_utime_and_stime_after_an_odd_command_name():
-    before = STAT.format(t=1_000_000_000, pid=42, u=100, s=10, start=777)
-    after = STAT.format(t=3_000_000_000, pid=42, u=250, s=60, start=777)
-    assert parse_pid_cpu(before, after) == {"cpu_pct": 100.0, "utime_s": 1.5, "stime_s": 0.5,
-                                            "window_s": 2.0}
+def test_parse_proctree_cpu_rejects_malformed_lines():
+    with pytest.raises(ParseError, match="line 2"):
+        parse_proctree_cpu("timestamp_ns,pid,comm,utime,stime\n1,2,x,3\n", '{"clk_tck": 100}', 0, 10)
 
 
-@pytest.mark.parametrize("after, problem", [
-    (STAT.format(t=3_000_000_000, pid=43, u=250, s=60, start=777), "different processes"),
-    (STAT.format(t=3_000_000_000, pid=42, u=250, s=60, start=778), "different processes"),
-    (STAT.format(t=1_000_000_000, pid=42, u=250, s=60, start=777), "the window is"),
-    ("# time_ns 3000000000\n42 (x) R\n", "expected '# time_ns N'"),
-    ("# time_ns 3000000000\n# clk_tck 100\n42 (x) R 1\n", "malformed"),
-])
-def test_parse_pid_cpu_rejects(after, problem):
-    before = STAT.format(t=1_000_000_000, pid=42, u=100, s=10, start=777)
-    with pytest.raises(ParseError, match=problem):
-        parse_pid_cpu(before, after)
-
-
-def test_pid_cpu_needs_a_pid_and_a_living_process(tmp_path):
-    pidcpu = ProcPidCpu()
-    with pytest.raises(IolabError, match="before attach"):
-        pidcpu.mark(tmp_path, "start")
-    child = subprocess.Popen(["true"])
-    child.wait()
-    pidcpu.attach(child.pid)
-    with pytest.raises(IolabError, match="exited"):
-        pidcpu.mark(tmp_path, "start")
-    with pytest.raises(ValueError):
-        pidcpu.mark(tmp_path, "../escape")
+def test_output_marker_timestamps_the_announcement(tmp_path):
+    (tmp_path / "stdout").write_text("starting\n")
+    marker = OutputMarker(r"Running I/O for (\d+) seconds", interval_s=0.01)
+    marker.start(tmp_path)
+    time.sleep(0.05)
+    before = time.time_ns()
+    with open(tmp_path / "stdout", "a") as out:
+        out.write("Running I/O for 10 seconds...\r  12.00 IOPS\r")
+    time.sleep(0.1)
+    marker.stop(tmp_path)
+    mark = json.loads((tmp_path / "marker.json").read_text())
+    assert mark["line"] == "Running I/O for 10 seconds..." and before <= mark["time_ns"]
 
 
 # --- hugepages -------------------------------------------------------------------------------

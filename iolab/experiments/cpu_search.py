@@ -20,11 +20,13 @@ and the collectors do), statistics, or plotting.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from ..collectors import (CpufreqSampler, Hugepages, ProcStat, gnu_time_prefix, parse_cpufreq_samples,
-                          parse_gnu_time_kv)
+from ..collectors import (CpufreqSampler, Hugepages, OutputMarker, ProcStat, ProcTreeCpu,
+                          gnu_time_prefix, parse_cpufreq_samples, parse_gnu_time_kv,
+                          parse_proctree_cpu)
 from ..errors import ParseError
 from ..inventory import pick_cpus
 from ..parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text
@@ -41,6 +43,7 @@ CPUS_FILE = "cpus.json"
 BDEV_CONFIG = "bdev.json"
 BDEVPERF_JSON = "bdevperf-results.json"
 FIXED_FREQ_KHZ = {"userspace-3.0GHz": 3_000_000}
+BDEVPERF_START = r"Running I/O for (\d+) seconds"  # bdevperf's announcement of its measurement
 
 
 def tool(settings: dict[str, Any]) -> Tool:
@@ -84,7 +87,9 @@ def host_block(settings: dict[str, Any], params: dict[str, Any], topology: list[
 
 def collectors(settings: dict[str, Any], params: dict[str, Any], topology: list[dict]) -> list:
     cpus = run_cpus(params, topology)
-    out = [ProcStat(), CpufreqSampler(cpus), Hugepages()]
+    out = [ProcStat(), CpufreqSampler(cpus), Hugepages(), ProcTreeCpu()]
+    if settings["tool"] == "bdevperf":
+        out.append(OutputMarker(BDEVPERF_START))
     if params["stress"]:
         seconds = float(settings["runtime_s"]) + float(settings.get("ramp_s", 0))
         out.append(StressNg(unused_cpus([c["cpu"] for c in topology], cpus), seconds))
@@ -131,18 +136,35 @@ def build_argv(settings: dict[str, Any], params: dict[str, Any], topology: list[
     return argv
 
 
-def _window(run_dir: Path) -> tuple[int, int] | None:
+def measurement_window(run_dir: Path, runtime_ms: float | None) -> tuple[int, int] | None:
+    """When the tool measured, in CLOCK_REALTIME ns, from the tool's own output.
+
+    fio stamps its report (``timestamp_ms``) when the measurement ends, and reports how long
+    it measured; bdevperf announces the start ("Running I/O for T seconds"), timestamped by
+    the marker collector. Falls back to the driver's whole run when neither is there.
+    """
+    fio_json = run_dir / "fio.json"
+    marker = run_dir / "marker.json"
+    if fio_json.exists() and runtime_ms:
+        end_ms = json.loads(fio_json.read_text())["timestamp_ms"]
+        return int((end_ms - runtime_ms) * 1e6), int(end_ms * 1e6)
+    if marker.exists():
+        mark = json.loads(marker.read_text())
+        seconds = int(re.search(BDEVPERF_START, mark["line"]).group(1))
+        return mark["time_ns"], mark["time_ns"] + seconds * 10**9
     path = run_dir / "driver-window.json"
-    if not path.exists():
-        return None
-    w = json.loads(path.read_text())
-    return int(w["start_ns"]), int(w["end_ns"])
+    if path.exists():
+        w = json.loads(path.read_text())
+        return int(w["start_ns"]), int(w["end_ns"])
+    return None
 
 
 def parse_run(run_dir: Path) -> dict[str, Any]:
     """Metrics of one stored run, re-derived from its raw files."""
+    runtime_ms = None
     if (run_dir / "fio.json").exists():
         fio = parse_fio_file(run_dir / "fio.json")
+        runtime_ms = fio["runtime_ms"]
         metrics = {"iops": fio["iops"], "mibs": fio["mibs"], "clat_mean_us": fio["clat_mean_us"],
                    "clat_p99_us": fio["clat_p99_us"], "usr_cpu": fio["usr_cpu"], "sys_cpu": fio["sys_cpu"],
                    "tool_version": fio["fio_version"],
@@ -167,11 +189,16 @@ def parse_run(run_dir: Path) -> dict[str, Any]:
     if (run_dir / TIME_FILE).exists():
         timing = parse_gnu_time_kv((run_dir / TIME_FILE).read_text(), str(run_dir / TIME_FILE))
         metrics["cpu_usage_lifetime_pct"] = timing["cpu_pct"]
-    window = _window(run_dir)
+    window = measurement_window(run_dir, runtime_ms)
     freq_csv = run_dir / "cpufreq.csv"
     if window and freq_csv.exists():
         freq = parse_cpufreq_samples(freq_csv.read_text(), *window, str(freq_csv))
         metrics["cpufreq_mean_khz"] = freq.get("mean_khz")
+    tree = run_dir / "proctree-cpu.csv"
+    if window and tree.exists():
+        cpu = parse_proctree_cpu(tree.read_text(), (run_dir / "proctree-cpu.json").read_text(),
+                                 *window, str(tree))
+        metrics["cpu_usage_window_pct"] = cpu["cpu_pct"]
     if not (run_dir / CPUS_FILE).exists():
         raise ParseError(run_dir / CPUS_FILE, "missing: every cpu_search run stores its CPU list")
     metrics["cpus"] = ",".join(map(str, json.loads((run_dir / CPUS_FILE).read_text())["cpus"]))
