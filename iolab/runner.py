@@ -262,6 +262,9 @@ def run_campaign(spec: Spec, data_dir: Path, *, keep_going: bool = False, progre
                 result.messages.append(f"{name}: set to {value!r} for this campaign")
             for planned in todo:
                 ok, reason, metrics = camp.run_one(session, planned)
+                note = metrics.get("note")
+                if note and note not in result.messages:
+                    result.messages.append(note)  # said once per campaign, not per run
                 if ok:
                     result.completed += 1
                     if "iops" in metrics:

@@ -8,7 +8,8 @@ An experiment module defines:
 - ``collectors(settings, params, topology)``: collectors to run around one run;
 - ``build_argv(settings, params, topology)``: the driver's argv, run inside the run folder;
 - ``parse_run(run_dir)``: metrics of a stored run, a pure function of its files; a non-empty
-  ``run_problem`` in the result rejects the run (e.g. fio's error field, bdevperf's Fail/s);
+  ``run_problem`` in the result rejects the run (e.g. fio's error field, bdevperf's Fail/s),
+  and a ``note`` is shown to the user once per campaign (e.g. a fallback the parser took);
 
 and optionally:
 

@@ -11,9 +11,10 @@ Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
 
 * ``iops``, ``mibs`` (MiB/s, 2^20 B/s): the tool's Total row.
 * ``failed`` (count of failed commands; xnvmeperf only) and ``elapsed_s`` (the tool's own
-  timer; xnvmeperf only). AiSIO ignores both. ``run_problem``: why the run is not usable
-  (failed commands; for bdevperf its parser's problems, e.g. Fail/s > 0), else empty; as for native experiments, the importer stores a run with
-  a problem as failed.
+  timer; xnvmeperf only). AiSIO ignores both.
+* ``run_problem``: why the run is not usable (failed commands; for bdevperf its parser's
+  problems, e.g. Fail/s > 0), else empty. As for native experiments, the importer stores a
+  run with a problem as failed.
 * ``cpu_usage``: GNU time's ``%CPU`` in percent of one CPU over the tool's whole lifetime
   (start-up and teardown included, as in AiSIO); None where GNU time printed ``?``.
 * ``dcgm_p95_bytes_per_s``: AiSIO's ``dcgm``, the p95 of all 100 ms samples of DCGM field
@@ -66,7 +67,9 @@ BENCHMARK_KINDS = (XNVMEPERF_RUN, XNVMEPERF_CUDA_RUN, BDEVPERF, SPDK_NVME_PERF)
 
 DCGM_RX_FIELD = 1010  # DCGM_FI_PROF_PCIE_RX_BYTES, the field AiSIO reports
 
-STDOUT, STATE, CPUFREQ, DCGM, AISIO_JSON = "stdout", "cijoe.state", "cpufreq.log", "dcgm.txt", "aisio.json"
+# File names in a run folder.
+STDOUT, STATE, AISIO_JSON = "stdout", "cijoe.state", "aisio.json"
+CPUFREQ, DCGM = "cpufreq.log", "dcgm.txt"
 
 
 @dataclass

@@ -29,7 +29,7 @@ from ..collectors import (CpufreqSampler, Hugepages, OutputMarker, ProcStat, Pro
                           parse_proctree_cpu)
 from ..errors import ParseError
 from ..inventory import pick_cpus
-from ..parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text
+from ..parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text, spdk_supports_json
 from ..parsers.fio import parse_fio_file
 from ..spdk import bdev_config, bdevperf_argv, cpu_mask
 from ..stress import StressNg, unused_cpus
@@ -172,19 +172,24 @@ def parse_run(run_dir: Path) -> dict[str, Any]:
     else:
         stdout = run_dir / "stdout"
         text = parse_bdevperf_text(stdout.read_text(errors="replace"), str(stdout))
-        res = text
+        res, source, note = text, "text table", None
         json_path = run_dir / BDEVPERF_JSON
-        if json_path.exists() and json_path.stat().st_size:
-            try:
-                res = {**parse_bdevperf_json(json_path.read_text(), str(json_path)),
-                       "spdk_version": text.get("spdk_version")}
-            except ParseError:
-                # SPDK answers perform_tests with a JSON-RPC error when a job fails; the text
-                # table on stdout still shows the failed job, so it decides
-                res = text
+        if json_path.exists():  # JSON results were asked for
+            if not spdk_supports_json(text.get("spdk_version")):
+                note = (f"SPDK {text.get('spdk_version')} predates JSON results (needs v24.09 or "
+                        "later): results are read from bdevperf's text table")
+            elif json_path.stat().st_size:
+                try:
+                    res = {**parse_bdevperf_json(json_path.read_text(), str(json_path)),
+                           "spdk_version": text.get("spdk_version")}
+                    source = "perform_tests JSON"
+                except ParseError:
+                    # SPDK answers perform_tests with a JSON-RPC error when a job fails; the
+                    # text table on stdout still shows the failed job, so it decides
+                    note = "perform_tests returned an error instead of results: text table used"
         metrics = {"iops": res["iops"], "mibs": res["mibs"], "clat_mean_us": res["avg_latency_us"],
                    "fail_per_s": res["fail_per_s"], "timeout_per_s": res["timeout_per_s"],
-                   "tool_version": res.get("spdk_version"),
+                   "tool_version": res.get("spdk_version"), "results_from": source, "note": note,
                    "run_problem": "; ".join(res["problems"]) if not res["ok"] else None}
     if (run_dir / TIME_FILE).exists():
         timing = parse_gnu_time_kv((run_dir / TIME_FILE).read_text(), str(run_dir / TIME_FILE))
