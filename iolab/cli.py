@@ -21,7 +21,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _add_campaign(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment", help=f"one of: {', '.join(sorted(experiments.EXPERIMENTS))}")
+    p.add_argument("experiment", help=f"one of: {', '.join(sorted(experiments.EXPERIMENTS))}; "
+                   "aisio-<name> for a campaign made by import-cijoe")
     p.add_argument("--env", required=True, help="environment name (notebooks/params/<env>/<experiment>.yaml)")
     _add_common(p)
 
@@ -114,6 +115,15 @@ def cmd_tidy(args) -> int:
     return 0
 
 
+def cmd_import_cijoe(args) -> int:
+    from .cijoe_import import import_archive
+
+    report = import_archive(Path(args.archive), args.experiment, args.env,
+                            resolve_data_dir(args.data), progress=not args.no_progress)
+    print(report.summary())
+    return 1 if report.disagreements or report.failed else 0
+
+
 def cmd_book(args) -> int:
     from .book import build, render
 
@@ -158,6 +168,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="output file (default: CSV on stdout)")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
     p.set_defaults(func=cmd_tidy)
+
+    p = sub.add_parser("import-cijoe", help="import an AiSIO CIJOE result archive, re-deriving "
+                       "every metric from its raw output (exit 1 on disagreements or failures)")
+    p.add_argument("archive", help="the archive (.tar.gz) or its extracted folder")
+    p.add_argument("--experiment", required=True, help="campaign name, aisio-<name>")
+    p.add_argument("--env", required=True, help="environment name")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_common(p)
+    p.set_defaults(func=cmd_import_cijoe)
 
     p = sub.add_parser("book", help="replay the notebooks from stored data and build the book strictly")
     _add_common(p)

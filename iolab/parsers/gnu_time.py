@@ -1,0 +1,97 @@
+"""Parser for GNU time's default report (``/usr/bin/time CMD`` with no format option).
+
+Responsible for: finding GNU time's two-line report in a text (alone, or at the end of a
+stream where the timed command's own output comes first, as in AiSIO's CIJOE captures that
+merge stdout and stderr), reading every field of it and the optional status line before it,
+and raising :class:`~iolab.errors.ParseError` (naming the source and the problem) when there
+is no complete report.
+
+Not responsible for: other GNU time formats (``-p``, ``-v``, ``-f``), the bash builtin
+``time``, or judging the timed command.
+
+The default format (GNU time 1.7–1.9; docs/raw-formats.md §6)::
+
+    [Command exited with non-zero status N]        only when the command exited non-zero
+    [Command terminated by signal N]               only when a signal killed it
+    10.02user 0.79system 0:10.99elapsed 98%CPU (0avgtext+0avgdata 200448maxresident)k
+    0inputs+0outputs (0major+13080minor)pagefaults 0swaps
+
+Elapsed is ``m:ss.cc`` below one hour and ``h:mm:ss`` (no fraction) from one hour on. ``%CPU``
+is ``(user + system) / elapsed`` as a whole percent of one CPU, over the command's whole
+lifetime (start-up and teardown included), and is ``?`` when elapsed is zero; it is then
+returned as None. GNU time writes the report last, after the command has exited, so the
+*last* report in the text is the one read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from iolab.errors import ParseError
+
+_NUM = r"[0-9]+(?:\.[0-9]+)?"
+_LINE1 = re.compile(
+    rf"^(?P<user>{_NUM})user (?P<system>{_NUM})system (?P<elapsed>[0-9:.]+)elapsed "
+    r"(?P<cpu>[0-9]+|\?)%CPU \((?P<avgtext>[0-9]+)avgtext\+(?P<avgdata>[0-9]+)avgdata "
+    r"(?P<maxresident>[0-9]+)maxresident\)k$")
+_LINE2 = re.compile(
+    r"^(?P<inputs>[0-9]+)inputs\+(?P<outputs>[0-9]+)outputs \((?P<major>[0-9]+)major\+"
+    r"(?P<minor>[0-9]+)minor\)pagefaults (?P<swaps>[0-9]+)swaps$")
+_EXITED = re.compile(r"^Command exited with non-zero status (?P<n>[0-9]+)$")
+_SIGNALLED = re.compile(r"^Command terminated by signal (?P<n>[0-9]+)$")
+
+
+def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
+    """Parse the last GNU time default report in ``text``.
+
+    Returns ``user_s``, ``system_s``, ``elapsed_s`` (floats), ``cpu_percent`` (int, or None
+    for ``?``), ``avgtext_kib``, ``avgdata_kib``, ``maxresident_kib``, ``inputs``,
+    ``outputs`` (file-system blocks), ``major_faults``, ``minor_faults``, ``swaps`` (ints),
+    ``exit_status`` (int from 'Command exited with non-zero status N', else None; a clean
+    exit prints no line, so None means 0 unless ``signal`` is set) and ``signal`` (int from
+    'Command terminated by signal N', else None).
+    """
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    starts = [i for i, line in enumerate(lines) if _LINE1.match(line)]
+    if not starts:
+        hint = " (only a partial first line?)" if "elapsed" in text and "%CPU" in text else ""
+        raise ParseError(source, f"no GNU time report: no line like '<u>user <s>system "
+                         f"<e>elapsed <n>%CPU (…avgtext+…avgdata …maxresident)k'{hint}")
+    at = starts[-1]
+    second = _LINE2.match(lines[at + 1]) if at + 1 < len(lines) else None
+    if second is None:
+        got = repr(lines[at + 1]) if at + 1 < len(lines) else "end of input"
+        raise ParseError(source, f"line {at + 2}: expected GNU time's second line "
+                         f"'<i>inputs+<o>outputs (<M>major+<m>minor)pagefaults <w>swaps', got {got}")
+    first = _LINE1.match(lines[at])
+    before = lines[at - 1] if at > 0 else ""
+    exited, signalled = _EXITED.match(before), _SIGNALLED.match(before)
+    return {
+        "user_s": float(first.group("user")),
+        "system_s": float(first.group("system")),
+        "elapsed_s": _elapsed_s(first.group("elapsed"), at + 1, source),
+        "cpu_percent": None if first.group("cpu") == "?" else int(first.group("cpu")),
+        "avgtext_kib": int(first.group("avgtext")),
+        "avgdata_kib": int(first.group("avgdata")),
+        "maxresident_kib": int(first.group("maxresident")),
+        "inputs": int(second.group("inputs")),
+        "outputs": int(second.group("outputs")),
+        "major_faults": int(second.group("major")),
+        "minor_faults": int(second.group("minor")),
+        "swaps": int(second.group("swaps")),
+        "exit_status": int(exited.group("n")) if exited else None,
+        "signal": int(signalled.group("n")) if signalled else None,
+    }
+
+
+def _elapsed_s(value: str, number: int, source: str) -> float:
+    """``m:ss.cc`` (below one hour) or ``h:mm:ss`` (from one hour on) in seconds."""
+    parts = value.split(":")
+    try:
+        if len(parts) == 2:
+            return int(parts[0]) * 60 + float(parts[1])
+        if len(parts) == 3 and "." not in value:
+            return int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2])
+    except ValueError:
+        pass
+    raise ParseError(source, f"line {number}: elapsed {value!r} is neither m:ss.cc nor h:mm:ss")

@@ -1,0 +1,117 @@
+"""Parser for the output of cuda-samples' ``p2pBandwidthLatencyTest``.
+
+Responsible for: the device list, the peer-access lines and every matrix of the report as a
+named section (a 2-D list with its row and column ids and its unit), and raising
+:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed output.
+
+Not responsible for: running the test, or choosing a reference value from it (AiSIO's
+"p2p ceiling" is the mean of cells (0,1) and (1,0) of the bidirectional P2P-enabled matrix,
+a two-direction aggregate; callers pick explicitly).
+
+Sections (cuda-samples v12.x; docs/raw-formats.md §8), each a title line and a block::
+
+    P2P Connectivity Matrix                                  flags 0/1; rows "<i>\\t<flags>"
+    Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)      header "   D\\D     0      1"
+    Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)
+    Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)
+    Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)
+    P2P=Disabled Latency Matrix (us)                         two blocks, "   GPU  0  1" and "   CPU  0  1"
+    P2P=Enabled Latency (P2P Writes) Matrix (us)
+
+Section names are the title lines as printed; a latency section gives two names, the title
+followed by `` [GPU]`` and `` [CPU]``. Bandwidth is in GB/s (10^9 B/s) and latency in µs,
+as the titles say. Variants from ``--p2p_read`` appear under their own titles.
+"""
+
+from __future__ import annotations
+
+import re
+
+from iolab.errors import ParseError
+
+_DEVICE = re.compile(r"^Device: (?P<id>\d+), (?P<name>.+), pciBusID: (?P<bus>[0-9a-fA-F]+), "
+                     r"pciDeviceID: (?P<dev>[0-9a-fA-F]+), pciDomainID:\s*(?P<dom>[0-9a-fA-F]+)$")
+_ACCESS = re.compile(r"^Device=(?P<a>\d+) (?P<can>CAN|CANNOT) Access Peer Device=(?P<b>\d+)$")
+_TITLE = re.compile(r"^(?:P2P Connectivity Matrix|.*Matrix \((?P<unit>GB/s|us)\))$")
+_BLOCK_HEADER = re.compile(r"^\s*(?P<label>D\\D|GPU|CPU)(?P<ids>(?:\s+\d+)+)\s*$")
+
+
+def parse_p2p_bandwidth(text: str, source: str = "<string>") -> dict:
+    """Parse one report.
+
+    Returns ``devices`` (list of {``id``, ``name``, ``pci_bus_id``, ``pci_device_id``,
+    ``pci_domain_id``}; the PCI ids as lower-case hex strings), ``peer_access`` (list of
+    {``from``, ``to``, ``can``}) and ``matrices`` ({section name: {``unit`` ("GB/s", "us",
+    or None for the connectivity flags), ``row_ids``, ``col_ids``, ``values`` (list of rows;
+    floats, ints for the connectivity flags)}}), in report order.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    devices, access = [], []
+    matrices: dict[str, dict] = {}
+    at = 0
+    while at < len(lines):
+        line = lines[at].strip()
+        device, peer, title = _DEVICE.match(line), _ACCESS.match(line), _TITLE.match(line)
+        if device:
+            devices.append({"id": int(device.group("id")), "name": device.group("name"),
+                            "pci_bus_id": device.group("bus").lower(),
+                            "pci_device_id": device.group("dev").lower(),
+                            "pci_domain_id": device.group("dom").lower()})
+        elif peer:
+            access.append({"from": int(peer.group("a")), "to": int(peer.group("b")),
+                           "can": peer.group("can") == "CAN"})
+        elif title:
+            at = _section(lines, at, title.group("unit"), matrices, source)
+            continue
+        at += 1
+    if not matrices:
+        raise ParseError(source, "no matrix section found (no line ending in 'Matrix (GB/s)' "
+                         "or 'Matrix (us)')")
+    if devices:
+        for name, matrix in matrices.items():
+            if len(matrix["row_ids"]) != len(devices):
+                raise ParseError(source, f"section {name!r} has {len(matrix['row_ids'])} rows, "
+                                 f"but {len(devices)} devices were listed")
+    return {"devices": devices, "peer_access": access, "matrices": matrices}
+
+
+def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source: str) -> int:
+    """Read the block(s) under the title at ``at``; return the index after the section."""
+    title = lines[at].strip()
+    at += 1
+    blocks = 0
+    while at < len(lines):
+        if not lines[at].strip():
+            at += 1  # the blank line between a latency section's GPU and CPU blocks
+            continue
+        header = _BLOCK_HEADER.match(lines[at])
+        if header is None:
+            break
+        label = header.group("label")
+        col_ids = [int(i) for i in header.group("ids").split()]
+        at += 1
+        row_ids, values = [], []
+        while at < len(lines) and lines[at].strip() and not _BLOCK_HEADER.match(lines[at]) \
+                and not _TITLE.match(lines[at].strip()):
+            tokens = lines[at].split()
+            if len(tokens) != len(col_ids) + 1 or not tokens[0].isdigit():
+                raise ParseError(source, f"line {at + 1}: section {title!r}: expected a row id "
+                                 f"and {len(col_ids)} values, got {lines[at]!r}")
+            try:
+                row = [int(t) if unit is None else float(t) for t in tokens[1:]]
+            except ValueError:
+                raise ParseError(source, f"line {at + 1}: section {title!r}: non-numeric "
+                                 f"value in {lines[at]!r}") from None
+            row_ids.append(int(tokens[0]))
+            values.append(row)
+            at += 1
+        if not values:
+            raise ParseError(source, f"line {at + 1}: section {title!r} has a header but no rows")
+        name = title if label == "D\\D" else f"{title} [{label}]"
+        if name in matrices:
+            raise ParseError(source, f"section {name!r} appears twice")
+        matrices[name] = {"unit": unit, "row_ids": row_ids, "col_ids": col_ids, "values": values}
+        blocks += 1
+    if blocks == 0:
+        raise ParseError(source, f"line {at + 1}: section {title!r} has no matrix (truncated?)")
+    return at

@@ -1,0 +1,215 @@
+"""Parser for the text report of xNVMe's ``xnvmeperf run`` and ``xnvmeperf cuda-run``.
+
+Responsible for: turning the stdout of one xnvmeperf run into its argument echo, elapsed
+time, per-device rows and Total row, checking that the device rows add up to the Total, and
+raising :class:`~iolab.errors.ParseError` (naming the source and the problem) otherwise.
+
+Not responsible for: running xnvmeperf, the exit status, GNU time's lines that follow the
+report when stdout and stderr were captured together (everything after the table's closing
+rule is ignored), or deciding whether failed commands make a run unusable (``failed`` is
+reported as a count; the caller decides).
+
+The report (xNVMe ``next``, April 2026; docs/raw-formats.md §4.3)::
+
+    Running xnvmeperf with arguments:
+    - Devices: [0000:4a:00.0, 0000:4b:00.0] (total: 2)
+    - io pattern: randread
+    ...
+    - CPUs: [0] (total: 1)                      (run only)
+    <blank>
+    ======...
+     xnvmeperf (elapsed: 10.00s)                ("xnvmeperf cuda-run (elapsed: …)" for cuda-run)
+    ======...
+     Device   CPUs   IOPS   MiB/s   Failed      (no CPUs column for cuda-run)
+     0000:4a:00.0   0   3857242.54   1883.42   0
+    ------...
+     Total:          15433231.11   7535.76     0
+    ======...
+
+Device URIs (PCI addresses) contain colons, so rows are split on whitespace and never on
+``:``. The CPU column is one token (a comma list such as ``0,1`` when several threads drive
+one device). IOPS and MiB/s are printed with two decimals, so the device rows may miss the
+Total by up to half a cent per row; anything more raises ParseError. Failed is a count and
+must add up exactly. For ``cuda-run``, IOPS counts completed lock-step rounds times the
+queue depth, failed commands included (§4.4), which is why ``failed`` must be looked at.
+"""
+
+from __future__ import annotations
+
+import re
+
+from iolab.errors import ParseError
+
+_TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: (?P<elapsed>[0-9.]+)s\)\s*$")
+_RULE_EQ = re.compile(r"^\s*=+\s*$")
+_RULE_DASH = re.compile(r"^\s*-+\s*$")
+_ECHO_START = "Running xnvmeperf with arguments:"
+_ECHO_LINE = re.compile(r"^- (?P<key>[^:]+): (?P<value>.*)$")
+_ECHO_LIST = re.compile(r"^\[(?P<items>.*)\] \(total: (?P<total>\d+)\)$")
+_ECHO_BYTES = re.compile(r"^(?P<n>\d+) bytes$")
+
+# Header columns as printed, per subcommand.
+_HEADERS = {"run": ["Device", "CPUs", "IOPS", "MiB/s", "Failed"],
+            "cuda-run": ["Device", "IOPS", "MiB/s", "Failed"]}
+_ROUNDING = 0.005  # half of the last printed digit of %.2f
+
+
+def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
+    """Parse one xnvmeperf ``run`` or ``cuda-run`` report.
+
+    Returns ``kind`` ("run" | "cuda-run"), ``echo`` (the argument echo: keys lower-cased with
+    ``_`` for spaces; lists such as ``devices`` and ``cpus`` as lists of strings or ints with
+    a ``<key>_total`` count; ``N bytes`` and plain numbers as ints; other values as strings),
+    ``elapsed_s`` (float), ``devices`` (one dict per row in printed order: ``uri``, ``cpus``
+    (list of int; None for cuda-run), ``iops``, ``mibs`` (MiB/s, 2^20 B/s), ``failed``
+    (count)) and ``totals`` (``iops``, ``mibs``, ``failed``).
+    """
+    if not text.strip():
+        raise ParseError(source, "empty input: there is no xnvmeperf output to parse")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    echo = _echo(lines, source)
+    titles = [i for i, line in enumerate(lines) if _TITLE.match(line)]
+    if not titles:
+        raise ParseError(source, "no result table (no ' xnvmeperf (elapsed: …s)' line)"
+                         + _first_error_hint(lines))
+    if len(titles) > 1:
+        raise ParseError(source, f"{len(titles)} result tables (lines "
+                         f"{', '.join(str(i + 1) for i in titles)}); expected one")
+    at = titles[0]
+    title = _TITLE.match(lines[at])
+    kind = "cuda-run" if title.group("cuda") else "run"
+    elapsed_s = float(title.group("elapsed"))
+
+    at = _expect(lines, at + 1, _RULE_EQ, "a '=' rule after the title", source)
+    header = lines[at].split() if at < len(lines) else []
+    if header != _HEADERS[kind]:
+        raise ParseError(source, f"line {at + 1}: expected the {kind} header "
+                         f"{' '.join(_HEADERS[kind])!r}, got {' '.join(header)!r}")
+    devices = []
+    at += 1
+    while at < len(lines) and lines[at].strip() and not _RULE_DASH.match(lines[at]):
+        devices.append(_device_row(lines[at], kind, at + 1, source))
+        at += 1
+    if at >= len(lines) or not lines[at].strip():
+        raise ParseError(source, f"line {at + 1}: truncated table: it ends before the '-' rule "
+                         f"and the Total row")
+    at += 1
+    totals = _total_row(lines[at] if at < len(lines) else "", at + 1, source)
+    _expect(lines, at + 1, _RULE_EQ, "a closing '=' rule after the Total row", source)
+
+    if not devices:
+        raise ParseError(source, "the table has no device rows")
+    _check_sums(devices, totals, source)
+    _check_echo_devices(echo, devices, source)
+    return {"kind": kind, "echo": echo, "elapsed_s": elapsed_s, "devices": devices,
+            "totals": totals}
+
+
+def _echo(lines: list[str], source: str) -> dict:
+    """The '- key: value' lines after 'Running xnvmeperf with arguments:'."""
+    try:
+        start = lines.index(_ECHO_START)
+    except ValueError:
+        raise ParseError(source, f"no argument echo (no line {_ECHO_START!r})"
+                         + _first_error_hint(lines)) from None
+    echo: dict = {}
+    for number, line in enumerate(lines[start + 1:], start=start + 2):
+        if not line.startswith("- "):
+            break
+        match = _ECHO_LINE.match(line)
+        if match is None:
+            raise ParseError(source, f"line {number}: argument echo line without 'key: value': "
+                             f"{line!r}")
+        key = match.group("key").strip().lower().replace(" ", "_")
+        value = match.group("value").strip()
+        listed = _ECHO_LIST.match(value)
+        if listed:
+            items = [item.strip() for item in listed.group("items").split(",") if item.strip()]
+            echo[key] = [int(i) for i in items] if all(i.isdigit() for i in items) else items
+            echo[f"{key}_total"] = int(listed.group("total"))
+        elif _ECHO_BYTES.match(value):
+            echo[key] = int(_ECHO_BYTES.match(value).group("n"))
+        elif value.isdigit():
+            echo[key] = int(value)
+        else:
+            echo[key] = value
+    return echo
+
+
+def _expect(lines: list[str], at: int, pattern: re.Pattern, what: str, source: str) -> int:
+    if at >= len(lines) or not pattern.match(lines[at]):
+        got = repr(lines[at]) if at < len(lines) else "end of input"
+        raise ParseError(source, f"line {at + 1}: expected {what}, got {got} (truncated output?)")
+    return at + 1
+
+
+def _device_row(line: str, kind: str, number: int, source: str) -> dict:
+    tokens = line.split()
+    if len(tokens) != len(_HEADERS[kind]):
+        raise ParseError(source, f"line {number}: a {kind} device row has "
+                         f"{len(_HEADERS[kind])} columns, got {len(tokens)}: {line!r}")
+    uri = tokens[0]
+    cpus = None
+    if kind == "run":
+        try:
+            cpus = [int(c) for c in tokens[1].split(",")]
+        except ValueError:
+            raise ParseError(source, f"line {number}: CPUs column {tokens[1]!r} is not a "
+                             f"comma list of CPU ids") from None
+    iops, mibs, failed = _numbers(tokens[-3:], number, source)
+    return {"uri": uri, "cpus": cpus, "iops": iops, "mibs": mibs, "failed": failed}
+
+
+def _total_row(line: str, number: int, source: str) -> dict:
+    tokens = line.split()
+    if not tokens or tokens[0] != "Total:":
+        raise ParseError(source, f"line {number}: expected the 'Total:' row, got {line!r}")
+    if len(tokens) != 4:
+        raise ParseError(source, f"line {number}: the Total row has IOPS, MiB/s and Failed, "
+                         f"got {len(tokens) - 1} values: {line!r}")
+    iops, mibs, failed = _numbers(tokens[1:], number, source)
+    return {"iops": iops, "mibs": mibs, "failed": failed}
+
+
+def _numbers(tokens: list[str], number: int, source: str) -> tuple[float, float, int]:
+    try:
+        iops, mibs = float(tokens[0]), float(tokens[1])
+    except ValueError:
+        raise ParseError(source, f"line {number}: IOPS and MiB/s must be numbers, got "
+                         f"{tokens[0]!r} and {tokens[1]!r}") from None
+    if not tokens[2].isdigit():
+        raise ParseError(source, f"line {number}: Failed must be a whole count, got {tokens[2]!r}")
+    return iops, mibs, int(tokens[2])
+
+
+def _check_sums(devices: list[dict], totals: dict, source: str) -> None:
+    """Device rows must add up to the Total, within the rounding of the printed values."""
+    for key, unit in (("iops", "IOPS"), ("mibs", "MiB/s")):
+        summed = sum(d[key] for d in devices)
+        allowed = _ROUNDING * (len(devices) + 1) + 1e-9 * abs(totals[key])
+        if abs(summed - totals[key]) > allowed:
+            raise ParseError(source, f"device rows add up to {summed:.2f} {unit}, but the Total "
+                             f"row says {totals[key]:.2f} (allowed rounding ±{allowed:.3f})")
+    failed = sum(d["failed"] for d in devices)
+    if failed != totals["failed"]:
+        raise ParseError(source, f"device rows add up to {failed} failed commands, but the "
+                         f"Total row says {totals['failed']}")
+
+
+def _check_echo_devices(echo: dict, devices: list[dict], source: str) -> None:
+    """The table must list the devices the echo announced, in the same order."""
+    announced = echo.get("devices")
+    if announced is None:
+        raise ParseError(source, "the argument echo has no '- Devices:' line")
+    uris = [d["uri"] for d in devices]
+    if announced != uris:
+        raise ParseError(source, f"the echo announced devices {announced}, but the table has "
+                         f"rows for {uris}")
+
+
+def _first_error_hint(lines: list[str]) -> str:
+    """xnvmeperf reports failures on stderr as 'Failed: …' or 'Error: …'; quote the first."""
+    for line in lines:
+        if line.startswith(("Failed:", "Error:")):
+            return f"; the output says: {line.strip()!r}"
+    return ""

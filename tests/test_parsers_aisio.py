@@ -1,0 +1,292 @@
+"""Golden tests for the parsers of the raw formats in AiSIO's archives.
+
+The fixtures are synthesised from the documented formats (tests/fixtures/aisio_formats/README.md);
+malformed inputs are built here from them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from iolab.errors import ParseError
+from iolab.parsers.cpufreq_log import FreqSample, aisio_cpu_freqs, parse_cpufreq_log
+from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
+from iolab.parsers.gnu_time import parse_gnu_time_default
+from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
+from iolab.parsers.spdk_nvme_perf import parse_spdk_nvme_perf
+from iolab.parsers.xnvmeperf import parse_xnvmeperf
+
+FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
+
+
+def text(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+# --- xnvmeperf ---------------------------------------------------------------------------------
+
+def test_xnvmeperf_run():
+    r = parse_xnvmeperf(text("xnvmeperf_run.txt"), "run.txt")
+    assert r["kind"] == "run"
+    assert r["elapsed_s"] == 5.0
+    assert r["echo"] == {
+        "devices": ["0000:01:00.0", "0000:02:00.0", "0000:03:00.0"], "devices_total": 3,
+        "io_pattern": "randread", "queues_per_device": 1, "queue_depth": 64, "io_size": 512,
+        "runtime": 5, "cpus": [0, 1], "cpus_total": 2, "host_heap_size": 1048576,
+    }
+    assert r["devices"] == [
+        {"uri": "0000:01:00.0", "cpus": [0], "iops": 1000000.00, "mibs": 488.28, "failed": 0},
+        {"uri": "0000:02:00.0", "cpus": [1], "iops": 1200000.50, "mibs": 585.94, "failed": 0},
+        {"uri": "0000:03:00.0", "cpus": [0, 1], "iops": 900000.25, "mibs": 439.45, "failed": 2},
+    ]
+    assert r["totals"] == {"iops": 3100000.75, "mibs": 1513.67, "failed": 2}
+
+
+def test_xnvmeperf_cuda_run_has_no_cpus_and_tolerates_rounding():
+    r = parse_xnvmeperf(text("xnvmeperf_cuda_run.txt"), "cuda.txt")
+    assert r["kind"] == "cuda-run"
+    assert r["elapsed_s"] == 10.0
+    assert "cpus" not in r["echo"]
+    assert r["echo"]["queues_per_device"] == 2 and r["echo"]["device_heap_size"] == 4194304
+    assert [d["cpus"] for d in r["devices"]] == [None, None]
+    assert [d["iops"] for d in r["devices"]] == [3850000.00, 3849999.50]
+    # 1879.88 + 1879.88 = 3759.76, printed Total 3759.77: within the rounding of 3 values
+    assert r["totals"] == {"iops": 7699999.50, "mibs": 3759.77, "failed": 0}
+
+
+def test_xnvmeperf_error_output_quotes_the_error():
+    with pytest.raises(ParseError, match=r"err\.txt: no argument echo.*xnvme_dev_open"):
+        parse_xnvmeperf(text("xnvmeperf_error.txt"), "err.txt")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("3100000.75", "3100100.75"), "add up to 3100000.75 IOPS"),
+    (lambda t: t.replace("1513.67", "1514.67"), "add up to 1513.67 MiB/s"),
+    (lambda t: t.replace("439.45        2", "439.45        1"), "add up to 1 failed"),
+    (lambda t: t.replace("     0,1 ", "     0 1 "), "6 columns|columns, got 6"),
+    (lambda t: t.replace("0000:03:00.0]", "0000:04:00.0]"), "echo announced devices"),
+    (lambda t: t.split(" 0000:03:00.0   ")[0], "truncated"),
+    (lambda t: t.replace(" Total:", " Sum:"), "expected the 'Total:' row"),
+    (lambda t: t.replace("CPUs          IOPS", "Cores          IOPS"), "expected the run header"),
+    (lambda t: t.replace("        0\n", "       x0\n", 1), "Failed must be a whole count"),
+    (lambda t: t + t, "2 result tables"),
+    (lambda t: "", "empty input"),
+])
+def test_xnvmeperf_malformed(edit, message):
+    with pytest.raises(ParseError, match=message) as info:
+        parse_xnvmeperf(edit(text("xnvmeperf_run.txt")), "bad.txt")
+    assert info.value.source == "bad.txt"
+
+
+# --- spdk_nvme_perf ----------------------------------------------------------------------------
+
+def test_spdk_nvme_perf():
+    r = parse_spdk_nvme_perf(text("spdk_nvme_perf.txt"), "perf.txt")
+    assert r["rows"] == [
+        {"name": "PCIE (0000:01:00.0) [144d:ac00] NSID 1 from core  0", "bdf": "0000:01:00.0",
+         "vendor_device": "144d:ac00", "nsid": 1, "core": 0, "iops": 2093737.12, "mibs": 1022.33,
+         "avg_us": 61.11, "min_us": 53.77, "max_us": 2015.47},
+        {"name": "PCIE (0000:02:00.0) [144d:ac00] NSID 1 from core  1", "bdf": "0000:02:00.0",
+         "vendor_device": "144d:ac00", "nsid": 1, "core": 1, "iops": 2000000.00, "mibs": 976.56,
+         "avg_us": 63.98, "min_us": 50.00, "max_us": 1800.00},
+    ]
+    assert r["total"] == {"iops": 4093737.12, "mibs": 1998.89, "avg_us": 62.52, "min_us": 50.00,
+                          "max_us": 2015.47}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("4093737.12", "4000000.00"), "rows add up to"),
+    (lambda t: t.split("Total")[0], "expected '<name> : IOPS"),
+    (lambda t: t.replace("Device Information", "Devices"), "no result table"),
+    (lambda t: t.replace("    976.56 ", "  976.56 x "), "expected '<name> : IOPS"),
+    (lambda t: t.replace("2000000.00", "2OOOOOO.OO"), "non-numeric"),
+])
+def test_spdk_nvme_perf_malformed(edit, message):
+    with pytest.raises(ParseError, match=message):
+        parse_spdk_nvme_perf(edit(text("spdk_nvme_perf.txt")), "bad.txt")
+
+
+# --- GNU time ---------------------------------------------------------------------------------
+
+def test_gnu_time_default():
+    assert parse_gnu_time_default(text("gnu_time_default.txt"), "t") == {
+        "user_s": 10.02, "system_s": 0.79, "elapsed_s": 10.99, "cpu_percent": 98,
+        "avgtext_kib": 0, "avgdata_kib": 0, "maxresident_kib": 200448, "inputs": 0,
+        "outputs": 0, "major_faults": 0, "minor_faults": 13080, "swaps": 0,
+        "exit_status": None, "signal": None,
+    }
+
+
+def test_gnu_time_exit_status_and_unknown_cpu():
+    r = parse_gnu_time_default(text("gnu_time_exit_status.txt"), "t")
+    assert r["exit_status"] == 3 and r["signal"] is None
+    assert r["cpu_percent"] is None and r["elapsed_s"] == 0.0
+    assert (r["inputs"], r["outputs"], r["major_faults"], r["minor_faults"]) == (8, 16, 1, 67)
+
+
+def test_gnu_time_signal_and_hours():
+    r = parse_gnu_time_default(text("gnu_time_signal.txt"), "t")
+    assert r["signal"] == 9 and r["exit_status"] is None
+    assert r["elapsed_s"] == 3723 and r["cpu_percent"] == 0 and r["swaps"] == 1
+
+
+def test_gnu_time_after_tool_output_is_found():
+    r = parse_gnu_time_default(text("xnvmeperf_run.txt"), "run")
+    assert (r["user_s"], r["elapsed_s"], r["cpu_percent"]) == (10.01, 5.6, 185)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("", "no GNU time report"),
+    ("10.02user 0.79system 0:10.99elapsed 98%CPU (0avgtext+0avgdata 200448maxresident)k\n",
+     "expected GNU time's second line"),
+    ("10.02user 0.79system 0:10.99elapsed 98%CPU (0avgtext+0avgdata 2004", "no GNU time report"),
+    ("1.0user 0.1system 1:2:3.4elapsed 9%CPU (0avgtext+0avgdata 1maxresident)k\n"
+     "0inputs+0outputs (0major+1minor)pagefaults 0swaps\n", "neither m:ss.cc nor h:mm:ss"),
+])
+def test_gnu_time_malformed(body, message):
+    with pytest.raises(ParseError, match=message):
+        parse_gnu_time_default(body, "t")
+
+
+# --- CPU frequency logger -----------------------------------------------------------------------
+
+def test_cpufreq_log_long_format_and_partial_last_line():
+    r = parse_cpufreq_log(text("cpufreq.log"), "f.log")
+    assert r["ncpus"] == 4 and r["nlines"] == 11
+    assert r["notes"] == ["line 12: dropped a partial last line (the logger was stopped while "
+                          "writing it)"]
+    assert len(r["samples"]) == 44
+    assert r["samples"][:4] == [
+        FreqSample(0, datetime(2026, 1, 1, 0, 0, 0), 1000000),
+        FreqSample(1, datetime(2026, 1, 1, 0, 0, 0), 2000000),
+        FreqSample(2, datetime(2026, 1, 1, 0, 0, 0), 800000),
+        FreqSample(3, datetime(2026, 1, 1, 0, 0, 0), 3000000),
+    ]
+    assert r["samples"][-1] == FreqSample(3, datetime(2026, 1, 1, 0, 0, 5), 2990000)
+
+
+def test_cpufreq_aisio_summary_counts_the_piece_after_the_last_newline():
+    # 12 pieces (11 lines + the partial one): lines [int(1.2), int(10.8)) = 1..9 are kept
+    r = aisio_cpu_freqs(text("cpufreq.log"), [0, 2], "f.log")
+    cpu0 = [1100000 + 100000 * i for i in range(9)]
+    assert r[0] == (statistics.mean(cpu0), statistics.pvariance(cpu0)) == (1500000, 200000000000 / 3)
+    assert r[2] == (800005, statistics.pvariance(range(800001, 800010)))
+
+
+def test_cpufreq_empty_and_unsupported():
+    assert parse_cpufreq_log("", "f")["notes"] == ["empty log: no samples"]
+    r = parse_cpufreq_log("UNSUPPORTED\n", "f")
+    assert r["samples"] == [] and "UNSUPPORTED" in r["notes"][0]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("2026-01-01_00:00:00 1 2\n2026-01-01_00:00:01 1\n2026-01-01_00:00:02 1 2\n", "line 2: 1 CPU values"),
+    ("2026-01-01 00:00:00 1 2\n2026-01-01_00:00:01 1 2\n", "line 1: expected 'YYYY-MM-DD_HH:MM:SS'"),
+    ("2026-01-01_00:00:00 1 2\n2026-01-01_00:00:01 1 x\n2026-01-01_00:00:02 1 2\n", "line 2"),
+    ("2026-01-01_00:00:00\n2026-01-01_00:00:01 1 2\n", "line 1: a timestamp without CPU values"),
+])
+def test_cpufreq_malformed(body, message):
+    with pytest.raises(ParseError, match=message):
+        parse_cpufreq_log(body, "f")
+
+
+def test_cpufreq_aisio_summary_missing_column():
+    with pytest.raises(ParseError, match="no column for CPU 9"):
+        aisio_cpu_freqs(text("cpufreq.log"), [9], "f")
+
+
+# --- DCGM dmon ---------------------------------------------------------------------------------
+
+def test_dcgm_dmon_two_gpus_repeated_header_na_partial_row():
+    r = parse_dcgm_dmon(text("dcgm_dmon.txt"), "d.txt", field_ids=[1009, 1010])
+    assert r["fields"] == ["PCITX", "PCIRX"] and r["field_ids"] == [1009, 1010]
+    assert r["headers"] == 2
+    assert r["samples"] == {
+        "GPU 0": {"PCITX": [0, 100, 200, 300], "PCIRX": [0, 1000, 3000, 2000]},
+        "GPU 1": {"PCITX": [5, None, 15, 25], "PCIRX": [7, None, 21, 35]},
+    }
+    assert r["notes"] == ["line 13: dropped a partial last row (dmon was stopped while "
+                          "writing it)"]
+
+
+def test_dcgm_field_ids_from_known_names():
+    assert parse_dcgm_dmon(text("dcgm_dmon.txt"), "d")["field_ids"] == [1009, 1010]
+
+
+def test_aisio_p95_and_window_stats():
+    # inclusive method: position 0.95 * (4 - 1) = 2.85 between 2000 and 3000
+    assert aisio_p95([0, 1000, 3000, 2000]) == 2850.0
+    assert aisio_p95([7, None, 21, 35]) == pytest.approx(33.6)
+    assert window_stats([0, 1000, 3000, 2000, None]) == {"n": 4, "mean": 1500, "p50": 1500.0,
+                                                         "p95": 2850.0}
+    assert window_stats([5]) == {"n": 1, "mean": 5, "p50": 5, "p95": 5}
+    assert window_stats([None]) == {"n": 0, "mean": None, "p50": None, "p95": None}
+    with pytest.raises(ValueError, match="at least two"):
+        aisio_p95([1, None])
+
+
+@pytest.mark.parametrize("body, ids, message", [
+    ("", None, "empty capture"),
+    ("GPU 0  1  2\n", None, "data before the '#Entity' header"),
+    ("#Entity PCITX PCIRX\nID\nGPU 0 1 2 3\nGPU 0 1 2\n", None, "line 3: expected an entity and 2"),
+    ("#Entity PCITX PCIRX\nID\nGPU 0 1 x\n", None, "neither a number nor N/A"),
+    ("#Entity PCITX PCIRX\nGPU 0 1 2\n#Entity PCITX\n", None, "differs from the first header"),
+    ("#Entity PCITX PCIRX\nGPU 0 1 2\n", [1009], "1 field ids"),
+])
+def test_dcgm_malformed(body, ids, message):
+    with pytest.raises(ParseError, match=message):
+        parse_dcgm_dmon(body, "d", field_ids=ids)
+
+
+# --- p2pBandwidthLatencyTest -------------------------------------------------------------------
+
+def test_p2p_bandwidth_every_matrix():
+    r = parse_p2p_bandwidth(text("p2p_bandwidth.txt"), "p2p")
+    assert r["devices"] == [
+        {"id": 0, "name": "NVIDIA Example GPU", "pci_bus_id": "1a", "pci_device_id": "0",
+         "pci_domain_id": "0"},
+        {"id": 1, "name": "NVIDIA Example GPU", "pci_bus_id": "b5", "pci_device_id": "0",
+         "pci_domain_id": "0"},
+    ]
+    assert r["peer_access"] == [{"from": 0, "to": 1, "can": True}, {"from": 1, "to": 0, "can": False}]
+    m = r["matrices"]
+    assert list(m) == [
+        "P2P Connectivity Matrix",
+        "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)",
+        "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)",
+        "Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)",
+        "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)",
+        "P2P=Disabled Latency Matrix (us) [GPU]",
+        "P2P=Disabled Latency Matrix (us) [CPU]",
+        "P2P=Enabled Latency (P2P Writes) Matrix (us) [GPU]",
+        "P2P=Enabled Latency (P2P Writes) Matrix (us) [CPU]",
+    ]
+    assert m["P2P Connectivity Matrix"] == {"unit": None, "row_ids": [0, 1], "col_ids": [0, 1],
+                                            "values": [[1, 1], [0, 1]]}
+    assert m["Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)"] == {
+        "unit": "GB/s", "row_ids": [0, 1], "col_ids": [0, 1],
+        "values": [[1012.00, 50.00], [51.00, 1013.00]]}
+    assert m["Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)"]["values"] == [[1000.0, 20.5],
+                                                                                  [21.25, 1001.0]]
+    assert m["P2P=Enabled Latency (P2P Writes) Matrix (us) [CPU]"] == {
+        "unit": "us", "row_ids": [0, 1], "col_ids": [0, 1], "values": [[2.6, 1.7], [1.8, 2.7]]}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("     1  21.25 1001.00 ", "     1  21.25"), "expected a row id and 2 values"),
+    (lambda t: t.replace("  26.00 1003.00", "  2x.00 1003.00"), "non-numeric"),
+    (lambda t: t.split("   D\\D     0      1 \n     0 1012.00")[0], "has no matrix"),
+    (lambda t: t.split("P2P Connectivity")[0], "no matrix section"),
+    (lambda t: t.replace("Device: 1, NVIDIA", "Device: 2, NVIDIA").replace(
+        "Device: 0, NVIDIA Example GPU, pciBusID: 1a, pciDeviceID: 0, pciDomainID:0",
+        "Device: 0, NVIDIA Example GPU, pciBusID: 1a, pciDeviceID: 0, pciDomainID:0\n"
+        "Device: 1, NVIDIA Example GPU, pciBusID: 1b, pciDeviceID: 0, pciDomainID:0"),
+     "2 rows, but 3 devices"),
+])
+def test_p2p_malformed(edit, message):
+    with pytest.raises(ParseError, match=message):
+        parse_p2p_bandwidth(edit(text("p2p_bandwidth.txt")), "p2p")
