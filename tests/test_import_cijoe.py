@@ -454,3 +454,25 @@ def test_real_tidy_csv_has_aisio_columns(imported, capsys):
     df = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert len(df) == 15 and set(AISIO_COLUMNS) <= set(df.columns)
     assert {"dcgm_p95_bytes_per_s", "cpufreq_mean_khz", "failed", "elapsed_s"} <= set(df.columns)
+
+
+@real
+@pytest.mark.slow
+def test_real_upcie_through_the_cpu_search_analysis(imported):
+    """The imported archive goes through the same analysis as the chapter's own campaigns."""
+    from iolab import cpu_analysis as ca
+
+    data, _ = imported
+    df = ca.normalize(load(data, "aisio-upcie", "hpc-server"))
+    upcie = df[df.backend == "upcie"]
+    # AiSIO's 0/1 flags and logical CPU count map onto this package's variables
+    assert set(upcie["smt"]) == {"on"} and set(upcie["turbo"]) == {"on"}
+    assert (upcie["ncores"] == upcie["ncpus"]).all()  # no thread siblings in this sweep
+    reference = ca.optimum(upcie)
+    assert reference["ncores"] in range(2, 11) and reference["ndevs"] == 16
+    sweep = ca.sweep(upcie, reference, "ncores").set_index("ncores")
+    assert list(sweep.index) == list(range(1, 17)) and (sweep["n"] == 5).all()
+    assert round(sweep.loc[16, "mean"] / 1e6, 2) == 52.90
+    # beyond 10 cores the rate falls: 16 cores are slower than the best point, CI excluded
+    drop = ca.effect(upcie, reference, {"ncores": 16})
+    assert drop["pct"] < 0 and drop["ci_high"] < 0
