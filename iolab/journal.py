@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from iolab.durable import fsync_dir, write_json_atomic
 from iolab.errors import InputError, IolabError
 from iolab.knobs import Knob
 
@@ -48,39 +49,9 @@ def states(knobs: dict[str, Knob]) -> dict[str, Any]:
     return out
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_journal(path: Path, data: dict[str, Any], *, exclusive: bool) -> None:
-    """Write the journal so that a crash leaves either the old or the new file, never half of one.
-
-    With ``exclusive`` the file is linked into place, which fails if it exists: two sessions
-    can never share one journal.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    try:
-        if exclusive:
-            os.link(tmp, path)
-        else:
-            os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
 def _remove_journal(path: Path) -> None:
     path.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _boot_id() -> str | None:
@@ -195,7 +166,7 @@ class KnobSession:
             "changes": [],
         }
         try:
-            _write_journal(self.journal_path, self._journal, exclusive=True)
+            write_json_atomic(self.journal_path, self._journal, exclusive=True)
         except FileExistsError:
             raise IolabError(_leftover_message(self.journal_path)) from None
         self.restore_report = []
@@ -230,7 +201,7 @@ class KnobSession:
         before = knob.read()
         if all(change["knob"] != name for change in self._journal["changes"]):
             self._journal["changes"].append({"knob": name, "before": before})
-            _write_journal(self.journal_path, self._journal, exclusive=False)
+            write_json_atomic(self.journal_path, self._journal)
         knob.apply(value)
         after = knob.read()
         return {"requested": value, "before": before, "after": after,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .durable import fsync_dir, write_json_atomic
 from .errors import InputError, IolabError
 
 SCHEMA_VERSION = 1
@@ -38,24 +39,6 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _stamp() -> str:
@@ -212,7 +195,7 @@ class Store:
                 files[f.name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
         manifest = {**manifest, "schema_version": SCHEMA_VERSION, "files": files}
         write_json_atomic(tmp / "run.json", manifest)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
 
     def commit(self, tmp: Path, manifest: dict[str, Any]) -> Path:
         """Write the manifest, then rename the folder into place (the atomic step)."""
@@ -222,7 +205,7 @@ class Store:
             raise IolabError(f"{final}: a run with this id is already stored; refusing to overwrite it")
         self._finish_manifest(tmp, {**manifest, "status": "ok"})
         os.rename(tmp, final)
-        _fsync_dir(self.runs_dir)
+        fsync_dir(self.runs_dir)
         return final
 
     def commit_failed(self, tmp: Path, manifest: dict[str, Any]) -> Path:

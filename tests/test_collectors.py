@@ -16,7 +16,7 @@ import pytest
 from iolab.collectors import (CPUFREQ_HEADER, GNU_TIME, GNU_TIME_FORMAT, CpufreqSampler,
                               Hugepages, OutputMarker, ProcTreeCpu, gnu_time_prefix,
                               parse_cpufreq_samples, parse_gnu_time_kv, parse_proctree_cpu)
-from iolab.errors import InputError, IolabError, ParseError, ToolError
+from iolab.errors import InputError, ParseError, ToolError
 from iolab.knobs import SysRoot
 from iolab.stress import StressNg, unused_cpus
 
