@@ -31,6 +31,9 @@ def test_strict_build(tmp_path):
     assert chapter.count('class="pasted-text"') >= 20
     assert '<span class="pasted-text">n/a</span>' not in chapter, "a glued number is missing"
     assert "No measurement stored" not in chapter, "a figure is a placeholder"
+    cpu = (html / "experiments" / "cpu_initiated.html").read_text()
+    assert '<span class="pasted-text">n/a</span>' not in cpu and "No measurement stored" not in cpu
+    assert "61,720,159" in cpu, "AiSIO's published A value is shown beside the measurements"
     assert chapter.count("<img") >= 3
     for label_page in ("framework.html", "environments/index.html", "environments/inventory.html",
                        "experiments/cpu_initiated.html", "experiments/pcie_saturation.html",

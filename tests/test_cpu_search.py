@@ -94,3 +94,15 @@ def test_old_spdk_falls_back_to_the_text_table_and_says_so(tmp_path):
 def test_failed_job_in_the_text_table_rejects_the_run(tmp_path):
     m = cs.parse_run(bdevperf_run(tmp_path, "v25.09_failed_job.txt", None))
     assert m["run_problem"] and m["fail_per_s"] > 0
+
+
+def test_missing_bdevperf_is_reported_before_anything_runs(tmp_path):
+    from iolab.errors import ToolError
+    from iolab.runner import run_campaign
+    from iolab import spec as specmod
+
+    spec = specmod.load("cpu_search", "hpc-server")
+    spec.values["spdk_dir"] = str(tmp_path / "no-spdk")
+    with pytest.raises(ToolError, match=r"bdevperf not found at .*no-spdk/build/examples/bdevperf.*SPDK"):
+        run_campaign(spec, tmp_path / "data", progress=False)
+    assert not (tmp_path / "data").exists()
