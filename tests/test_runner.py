@@ -202,3 +202,42 @@ def test_papermill_replay_of_the_chapter(tiny):
     prefix = "application/papermill.record/"
     assert glued["n_runs"][prefix + "text/plain"] == repr(str(total))
     assert prefix + "image/png" in glued["fig_concurrency"]
+
+
+def test_ctrl_c_restores_knobs_and_leaves_no_partial_run(tiny):
+    spec, data = tiny
+    if CAN_SET_THP:  # only THP runs, so the interrupt lands while THP is changed
+        params = spec.notebook.parent / "params" / ENV / "smt_thp.yaml"
+        params.write_text(params.read_text().replace("concurrency: {vary", "concurrency: null\n#")
+                          .replace("affinity: {vary", "affinity: null\n#"))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO_ROOT)!r})
+        from pathlib import Path
+        from iolab import spec as specmod
+        from iolab.runner import run_campaign
+        nb = Path({str(spec.notebook.parent)!r})
+        s = specmod.load("smt_thp", {ENV!r}, notebooks_dir=nb, params_dir=nb / "params")
+        r = run_campaign(s, Path({str(data)!r}), progress=False)
+        print("INTERRUPTED" if r.interrupted else "FINISHED", r.completed)
+    """)
+    before = THP.read_text() if THP.exists() else None
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    runs = data / "raw" / "smt_thp" / ENV / "runs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # one run stored and the next one under way
+        if runs.exists() and [p for p in runs.glob("*") if not p.name.startswith(".")] \
+                and list(runs.glob(".tmp-*")):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert out.startswith("INTERRUPTED")
+    assert not list(runs.glob(".tmp-*")), "the unfinished run must be discarded"
+    assert not (data / ".knob-journal.json").exists()
+    if CAN_SET_THP:  # THP was changed for the stored run, and is back now
+        assert set(tidy.load(data, "smt_thp", ENV)["knob_thp"]) == {"never"}
+        assert THP.read_text() == before
+    store = Store(data, "smt_thp", ENV)
+    assert len(store.complete_ids()) == int(out.split()[1])
+    assert_whole(store)
