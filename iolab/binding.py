@@ -356,12 +356,3 @@ class DeviceBindingKnob(Knob):
         if now != driver:
             raise IolabError(f"knob '{self.name}': {bdf} has driver {now!r} after writing it "
                              f"to {bind}, not {driver!r}; the kernel log (dmesg) says why")
-
-
-def make_binding_knob(root: SysRoot | None = None) -> DeviceBindingKnob:
-    """The binding knob under ``root``, for adding to ``iolab.knobs.make_knobs``'s result.
-
-    It is not in ``KNOB_CLASSES`` because this module builds on ``iolab.knobs``, which
-    therefore cannot import it at the top.
-    """
-    return DeviceBindingKnob(root)

@@ -70,6 +70,7 @@ import yaml
 from .errors import InputError, ParseError
 from .experiments import aisio_import as exp
 from .parsers.cpufreq_log import parse_cpufreq_log
+from .parsers.lscpu import offline_cpus, parse_lscpu_e
 from .parsers.p2p_bandwidth import parse_p2p_bandwidth
 from .planner import run_id
 from .store import Store, sha256_file
@@ -537,7 +538,8 @@ def _host(arc: _Archive, commands: list[Command], report: ImportReport) -> tuple
     for command in commands:
         if command.kind == LSCPU and command.state.get("err") == 0:
             text = command.output_bytes.decode("utf-8", errors="replace")
-            topology, offline = _lscpu_topology(text, f"{arc.name}:{command.path}.output")
+            topology = parse_lscpu_e(text, f"{arc.name}:{command.path}.output")
+            offline = offline_cpus(text)
             outputs.append((len(topology), command, text, topology))
             if offline:
                 report.notes.append(f"{command.path}: lscpu -e shows {offline} of "
@@ -569,37 +571,6 @@ def _host(arc: _Archive, commands: list[Command], report: ImportReport) -> tuple
     canonical = json.dumps({"source": SOURCE, "cpu": cpu, "topology": topology},
                            sort_keys=True, separators=(",", ":"))
     return host, hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def _lscpu_topology(text: str, source: str) -> tuple[list[dict[str, Any]], int]:
-    """Online CPUs of ``lscpu -e`` output as [{"cpu", "core", "package", "siblings",
-    "max_mhz", "min_mhz"}], and how many CPUs were offline (printed with ``-`` fields).
-
-    ``siblings`` are the online CPUs sharing the core; ``core`` and ``package`` are lscpu's ids.
-    """
-    lines = [line.split() for line in text.splitlines() if line.strip()]
-    if not lines or not {"CPU", "CORE", "SOCKET", "ONLINE"} <= set(lines[0]):
-        raise ParseError(source, "not 'lscpu -e' output: no header with CPU, CORE, SOCKET and ONLINE")
-    header = lines[0]
-    rows, offline = [], 0
-    for number, tokens in enumerate(lines[1:], start=2):
-        if len(tokens) != len(header):
-            raise ParseError(source, f"line {number}: {len(tokens)} columns, header has {len(header)}")
-        row = dict(zip(header, tokens))
-        if row["ONLINE"] == "no":
-            offline += 1
-            continue
-        try:
-            rows.append({"cpu": int(row["CPU"]), "core": int(row["CORE"]),
-                         "package": int(row["SOCKET"]),
-                         "max_mhz": float(row["MAXMHZ"]) if "MAXMHZ" in row else None,
-                         "min_mhz": float(row["MINMHZ"]) if "MINMHZ" in row else None})
-        except ValueError:
-            raise ParseError(source, f"line {number}: non-numeric CPU, CORE, SOCKET or MHz") from None
-    cores: dict[tuple[int, int], list[int]] = {}
-    for row in rows:
-        cores.setdefault((row["package"], row["core"]), []).append(row["cpu"])
-    return [{**row, "siblings": sorted(cores[(row["package"], row["core"])])} for row in rows], offline
 
 
 def _config(arc: _Archive, report: ImportReport) -> dict[str, Any]:

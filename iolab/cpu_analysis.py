@@ -113,11 +113,3 @@ def sweep(df: pd.DataFrame, reference: dict[str, Any], variable: str,
     sub = select(df, fixed)
     keys = [variable] + ([by] if by else [])
     return stats.summarize(sub, keys, list(metrics)) if not sub.empty else pd.DataFrame()
-
-
-def compare_published(measured: pd.DataFrame, published: pd.DataFrame,
-                      keys: list[str]) -> pd.DataFrame:
-    """Measured means next to published values on the same keys, with the relative difference."""
-    merged = published.merge(measured, on=keys, how="left", suffixes=("_published", ""))
-    merged["difference_pct"] = 100 * (merged["mean"] / merged["iops"] - 1)
-    return merged

@@ -1,15 +1,14 @@
 """Inputs for an SPDK bdevperf run: the bdev configuration, the core mask and the option list.
 
 Responsible for: the SPDK JSON subsystem configuration that attaches one NVMe controller per
-PCIe address; choosing logical CPUs for a number of physical cores and writing them as a
-hex core mask; reading a recorded ``lscpu -e`` table into the same topology shape that
-:func:`iolab.inventory.topology` gives, so masks can be worked out for a host we are not on;
-checking that a run asks for no more devices than its environment lists; the bdevperf
-options of one run. Every check raises :class:`~iolab.errors.InputError` naming the key.
+PCIe address; writing logical CPUs as a hex core mask; checking that a run asks for no more
+devices than its environment lists; the bdevperf options of one run. Every check raises :class:`~iolab.errors.InputError` naming the key.
 
 Not responsible for: writing the configuration file or starting bdevperf (the experiment
 module and ``scripts/drivers/bdevperf.sh``), binding devices to a user-space driver,
-reserving hugepages, or parsing bdevperf's output (:mod:`iolab.parsers.bdevperf`).
+reserving hugepages, choosing CPUs (:func:`iolab.inventory.pick_cpus`; a recorded
+``lscpu -e`` is read by :mod:`iolab.parsers.lscpu`), or parsing bdevperf's output
+(:mod:`iolab.parsers.bdevperf`).
 Apart from the text handed in, nothing here reads or changes the host.
 """
 
@@ -18,8 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from iolab.errors import InputError, ParseError
-from iolab.inventory import pick_cpus
+from iolab.errors import InputError
 
 # Domain, bus, device, function; SPDK's traddr wants the full form with the domain.
 _BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$")
@@ -78,11 +76,6 @@ def check_devices(pci_addrs: list[str], available: list[str]) -> None:
                              f"environment's devices", allowed=", ".join(available))
 
 
-def cpu_list(topology: list[dict[str, Any]], n_cores: int, use_siblings: bool) -> list[int]:
-    """Logical CPUs for ``n_cores`` physical cores (see :func:`iolab.inventory.pick_cpus`)."""
-    return pick_cpus(topology, n_cores, use_siblings)
-
-
 def cpu_mask(cpus: list[int]) -> str:
     """The hex core mask of a set of logical CPUs, as bdevperf's ``-m`` takes it: [0, 1] -> 0x3."""
     if not cpus:
@@ -93,49 +86,6 @@ def cpu_mask(cpus: list[int]) -> str:
     if len(set(cpus)) != len(cpus):
         raise InputError(None, "cpus", f"CPU ids repeat in {sorted(cpus)}")
     return hex(sum(1 << cpu for cpu in cpus))
-
-
-def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]:
-    """Online CPUs from ``lscpu -e`` output: [{"cpu", "core", "package", "siblings"}] by CPU id.
-
-    Takes host.json's ``lscpu_e`` field as well as a capture of plain ``lscpu -e``. The
-    header line names the columns, in any order; CPU, CORE and SOCKET are needed. A CPU
-    is left out when its ONLINE column says ``no`` or its core or socket is ``-`` (lscpu
-    knows no topology for offline CPUs). Siblings are the online CPUs sharing the
-    (socket, core) pair, read from the table rather than assumed from CPU numbering.
-    """
-    lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
-    if not lines:
-        raise ParseError(source, "empty input: no lscpu -e table")
-    header = lines[0].split()
-    missing = [name for name in ("CPU", "CORE", "SOCKET") if name not in header]
-    if missing:
-        raise ParseError(source, f"the header names no {', '.join(missing)} column "
-                                 f"(header: {' '.join(header)!r})")
-    col = {name: header.index(name) for name in header}
-    out = []
-    for number, line in enumerate(lines[1:], start=2):
-        fields = line.split()
-        if len(fields) != len(header):
-            raise ParseError(source, f"line {number}: {len(fields)} fields for "
-                                     f"{len(header)} columns: {line.strip()!r}")
-        if "ONLINE" in col and fields[col["ONLINE"]] == "no":
-            continue
-        cpu, core, package = (fields[col[name]] for name in ("CPU", "CORE", "SOCKET"))
-        if core == "-" or package == "-":
-            continue
-        if not (cpu.isdigit() and core.isdigit() and package.isdigit()):
-            raise ParseError(source, f"line {number}: CPU, CORE and SOCKET must be whole "
-                                     f"numbers: {line.strip()!r}")
-        out.append({"cpu": int(cpu), "core": int(core), "package": int(package)})
-    if not out:
-        raise ParseError(source, "the table lists no online CPU")
-    cores: dict[tuple[int, int], list[int]] = {}
-    for entry in out:
-        cores.setdefault((entry["package"], entry["core"]), []).append(entry["cpu"])
-    for entry in out:
-        entry["siblings"] = sorted(cores[(entry["package"], entry["core"])])
-    return sorted(out, key=lambda entry: entry["cpu"])
 
 
 def _positive_int(key: str, value: Any) -> int:

@@ -16,9 +16,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-METHOD = "n, mean, sample sd (ddof=1), 95 % CI of the mean from Student's t with n-1 df"
-
-
 def t_interval(values, confidence: float = 0.95) -> dict[str, float]:
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]

@@ -23,10 +23,10 @@ import pytest
 import yaml
 
 from iolab.errors import InputError, ParseError
-from iolab.inventory import topology
+from iolab.inventory import pick_cpus, topology
 from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text, spdk_supports_json
-from iolab.spdk import (bdev_config, bdevperf_argv, check_devices, cpu_list, cpu_mask,
-                        parse_lscpu_e)
+from iolab.parsers.lscpu import parse_lscpu_e
+from iolab.spdk import bdev_config, bdevperf_argv, check_devices, cpu_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "bdevperf"
@@ -129,11 +129,11 @@ def test_cpu_mask():
 
 def test_masks_on_a_two_cpu_vm_without_smt(fake_sysroot, vm_topology):
     topo = topology(fake_sysroot(topology=vm_topology, smt="notsupported"))
-    assert cpu_list(topo, 1, False) == cpu_list(topo, 1, True) == [0]
-    assert cpu_mask(cpu_list(topo, 1, False)) == "0x1"
-    assert cpu_mask(cpu_list(topo, 2, False)) == cpu_mask(cpu_list(topo, 2, True)) == "0x3"
+    assert pick_cpus(topo, 1, False) == pick_cpus(topo, 1, True) == [0]
+    assert cpu_mask(pick_cpus(topo, 1, False)) == "0x1"
+    assert cpu_mask(pick_cpus(topo, 2, False)) == cpu_mask(pick_cpus(topo, 2, True)) == "0x3"
     with pytest.raises(InputError) as exc:
-        cpu_list(topo, 3, False)
+        pick_cpus(topo, 3, False)
     assert exc.value.key == "n_cores" and exc.value.allowed == "1..2"
 
 
@@ -249,14 +249,14 @@ def test_masks_on_the_lab_servers_recorded_lscpu(lscpu_captures):
 
     for n in (1, 2, 4, 8):
         for siblings in (False, True):
-            cpus = cpu_list(topo, n, siblings)
+            cpus = pick_cpus(topo, n, siblings)
             assert cpus == expected_cpus(online, n, siblings), (n, siblings)
             assert cpu_mask(cpus) == hex(sum(1 << c for c in cpus))
-    assert cpu_mask(cpu_list(topo, 1, False)) == "0x1"
-    assert cpu_mask(cpu_list(topo, 1, True)) == "0x400000000000000000001"  # CPUs 0 and 82
-    assert cpu_mask(cpu_list(topo, 8, False)) == "0xff"
+    assert cpu_mask(pick_cpus(topo, 1, False)) == "0x1"
+    assert cpu_mask(pick_cpus(topo, 1, True)) == "0x400000000000000000001"  # CPUs 0 and 82
+    assert cpu_mask(pick_cpus(topo, 8, False)) == "0xff"
     # Two "cores" are already on two sockets: core counts mix NUMA nodes.
-    assert {e["package"] for e in topo if e["cpu"] in cpu_list(topo, 2, False)} == {0, 1}
+    assert {e["package"] for e in topo if e["cpu"] in pick_cpus(topo, 2, False)} == {0, 1}
 
 
 def test_masks_on_the_lab_servers_recorded_lscpu_with_smt_off(lscpu_captures):
@@ -268,7 +268,7 @@ def test_masks_on_the_lab_servers_recorded_lscpu_with_smt_off(lscpu_captures):
     assert [e["cpu"] for e in topo] == list(range(48))  # 48..95 are offline
     assert all(e["siblings"] == [e["cpu"]] for e in topo)
     for n in (1, 2, 4, 8):
-        assert cpu_list(topo, n, True) == cpu_list(topo, n, False) == list(range(n))
+        assert pick_cpus(topo, n, True) == pick_cpus(topo, n, False) == list(range(n))
 
 
 # --- bdevperf options -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from iolab import binding
-from iolab.binding import DeviceBindingKnob, make_binding_knob
+from iolab.binding import DeviceBindingKnob
 from iolab.errors import InputError, IolabError
 from iolab.journal import KnobSession, restore_from_journal
 from iolab.knobs import SysRoot
@@ -364,7 +364,7 @@ def test_unavailable_without_the_driver(pci):
 
 
 def test_unavailable_without_nvme_or_pci(fake_sysroot):
-    knob = make_binding_knob(fake_sysroot())
+    knob = DeviceBindingKnob(fake_sysroot())
     assert knob.read() == {}
     ok, why = knob.available()
     assert not ok and "no PCI bus" in why

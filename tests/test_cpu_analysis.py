@@ -67,11 +67,3 @@ def test_normalize_maps_aisio_spellings():
     out = ca.normalize(df).iloc[0]
     assert out["smt"] == "on" and out["turbo"] == "off" and out["stress"] == True  # noqa: E712
     assert out["cpu_governor"] == "userspace-3.0GHz" and out["ncores"] == 4 and out["gibs"] == 1.0
-
-
-def test_compare_published():
-    measured = pd.DataFrame([{"id": "A", "mean": 110.0}])
-    published = pd.DataFrame([{"id": "A", "iops": 100.0}, {"id": "B", "iops": 90.0}])
-    cmp = ca.compare_published(measured, published, ["id"]).set_index("id")
-    assert cmp.loc["A", "difference_pct"] == pytest.approx(10.0)
-    assert math.isnan(cmp.loc["B", "difference_pct"])

@@ -1,0 +1,64 @@
+"""``lscpu -e`` output as a CPU topology, the same shape ``iolab.inventory.topology`` reads
+from sysfs, so that a host recorded elsewhere (host.json's ``lscpu_e``, an AiSIO archive) can
+be planned for.
+
+Responsible for: parsing the table. Not responsible for: choosing CPUs (``inventory``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ParseError
+
+
+def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]:
+    """Online CPUs from ``lscpu -e`` output: [{"cpu", "core", "package", "siblings"}] by CPU id.
+
+    Takes host.json's ``lscpu_e`` field as well as a capture of plain ``lscpu -e``. The
+    header line names the columns, in any order; CPU, CORE and SOCKET are needed. A CPU
+    is left out when its ONLINE column says ``no`` or its core or socket is ``-`` (lscpu
+    knows no topology for offline CPUs). Siblings are the online CPUs sharing the
+    (socket, core) pair, read from the table rather than assumed from CPU numbering.
+    """
+    lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
+    if not lines:
+        raise ParseError(source, "empty input: no lscpu -e table")
+    header = lines[0].split()
+    missing = [name for name in ("CPU", "CORE", "SOCKET") if name not in header]
+    if missing:
+        raise ParseError(source, f"the header names no {', '.join(missing)} column "
+                                 f"(header: {' '.join(header)!r})")
+    col = {name: header.index(name) for name in header}
+    out = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split()
+        if len(fields) != len(header):
+            raise ParseError(source, f"line {number}: {len(fields)} fields for "
+                                     f"{len(header)} columns: {line.strip()!r}")
+        if "ONLINE" in col and fields[col["ONLINE"]] == "no":
+            continue
+        cpu, core, package = (fields[col[name]] for name in ("CPU", "CORE", "SOCKET"))
+        if core == "-" or package == "-":
+            continue
+        if not (cpu.isdigit() and core.isdigit() and package.isdigit()):
+            raise ParseError(source, f"line {number}: CPU, CORE and SOCKET must be whole "
+                                     f"numbers: {line.strip()!r}")
+        out.append({"cpu": int(cpu), "core": int(core), "package": int(package)})
+    if not out:
+        raise ParseError(source, "the table lists no online CPU")
+    cores: dict[tuple[int, int], list[int]] = {}
+    for entry in out:
+        cores.setdefault((entry["package"], entry["core"]), []).append(entry["cpu"])
+    for entry in out:
+        entry["siblings"] = sorted(cores[(entry["package"], entry["core"])])
+    return sorted(out, key=lambda entry: entry["cpu"])
+
+
+def offline_cpus(text: str) -> int:
+    """How many CPUs the table lists as offline (``ONLINE`` is ``no``), e.g. with SMT off."""
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    if not lines or "ONLINE" not in lines[0]:
+        return 0
+    col = lines[0].index("ONLINE")
+    return sum(1 for fields in lines[1:] if len(fields) > col and fields[col] == "no")
