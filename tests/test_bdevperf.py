@@ -578,19 +578,12 @@ BAD_TEXT = ["empty.txt", "garbage.txt", "truncated.txt", "total_mismatch.txt", "
 BAD_JSON = ["empty.txt", "garbage.txt", "rpc_error.txt", "truncated.json"]
 
 
-@pytest.mark.parametrize("name", BAD_TEXT)
-def test_bad_text_samples_raise_naming_the_file(name):
+@pytest.mark.parametrize("parse, name", [(parse_bdevperf_text, n) for n in BAD_TEXT]
+                         + [(parse_bdevperf_json, n) for n in BAD_JSON])
+def test_bad_samples_raise_naming_the_file(parse, name):
     path = BAD / name
     with pytest.raises(ParseError) as exc:
-        parse_bdevperf_text(read(path), source=str(path))
-    assert exc.value.source == str(path) and str(exc.value).startswith(f"{path}: ")
-
-
-@pytest.mark.parametrize("name", BAD_JSON)
-def test_bad_json_samples_raise_naming_the_file(name):
-    path = BAD / name
-    with pytest.raises(ParseError) as exc:
-        parse_bdevperf_json(read(path), source=str(path))
+        parse(read(path), source=str(path))
     assert exc.value.source == str(path) and str(exc.value).startswith(f"{path}: ")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..collectors import ProcStat, parse_procstat
 from ..errors import InputError
+from ..inventory import pick_cpus
 from ..tools import Tool
 from ..parsers.fio import parse_fio_file
 
@@ -47,8 +48,6 @@ def cpus_for(affinity: str, topology: list[dict[str, Any]]) -> list[int] | None:
     A "core" is a physical core with all its hardware threads, so pinning to one core on an
     SMT host gives fio both siblings.
     """
-    from ..inventory import pick_cpus
-
     if affinity == "unpinned":
         return None
     if affinity == "all_cores":
