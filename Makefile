@@ -34,5 +34,7 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
-clean:
-	rm -rf _build data/cache book/experiments/smt_thp.ipynb book/experiments/cpu_initiated.ipynb book/environments/inventory.ipynb
+# The executed notebooks in book/ (every registered experiment's chapter), the HTML, caches.
+clean: $(STAMP)
+	$(VENV)/bin/iolab book --clean
+	rm -rf data/cache

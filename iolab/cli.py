@@ -8,56 +8,79 @@ Responsible for: argument parsing and printing. Not responsible for: any logic o
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
-from . import experiments
-from .errors import IolabError
-from .paths import resolve_data_dir
+from iolab import experiments
+from iolab.core import spec as specmod
+from iolab.errors import InputError, IolabError
+from iolab.paths import PARAMS_DIR, REPO_ROOT, resolve_data_dir
+
+DEFAULT_TEMPLATE_ENV = "kvm-2vcpu"
+
+
+def _envs_help() -> str:
+    envs = specmod.environments()
+    return (f"environment: one of {', '.join(envs) or 'none yet'} (folders of "
+            f"notebooks/params/); make a new one with 'iolab env new NAME'")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="DIR", help="data folder (default: the repository's data/, or $IOLAB_DATA)")
+    p.add_argument("--data", metavar="DIR", help="data folder (default: the repository's data/, "
+                   "or $IOLAB_DATA)")
 
 
-def _add_campaign(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment", help=f"one of: {', '.join(sorted(experiments.EXPERIMENTS))}; "
-                   "aisio-<name> for a campaign made by import-cijoe")
-    p.add_argument("--env", required=True, help="environment name (notebooks/params/<env>/<experiment>.yaml)")
+def _add_campaign(p: argparse.ArgumentParser, imported: bool = False) -> None:
+    extra = "; aisio-<name> for a campaign made by import-cijoe" if imported else ""
+    p.add_argument("experiment", help=f"one of: {', '.join(experiments.names())}{extra}")
+    p.add_argument("--env", required=True, help=_envs_help())
     _add_common(p)
 
 
-def cmd_plan(args) -> int:
-    from .runner import plan_for
-    from .tools import INSTALL_HINTS
-    from . import spec as specmod
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a params key (dotted for nested keys, e.g. base.qdepth=64; "
+                        "the value is read as YAML); repeatable; validated like the file")
+    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
+                   help="only points whose variable has this value (or one of a YAML list); "
+                        "repeatable, all must hold")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N of the runs still to do")
 
-    spec = specmod.load(args.experiment, args.env)
-    plan = plan_for(spec, resolve_data_dir(args.data))
-    tool = experiments.get(args.experiment).tool(spec.scalar_settings())
-    where = tool.find()
-    print(plan.summary())
-    print(f"  tool {tool.name}: " + (f"found at {where}" if where else
-                                    f"MISSING; {INSTALL_HINTS.get(tool.name, 'install it first')}"))
-    print(f"  params: {' + '.join(spec.sources)}")
-    if args.table:
-        rows = plan.table()
-        cols = list(spec.base) + ["rep", "run_id", "status", "reason"]
+
+def _campaign(args):
+    from iolab.campaign import Campaign
+
+    if args.limit is not None and args.limit < 0:
+        raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
+    return Campaign(args.experiment, args.env, data_dir=args.data, overrides=args.overrides)
+
+
+def cmd_plan(args) -> int:
+    camp = _campaign(args)
+    plan = camp.plan(where=args.where, limit=args.limit)
+    if args.format == "json":
+        doc = plan.to_dict()
+        if args.runs:
+            doc["run_list"] = plan.table()
+        print(json.dumps(doc, indent=2, default=str))
+    elif args.format == "table":
+        cols = camp.spec.variables + ["rep", "run_id", "status", "reason"]
         print("\t".join(cols))
-        for row in rows:
+        for row in plan.table():
             print("\t".join(str(row[c]) for c in cols))
+    else:
+        print(plan.summary())
     return 0
 
 
 def cmd_run(args) -> int:
-    from .runner import plan_for, run_campaign
-    from . import spec as specmod
-
-    data_dir = resolve_data_dir(args.data)
-    spec = specmod.load(args.experiment, args.env)
-    print(plan_for(spec, data_dir).summary())
-    result = run_campaign(spec, data_dir, keep_going=args.keep_going, progress=not args.no_progress,
-                          allow_host_change=args.allow_host_change, max_runs=args.max_runs)
+    camp = _campaign(args)
+    print(camp.plan(where=args.where, limit=args.limit).summary())
+    result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
+                      progress=not args.no_progress, allow_host_change=args.allow_host_change)
     for line in result.messages:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
@@ -67,8 +90,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from .runner import default_journal
-    from .store import Store, campaigns
+    from iolab.core.runner import default_journal
+    from iolab.core.store import Store, campaigns
 
     data_dir = resolve_data_dir(args.data)
     found = campaigns(data_dir)
@@ -77,7 +100,7 @@ def cmd_status(args) -> int:
     for exp, env in found:
         store = Store(data_dir, exp, env)
         host = store.read_host() or {}
-        print(f"{exp}/{env}: {len(store.complete_runs())} complete, {len(store.failed_runs())} failed, "
+        print(f"{exp}/{env}: {store.count_complete()} complete, {len(store.failed_runs())} failed, "
               f"{len(store.incomplete_runs()) + len(store.stale_tmp_dirs())} incomplete; "
               f"host {host.get('hostname', '?')} fingerprint {host.get('fingerprint', '?')}")
     journal = default_journal(data_dir)
@@ -87,9 +110,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_restore(args) -> int:
-    from .journal import restore_from_journal
-    from .knobs import make_knobs
-    from .runner import default_journal
+    from iolab.core.runner import default_journal
+    from iolab.host.journal import restore_from_journal
+    from iolab.host.knobset import make_knobs
 
     journal = Path(args.journal) if args.journal else default_journal(resolve_data_dir(args.data))
     for line in restore_from_journal(journal, make_knobs()):
@@ -98,13 +121,14 @@ def cmd_restore(args) -> int:
 
 
 def cmd_tidy(args) -> int:
-    from .tidy import load
+    from iolab.campaign import source
+    from iolab.core.tidy import load
 
-    df = load(resolve_data_dir(args.data), args.experiment, args.env,
+    if args.format == "parquet" and not args.output:
+        raise IolabError("--format parquet needs -o FILE (parquet is binary)")
+    df = load(resolve_data_dir(args.data), source(args.experiment), args.env,
               allow_mixed_hosts=args.allow_mixed_hosts)
     if args.format == "parquet":
-        if not args.output:
-            raise IolabError("--format parquet needs -o FILE (parquet is binary)")
         df.to_parquet(args.output, index=False)
     elif args.output:
         df.to_csv(args.output, index=False)
@@ -116,7 +140,7 @@ def cmd_tidy(args) -> int:
 
 
 def cmd_import_cijoe(args) -> int:
-    from .cijoe_import import import_archive
+    from iolab.importers.cijoe import import_archive
 
     report = import_archive(Path(args.archive), args.experiment, args.env,
                             resolve_data_dir(args.data), progress=not args.no_progress)
@@ -125,31 +149,109 @@ def cmd_import_cijoe(args) -> int:
 
 
 def cmd_book(args) -> int:
-    from .book import build, render
+    from iolab.report.book import build, clean, render, write_glue_snapshot
 
+    if args.clean:
+        clean()
+        shutil.rmtree(REPO_ROOT / "_build", ignore_errors=True)
+        return 0
     data_dir = resolve_data_dir(args.data) if args.data else None
     if not args.no_render:
         render(data_dir)
+    if args.glue_snapshot:
+        write_glue_snapshot(Path(args.glue_snapshot))
+        print(f"wrote the glued values to {args.glue_snapshot}")
     if args.render_only:
         return 0
     return build(strict=not args.lenient)
+
+
+def cmd_experiments(args) -> int:
+    rows = []
+    for exp in experiments.all_experiments():
+        rows.append({"name": exp.name, "label": exp.label, "title": exp.title,
+                     "notebook": str(exp.notebook.relative_to(REPO_ROOT))
+                     if exp.notebook.is_relative_to(REPO_ROOT) else str(exp.notebook),
+                     "chapter": f"book/{exp.chapter}.ipynb",
+                     "environments": specmod.environments(exp.name, exp.params_dir)})
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['name']}: {r['title']}\n  label {r['label']}; notebook {r['notebook']}; "
+              f"chapter {r['chapter']}\n  environments with params: "
+              f"{', '.join(r['environments']) or 'none'}")
+    return 0
+
+
+def cmd_env_new(args) -> int:
+    name = specmod.check_environment_name(args.name)
+    source = PARAMS_DIR / args.source
+    target = PARAMS_DIR / name
+    if not source.is_dir():
+        raise InputError(source, None, f"no environment '{args.source}' to copy",
+                         allowed=", ".join(specmod.environments()))
+    if target.exists():
+        raise InputError(target, None, "exists already; edit its files, or choose another name")
+    shutil.copytree(source, target)
+    files = sorted(p.name for p in target.glob("*.yaml"))
+    print(f"created {target.relative_to(REPO_ROOT)} from {args.source}: {', '.join(files)}")
+    print("edit what differs on this machine (target_path, file_dir, devices, runtimes, grids), "
+          f"then look before you run: iolab plan EXPERIMENT --env {name}")
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    from iolab.campaign import source
+    from iolab.core import migrate
+    from iolab.core.store import Store, campaigns
+
+    data_dir = resolve_data_dir(args.data)
+    chosen = [(e, v) for e, v in campaigns(data_dir)
+              if (args.experiment in (None, e)) and (args.env in (None, v))]
+    total = 0
+    for exp, env in chosen:
+        kind = source(exp) if exp.startswith("aisio-") or exp in experiments.names() else None
+        if kind is None:
+            print(f"{exp}/{env}: not a registered experiment; skipped")
+            continue
+        store = Store(data_dir, exp, env, upgrade=kind.upgrade_v1)
+        todo = migrate.plan(store)
+        if not todo:
+            print(f"{exp}/{env}: nothing to migrate")
+            continue
+        print(f"{exp}/{env}: {len(todo)} version-1 runs")
+        for m in todo[:args.show]:
+            print(f"  {m.describe()}")
+        if len(todo) > args.show:
+            print(f"  ... and {len(todo) - args.show} more")
+        if args.apply:
+            total += migrate.apply(todo, log=lambda line: None)
+            print(f"  done: {len(todo)} runs rewritten as version 2")
+    if not args.apply:
+        print("dry run: nothing was changed; add --apply to migrate")
+    return 0
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iolab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", required=True)
 
-    p = sub.add_parser("plan", help="show what a campaign would run, with counts and an ETA (touches nothing)")
+    p = sub.add_parser("plan", help="show what a campaign would run, with counts, an ETA and "
+                       "the programs it needs (touches nothing)")
     _add_campaign(p)
-    p.add_argument("--table", action="store_true", help="also print one line per run")
+    _add_selection(p)
+    p.add_argument("--format", choices=["text", "json", "table"], default="text",
+                   help="text (default), one JSON object, or one tab-separated line per run")
+    p.add_argument("--runs", action="store_true", help="with --format json: every run too")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run every planned point not stored yet (resumable)")
     _add_campaign(p)
+    _add_selection(p)
     p.add_argument("--keep-going", action="store_true", help="record a failing run and continue")
     p.add_argument("--allow-host-change", action="store_true",
                    help="add runs from a host whose fingerprint differs from the campaign's")
-    p.add_argument("--max-runs", type=int, help="stop after this many runs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
 
@@ -163,7 +265,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_restore)
 
     p = sub.add_parser("tidy", help="the tidy table (one row per repetition) as CSV or parquet")
-    _add_campaign(p)
+    _add_campaign(p, imported=True)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
     p.add_argument("-o", "--output", help="output file (default: CSV on stdout)")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
@@ -183,17 +285,47 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-render", action="store_true", help="build from the notebooks already in book/")
     p.add_argument("--render-only", action="store_true", help="replay the notebooks, do not build")
     p.add_argument("--lenient", action="store_true", help="build without -W -n (warnings do not fail)")
+    p.add_argument("--clean", action="store_true", help="remove the rendered notebooks and _build/")
+    p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "
+                   "to FILE (JSON), e.g. tests/fixtures/glued_values.json after an intended change")
     p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("experiments", help="list the experiments, their chapters, notebooks "
+                       "and the environments that have params")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_experiments)
+
+    p = sub.add_parser("env", help="environments (notebooks/params/<name>/)")
+    env_sub = p.add_subparsers(dest="env_verb", required=True)
+    q = env_sub.add_parser("new", help="a new environment: a copy of another's params files")
+    q.add_argument("name", help="the new environment's name (a folder name)")
+    q.add_argument("--from", dest="source", default=DEFAULT_TEMPLATE_ENV,
+                   help=f"environment to copy (default: {DEFAULT_TEMPLATE_ENV})")
+    q.set_defaults(func=cmd_env_new)
+
+    p = sub.add_parser("migrate", help="rewrite version-1 run manifests as version 2 (dry run "
+                       "unless --apply; running it twice changes nothing)")
+    p.add_argument("experiment", nargs="?", help="only this campaign name")
+    p.add_argument("--env", help="only this environment")
+    p.add_argument("--apply", action="store_true", help="do it (default: only show what would happen)")
+    p.add_argument("--show", type=int, default=5, metavar="N", help="list N runs per campaign")
+    _add_common(p)
+    p.set_defaults(func=cmd_migrate)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
     try:
+        args = make_parser().parse_args(argv)
         return args.func(args)
     except IolabError as exc:
         print(f"iolab: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`iolab tidy ... | head`): no traceback, and no second error
+        # when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

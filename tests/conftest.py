@@ -4,7 +4,7 @@ Fake host trees for the knob, journal and inventory tests, so that those tests n
 root nor particular hardware:
 
 - ``fake_sysroot(...)``: a factory that builds a fake /sys and /proc under ``tmp_path`` and
-  returns an ``iolab.knobs.SysRoot`` pointing at it; keyword arguments choose the topology,
+  returns an ``iolab.host.knobs.SysRoot`` pointing at it; keyword arguments choose the topology,
   the SMT control value, THP settings, cpufreq, the turbo interface and the IRQs.
 - ``lab_topology``: the lab server's 96 logical CPUs on two sockets, ids alternating between
   sockets, the SMT sibling of CPU k being k + 48.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.knobs import SysRoot, format_cpulist
+from iolab.host.knobs import SysRoot, format_cpulist
 
 DEFAULT_IRQS = {
     24: "IO-APIC 5-edge ACPI:Ged",
@@ -116,34 +116,65 @@ def fake_sysroot(tmp_path):
     return build
 
 
-# -- experiment specs (spec, planner, runner tests) -----------------------------------------
+# -- a small experiment for the spec, planner and store tests ------------------------------
 
-import nbformat as _nbformat
-import pytest as _pytest
-
-
-def write_notebook(path, parameters_source: str) -> None:
-    """A minimal experiment notebook whose only code cell is the tagged parameters cell."""
-    nb = _nbformat.v4.new_notebook()
-    nb.cells = [_nbformat.v4.new_code_cell(parameters_source, metadata={"tags": ["parameters"]})]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _nbformat.write(nb, path)
+from iolab.core.schema import Choice, Int, Text  # noqa: E402
+from iolab.experiments.base import Experiment, Metric  # noqa: E402
+from iolab.tools.base import CpuRequest, Invocation  # noqa: E402
 
 
-@_pytest.fixture
-def make_experiment(tmp_path):
-    """Factory: write notebooks/<name>.ipynb and params/<env>/<name>.yaml under tmp_path.
+class Demo(Experiment):
+    """fio with two engines, a concurrency and a THP knob; never run by the tests that use it."""
 
-    Returns (notebooks_dir, params_dir).
-    """
-    notebooks = tmp_path / "notebooks"
-    params = notebooks / "params"
+    name = "demo"
+    title = "Demo"
+    label = "sec-demo"
+    chapter = "demo"
+    settings = {"tool": Choice("fio", default="fio"), "runtime_s": Int(1, 3600),
+                "ramp_s": Int(0, 60, default=0),
+                "target": Text(default="/tmp/demo.dat", help="the file fio reads")}
+    variables = {"engine": Choice("psync", "io_uring"), "concurrency": Int(1, 1024),
+                 "thp": Choice("asis", "always", "never"), "pinned": Choice(False, True)}
+    knob_variables = {"thp": "thp"}
+    metrics = {"iops": Metric("IOPS", ("fio.iops",))}
 
-    def make(name: str, parameters_source: str, params_files: dict[str, str] | None = None):
-        write_notebook(notebooks / f"{name}.ipynb", parameters_source)
-        for env, text in (params_files or {}).items():
-            (params / env).mkdir(parents=True, exist_ok=True)
-            (params / env / f"{name}.yaml").write_text(text)
-        return notebooks, params
+    def invocation(self, settings, point):
+        options = {"filename": settings["target"], "rw": "randread", "ioengine": point["engine"],
+                   "iodepth": point["concurrency"], "runtime": f"{settings['runtime_s']}s",
+                   "ramp_time": f"{settings['ramp_s']}s"}
+        if point["pinned"]:
+            options["cpus_allowed"] = CpuRequest(1)
+        return Invocation("fio", options)
 
-    return make
+
+DEMO_PARAMS = """experiment: demo
+tool: fio
+runtime_s: 30
+ramp_s: 2
+repetitions: 5
+base: {engine: psync, concurrency: 16, thp: asis, pinned: false}
+grids:
+  conc: {vary: {engine: [psync, io_uring], concurrency: [1, 4, 16]}}
+  thp: {vary: {thp: [always, never]}}
+exclusions: [{when: {engine: io_uring, concurrency: 1}, why: not interesting}]
+"""
+
+
+@pytest.fixture
+def demo():
+    return Demo()
+
+
+@pytest.fixture
+def params_dir(tmp_path):
+    """Factory: ``params_dir({env: yaml_text, ...}, name="demo")`` writes params files under
+    tmp_path/params and returns that folder."""
+    root = tmp_path / "params"
+
+    def write(files: dict[str, str], name: str = "demo") -> Path:
+        for env, text in files.items():
+            (root / env).mkdir(parents=True, exist_ok=True)
+            (root / env / f"{name}.yaml").write_text(text)
+        return root
+
+    return write

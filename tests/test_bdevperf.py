@@ -1,4 +1,4 @@
-"""SPDK bdevperf support: iolab.spdk, iolab.parsers.bdevperf and scripts/drivers/bdevperf.sh.
+"""SPDK bdevperf support: iolab.tools.bdevperf, iolab.parsers.bdevperf and scripts/drivers/bdevperf.sh.
 
 There is no SPDK here, so the parsers are tested on synthesised golden samples (see
 tests/fixtures/bdevperf/README.md) and the driver on a fake SPDK tree whose bdevperf,
@@ -23,10 +23,11 @@ import pytest
 import yaml
 
 from iolab.errors import InputError, ParseError
-from iolab.inventory import pick_cpus, topology
+from iolab.host.inventory import pick_cpus, topology
 from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text, spdk_supports_json
 from iolab.parsers.lscpu import parse_lscpu_e
-from iolab.spdk import bdev_config, bdevperf_argv, check_devices, cpu_mask
+from iolab.tools.base import cpu_mask
+from iolab.tools.bdevperf import bdev_config, bdevperf_argv, check_devices
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "bdevperf"

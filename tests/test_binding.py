@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab import binding
-from iolab.binding import DeviceBindingKnob
+from iolab.host import binding
+from iolab.host.binding import DeviceBindingKnob
 from iolab.errors import InputError, IolabError
-from iolab.journal import KnobSession, restore_from_journal
-from iolab.knobs import SysRoot
+from iolab.host.journal import KnobSession, restore_from_journal
+from iolab.host.knobs import SysRoot
 
 FREE = "0000:4a:00.0"
 OTHER = "0000:4b:00.0"

@@ -1,42 +1,75 @@
 """The book: replay every notebook from data/ and build strictly (-W -n --keep-going).
 
 This is what `make book` does, with the HTML written to a temporary folder. Any broken
-reference, missing glue key, citation or image fails it.
+reference, missing glue key, citation or image fails it. The glued values are compared with
+tests/fixtures/glued_values.json: a change of code or data that changes a number the book
+quotes fails here until the snapshot is renewed on purpose (`iolab book --glue-snapshot FILE`).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from iolab.book import RENDERED, render
+from iolab import experiments
 from iolab.paths import BOOK_DIR, REPO_ROOT
+from iolab.report.book import glued_values, render, rendered
 
 pytestmark = pytest.mark.slow
+SNAPSHOT = Path(__file__).parent / "fixtures" / "glued_values.json"
 
 
-def test_strict_build(tmp_path):
+@pytest.fixture(scope="module")
+def html(tmp_path_factory):
     written = render(log=lambda *_: None)
-    assert {p.relative_to(BOOK_DIR).as_posix() for p in written} == set(RENDERED.values())
+    assert set(written) == set(rendered().values())
+    out = tmp_path_factory.mktemp("book")
     exe = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(exe), "build", "--all", "-W", "-n", "--keep-going",
-                           "--path-output", str(tmp_path), str(BOOK_DIR)],
+                           "--path-output", str(out), str(BOOK_DIR)],
                           cwd=REPO_ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    html = tmp_path / "_build" / "html"
-    chapter = (html / "experiments" / "smt_thp.html").read_text()
-    assert chapter.count('class="pasted-text"') >= 20
-    assert '<span class="pasted-text">n/a</span>' not in chapter, "a glued number is missing"
-    assert "No measurement stored" not in chapter, "a figure is a placeholder"
-    cpu = (html / "experiments" / "cpu_initiated.html").read_text()
-    assert '<span class="pasted-text">n/a</span>' not in cpu and "No measurement stored" not in cpu
+    return out / "_build" / "html"
+
+
+def test_glued_values_are_unchanged(html):
+    expected = json.loads(SNAPSHOT.read_text())
+    now = glued_values()
+    changed = [f"{page} {key}: {expected.get(page, {}).get(key)!r} -> {value!r}"
+               for page, values in now.items() for key, value in values.items()
+               if expected.get(page, {}).get(key) != value]
+    missing = [f"{page} {key}" for page, values in expected.items() for key in values
+               if key not in now.get(page, {})]
+    assert not changed and not missing, (
+        "glued values differ from tests/fixtures/glued_values.json (renew it with "
+        "`iolab book --glue-snapshot tests/fixtures/glued_values.json` if intended):\n"
+        + "\n".join(changed + missing))
+
+
+@pytest.mark.parametrize("exp", experiments.all_experiments(), ids=lambda e: e.name)
+def test_every_chapter_is_built_with_its_numbers_and_figures(html, exp):
+    page = (html / f"{exp.chapter}.html").read_text()
+    assert page.count('class="pasted-text"') >= 20
+    assert '<span class="pasted-text">n/a</span>' not in page, "a glued number is missing"
+    assert "No measurement stored" not in page, "a figure is a placeholder"
+    assert page.count("<img") >= 1
+    assert "parameters" not in [t for t in page.split('"') if t == "parameters"], \
+        "the papermill parameters cell is hidden"
+    assert 'experiment = "' not in page, "the parameters cell is not shown to readers"
+
+
+def test_published_values_stand_beside_the_measurements(html):
+    cpu = (html / f"{experiments.get('cpu_search').chapter}.html").read_text()
     assert "61,720,159" in cpu, "AiSIO's published A value is shown beside the measurements"
-    assert chapter.count("<img") >= 3
+
+
+def test_every_label_page_exists(html):
     for label_page in ("framework.html", "environments/index.html", "environments/inventory.html",
-                       "experiments/cpu_initiated.html", "experiments/pcie_saturation.html",
-                       "experiments/cuda_iosize.html", "experiments/cuda_qdepth.html",
-                       "experiments/irq_affinity.html"):
+                       "experiments/pcie_saturation.html", "experiments/cuda_iosize.html",
+                       "experiments/cuda_qdepth.html", "experiments/irq_affinity.html",
+                       "architecture.html"):
         assert (html / label_page).exists(), label_page

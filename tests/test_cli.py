@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import subprocess
+import sys
 from contextlib import redirect_stderr, redirect_stdout
 
 import pandas as pd
 import pytest
+import yaml
 
+from iolab import paths
 from iolab.cli import main
-from iolab.paths import default_data_dir
-from iolab.store import Store
+from iolab.core.store import Store
+from iolab.paths import REPO_ROOT, default_data_dir
 
 
 def run(argv):
@@ -21,24 +26,71 @@ def run(argv):
     return code, out.getvalue(), err.getvalue()
 
 
-def test_plan_shows_counts_eta_tool_and_blocked_knobs(tmp_path):
+def test_plan_shows_counts_eta_and_where_the_params_come_from(tmp_path):
     code, out, _ = run(["plan", "smt_thp", "--env", "hpc-server", "--data", str(tmp_path)])
     assert code == 0
     assert "28 points (0 excluded) x 5 repetitions" in out
-    assert "estimated time" in out and "tool fio:" in out
-    assert "hpc-server/smt_thp.yaml" in out
+    assert "time for the runs to do" in out and "hpc-server/smt_thp.yaml" in out
+    assert "scratch: /mnt/nvme0/iolab/smt_thp.dat" in out
+
+
+def test_plan_json_has_the_counts(tmp_path):
+    code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
+                        "--format", "json", "--set", "repetitions=2", "--where", "engine=psync",
+                        "--limit", "3"])
+    doc = json.loads(out)
+    assert code == 0 and doc["stored"] == 0 and doc["limit"] == 3 and doc["selected"] == 3
+    assert doc["overrides"] == {"repetitions": 2} and doc["where"] == {"engine": ["psync"]}
+    assert doc["to_run"] + doc["blocked"] == 14 * 2 and doc["eta_s"] > 0
+    assert {p["name"] for p in doc["programs"]} >= {"fio"}
 
 
 def test_plan_table_has_one_line_per_run(tmp_path):
-    code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path), "--table"])
+    code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
+                        "--format", "table"])
     lines = [line for line in out.splitlines() if "\t" in line]
     assert code == 0 and len(lines) == 1 + 28 * 3
     assert lines[0].startswith("engine\tconcurrency")
 
 
+@pytest.mark.parametrize("experiment", ["smt_thp", "cpu_search"])
+def test_every_stored_run_folder_is_planned_as_stored(experiment):
+    """The committed campaigns (version-1 or migrated manifests) all count as stored."""
+    runs = default_data_dir() / "raw" / experiment / "kvm-2vcpu" / "runs"
+    if not runs.exists():
+        pytest.skip(f"no committed {experiment}/kvm-2vcpu campaign")
+    folders = [d for d in runs.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    code, out, _ = run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])
+    assert code == 0 and json.loads(out)["stored"] == len(folders)
+
+
+def test_changing_analysis_keys_leaves_stored_unchanged(tmp_path, monkeypatch):
+    """Every analysis key changed in a copy of the params: the same runs count as stored."""
+    params = tmp_path / "params"
+    shutil.copytree(paths.PARAMS_DIR, params)
+    for experiment in ("smt_thp", "cpu_search"):
+        before = json.loads(run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])[1])
+        path = params / "kvm-2vcpu" / f"{experiment}.yaml"
+        doc = yaml.safe_load(path.read_text())
+        doc["analysis"] = {**doc.get("analysis", {}), "confidence": 0.8, "palette": "deep",
+                           "figure_width": 7}
+        path.write_text(yaml.safe_dump(doc))
+        from iolab.experiments import get
+        monkeypatch.setattr(type(get(experiment)), "params_dir", params)
+        after = json.loads(run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])[1])
+        assert after["stored"] == before["stored"] and after["to_run"] == before["to_run"]
+
+
+def test_a_misspelt_key_is_named(tmp_path):
+    code, _, err = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
+                        "--set", "runtime=3"])
+    assert code == 2 and "runtime" in err and "runtime_s" in err
+
+
 def test_unknown_environment_is_a_clear_error(tmp_path):
     code, _, err = run(["plan", "smt_thp", "--env", "nowhere", "--data", str(tmp_path)])
     assert code == 2 and "nowhere/smt_thp.yaml" in err and "allowed:" in err and "kvm-2vcpu" in err
+    assert "iolab env new nowhere" in err
 
 
 def test_unknown_experiment_is_a_clear_error(tmp_path):
@@ -46,11 +98,46 @@ def test_unknown_experiment_is_a_clear_error(tmp_path):
     assert code == 2 and "nope" in err and "smt_thp" in err
 
 
+def test_env_help_lists_the_environments():
+    proc = subprocess.run([sys.executable, "-m", "iolab", "plan", "--help"], capture_output=True,
+                          text=True, cwd=REPO_ROOT)
+    assert "kvm-2vcpu" in proc.stdout and "hpc-server" in proc.stdout and "env new" in proc.stdout
+
+
+def test_experiments_lists_the_registry():
+    code, out, _ = run(["experiments", "--format", "json"])
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and rows["smt_thp"]["label"] == "sec-experiments-smt-thp"
+    assert rows["cpu_search"]["environments"] == ["hpc-server", "kvm-2vcpu"]
+
+
+def test_env_new_copies_a_template(tmp_path, monkeypatch):
+    import iolab.cli as cli
+    params = tmp_path / "params"
+    shutil.copytree(paths.PARAMS_DIR, params)
+    monkeypatch.setattr(cli, "PARAMS_DIR", params)
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    code, out, _ = run(["env", "new", "mybox"])
+    assert code == 0 and (params / "mybox" / "smt_thp.yaml").exists() and "iolab plan" in out
+    code, _, err = run(["env", "new", "mybox"])
+    assert code == 2 and "exists already" in err
+    code, _, err = run(["env", "new", "../escape"])
+    assert code == 2 and "environment" in err
+
+
 def test_status_and_restore_on_an_empty_data_folder(tmp_path):
     code, out, _ = run(["status", "--data", str(tmp_path)])
     assert code == 0 and "no campaigns" in out
     code, out, _ = run(["restore", "--data", str(tmp_path)])
     assert code == 0 and "nothing to restore" in out
+
+
+def test_output_into_a_closed_pipe_is_quiet():
+    """`iolab tidy ... | head` ends without a traceback."""
+    proc = subprocess.run(f"{sys.executable} -m iolab plan cpu_search --env hpc-server "
+                          f"--format table | head -1", shell=True, capture_output=True,
+                          text=True, cwd=REPO_ROOT)
+    assert proc.stdout.startswith("cpu_governor") and "Traceback" not in proc.stderr
 
 
 STORED = Store(default_data_dir(), "smt_thp", "kvm-2vcpu")
@@ -62,10 +149,11 @@ def test_tidy_of_the_committed_campaign(tmp_path):
     code, _, err = run(["tidy", "smt_thp", "--env", "kvm-2vcpu", "-o", str(out_csv)])
     assert code == 0 and "rows" in err
     df = pd.read_csv(out_csv)
-    assert len(df) >= 20 and df["run_id"].is_unique
-    for column in ("engine", "concurrency", "iops", "clat_p99_us", "host_fingerprint", "run_id"):
+    assert len(df) >= 20 and df["run.id"].is_unique
+    for column in ("engine", "concurrency", "iops", "clat_p99_us", "fio.iops", "fio.version",
+                   "run.host_fingerprint", "run.config", "config.runtime_s", "knob.thp"):
         assert column in df
     host = json.loads(STORED.host_path.read_text())
-    assert set(df["host_fingerprint"]) == {host["fingerprint"]}
+    assert set(df["run.host_fingerprint"]) == {host["fingerprint"]}
     code, _, err = run(["tidy", "smt_thp", "--env", "kvm-2vcpu", "--format", "parquet"])
     assert code == 2 and "needs -o" in err

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from iolab.collectors import (CPUFREQ_HEADER, GNU_TIME, GNU_TIME_FORMAT, CpufreqSampler,
-                              Hugepages, OutputMarker, ProcTreeCpu, gnu_time_prefix,
-                              parse_cpufreq_samples, parse_gnu_time_kv, parse_proctree_cpu)
 from iolab.errors import InputError, ParseError, ToolError
-from iolab.knobs import SysRoot
-from iolab.stress import StressNg, unused_cpus
+from iolab.host.knobs import SysRoot
+from iolab.tools.cpufreq import CPUFREQ_HEADER, CpufreqSampler, parse_cpufreq_samples
+from iolab.tools.gnu_time import GNU_TIME, GNU_TIME_FORMAT, gnu_time_prefix, parse_gnu_time_kv
+from iolab.tools.hugepages import Hugepages
+from iolab.tools.marker import OutputMarker
+from iolab.tools.proctree import ProcTreeCpu, parse_proctree_cpu
+from iolab.tools.stress_ng import StressNg, unused_cpus
 
 REAL_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from iolab import cpu_analysis as ca
+from iolab.experiments.cpu_search import analysis as ca
 
 BASE = {"cpu_governor": "performance", "turbo": "on", "smt": "on", "thr_sib": False, "stress": False,
         "qdepth": 128, "iosize": 512, "ncores": 2, "ndevs": 2}

@@ -1,5 +1,6 @@
-"""The CPU-search experiment module: points to argv/config, host blocking, and the metrics of
-bdevperf runs rebuilt from the golden samples in tests/fixtures/bdevperf/."""
+"""The CPU-search experiment: points to the tool's options and argv (bdevperf and fio),
+host blocking, collectors, and the metrics of bdevperf runs rebuilt from the golden samples in
+tests/fixtures/bdevperf/ by the bdevperf adapter."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from iolab.experiments import cpu_search as cs
+from iolab.experiments import get
+from iolab.tools import bdevperf
+from iolab.tools.gnu_time import GNU_TIME
 
 BDEVPERF = Path(__file__).parent / "fixtures" / "bdevperf"
+CS = get("cpu_search")
 SETTINGS = {"tool": "bdevperf", "spdk_dir": "/opt/spdk", "bdevperf_json": True, "runtime_s": 10,
             "ramp_s": 0, "workload": "randread", "user_space_driver": "uio_pci_generic",
-            "devices": ["0000:4a:00.0", "0000:4b:00.0", "0000:4c:00.0"],
-            "file_dir": "/tmp/x", "file_size": "1G", "fio_ioengine": "io_uring", "fio_hipri": False}
-POINT = {"cpu_governor": "performance", "turbo": "on", "smt": "on", "thr_sib": True, "stress": False,
-         "qdepth": 128, "iosize": 512, "ncores": 2, "ndevs": 2}
+            "devices": ["0000:4a:00.0", "0000:4b:00.0", "0000:4c:00.0"]}
+FIO = {"tool": "fio", "runtime_s": 2, "ramp_s": 1, "workload": "randread", "file_dir": "/tmp/x",
+       "file_size": "1G", "fio_ioengine": "io_uring", "fio_hipri": False}
+POINT = {"cpu_governor": "performance", "turbo": "on", "smt": "on", "thr_sib": True,
+         "stress": False, "qdepth": 128, "iosize": 512, "ncores": 2, "ndevs": 2}
 
 
 def smt_topology(cores: int = 4):
@@ -30,79 +35,111 @@ def smt_topology(cores: int = 4):
     return topo
 
 
-def test_bdevperf_argv_and_config(tmp_path):
-    topo = smt_topology()
-    argv = cs.build_argv(SETTINGS, POINT, topo)
-    assert argv[:2] == ["/usr/bin/time", "-o"]
-    i = argv.index(str(cs.tool(SETTINGS).driver_path))
+def test_bdevperf_argv_config_and_cpus():
+    launch, collectors, adapter = CS.launch(SETTINGS, POINT, smt_topology())
+    argv = launch.argv
+    assert argv[:2] == [GNU_TIME, "-o"], "GNU time wraps the driver"
+    i = argv.index(str(adapter.driver_path))
     assert argv[i + 1:i + 8] == ["--spdk-dir", "/opt/spdk", "--config", "bdev.json",
                                  "--json-results", "bdevperf-results.json", "--"]
     # two cores with siblings: CPUs 0, 4 (core 0) and 1, 5 (core 1) -> mask 0x33
     assert argv[argv.index("-m") + 1] == "0x33" and argv[argv.index("-q") + 1] == "128"
-    cs.prepare(tmp_path, SETTINGS, POINT, topo)
-    config = json.loads((tmp_path / "bdev.json").read_text())
+    assert launch.cpus == [0, 1, 4, 5]
+    config = json.loads(launch.inputs["bdev.json"])
     attached = [c["params"]["traddr"] for c in config["subsystems"][0]["config"]]
     assert attached == ["0000:4a:00.0", "0000:4b:00.0"]
-    assert json.loads((tmp_path / "cpus.json").read_text()) == {"cpus": [0, 1, 4, 5], "mask": "0x33"}
-    assert cs.campaign_knobs(SETTINGS) == {"device_binding": {"devices": SETTINGS["devices"],
+    assert [c.name for c in collectors] == ["procstat", "cpufreq", "hugepages", "proctree",
+                                            "gnu_time", "marker"]
+    assert CS.campaign_knobs(SETTINGS) == {"device_binding": {"devices": SETTINGS["devices"],
                                                               "driver": "uio_pci_generic"}}
+
+
+def test_fio_argv_has_one_job_per_cpu_and_no_output_format():
+    launch, collectors, adapter = CS.launch(FIO, {**POINT, "thr_sib": False}, smt_topology())
+    assert "--numjobs=2" in launch.argv and "--cpus_allowed=0,1" in launch.argv
+    assert not [a for a in launch.argv if a.startswith("--output-format")], \
+        "the driver chooses json+ itself; a format option would replace it"
+    assert launch.argv[launch.argv.index(str(adapter.driver_path)) + 1:][:2] == ["--output", "fio.json"]
+
+
+def test_the_identity_names_cpus_by_cores_not_ids():
+    a = CS.identity("e", FIO, {**POINT, "thr_sib": False})
+    options = a["invocation"]["options"]
+    assert options["cpus_allowed"] == {"cores": 2, "siblings": False}
+    assert options["numjobs"] == {"cpus_of": {"cores": 2, "siblings": False}}
+
+
+def test_stress_collector_takes_the_idle_cpus():
+    _, collectors, _ = CS.launch(FIO, {**POINT, "thr_sib": False, "stress": True}, smt_topology())
+    stress = [c for c in collectors if c.name == "stress_ng"][0]
+    assert stress.cpus == [2, 3, 4, 5, 6, 7]
 
 
 def test_host_block_reasons():
     topo = smt_topology(2)
-    assert cs.host_block(SETTINGS, POINT, topo) is None
-    assert "3 physical cores" in cs.host_block(SETTINGS, {**POINT, "ncores": 3}, topo)
-    assert "4 devices" in cs.host_block(SETTINGS, {**POINT, "ndevs": 4}, topo)
-    assert "every CPU" in cs.host_block(SETTINGS, {**POINT, "stress": True}, topo)
+    assert CS.host_block(SETTINGS, POINT, topo) is None
+    assert "3 physical cores" in CS.host_block(SETTINGS, {**POINT, "ncores": 3}, topo)
+    assert "4 devices" in CS.host_block(SETTINGS, {**POINT, "ndevs": 4}, topo)
+    assert "every CPU" in CS.host_block(SETTINGS, {**POINT, "stress": True}, topo)
     no_smt = [{"cpu": c, "core": c, "package": 0, "siblings": [c]} for c in range(4)]
-    assert "one hardware thread" in cs.host_block(SETTINGS, POINT, no_smt)
+    assert "one hardware thread" in CS.host_block(SETTINGS, POINT, no_smt)
 
 
 def bdevperf_run(tmp_path, stdout: str, results: str | None) -> Path:
     shutil.copy(BDEVPERF / stdout, tmp_path / "stdout")
     if results is not None:
-        target = tmp_path / cs.BDEVPERF_JSON
+        target = tmp_path / bdevperf.JSON_RESULTS
         if results:
             shutil.copy(BDEVPERF / results, target)
         else:
             target.write_text("")
-    (tmp_path / "cpus.json").write_text('{"cpus": [0, 1], "mask": "0x3"}')
     return tmp_path
 
 
+ADAPTER = bdevperf.Bdevperf()
+
+
 def test_text_table_run(tmp_path):
-    m = cs.parse_run(bdevperf_run(tmp_path, "v25.09_randread_4jobs.txt", None))
+    m = ADAPTER.parse(bdevperf_run(tmp_path, "v25.09_randread_4jobs.txt", None))
     assert m["iops"] == pytest.approx(4515975.66) and m["mibs"] == pytest.approx(2205.07)
-    assert m["results_from"] == "text table" and m["note"] is None and m["run_problem"] is None
-    assert m["tool_version"] == "v25.09" and m["cpus"] == "0,1"
+    assert m["results_from"] == "text table" and m["note"] is None and m["problem"] is None
+    assert m["version"] == "v25.09"
 
 
 def test_json_results_are_preferred_and_gate_failed_jobs(tmp_path):
-    m = cs.parse_run(bdevperf_run(tmp_path, "v25.09_randread_4jobs.txt", "perform_tests_2jobs.json"))
+    m = ADAPTER.parse(bdevperf_run(tmp_path, "v25.09_randread_4jobs.txt", "perform_tests_2jobs.json"))
     assert m["results_from"] == "perform_tests JSON"
     assert m["iops"] == pytest.approx(1125214.3152 + 1121395.6124)
-    assert m["run_problem"]  # one job of the JSON sample failed
+    assert m["problem"]  # one job of the JSON sample failed
 
 
 def test_old_spdk_falls_back_to_the_text_table_and_says_so(tmp_path):
-    m = cs.parse_run(bdevperf_run(tmp_path, "v22.09_no_latency.txt", ""))
+    m = ADAPTER.parse(bdevperf_run(tmp_path, "v22.09_no_latency.txt", ""))
     assert m["results_from"] == "text table" and m["iops"] == pytest.approx(799985.80)
     assert "v22.09" in m["note"] and "24.09" in m["note"]
-    assert m["clat_mean_us"] is None or math.isnan(m["clat_mean_us"])
+    assert m["lat_mean_us"] is None or math.isnan(m["lat_mean_us"])
 
 
 def test_failed_job_in_the_text_table_rejects_the_run(tmp_path):
-    m = cs.parse_run(bdevperf_run(tmp_path, "v25.09_failed_job.txt", None))
-    assert m["run_problem"] and m["fail_per_s"] > 0
+    m = ADAPTER.parse(bdevperf_run(tmp_path, "v25.09_failed_job.txt", None))
+    assert m["problem"] and m["fail_per_s"] > 0
+
+
+def test_the_experiment_metrics_take_the_tool_that_ran():
+    row = {"bdevperf.iops": 5.0, "bdevperf.lat_mean_us": 2.0, "gnu_time.cpu_pct": 99}
+    derived = CS.derive(row)
+    assert derived["iops"] == 5.0 and derived["clat_mean_us"] == 2.0
+    assert derived["cpu_usage_lifetime_pct"] == 99 and math.isnan(derived["clat_p99_us"])
 
 
 def test_missing_bdevperf_is_reported_before_anything_runs(tmp_path):
+    from iolab.campaign import Campaign
     from iolab.errors import ToolError
-    from iolab.runner import run_campaign
-    from iolab import spec as specmod
 
-    spec = specmod.load("cpu_search", "hpc-server")
-    spec.values["spdk_dir"] = str(tmp_path / "no-spdk")
-    with pytest.raises(ToolError, match=r"bdevperf not found at .*no-spdk/build/examples/bdevperf.*SPDK"):
-        run_campaign(spec, tmp_path / "data", progress=False)
+    camp = Campaign("cpu_search", "hpc-server", data_dir=tmp_path / "data",
+                    overrides=[f"spdk_dir={tmp_path / 'no-spdk'}", "base.ncores=1",
+                               "base.ndevs=1", "base.cpu_governor=asis", "base.turbo=asis",
+                               "base.smt=asis", "grids={one: {vary: {qdepth: [4]}}}"])
+    with pytest.raises(ToolError, match=r"bdevperf not found .*no-spdk/build/examples/bdevperf.*SPDK"):
+        camp.run(progress=False)
     assert not (tmp_path / "data").exists()

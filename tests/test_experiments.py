@@ -1,24 +1,117 @@
-"""Every registered experiment agrees with its notebook and its params files."""
+"""Every registered experiment is complete, and nothing outside its own files names it.
+
+An experiment is its package under iolab/experiments/, its notebook, its params files for
+this machine class and the lab server, and one chapter line in _toc.yml. These tests fail
+when a registered experiment lacks any of them, or when another file of the package, the
+Makefile or CI hard-codes an experiment's name instead of asking the registry.
+"""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
+import nbformat
 import pytest
+import yaml
 
-from iolab import experiments, spec as specmod
-from iolab.paths import NOTEBOOKS_DIR
+from iolab import experiments
+from iolab.core import spec as specmod
+from iolab.paths import REPO_ROOT
+from iolab.tools import registry
+
+EXPERIMENTS = experiments.all_experiments()
+REQUIRED_ENVS = ("kvm-2vcpu", "hpc-server")
+PARAMETERS = {"experiment", "environment", "mode", "data_dir", "overrides"}
 
 
-@pytest.mark.parametrize("name", sorted(experiments.EXPERIMENTS))
-def test_knob_variables_are_variables_of_the_notebook(name):
-    base = specmod.read_parameters_cell(NOTEBOOKS_DIR / f"{name}.ipynb")["base"]
-    module = experiments.get(name)
-    assert set(module.KNOB_VARIABLES) <= set(base), "a knob is mapped from a variable the notebook lacks"
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
+    out = []
+
+    def walk(entries):
+        for entry in entries or []:
+            out.append(entry["file"])
+            walk(entry.get("sections"))
+
+    walk(toc["chapters"])
+    return out
 
 
-@pytest.mark.parametrize("name", sorted(experiments.EXPERIMENTS))
-def test_every_params_file_validates(name):
-    envs = specmod.environments(name)
-    assert envs, f"no params file for {name}"
-    for env in envs:
-        spec = specmod.load(name, env)
-        assert experiments.get(name).tool(spec.scalar_settings()).driver_path.exists()
+def test_the_registry_finds_the_experiments():
+    assert {"smt_thp", "cpu_search"} <= set(experiments.names())
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
+def test_notebook_params_and_chapter_exist(exp):
+    assert exp.notebook.exists(), f"{exp.name}: no notebook {exp.notebook}"
+    for env in REQUIRED_ENVS:
+        assert specmod.params_path(exp.name, env, exp.params_dir).exists(), \
+            f"{exp.name}: no params for {env}"
+    assert exp.chapter in toc_files(), f"{exp.name}: chapter {exp.chapter} is not in _toc.yml"
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
+def test_notebook_is_thin_and_carries_the_label(exp):
+    nb = nbformat.read(exp.notebook, as_version=4)
+    assert nb.cells[0].source.startswith(f"({exp.label})="), "the chapter starts with its label"
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1
+    names = {t.targets[0].id for t in ast.parse(cells[0].source).body}
+    assert names <= PARAMETERS, f"the parameters cell holds only {sorted(PARAMETERS)}"
+    assert f'experiment = "{exp.name}"' in cells[0].source
+    code = sum(len(c.source.splitlines()) for c in nb.cells if c.cell_type == "code")
+    assert code < 260, f"{code} lines of code: analysis belongs in the experiment's module"
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
+def test_declarations_are_consistent(exp):
+    assert set(exp.knob_variables) <= set(exp.variables)
+    namespaces = set(registry.ADAPTERS) | set(registry.COLLECTORS)
+    for name, metric in exp.metrics.items():
+        assert name not in exp.variables, f"metric {name} is also a variable"
+        for source in metric.sources:
+            assert source.split(".")[0] in namespaces, f"{name}: unknown source {source}"
+        assert metric.interval in ("t", "lognormal")
+    for env in specmod.environments(exp.name, exp.params_dir):
+        spec = specmod.load(exp, env)
+        invocation = exp.invocation(spec.settings, spec.base)
+        assert invocation.tool in registry.ADAPTERS
+
+
+def _names(exp) -> set[str]:
+    return {exp.name, Path(exp.chapter).name}
+
+
+def _code_strings(path: Path) -> list[str]:
+    """String constants of a Python file that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def test_no_file_outside_an_experiments_own_names_it():
+    own = {exp.name: REPO_ROOT / "iolab" / "experiments" / exp.name for exp in EXPERIMENTS}
+    offenders = []
+    for path in sorted((REPO_ROOT / "iolab").rglob("*.py")) + \
+            sorted((REPO_ROOT / "benchmarks").rglob("*.py")) + sorted((REPO_ROOT / "book" / "_ext").rglob("*.py")):
+        for exp in EXPERIMENTS:
+            if own[exp.name] in path.parents:
+                continue
+            hits = [s for s in _code_strings(path) if any(n in s for n in _names(exp))]
+            if hits:
+                offenders.append(f"{path.relative_to(REPO_ROOT)} names {exp.name}: {hits[:2]}")
+    for rel in ("Makefile", ".ci/run", ".gitignore", "pyproject.toml", "_config.yml",
+                *[str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "scripts").rglob("*")
+                  if p.is_file()]):
+        text = (REPO_ROOT / rel).read_text()
+        for exp in EXPERIMENTS:
+            if any(n in text for n in _names(exp)):
+                offenders.append(f"{rel} names {exp.name}")
+    assert not offenders, "take the list of experiments from the registry:\n" + "\n".join(offenders)

@@ -1,4 +1,4 @@
-"""The AiSIO CIJOE importer (iolab.cijoe_import) and the imported-campaign experiment module.
+"""The AiSIO CIJOE importer (iolab.importers.cijoe) and imported campaigns (iolab.importers.aisio).
 
 Two parts:
 
@@ -26,11 +26,14 @@ import pytest
 import yaml
 
 from iolab import cli, paths
-from iolab.cijoe_import import (CPUFREQ_READ, CPUFREQ_START, DCGM_READ, DCGM_START, LSCPU, OTHER,
-                                P2P, classify, import_archive)
+from iolab.campaign import source
+from iolab.core.store import Store
+from iolab.core.tidy import load
 from iolab.errors import InputError, ParseError
-from iolab.experiments import aisio_import, get
-from iolab.tidy import load
+from iolab.importers import aisio as aisio_import
+from iolab.importers.aisio import ImportedCampaign
+from iolab.importers.cijoe import (CPUFREQ_READ, CPUFREQ_START, DCGM_READ, DCGM_START, LSCPU,
+                                   OTHER, P2P, classify, import_archive)
 
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 AISIO_DIR = Path(paths.REPO_ROOT).parent / "shared" / "aisio"
@@ -260,27 +263,35 @@ def test_import_writes_the_store_layout(mini):
     assert (run_dir / "stdout").read_bytes() == (src / "cmd_04.output").read_bytes()
     assert (run_dir / "cpufreq.log").read_bytes() == (src / "cmd_06.output").read_bytes()
     assert (run_dir / "dcgm.txt").read_bytes() == (src / "cmd_08.output").read_bytes()
-    m = json.loads((run_dir / "run.json").read_text())
-    assert m["status"] == "ok" and m["exit_code"] == 0 and m["rep"] == 0
-    assert m["params"] == {"qdepth": 64, "iosize": 512, "ndevs": 2, "ncpus": 2, "nqueues": 1,
-                           "tool": "xnvmeperf", "backend": "upcie-cuda", "thr_sib": 0, "smt": 1,
-                           "turbo": 1, "stress": 0, "cpu_governor": "performance", "fixed_freq": 0}
-    assert m["config"]["settings"] == {"runtime_s": 10, "tool": "xnvmeperf",
-                                       "backend": "upcie-cuda", "source": "aisio"}
-    assert m["argv"][:4] == ["/usr/bin/time", "xnvmeperf", "run", "--cpumask"]
-    assert m["started_at"] == "2026-01-01T00:00:00.050+00:00"
-    assert m["imported_from"]["output"] == "003_run/cmd_04.output"
-    assert m["imported_from"]["aisio_result"].endswith(RESULT_NAME.format(0))
+    stored = {r.run_id: r for r in Store(data, "aisio-mini", "lab").complete_runs()}
+    m = stored[report.run_ids[0]].manifest
+    assert m.status == "ok" and m.failure is None and m.exit_code == 0 and m.rep == 0
+    assert m.point == {"qdepth": 64, "iosize": 512, "ndevs": 2, "ncpus": 2, "nqueues": 1,
+                       "tool": "xnvmeperf", "backend": "upcie-cuda", "thr_sib": 0, "smt": 1,
+                       "turbo": 1, "stress": 0, "cpu_governor": "performance", "fixed_freq": 0}
+    assert m.settings == {"runtime_s": 10, "tool": "xnvmeperf", "backend": "upcie-cuda",
+                          "source": "aisio"}
+    assert m.argv[:4] == ["/usr/bin/time", "xnvmeperf", "run", "--cpumask"]
+    assert m.cpus == [0, 1]
+    assert m.started_at == "2026-01-01T00:00:00.050+00:00"
+    assert m.extra["tool_kind"] == aisio_import.XNVMEPERF_RUN
+    assert m.extra["dcgm"] == {"field_ids": [1009, 1010], "gpu_ids": [0], "interval_ms": 100,
+                               "cmd": 'screen -dm bash -c "dcgmi dmon -d 100 -i 0 -e 1009,1010 '
+                                      '> /tmp/dcgm_monitor.txt"'}
+    assert m.extra["imported_from"]["output"] == "003_run/cmd_04.output"
+    assert m.extra["imported_from"]["aisio_result"].endswith(RESULT_NAME.format(0))
 
     extras = root / "extras" / "mini"
     assert (extras / "p2pBandwidthLatencyTest-004_cuda_bandwidth-cmd_01.output").read_text() == \
         (FIX / "p2p_bandwidth.txt").read_text()
 
 
-def test_parse_run_rederives_metrics(mini):
+def test_tidy_row_rederives_metrics(mini):
     archive, data = mini
     report = import_archive(archive, "aisio-mini", "lab", data, progress=False)
-    metrics = aisio_import.parse_run(data / "raw" / "aisio-mini" / "lab" / "runs" / report.run_ids[0])
+    stored = {r.run_id: r for r in Store(data, "aisio-mini", "lab").complete_runs()}
+    metrics = ImportedCampaign("aisio-mini").tidy_row(stored[report.run_ids[0]])
+    assert metrics["run.id"] == report.run_ids[0] and metrics["run.rep"] == 0
     rx = [0, 5000, 9000, 9100, 9050, 100]
     assert metrics["iops"] == 2100000.50 and metrics["mibs"] == round(2100000.5 * 512 / 2**20, 2)
     assert metrics["failed"] == 0 and metrics["elapsed_s"] == 10.0 and metrics["cpu_usage"] == 190
@@ -295,17 +306,16 @@ def test_parse_run_rederives_metrics(mini):
 
 def test_derive_spdk_nvme_perf_and_unknown_kinds(tmp_path):
     (tmp_path / "stdout").write_text((FIX / "spdk_nvme_perf.txt").read_text())
-    manifest = {"tool_kind": aisio_import.SPDK_NVME_PERF, "cpus": None, "dcgm": None}
-    metrics = aisio_import.derive(tmp_path, manifest).metrics
+    metrics = aisio_import.derive(tmp_path, aisio_import.SPDK_NVME_PERF, None, None).metrics
     assert metrics == {"iops": 4093737.12, "mibs": 1998.89, "failed": None, "elapsed_s": None,
                        "cpu_usage": 190, "run_problem": "", "dcgm_p95_bytes_per_s": None,
                        "dcgm_mean_bytes_per_s": None, "cpufreq_mean_khz": None,
                        "cpufreq_window_mean_khz": None}
     with pytest.raises(ParseError, match="no parser for 'fio'"):
-        aisio_import.derive(tmp_path, {**manifest, "tool_kind": "fio"})
+        aisio_import.derive(tmp_path, "fio", None, None)
     (tmp_path / "stdout").write_text((FIX / "xnvmeperf_run.txt").read_text())
     with pytest.raises(ParseError, match="output is a 'run' report"):
-        aisio_import.derive(tmp_path, {**manifest, "tool_kind": aisio_import.XNVMEPERF_CUDA_RUN})
+        aisio_import.derive(tmp_path, aisio_import.XNVMEPERF_CUDA_RUN, None, None)
 
 
 def test_tidy_and_cli_on_an_imported_campaign(mini, capsys):
@@ -313,7 +323,7 @@ def test_tidy_and_cli_on_an_imported_campaign(mini, capsys):
     assert cli.main(["import-cijoe", str(archive), "--experiment", "aisio-mini", "--env", "lab",
                      "--data", str(data), "--no-progress"]) == 1  # the planted disagreement
     assert "disagreement:" in capsys.readouterr().out
-    assert get("aisio-mini") is aisio_import
+    assert isinstance(source("aisio-mini"), ImportedCampaign)
     assert cli.main(["tidy", "aisio-mini", "--env", "lab", "--data", str(data)]) == 0
     df = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert len(df) == 2 and set(AISIO_COLUMNS) <= set(df.columns)
@@ -388,7 +398,7 @@ def test_real_archives_import_without_disagreement(imported):
 def test_real_upcie_cores_sweep_means(imported):
     """docs/aisio-reference.md §4.8 (means of 5 repetitions, millions of IOPS)."""
     data, _ = imported
-    df = load(data, "aisio-upcie", "hpc-server", use_cache=False)
+    df = load(data, source("aisio-upcie"), "hpc-server", use_cache=False)
     assert len(df) == 160
     means = df.groupby(["backend", "ncpus"])["iops"].mean() / 1e6
     upcie = [35.33, 61.32, 61.71, 61.63, 61.73, 61.01, 61.72, 61.73, 61.73, 61.72,
@@ -409,7 +419,7 @@ def test_real_upcie_matches_aisio_plot_data(imported):
     with tarfile.open(UPCIE) as tar:
         member = next(m for m in tar if m.name.endswith("artifacts/lineplot-upcie-ncpus.yaml"))
         plot = yaml.safe_load(tar.extractfile(member))
-    df = load(data, "aisio-upcie", "hpc-server", use_cache=False)
+    df = load(data, source("aisio-upcie"), "hpc-server", use_cache=False)
     grouped = df.groupby(["backend", "ncpus"])["iops"]
     means, sds = grouped.mean(), grouped.std(ddof=0)
     ours = {(be, int(bar["label"])): (round(means[be, int(bar["label"])]),
@@ -425,9 +435,9 @@ def test_real_upcie_matches_aisio_plot_data(imported):
 def test_real_pcie_512_rep0(imported):
     """docs/aisio-reference.md §4.5: the archived per-repetition example."""
     data, _ = imported
-    df = load(data, "aisio-pcie", "hpc-server", use_cache=False)
+    df = load(data, source("aisio-pcie"), "hpc-server", use_cache=False)
     assert len(df) == 15
-    row = df[(df.iosize == 512) & (df.rep == 0)].iloc[0]
+    row = df[(df.iosize == 512) & (df["run.rep"] == 0)].iloc[0]
     assert row.iops == 15433231.11 and row.mibs == 7535.76 and row.cpu_usage == 98
     assert row.dcgm_p95_bytes_per_s == pytest.approx(10117837519.9, rel=1e-12)
     assert (row.ndevs, row.ncpus, row.qdepth, row.backend) == (4, 1, 128, "upcie-cuda")
@@ -460,10 +470,10 @@ def test_real_tidy_csv_has_aisio_columns(imported, capsys):
 @pytest.mark.slow
 def test_real_upcie_through_the_cpu_search_analysis(imported):
     """The imported archive goes through the same analysis as the chapter's own campaigns."""
-    from iolab import cpu_analysis as ca
+    from iolab.experiments.cpu_search import analysis as ca
 
     data, _ = imported
-    df = ca.normalize(load(data, "aisio-upcie", "hpc-server"))
+    df = ca.normalize(load(data, source("aisio-upcie"), "hpc-server"))
     upcie = df[df.backend == "upcie"]
     # AiSIO's 0/1 flags and logical CPU count map onto this package's variables
     assert set(upcie["smt"]) == {"on"} and set(upcie["turbo"]) == {"on"}

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from iolab.errors import InputError
-from iolab.inventory import collect_inventory, fingerprint, fingerprint_diff, pick_cpus, topology
-from iolab.knobs import make_knobs
+from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, pick_cpus, topology
+from iolab.host.knobset import make_knobs
 
 # The nested form of lscpu -J from util-linux 2.38 and later; only shell builtins, because
 # the tests run it with a PATH that holds nothing else.

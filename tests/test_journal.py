@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from iolab.errors import InputError, IolabError
-from iolab.journal import KnobSession, _process_start, restore_from_journal, states
-from iolab.knobs import ThpKnob, make_knobs
+from iolab.host.journal import KnobSession, _process_start, restore_from_journal, states
+from iolab.host.knobs import ThpKnob
+from iolab.host.knobset import make_knobs
 
 
 @pytest.fixture

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab import knobs as knobs_module
+from iolab.host import knobs as knobs_module
 from iolab.errors import InputError, IolabError
-from iolab.knobs import (GovernorKnob, IrqAffinityKnob, SmtKnob, SysRoot, ThpDefragKnob, ThpKnob,
-                         TurboKnob, format_cpulist, make_knobs, parse_cpulist)
+from iolab.host.knobs import (GovernorKnob, IrqAffinityKnob, SmtKnob, SysRoot, ThpDefragKnob,
+                              ThpKnob, TurboKnob, format_cpulist, parse_cpulist)
+from iolab.host.knobset import make_knobs
 
 
 def test_cpulist_round_trip():

@@ -1,4 +1,5 @@
-"""Planner: grid expansion, exclusions, one-at-a-time expansions, run ids and plan statuses."""
+"""Planner and run identity: grid expansion, exclusions, one-at-a-time expansions, run ids
+from what is executed, statuses, --where, --limit and every blocker."""
 
 from __future__ import annotations
 
@@ -6,31 +7,41 @@ from pathlib import Path
 
 import pytest
 
-from iolab import planner
-from iolab import spec as specmod
+from iolab.core import planner
+from iolab.core import spec as specmod
+from iolab.core.identity import run_id
+from iolab.experiments import get
+
+from conftest import DEMO_PARAMS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "specs"
 
 
 @pytest.fixture
-def cpu_search(make_experiment):
-    notebooks, params = make_experiment("cpu_search", (FIXTURES / "cpu_search_params.py").read_text(),
-                                        {"hpc-server": "experiment: cpu_search\n"})
-    return specmod.load("cpu_search", "hpc-server", notebooks_dir=notebooks, params_dir=params)
+def cpu_search():
+    return specmod.load(get("cpu_search"), "hpc-server", params_dir=FIXTURES)
+
+
+def identity_of(experiment, spec):
+    return lambda params: experiment.identity(spec.environment, spec.settings, params)
+
+
+def plan_of(experiment, spec, **kwargs):
+    return planner.make_plan(spec, identity=identity_of(experiment, spec), seconds_per_run=2.0,
+                             **kwargs)
 
 
 def test_cpu_search_base_grid_size(cpu_search):
     """Seed 000's value sets: 2^5 binary settings x 3 qdepths x 2 iosizes x 4 core counts x
     5 device counts = 3,840 combinations; SMT off with siblings used removes a quarter
-    (960), leaving 2,880 points, i.e. 1,440 per governor. (Issue #2 quotes 1,440 for the whole
-    grid; the stated sets and the one stated exclusion give 2,880, see the closing note.)"""
+    (960), leaving 2,880 points, i.e. 1,440 per governor."""
     search = [p for p in planner.expand(cpu_search) if "search" in p.grids]
     assert len(search) == 3840
     runnable = [p for p in search if not p.excluded_by]
     assert len(runnable) == 2880
     assert {p.excluded_by for p in search if p.excluded_by} == {"SMT off with thread siblings used"}
     for governor in ("powersave", "performance"):
-        assert sum(p.params["governor"] == governor for p in runnable) == 1440
+        assert sum(p.params["cpu_governor"] == governor for p in runnable) == 1440
     assert all(not (p.params["smt"] == "off" and p.params["thr_sib"]) for p in runnable)
 
 
@@ -38,72 +49,89 @@ def test_expansions_share_the_base_point(cpu_search):
     points = planner.expand(cpu_search)
     base = [p for p in points if p.params == cpu_search.base]
     assert len(base) == 1
-    # the optimum is inside the search grid and in every expansion
-    assert set(base[0].grids) == {"search", "expand-qdepth", "expand-iosize", "expand-ncores", "expand-ndevs"}
+    assert set(base[0].grids) == {"search", "expand-qdepth", "expand-iosize", "expand-ncores",
+                                  "expand-ndevs"}
     new = [p for p in points if "search" not in p.grids]
-    # values outside the search grid: qdepth 8,16,32,512,1024; iosize 1024,2048,8192;
-    # ncores 3,5,6,7,9..16; ndevs 3,5,6,7,9..15
-    assert len(new) == 5 + 3 + 12 + 11
-    plan = planner.make_plan(cpu_search, driver_version="1")
-    assert plan.counts() == {"stored": 0, "to run": (2880 + 31) * 5, "excluded": 960 * 5, "blocked": 0}
+    # qdepth 8,16,32,512,1024; iosize 1024,2048,8192; ncores 3,5..7,9..16 with turbo on and
+    # off (24); ndevs 3,5,6,7,9..15; SMT off at 3.0 GHz with and without stress
+    assert len(new) == 5 + 3 + 24 + 11 + 2
+    plan = plan_of(get("cpu_search"), cpu_search)
+    assert plan.counts() == {"stored": 0, "to run": (2880 + 45) * 5, "excluded": 960 * 5,
+                             "blocked": 0}
 
 
-def test_run_ids_are_stable_and_sensitive(cpu_search):
-    p = planner.expand(cpu_search)[0]
-    config = planner.run_config(cpu_search, p, "1")
-    assert planner.run_id(config, 0) == planner.run_id(dict(reversed(list(config.items()))), 0)
-    assert planner.run_id(config, 0).endswith("-r0") and planner.run_id(config, 4).endswith("-r4")
-    assert planner.run_id(config, 0)[:12] == planner.run_id(config, 4)[:12]
-    cpu_search.values["runtime_s"] = 5  # a changed default must give a new id, never reuse
-    assert planner.run_id(planner.run_config(cpu_search, p, "1"), 0) != planner.run_id(config, 0)
-    assert planner.run_id(planner.run_config(cpu_search, p, "2"), 0) != planner.run_id(config, 0)
+def test_run_ids_come_from_what_is_executed(demo, params_dir):
+    root = params_dir({"a": DEMO_PARAMS})
+    spec = specmod.load(demo, "a", params_dir=root)
+    point = spec.base
+    ident = demo.identity("a", spec.settings, point)
+    assert set(ident) == {"experiment", "environment", "point", "invocation"}
+    assert ident["invocation"]["options"]["runtime"] == "30s"
+    assert ident["invocation"]["driver"] == "fio.sh" and ident["invocation"]["driver_version"]
+    rid = run_id(ident, 0)
+    assert rid.endswith("-r0") and run_id(ident, 4)[:12] == rid[:12]
+    # the same inputs give the same id, in any key order
+    assert run_id(dict(reversed(list(ident.items()))), 0) == rid
+    # a changed setting that is executed gives a new id, never a reuse
+    longer = {**spec.settings, "runtime_s": 5}
+    assert run_id(demo.identity("a", longer, point), 0) != rid
+    # as does another environment
+    assert run_id(demo.identity("b", spec.settings, point), 0) != rid
 
 
-def test_ids_do_not_depend_on_grid_order(make_experiment):
-    src = (FIXTURES / "cpu_search_params.py").read_text()
-    notebooks, params = make_experiment("cpu_search", src, {
-        "a": "experiment: cpu_search\n",
-        "b": "experiment: cpu_search\ngrids: {expand-qdepth: {vary: {qdepth: [1024, 8, 16, 32, 64, 128, 256, 512]}}}\n"})
-    ids = []
-    for env in ("a", "b"):
-        s = specmod.load("cpu_search", env, notebooks_dir=notebooks, params_dir=params)
-        ids.append({r.run_id for r in planner.make_plan(s, driver_version="1").runs})
-    assert ids[0] == ids[1]
+def spec_from(demo, folder: Path, text: str):
+    (folder / "x").mkdir(parents=True)
+    (folder / "x" / "demo.yaml").write_text(text)
+    return specmod.load(demo, "x", params_dir=folder)
 
 
-def test_stored_and_blocked_statuses(make_experiment):
-    notebooks, params = make_experiment("demo", '''experiment = "demo"
-environment = "x"
-mode = "replay"
-data_dir = None
-tool = "fio"
-runtime_s = 1
-repetitions = 2
-base = {"engine": "psync", "smt": "asis"}
-choices = {"smt": ["asis", "on", "off"]}
-grids = {"g": {"vary": {"engine": ["psync", "io_uring"]}}, "smt": {"vary": {"smt": ["on", "off"]}}}
-exclusions = []
-''', {"x": "experiment: demo\n"})
-    spec = specmod.load("demo", "x", notebooks_dir=notebooks, params_dir=params)
-    first = planner.make_plan(spec, driver_version="1")
+def test_analysis_keys_never_change_a_run_id(demo, tmp_path):
+    plain = spec_from(demo, tmp_path / "a", DEMO_PARAMS)
+    styled = spec_from(demo, tmp_path / "b", DEMO_PARAMS + "analysis: {confidence: 0.8, "
+                       "palette: deep, figure_width: 6}\n")
+    assert [r.run_id for r in plan_of(demo, plain).runs] == \
+        [r.run_id for r in plan_of(demo, styled).runs]
+
+
+def test_ids_do_not_depend_on_grid_order(demo, tmp_path):
+    a = spec_from(demo, tmp_path / "a", DEMO_PARAMS)
+    b = spec_from(demo, tmp_path / "b", DEMO_PARAMS.replace("[1, 4, 16]", "[16, 1, 4]"))
+    assert {r.run_id for r in plan_of(demo, a).runs} == {r.run_id for r in plan_of(demo, b).runs}
+
+
+def test_statuses_every_blocker_and_the_full_cost(demo, params_dir):
+    root = params_dir({"x": DEMO_PARAMS})
+    spec = specmod.load(demo, "x", params_dir=root)
+    first = plan_of(demo, spec)
     stored = {first.runs[0].run_id}
-    plan = planner.make_plan(spec, driver_version="1", stored_ids=stored,
-                             knob_variables={"smt": "smt"},
-                             knob_availability={"smt": (False, "SMT control reads 'notsupported'")})
-    assert plan.counts() == {"stored": 1, "to run": 3, "excluded": 0, "blocked": 4}
-    blocked = plan.by_status("blocked")[0]
-    assert "needs knob smt=on" in blocked.reason and "notsupported" in blocked.reason
+
+    def blockers(params):
+        out = []
+        if params["thp"] != "asis":
+            out.append("needs knob thp, which this host cannot control")
+        if params["concurrency"] > 8:
+            out.append("too many jobs")
+        return out
+
+    plan = plan_of(demo, spec, stored_ids=stored | {"ffffffffffff-r0"}, blockers=blockers)
+    c = plan.counts()
+    assert c["stored"] == 1 and c["excluded"] == 5 and c["blocked"] > 0
+    assert plan.stored_outside == ["ffffffffffff-r0"]
+    both = [r for r in plan.by_status("blocked") if len(r.reasons) == 2]
+    assert both, "a run blocked for two reasons lists both"
+    assert plan.eta_s == pytest.approx(c["to run"] * 2.0)
+    assert plan.eta_all_s == pytest.approx((c["to run"] + c["blocked"]) * 2.0)
+    text = plan.summary()
+    assert "too many jobs" in text and "needs knob thp" in text and "whole design" in text
+    doc = plan.to_dict()
+    assert {"stored", "to_run", "excluded", "blocked", "eta_s"} <= set(doc)
+
+
+def test_where_and_limit(demo, params_dir):
+    root = params_dir({"x": DEMO_PARAMS})
+    spec = specmod.load(demo, "x", params_dir=root)
+    plan = plan_of(demo, spec, where={"engine": ["io_uring"]}, limit=3)
+    assert {r.point.params["engine"] for r in plan.runs} == {"io_uring"}
+    assert plan.filtered_out > 0 and len(plan.selected()) == 3
     assert plan.eta_s == pytest.approx(3 * 2.0)
-    assert "blocked 4" in plan.summary()
-
-
-def test_host_check_blocks_points_this_host_cannot_run(cpu_search):
-    def too_many_cores(params):
-        return "needs 8 cores, this host has 2" if params["ncores"] > 2 else None
-
-    plan = planner.make_plan(cpu_search, driver_version="1", host_check=too_many_cores)
-    blocked = plan.by_status("blocked")
-    assert blocked and all(r.point.params["ncores"] > 2 for r in blocked)
-    assert all(r.reason == "needs 8 cores, this host has 2" for r in blocked)
-    # excluded points stay excluded: the exclusion is the more fundamental reason
-    assert plan.counts()["excluded"] == 960 * 5
+    assert plan.stored_outside == []

@@ -1,133 +1,176 @@
-"""Spec loading: defaults from the parameters cell, per-environment overrides, validation."""
+"""Spec loading: one params file per environment, validated against the experiment's schema,
+with --set overrides and --where filters; every error names the file, the key and what is
+allowed."""
 
 from __future__ import annotations
 
 import pytest
 
-from iolab import spec as specmod
+from iolab.core import spec as specmod
 from iolab.errors import InputError
+from iolab.experiments import all_experiments
 
-PARAMS = '''experiment = "demo"
-environment = "here"
-mode = "replay"
-data_dir = None
-tool = "fio"
-runtime_s = 30
-ramp_s = 2
-repetitions = 5
-base = {"engine": "psync", "concurrency": 16, "thp": "asis"}
-choices = {"engine": ["psync", "io_uring"], "thp": ["asis", "always", "never"]}
-grids = {"conc": {"vary": {"engine": ["psync", "io_uring"], "concurrency": [1, 4, 16]}},
-         "thp": {"vary": {"thp": ["always", "never"]}}}
-exclusions = [{"when": {"engine": "io_uring", "concurrency": 1}, "why": "not interesting"}]
-'''
+from conftest import DEMO_PARAMS
 
 
-def load(make_experiment, yaml_text: str, env: str = "here"):
-    notebooks, params = make_experiment("demo", PARAMS, {env: yaml_text})
-    return specmod.load("demo", env, notebooks_dir=notebooks, params_dir=params)
+def load(demo, params_dir, text: str = DEMO_PARAMS, overrides=None):
+    root = params_dir({"here": text})
+    return specmod.load(demo, "here", params_dir=root, overrides=overrides)
 
 
-def error_for(make_experiment, yaml_text: str) -> InputError:
+def error_for(demo, params_dir, text: str, overrides=None) -> InputError:
     with pytest.raises(InputError) as info:
-        load(make_experiment, yaml_text)
+        load(demo, params_dir, text, overrides)
     return info.value
 
 
-def test_overrides_replace_scalars_and_merge_base(make_experiment):
-    spec = load(make_experiment, "experiment: demo\nruntime_s: 3\nbase: {concurrency: 4}\n")
-    assert spec.values["runtime_s"] == 3
-    assert spec.values["ramp_s"] == 2
-    assert spec.base == {"engine": "psync", "concurrency": 4, "thp": "asis"}
-    assert spec.environment == "here"
-    assert spec.scalar_settings() == {"ramp_s": 2, "runtime_s": 3, "tool": "fio"}
+def test_a_complete_file_with_defaults_filled_in(demo, params_dir):
+    spec = load(demo, params_dir)
+    assert spec.settings == {"tool": "fio", "runtime_s": 30, "ramp_s": 2, "target": "/tmp/demo.dat"}
+    assert spec.repetitions == 5 and spec.variables == ["engine", "concurrency", "thp", "pinned"]
+    assert spec.analysis == {"confidence": 0.95, "palette": "colorblind", "figure_width": 11}
+    assert spec.exclusions == [{"when": {"engine": ["io_uring"], "concurrency": [1]},
+                                "why": "not interesting"}]
 
 
-def test_a_grid_set_to_null_is_removed(make_experiment):
-    spec = load(make_experiment, "experiment: demo\ngrids: {thp: null}\n")
-    assert list(spec.grids) == ["conc"]
+def test_set_overrides_are_validated_and_recorded(demo, params_dir):
+    spec = load(demo, params_dir, overrides=["runtime_s=1", "base.concurrency=4",
+                                             "analysis.confidence=0.9"])
+    assert spec.settings["runtime_s"] == 1 and spec.base["concurrency"] == 4
+    assert spec.analysis["confidence"] == 0.9
+    assert spec.overrides == {"runtime_s": 1, "base.concurrency": 4, "analysis.confidence": 0.9}
+    assert spec.params_file.name == "demo.yaml" and "--set runtime_s=1" in spec.sources
+    err = error_for(demo, params_dir, DEMO_PARAMS, overrides=["ramp_s=-3"])
+    assert err.path.startswith("--set") and err.key == "ramp_s" and ">=0" in err.allowed
 
 
-def test_malformed_yaml_names_the_file(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nruntime_s: [3\n")
+def test_set_needs_key_equals_value(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS, overrides=["runtime_s"])
+    assert err.path == "--set" and "KEY=VALUE" in str(err)
+
+
+def test_a_misspelt_top_level_key_is_named_with_a_suggestion(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS + "runtime: 3\n")
+    assert err.key == "runtime" and "did you mean 'runtime_s'" in str(err)
+    assert "runtime_s" in err.allowed and "repetitions" in err.allowed
+    assert err.path.endswith("here/demo.yaml")
+
+
+def test_malformed_yaml_names_the_file(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS + "runtime_s: [3\n")
     assert "malformed YAML" in str(err) and err.path.endswith("here/demo.yaml")
 
 
-def test_unknown_key_lists_the_allowed_ones(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nruntime: 3\n")
-    assert err.key == "runtime" and "unknown parameter" in str(err)
-    assert "runtime_s" in err.allowed and "repetitions" in err.allowed
+def test_wrong_type(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("runtime_s: 30", "runtime_s: fast"))
+    assert err.key == "runtime_s" and "string" in str(err) and "whole number" in err.allowed
 
 
-def test_wrong_type(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nruntime_s: fast\n")
-    assert err.key == "runtime_s" and "string" in str(err) and "integer" in str(err)
+@pytest.mark.parametrize("bad, key", [("repetitions: 5", "repetitions: 1000000000"),
+                                      ("ramp_s: 2", "ramp_s: -3"),
+                                      ("runtime_s: 30", "runtime_s: 0")])
+def test_out_of_range_values_are_refused_before_anything_runs(demo, params_dir, bad, key):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(bad, key))
+    assert err.key == key.split(":")[0] and "out of range" in str(err)
 
 
-def test_wrong_type_inside_a_grid(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\ngrids: {conc: {vary: {concurrency: [1, two]}}}\n")
+def test_wrong_type_inside_a_grid(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("concurrency: [1, 4, 16]",
+                                                          "concurrency: [1, two]"))
     assert err.key == "grids.conc.vary.concurrency" and "'two'" in str(err)
 
 
-def test_empty_value_list(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\ngrids: {conc: {vary: {concurrency: []}}}\n")
+def test_empty_value_list(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("concurrency: [1, 4, 16]", "concurrency: []"))
     assert err.key == "grids.conc.vary.concurrency" and "empty value list" in str(err)
 
 
-def test_value_outside_choices(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nbase: {engine: libaio}\n")
+def test_value_outside_choices(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("engine: psync,", "engine: libaio,"))
     assert err.key == "base.engine" and err.allowed == "psync, io_uring"
 
 
-def test_exclusion_of_an_unknown_variable(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nexclusions: [{when: {smt: off}, why: x}]\n")
+def test_unquoted_on_off_gets_a_hint(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("thp: asis,", "thp: off,"))
+    assert err.key == "base.thp" and "quotes" in str(err)
+
+
+def test_the_base_point_names_every_variable(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(", pinned: false", ""))
+    assert err.key == "base.pinned" and "missing" in str(err)
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("pinned: false", "pinned: false, smt: 'on'"))
+    assert err.key == "base.smt" and "unknown variable" in str(err)
+
+
+def test_exclusion_of_an_unknown_variable(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("when: {engine: io_uring, concurrency: 1}",
+                                                          "when: {smt: 'off'}"))
     assert err.key == "exclusions[0].when.smt" and "unknown variable" in str(err)
     assert "concurrency" in err.allowed
 
 
-def test_exclusion_needs_a_reason(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nexclusions: [{when: {engine: psync}}]\n")
+def test_exclusion_needs_a_reason(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(", why: not interesting", ""))
     assert err.key == "exclusions[0].why"
 
 
-def test_params_file_for_another_experiment(make_experiment):
-    err = error_for(make_experiment, "experiment: cpu_search\nruntime_s: 3\n")
+def test_params_file_for_another_experiment(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("experiment: demo", "experiment: cpu_search"))
     assert err.key == "experiment" and "cpu_search" in str(err) and err.allowed == "demo"
 
 
-def test_params_file_must_name_its_experiment(make_experiment):
-    err = error_for(make_experiment, "runtime_s: 3\n")
+def test_params_file_must_name_its_experiment(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("experiment: demo\n", ""))
     assert err.key == "experiment" and "missing" in str(err)
 
 
-def test_run_control_keys_are_not_params(make_experiment):
-    err = error_for(make_experiment, "experiment: demo\nmode: run\n")
-    assert err.key == "mode"
+def test_run_control_keys_are_not_params(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS + "mode: run\n")
+    assert err.key == "mode" and "chosen when running" in str(err)
 
 
-def test_missing_params_file_lists_known_environments(make_experiment):
-    notebooks, params = make_experiment("demo", PARAMS, {"lab": "experiment: demo\n"})
+def test_unknown_analysis_key(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS + "analysis: {confidnce: 0.9}\n")
+    assert err.key == "analysis.confidnce" and "did you mean 'analysis.confidence'" in str(err)
+
+
+def test_missing_params_file_lists_known_environments_and_says_how_to_make_one(demo, params_dir):
+    root = params_dir({"lab": DEMO_PARAMS})
     with pytest.raises(InputError) as info:
-        specmod.load("demo", "elsewhere", notebooks_dir=notebooks, params_dir=params)
-    assert info.value.allowed == "lab"
+        specmod.load(demo, "elsewhere", params_dir=root)
+    assert info.value.allowed == "lab" and "iolab env new elsewhere" in str(info.value)
 
 
-def test_unknown_experiment(make_experiment):
-    notebooks, params = make_experiment("demo", PARAMS)
+def test_environment_names_are_folder_names(demo, params_dir):
     with pytest.raises(InputError) as info:
-        specmod.load("nope", "here", notebooks_dir=notebooks, params_dir=params)
-    assert "no notebook" in str(info.value) and info.value.allowed == "demo"
+        specmod.load(demo, "../../somewhere", params_dir=params_dir({"lab": DEMO_PARAMS}))
+    assert info.value.key == "environment"
 
 
-def test_parameters_cell_must_be_literal(make_experiment):
-    notebooks, params = make_experiment("demo", PARAMS + "extra = list(range(3))\n",
-                                        {"here": "experiment: demo\n"})
+def test_where_filters_are_checked(demo, params_dir):
+    spec = load(demo, params_dir)
+    schema = demo.schema()
+    assert specmod.parse_where(spec, schema, ["engine=io_uring", "concurrency=[1, 4]"]) == \
+        {"engine": ["io_uring"], "concurrency": [1, 4]}
     with pytest.raises(InputError) as info:
-        specmod.load("demo", "here", notebooks_dir=notebooks, params_dir=params)
-    assert info.value.key == "extra"
+        specmod.parse_where(spec, schema, ["qdepth=4"])
+    assert info.value.key == "qdepth" and "concurrency" in info.value.allowed
+    with pytest.raises(InputError):
+        specmod.parse_where(spec, schema, ["engine=libaio"])
 
 
+def test_settings_that_apply_only_with_another_value():
+    from iolab.experiments import get
+    cpu = get("cpu_search")
+    spec = specmod.load(cpu, "hpc-server")
+    assert "spdk_dir" in spec.settings and "file_dir" not in spec.settings
+    with pytest.raises(InputError) as info:
+        specmod.load(cpu, "hpc-server", overrides=["file_dir=/tmp/x"])
+    assert info.value.key == "file_dir" and "only applies when tool is fio" in str(info.value)
+
+
+@pytest.mark.parametrize("experiment", all_experiments(), ids=lambda e: e.name)
 @pytest.mark.parametrize("env", ["kvm-2vcpu", "hpc-server"])
-def test_repository_params_files_validate(env):
-    spec = specmod.load("smt_thp", env)
-    assert spec.experiment == "smt_thp" and spec.values["runtime_s"] > 0
+def test_repository_params_files_validate(experiment, env):
+    spec = specmod.load(experiment, env)
+    assert spec.experiment == experiment.name and spec.settings["runtime_s"] > 0

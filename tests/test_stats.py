@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from iolab import stats
+from iolab.analysis import stats
 
 
 def test_t_interval_by_hand():
@@ -39,3 +39,28 @@ def test_ratio_and_pct_change():
     assert p["pct"] == pytest.approx(100.0)
     exact = stats.ratio_interval([2.0, 2.0], [1.0, 1.0])
     assert exact["ci_low"] == pytest.approx(2.0) and exact["ci_high"] == pytest.approx(2.0)
+
+
+def test_lognormal_interval_by_hand_and_never_below_zero():
+    x = [100.0, 150.0, 900.0]
+    s = stats.lognormal_interval(x)
+    y = [math.log(v) for v in x]
+    ybar = sum(y) / 3
+    var = sum((v - ybar) ** 2 for v in y) / 2
+    half = 4.302653 * math.sqrt(var / 3 + var**2 / 4)
+    assert s["ci_low"] == pytest.approx(math.exp(ybar + var / 2 - half), rel=1e-6)
+    assert s["ci_high"] == pytest.approx(math.exp(ybar + var / 2 + half), rel=1e-6)
+    assert s["mean"] == pytest.approx(383.333, rel=1e-5) and s["ci_low"] > 0
+    assert stats.t_interval(x)["ci_low"] < 0, "the t-interval of the same values reaches below zero"
+
+
+def test_lognormal_interval_is_undefined_for_values_not_above_zero():
+    assert math.isnan(stats.lognormal_interval([0.0, 1.0, 2.0])["ci_low"])
+
+
+def test_summarize_names_the_method_per_metric():
+    df = pd.DataFrame({"g": ["a"] * 3, "iops": [1.0, 2.0, 3.0], "p99": [1.0, 2.0, 4.0]})
+    out = stats.summarize(df, ["g"], ["iops", "p99"], methods={"p99": "lognormal"})
+    assert list(out["method"]) == ["t", "lognormal"]
+    with pytest.raises(ValueError, match="unknown interval method"):
+        stats.interval([1.0, 2.0], "bootstrap")

@@ -11,8 +11,9 @@ import textwrap
 
 import pytest
 
-from iolab.errors import IolabError
-from iolab.store import Store, sha256_file
+from iolab.core.manifest import RunManifest
+from iolab.core.store import Store, sha256_file
+from iolab.errors import InputError, IolabError
 
 
 @pytest.fixture
@@ -20,16 +21,21 @@ def store(tmp_path):
     return Store(tmp_path / "data", "demo", "here")
 
 
+def manifest(run_id="abc123def456-r0", **fields):
+    return RunManifest(run_id=run_id, identity={"point": {"x": 1}}, experiment="demo",
+                       environment="here", rep=0, point={"x": 1}, **fields)
+
+
 def commit_one(store, run_id="abc123def456-r0", payload=b"raw output\n"):
     tmp = store.begin(run_id)
     (tmp / "stdout").write_bytes(payload)
-    return store.commit(tmp, {"run_id": run_id, "params": {"x": 1}})
+    return store.commit(tmp, manifest(run_id))
 
 
 def test_commit_writes_manifest_with_file_hashes(store):
     final = commit_one(store)
     manifest = json.loads((final / "run.json").read_text())
-    assert manifest["status"] == "ok" and manifest["schema_version"] == 1
+    assert manifest["status"] == "ok" and manifest["schema_version"] == 2
     assert manifest["files"]["stdout"]["sha256"] == sha256_file(final / "stdout")
     assert store.complete_ids() == {"abc123def456-r0"}
     assert not list(store.runs_dir.glob(".tmp-*"))
@@ -39,7 +45,7 @@ def test_commit_refuses_to_overwrite(store):
     commit_one(store)
     tmp = store.begin("abc123def456-r0")
     with pytest.raises(IolabError, match="already stored"):
-        store.commit(tmp, {"run_id": "abc123def456-r0"})
+        store.commit(tmp, manifest())
 
 
 def test_unfinished_tmp_folder_is_not_complete(store):
@@ -69,7 +75,7 @@ def test_run_killed_with_sigkill_leaves_nothing_complete(store, tmp_path):
         import os, signal, sys
         sys.path.insert(0, {str(os.getcwd())!r})
         from pathlib import Path
-        from iolab.store import Store
+        from iolab.core.store import Store
         s = Store(Path({str(store.data_dir)!r}), "demo", "here")
         tmp = s.begin("0123456789ab-r0")
         (tmp / "stdout").write_text("output of a run that never finished")
@@ -86,9 +92,10 @@ def test_run_killed_with_sigkill_leaves_nothing_complete(store, tmp_path):
 def test_failed_runs_are_kept_apart(store):
     tmp = store.begin("abc123def456-r0")
     (tmp / "stderr").write_text("fio: something went wrong\n")
-    dest = store.commit_failed(tmp, {"run_id": "abc123def456-r0", "failure": "exit 1"})
+    dest = store.commit_failed(tmp, manifest(failure="exit 1"))
     assert dest.parent == store.failed_dir
-    assert json.loads((dest / "run.json").read_text())["status"] == "failed"
+    doc = json.loads((dest / "run.json").read_text())
+    assert doc["status"] == "failed" and doc["failure"] == "exit 1"
     assert store.complete_ids() == set()
 
 
@@ -109,3 +116,22 @@ def test_corrupt_host_json_is_named(store):
     store.host_path.write_text("{not json")
     with pytest.raises(IolabError, match="host.json"):
         store.read_host()
+
+
+def test_a_manifest_of_an_unknown_version_is_refused_by_name(store):
+    final = commit_one(store)
+    doc = json.loads((final / "run.json").read_text())
+    (final / "run.json").write_text(json.dumps({**doc, "schema_version": 999}))
+    with pytest.raises(InputError) as info:
+        store.complete_runs()
+    assert info.value.path == str(final / "run.json") and info.value.key == "schema_version"
+    assert "999" in str(info.value) and info.value.allowed == "1, 2"
+
+
+def test_a_version_1_manifest_needs_an_experiment_to_read_it(store):
+    final = commit_one(store)
+    (final / "run.json").write_text(json.dumps({"schema_version": 1, "run_id": final.name,
+                                                "status": "ok"}))
+    with pytest.raises(InputError, match="iolab migrate"):
+        store.complete_runs()
+    assert store.count_complete() == 1  # counting needs no experiment

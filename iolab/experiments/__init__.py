@@ -1,43 +1,72 @@
-"""Registry of experiments: the name of each notebook mapped to the module that knows its tool.
+"""The registry of experiments: every package in this folder that defines ``EXPERIMENT``.
 
-An experiment module defines:
+Adding an experiment means adding its package here (``<name>/__init__.py`` with an
+:class:`~iolab.experiments.base.Experiment` instance named ``EXPERIMENT``), its notebook, its
+params files and one line in ``_toc.yml``; nothing else names it. The CLI, ``iolab book``,
+``make clean`` and the tests take the list from :func:`all_experiments`.
 
-- ``NAME`` and ``KNOB_VARIABLES`` (variable -> knob name);
-- ``tool(settings) -> iolab.tools.Tool``: the tool and driver for this spec (an experiment may
-  use bdevperf on one environment and fio on another);
-- ``collectors(settings, params, topology)``: collectors to run around one run;
-- ``build_argv(settings, params, topology)``: the driver's argv, run inside the run folder;
-- ``parse_run(run_dir)``: metrics of a stored run, a pure function of its files; a non-empty
-  ``run_problem`` in the result rejects the run (e.g. fio's error field, bdevperf's Fail/s),
-  and a ``note`` is shown to the user once per campaign (e.g. a fallback the parser took);
+Experiments kept outside this package (a user's own, or the tests' example) are registered
+by naming their modules in ``$IOLAB_EXPERIMENTS`` (comma-separated, importable from
+``sys.path``); each module defines ``EXPERIMENT`` and says where its notebook and params are.
 
-and optionally:
-
-- ``knob_value(variable, value)``: the knob setting for a variable's value (default: the value);
-- ``prepare(run_dir, settings, params, topology)``: write input files (e.g. a tool config) into
-  the run folder before the driver starts, so they are stored with the run;
-- ``host_block(settings, params, topology) -> str | None``: why this host cannot run a point
-  (e.g. more cores than it has), making the point *blocked* in the plan;
-- ``campaign_knobs(settings) -> {knob: value}``: knobs set once for the whole campaign (e.g.
-  binding devices to a user-space driver) and restored at its end.
+Responsible for: discovering experiments and finding one by name. Not responsible for: what
+an experiment does (``base``) or campaigns that were imported rather than run
+(``iolab.importers``).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+import importlib
+import os
+import pkgutil
 
-from ..errors import InputError
-from . import aisio_import, cpu_search, smt_thp
+from iolab.errors import InputError
+from iolab.experiments.base import Experiment
 
-EXPERIMENTS: dict[str, ModuleType] = {m.NAME: m for m in (cpu_search, smt_thp)}
+EXTRA = "IOLAB_EXPERIMENTS"
+_REGISTRY: dict[str, Experiment] = {}
 
 
-def get(name: str) -> ModuleType:
-    # Campaigns imported from AiSIO archives are named aisio-<name>; one module parses them all.
-    if name.startswith(aisio_import.PREFIX):
-        return aisio_import
+def _extra_modules() -> list[str]:
+    return [m.strip() for m in os.environ.get(EXTRA, "").split(",") if m.strip()]
+
+
+def _discover() -> dict[str, Experiment]:
+    if not _REGISTRY:
+        names = [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
+                 if info.ispkg]
+        for name in names + _extra_modules():
+            try:
+                module = importlib.import_module(name)
+            except ImportError as exc:
+                raise InputError(f"${EXTRA}", name, f"cannot import it: {exc}",
+                                 allowed="module names importable from sys.path, "
+                                         "comma-separated") from None
+            experiment = getattr(module, "EXPERIMENT", None)
+            if isinstance(experiment, Experiment):
+                _REGISTRY[experiment.name] = experiment
+            elif name in _extra_modules():
+                raise InputError(f"${EXTRA}", name, "defines no EXPERIMENT (an instance of "
+                                 "iolab.experiments.base.Experiment)")
+    return _REGISTRY
+
+
+def all_experiments() -> list[Experiment]:
+    return [_discover()[name] for name in sorted(_discover())]
+
+
+def names() -> list[str]:
+    return sorted(_discover())
+
+
+def get(name: str) -> Experiment:
     try:
-        return EXPERIMENTS[name]
+        return _discover()[name]
     except KeyError:
         raise InputError(None, "experiment", f"unknown experiment '{name}'",
-                         allowed=", ".join(sorted(EXPERIMENTS))) from None
+                         allowed=", ".join(names())) from None
+
+
+def reload() -> None:
+    """Discover again (after ``$IOLAB_EXPERIMENTS`` changed)."""
+    _REGISTRY.clear()

@@ -1,1 +1,6 @@
-"""Pure parsers of raw tool output; each is a function of file contents, never runs tools."""
+"""Pure parsers of raw tool output: each is a function of file contents and never runs a tool.
+
+Responsible for: turning one output format into numbers, with a clear error naming the source
+for malformed input. Not responsible for: finding or running tools, or which files a run has
+(``iolab.tools``).
+"""

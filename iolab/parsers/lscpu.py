@@ -1,4 +1,4 @@
-"""``lscpu -e`` output as a CPU topology, the same shape ``iolab.inventory.topology`` reads
+"""``lscpu -e`` output as a CPU topology, the same shape ``iolab.host.inventory.topology`` reads
 from sysfs, so that a host recorded elsewhere (host.json's ``lscpu_e``, an AiSIO archive) can
 be planned for.
 

@@ -1,0 +1,117 @@
+"""Summary statistics that name their method.
+
+Every summary reports n, the arithmetic mean, the sample standard deviation (ddof=1) and a
+two-sided confidence interval (95 % unless asked otherwise) for the mean, by one of two
+methods:
+
+- ``t``: Student's t with n-1 degrees of freedom, mean ± t·sd/√n. Suits throughput.
+- ``lognormal``: the modified Cox interval for the mean of a log-normal quantity: with y =
+  ln x, exp(ȳ + s²/2 ± t·√(s²/n + s⁴/(2(n-1)))). For strictly positive, right-skewed
+  quantities (latency percentiles) it never reaches below zero, as a t-interval of three
+  noisy p99 values can. Values <= 0 make it undefined (NaN).
+
+With n = 1 the sd and the interval are undefined (NaN), never zero.
+
+Responsible for: per-group summaries and relative changes with intervals. Not responsible
+for: loading data or plotting.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+
+METHODS = {"t": "Student's t interval of the mean",
+           "lognormal": "modified Cox interval of the mean (log-normal model)"}
+
+
+def _values(values) -> np.ndarray:
+    x = np.asarray(values, dtype=float)
+    return x[~np.isnan(x)]
+
+
+def t_interval(values, confidence: float = 0.95) -> dict[str, float]:
+    x = _values(values)
+    n = int(x.size)
+    mean = float(x.mean()) if n else math.nan
+    if n < 2:
+        return {"n": n, "mean": mean, "sd": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                "ci_half": math.nan}
+    sd = float(x.std(ddof=1))
+    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n))
+    return {"n": n, "mean": mean, "sd": sd, "ci_low": mean - half, "ci_high": mean + half,
+            "ci_half": half}
+
+
+def lognormal_interval(values, confidence: float = 0.95) -> dict[str, float]:
+    """n, mean, sd and the modified Cox interval of the mean (see the module docstring)."""
+    out = t_interval(values, confidence)
+    x = _values(values)
+    if out["n"] < 2 or (x <= 0).any():
+        return {**out, "ci_low": math.nan, "ci_high": math.nan, "ci_half": math.nan}
+    y = np.log(x)
+    n, var = x.size, float(y.var(ddof=1))
+    centre = float(y.mean()) + var / 2
+    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)
+                 * math.sqrt(var / n + var**2 / (2 * (n - 1))))
+    low, high = math.exp(centre - half), math.exp(centre + half)
+    # asymmetric: ci_half is half the width, for "± about" texts only
+    return {**out, "ci_low": low, "ci_high": high, "ci_half": (high - low) / 2}
+
+
+INTERVALS = {"t": t_interval, "lognormal": lognormal_interval}
+
+
+def interval(values, method: str = "t", confidence: float = 0.95) -> dict[str, float]:
+    try:
+        return INTERVALS[method](values, confidence)
+    except KeyError:
+        raise ValueError(f"unknown interval method {method!r} (allowed: "
+                         f"{', '.join(INTERVALS)})") from None
+
+
+def summarize(df: pd.DataFrame, by: list[str], metrics: list[str], confidence: float = 0.95,
+              methods: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per group and metric: the grouping columns, ``metric``, n, mean, sd, the
+    interval, and ``method`` (its name; ``t`` unless ``methods`` names another per metric)."""
+    methods = methods or {}
+    rows = []
+    for key, group in df.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        for metric in metrics:
+            method = methods.get(metric, "t")
+            rows.append({**dict(zip(by, key)), "metric": metric, "method": method,
+                         **interval(group[metric], method, confidence)})
+    return pd.DataFrame(rows)
+
+
+def ratio_interval(a, b, confidence: float = 0.95) -> dict[str, float]:
+    """Ratio of means a/b with a 95 % interval by the delta method on independent samples.
+
+    Used for "X is r times Y" claims; the interval widens with the spread of both samples.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    ma, mb = a.mean(), b.mean()
+    ratio = ma / mb
+    if a.size < 2 or b.size < 2:
+        return {"ratio": float(ratio), "ci_low": math.nan, "ci_high": math.nan}
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = abs(ratio) * math.sqrt(va / ma**2 + vb / mb**2)
+    # Welch-Satterthwaite degrees of freedom for the two relative variances.
+    num = (va / ma**2 + vb / mb**2) ** 2
+    den = (va / ma**2) ** 2 / (a.size - 1) + (vb / mb**2) ** 2 / (b.size - 1)
+    df = num / den if den > 0 else a.size + b.size - 2
+    q = sps.t.ppf(0.5 + confidence / 2, df)
+    return {"ratio": float(ratio), "ci_low": float(ratio - q * se), "ci_high": float(ratio + q * se)}
+
+
+def pct_change(new, base, confidence: float = 0.95) -> dict[str, float]:
+    """Relative change of the mean of ``new`` against ``base`` in percent, with its interval."""
+    r = ratio_interval(new, base, confidence)
+    return {"pct": 100 * (r["ratio"] - 1), "ci_low": 100 * (r["ci_low"] - 1),
+            "ci_high": 100 * (r["ci_high"] - 1)}

@@ -1,0 +1,76 @@
+"""One campaign (an experiment in an environment) as the CLI and the notebooks use it.
+
+``Campaign("smt_thp", "kvm-2vcpu", data_dir=..., overrides=[...])`` resolves the experiment,
+loads and validates its spec, and offers the plan, the run and the tidy table. Campaigns
+imported from AiSIO archives (``aisio-<name>``) have no spec; :func:`source` gives their tidy
+source.
+
+Responsible for: joining the registry, the spec, the store and the runner behind one object.
+Not responsible for: any of those.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iolab import experiments
+from iolab.core import spec as specmod
+from iolab.core import tidy
+from iolab.core.planner import Plan
+from iolab.core.runner import CampaignResult, design_plan, open_store, plan_for, run_campaign
+from iolab.core.store import Store
+from iolab.experiments.base import Experiment
+from iolab.importers.aisio import PREFIX, ImportedCampaign
+from iolab.paths import resolve_data_dir
+
+
+def source(name: str) -> Experiment | ImportedCampaign:
+    """The tidy source of a campaign name: an experiment, or an imported campaign."""
+    if name.startswith(PREFIX):
+        return ImportedCampaign(name)
+    return experiments.get(name)
+
+
+class Campaign:
+    def __init__(self, experiment: str | Experiment, environment: str, *,
+                 data_dir: str | Path | None = None,
+                 overrides: list[str] | dict[str, Any] | None = None,
+                 params_dir: Path | None = None):
+        self.experiment = (experiments.get(experiment) if isinstance(experiment, str)
+                           else experiment)
+        self.environment = environment
+        self.data_dir = resolve_data_dir(data_dir)
+        self.spec = specmod.load(self.experiment, environment,
+                                 params_dir=params_dir or self.experiment.params_dir,
+                                 overrides=overrides)
+
+    @property
+    def store(self) -> Store:
+        return open_store(self.experiment, self.environment, self.data_dir)
+
+    def where(self, items: list[str] | dict[str, Any] | None) -> dict[str, list[Any]]:
+        return specmod.parse_where(self.spec, self.experiment.schema(), items)
+
+    def plan(self, *, where: list[str] | dict[str, Any] | None = None,
+             limit: int | None = None) -> Plan:
+        """Against the store and this host (touches nothing)."""
+        return plan_for(self.experiment, self.spec, self.data_dir, where=self.where(where),
+                        limit=limit)
+
+    def design(self) -> Plan:
+        """The whole design's size and cost, regardless of store and host."""
+        return design_plan(self.experiment, self.spec)
+
+    def run(self, *, where: list[str] | dict[str, Any] | None = None, limit: int | None = None,
+            **options: Any) -> CampaignResult:
+        return run_campaign(self.experiment, self.spec, self.data_dir, where=self.where(where),
+                            limit=limit, **options)
+
+    def tidy(self, **options: Any) -> pd.DataFrame:
+        """The tidy table of this campaign's stored runs (empty when nothing is stored)."""
+        if not self.store.root.exists():
+            return pd.DataFrame()
+        return tidy.load(self.data_dir, self.experiment, self.environment, **options)

@@ -1,0 +1,136 @@
+"""The run manifest (``run.json``): one typed record per run, written and read only here.
+
+Schema version 2 (this package writes it)::
+
+    schema_version  2
+    run_id          <12-hex hash of identity>-r<rep>
+    identity        {experiment, environment, point, invocation}: what the id hashes
+    experiment, environment, rep, point, grids
+    status          "ok" | "failed";  failure: why a failed run failed (else null)
+    settings        the execution settings of the spec; config_id: their short hash
+    tool, tool_version, driver, driver_version
+    argv, cwd       exactly what ran (the driver repository-relative), in the run folder
+    cpus            the resolved CPU set of a pinned run (else null)
+    knobs           {knob: {requested, before, after, matches}} as read back from the kernel
+    collectors      names of the collectors that ran
+    host_fingerprint, iolab_version, spec_sources, overrides
+    started_at, ended_at, duration_s, exit_code
+    files           {name: {sha256, bytes}} of every raw file of the run
+    extra           fields of one source (e.g. an import's archive paths); free-form
+    migrated_from   {schema_version, run_id, migrated_at} when ``iolab migrate`` rewrote it
+
+Version 1 (iolab before the experiment interface) keyed runs by every spec value; such
+manifests are read through an upgrade function the caller supplies (it needs the experiment:
+see :meth:`iolab.experiments.base.Experiment.upgrade_v1`), and ``iolab migrate`` rewrites
+them. A manifest of any other version is refused with an error naming the file.
+
+Responsible for: the record's fields, (de)serialisation, version checks. Not responsible for:
+where manifests live (``iolab.core.store``) or what a run measured (parsers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from iolab.core.durable import write_json_atomic
+from iolab.errors import InputError
+
+SCHEMA_VERSION = 2
+READABLE = (1, 2)
+FILE = "run.json"
+
+
+class UnreadableManifest(Exception):
+    """A run.json that is missing, truncated or not JSON: the run is incomplete, not refused."""
+
+
+@dataclass
+class RunManifest:
+    run_id: str
+    identity: dict[str, Any]
+    experiment: str
+    environment: str
+    rep: int
+    point: dict[str, Any]
+    status: str = "ok"
+    failure: str | None = None
+    grids: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    config_id: str = ""
+    tool: str | None = None
+    tool_version: str | None = None
+    driver: str | None = None
+    driver_version: str | None = None
+    argv: list[str] = field(default_factory=list)
+    cwd: str = "the run folder"
+    cpus: list[int] | None = None
+    knobs: dict[str, Any] = field(default_factory=dict)
+    collectors: list[str] = field(default_factory=list)
+    host_fingerprint: str = ""
+    iolab_version: str = ""
+    spec_sources: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    exit_code: int | None = None
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    migrated_from: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_FIELDS = {f.name for f in dataclasses.fields(RunManifest)}
+_REQUIRED = {f.name for f in dataclasses.fields(RunManifest)
+             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+
+# (version-1 JSON, its path, the campaign's host record) -> the manifest as version 2
+Upgrade = Callable[[dict[str, Any], Path, dict[str, Any]], RunManifest]
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; UnreadableManifest when it is missing, cut off or not JSON."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UnreadableManifest(f"{path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UnreadableManifest(f"{path}: not a JSON object")
+    return doc
+
+
+def check_version(doc: dict[str, Any], path: Path) -> int:
+    version = doc.get("schema_version")
+    if version not in READABLE or isinstance(version, bool):
+        raise InputError(path, "schema_version", f"{version!r} is not a manifest version this "
+                         f"iolab reads (written by a newer iolab, or not an iolab manifest); "
+                         f"update iolab or move the run folder away",
+                         allowed=", ".join(map(str, READABLE)))
+    return version
+
+
+def from_json(doc: dict[str, Any], path: Path) -> RunManifest:
+    """A version-2 manifest from its JSON object; InputError names the file and the key."""
+    check_version(doc, path)
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise InputError(path, "schema_version", "a version-1 manifest needs the experiment to "
+                         "be read (use Store with the experiment, or 'iolab migrate')")
+    unknown = sorted(set(doc) - _FIELDS)
+    if unknown:
+        raise InputError(path, unknown[0], "unknown manifest field", allowed=", ".join(sorted(_FIELDS)))
+    missing = sorted(_REQUIRED - set(doc))
+    if missing:
+        raise InputError(path, missing[0], "missing from the manifest")
+    return RunManifest(**doc)
+
+
+def write(path: Path, manifest: RunManifest) -> None:
+    """Write a manifest crash-safely (a crash leaves the old file or the new one)."""
+    write_json_atomic(Path(path), manifest.to_json())

@@ -1,0 +1,107 @@
+"""``iolab migrate``: rewrite version-1 run manifests as version 2, renaming their folders.
+
+Version-1 runs are read without migrating (through the experiment), so migrating is never
+required; it makes the store uniform again: every folder named by its version-2 run id, every
+manifest carrying its identity. For each version-1 run (complete or failed) the migration
+
+1. copies the run folder to ``runs/.tmp-<new id>-<pid>/`` (raw files byte for byte, checked
+   against the hashes in the manifest), keeps the old manifest there as ``run.v1.json``,
+2. writes the version-2 manifest (``migrated_from`` says from which id and when),
+3. renames the copy into place (the atomic step), then removes the old folder.
+
+A crash leaves either the old folder alone (the copy is a leftover that the next campaign
+moves to ``partial/``), or both folders, of which the store reads only the new one; running
+``iolab migrate --apply`` again finishes the job. Without ``--apply`` nothing is written:
+the plan of what would happen is shown (a dry run). Running it twice changes nothing.
+
+Responsible for: the migration plan and its crash-safe execution. Not responsible for: how a
+version-1 manifest maps to version 2 (``Experiment.upgrade_v1``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from iolab.core import manifest as mf
+from iolab.core.durable import fsync_dir
+from iolab.core.manifest import RunManifest
+from iolab.core.store import TMP_PREFIX, Store, sha256_file
+from iolab.errors import IolabError
+
+V1_COPY = "run.v1.json"
+
+
+@dataclass
+class Migration:
+    source: Path                 # the version-1 folder
+    target: Path                 # where the version-2 folder goes
+    manifest: RunManifest        # the version-2 manifest (migrated_at not yet set)
+    finish_only: bool = False    # the target exists already: only the old folder is left
+
+    def describe(self) -> str:
+        what = "remove the old copy of" if self.finish_only else "migrate"
+        note = self.manifest.extra.get("v1_mismatch")
+        return (f"{what} {self.source.relative_to(self.source.parents[2])} -> "
+                f"{self.target.name}" + (f" (does not match today's plan: {note})" if note else ""))
+
+
+def plan(store: Store) -> list[Migration]:
+    """Every version-1 run of the store and where it goes; reads only."""
+    out = []
+    folders = [d for d in sorted(store.runs_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")] \
+        if store.runs_dir.exists() else []
+    folders += store.failed_runs()
+    host = store.read_host() or {}
+    for folder in folders:
+        try:
+            doc = mf.load_json(folder / mf.FILE)
+        except mf.UnreadableManifest:
+            continue  # incomplete runs are the next campaign's to quarantine, not ours
+        if mf.check_version(doc, folder / mf.FILE) != 1:
+            continue
+        new = store.upgrade(doc, folder / mf.FILE, host)
+        failed = folder.parent == store.failed_dir
+        name = (f"{new.run_id}@{folder.name.split('@', 1)[1]}" if failed else new.run_id)
+        target = folder.parent / name
+        out.append(Migration(folder, target, new, finish_only=target.exists()))
+    return out
+
+
+def _verify(folder: Path, manifest: RunManifest) -> None:
+    for name, meta in manifest.files.items():
+        path = folder / name
+        if not path.exists() or sha256_file(path) != meta["sha256"]:
+            raise IolabError(f"{path}: missing or changed since the run was stored (its sha256 is "
+                             f"in {folder / mf.FILE}); not migrating this run")
+
+
+def apply(migrations: list[Migration], log=print) -> int:
+    """Carry out the migrations; returns how many folders were migrated or finished."""
+    done = 0
+    for m in migrations:
+        if m.finish_only:
+            shutil.rmtree(m.source)
+            log(f"removed {m.source}, already migrated to {m.target.name}")
+            done += 1
+            continue
+        _verify(m.source, m.manifest)
+        tmp = m.source.parent / f"{TMP_PREFIX}{m.manifest.run_id}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        shutil.copytree(m.source, tmp)
+        os.replace(tmp / mf.FILE, tmp / V1_COPY)
+        m.manifest.migrated_from = {**(m.manifest.migrated_from or {}),
+                                    "migrated_at": datetime.now(timezone.utc).isoformat(
+                                        timespec="seconds")}
+        mf.write(tmp / mf.FILE, m.manifest)
+        fsync_dir(tmp)
+        os.rename(tmp, m.target)
+        fsync_dir(m.target.parent)
+        shutil.rmtree(m.source)
+        log(f"migrated {m.source.name} -> {m.target.name}")
+        done += 1
+    return done

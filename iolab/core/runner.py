@@ -1,0 +1,378 @@
+"""Plan a campaign against the store and this host, and execute it: knobs, collectors, the
+driver, and an atomic commit per run.
+
+Before anything changes, every program the selected runs need (the tool, GNU time, stress-ng,
+...) is checked, and a missing one is named with how to install it. Then, for each selected
+run: set the point's knobs through a journaled session (the state before, the value asked
+for and what the kernel reports after), write the run's input files, start the collectors,
+execute the driver with an argv list inside the run folder, stop the collectors, parse the
+raw output with the tool's adapter, and commit the run with its manifest. A failing run is
+kept under ``failed/``; without ``keep_going`` the campaign then stops. Ctrl-C or SIGTERM
+stops the driver, discards the unfinished run and restores every knob; a journal left by a
+process that was killed outright is restored before the next campaign starts.
+
+Responsible for: the host-aware plan, orchestration, and filling in the run manifest.
+Not responsible for: what a point executes (the experiment and its tool adapter), parsing
+(adapters and parsers), the store layout (``iolab.core.store``) or the manifest's format
+(``iolab.core.manifest``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from iolab import __version__
+from iolab.core.identity import config_id
+from iolab.core.manifest import RunManifest
+from iolab.core.planner import ASIS, Plan, PlannedRun, knob_needs, make_plan
+from iolab.core.spec import Spec
+from iolab.core.store import Store
+from iolab.errors import IolabError, ParseError, ToolError
+from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
+from iolab.host.journal import KnobSession, restore_from_journal
+from iolab.host.knobset import make_knobs
+from iolab.paths import REPO_ROOT
+from iolab.tools.base import Program, cpu_mask, driver_version
+
+WINDOW_FILE = "driver-window.json"  # wall-clock start/end of the driver, for collector parsers
+CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
+TIMEOUT_MARGIN_S = 180.0            # beyond runtime and ramp, before a driver is killed
+
+
+class RunnableExperiment(Protocol):
+    """What the runner needs of an experiment (see ``iolab.experiments.base.Experiment``)."""
+
+    name: str
+    knob_variables: dict[str, str]
+
+    def identity(self, environment: str, settings: dict, point: dict) -> dict: ...
+    def launch(self, settings: dict, point: dict, topology: list[dict]) -> tuple: ...
+    def programs(self, settings: dict, point: dict, topology: list[dict]) -> list[Program]: ...
+    def seconds_per_run(self, settings: dict, point: dict) -> float: ...
+    def host_block(self, settings: dict, point: dict, topology: list[dict]) -> str | None: ...
+    def campaign_knobs(self, settings: dict) -> dict: ...
+    def knob_value(self, variable: str, value: Any) -> Any: ...
+    def scratch(self, settings: dict) -> list[str]: ...
+    def prepare_host(self, settings: dict) -> None: ...
+    def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> RunManifest: ...
+
+
+@dataclass
+class CampaignResult:
+    completed: int = 0
+    failed: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_journal(data_dir: Path) -> Path:
+    return Path(data_dir) / ".knob-journal.json"
+
+
+def open_store(experiment: RunnableExperiment, environment: str, data_dir: Path) -> Store:
+    """The campaign's store, reading version-1 manifests through the experiment."""
+    return Store(data_dir, experiment.name, environment, upgrade=experiment.upgrade_v1)
+
+
+def design_plan(experiment: RunnableExperiment, spec: Spec) -> Plan:
+    """The whole design's cost, as if nothing were stored and the host could run everything."""
+    settings = spec.settings
+    return make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
+                     seconds_per_run=experiment.seconds_per_run(settings, spec.base))
+
+
+def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
+             where: dict[str, list[Any]] | None = None, limit: int | None = None,
+             knobs: dict | None = None, topo: list[dict] | None = None) -> Plan:
+    """The plan against the store, with this host's knobs and topology, and the programs
+    the selected runs need."""
+    settings = spec.settings
+    store = open_store(experiment, spec.environment, data_dir)
+    knobs = make_knobs() if knobs is None else knobs
+    topo = topology() if topo is None else topo
+    stored = store.complete_runs()
+    durations = [r.manifest.duration_s for r in stored if r.manifest.duration_s]
+    seconds = (sum(durations) / len(durations) if durations
+               else experiment.seconds_per_run(settings, spec.base))
+    available = {name: (knobs[name].available() if name in knobs
+                        else (False, "no such knob on this host"))
+                 for name in set(experiment.knob_variables.values())}
+
+    def blockers(params: dict[str, Any]) -> list[str]:
+        out = []
+        for knob, value in knob_needs(params, experiment.knob_variables).items():
+            ok, why = available[knob]
+            if not ok:
+                out.append(f"needs knob {knob}={value}, which this host cannot control ({why})")
+        host = experiment.host_block(settings, params, topo)
+        return out + ([host] if host else [])
+
+    plan = make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
+                     seconds_per_run=seconds, stored_ids={r.run_id for r in stored},
+                     blockers=blockers, where=where, limit=limit)
+    # the programs of every run this host can make, stored ones included: the benchmark tools
+    # among them are part of the host's fingerprint, which must not depend on what is left
+    runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
+    plan.programs = program_status(experiment, settings, runnable, topo)
+    plan.scratch = experiment.scratch(settings)
+    return plan
+
+
+def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
+                   topo: list[dict]) -> list[dict[str, Any]]:
+    """Each program the runs need, once (by name and executable), found or with how to
+    install it; ``needed_now`` marks those the selected runs need."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    points = {id(r.point): r.point for r in runs}
+    selected = {id(r.point) for r in runs if r.selected}
+    for key, point in points.items():
+        for program in experiment.programs(settings, point.params, topo):
+            entry = seen.setdefault((program.name, program.executable),
+                                    {**program.status(), "needed_now": False})
+            entry["needed_now"] |= key in selected
+    return list(seen.values())
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that knobs are restored on the way out."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+def _tail(path: Path, n: int = 5) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+class _Campaign:
+    """State shared by the runs of one campaign."""
+
+    def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path, knobs: dict,
+                 topo: list[dict]):
+        self.exp = experiment
+        self.spec = spec
+        self.settings = spec.settings
+        self.store = open_store(experiment, spec.environment, data_dir)
+        self.knobs = knobs
+        self.topo = topo
+        self.config_id = config_id(experiment.name, spec.environment, spec.settings)
+        self.fingerprint = ""
+        self.versions: dict[str, str | None] = {}
+        self.originals: dict[str, Any] = {}
+        self.proc: subprocess.Popen | None = None
+        self.tmp: Path | None = None
+
+    def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
+        record: dict[str, Any] = {}
+        problem = ""
+        for var, knob in self.exp.knob_variables.items():
+            value = params.get(var, ASIS)
+            if value == ASIS:
+                # "asis" means the host's state at campaign start, even after other points changed it
+                if knob in self.originals and not self.knobs[knob].same_state(self.originals[knob],
+                                                                               self.knobs[knob].read()):
+                    self.knobs[knob].restore(self.originals[knob])
+                record[knob] = {"requested": ASIS,
+                                "after": self.knobs[knob].read() if knob in self.originals else None}
+                continue
+            rec = session.set(knob, self.exp.knob_value(var, value))
+            record[knob] = rec
+            if not rec.get("matches", False):
+                problem = f"knob {knob}: requested {value!r}, the kernel reports {rec.get('after')!r}"
+        return record, problem
+
+    def run_one(self, session: KnobSession, planned: PlannedRun) -> tuple[bool, str, dict]:
+        """Run one repetition; returns (ok, failure reason, the tool's metrics)."""
+        params = planned.point.params
+        knob_record, reason = self.set_knobs(session, params)
+        self.tmp = tmp = self.store.begin(planned.run_id)
+        launch, collectors, adapter = self.exp.launch(self.settings, params, self.topo)
+        for name, text in launch.inputs.items():
+            (tmp / name).write_text(text)
+        if launch.cpus is not None:
+            (tmp / CPUS_FILE).write_text(json.dumps({"cpus": launch.cpus,
+                                                     "mask": cpu_mask(launch.cpus)}) + "\n")
+        driver = str(adapter.driver_path)
+        driver_rel = str(adapter.driver_path.relative_to(REPO_ROOT))
+        manifest = RunManifest(
+            run_id=planned.run_id, identity=planned.identity, experiment=self.exp.name,
+            environment=self.spec.environment, rep=planned.rep, point=params,
+            grids=planned.point.grids, settings=self.settings, config_id=self.config_id,
+            tool=adapter.name, tool_version=self.versions.get(adapter.name),
+            driver=driver_rel, driver_version=driver_version(adapter.driver_path),
+            # the driver is recorded repository-relative; it may follow a wrapper (GNU time)
+            argv=[driver_rel if a == driver else a for a in launch.argv], cpus=launch.cpus,
+            knobs=knob_record, collectors=[c.name for c in collectors],
+            host_fingerprint=self.fingerprint, iolab_version=__version__,
+            spec_sources=self.spec.sources, overrides=self.spec.overrides)
+        started = now_iso()
+        t0 = time.monotonic()
+        if not reason:
+            manifest.exit_code, reason = self._execute(launch.argv, collectors, tmp)
+        manifest.started_at, manifest.ended_at = started, now_iso()
+        manifest.duration_s = round(time.monotonic() - t0, 3)
+        if not reason and manifest.exit_code != 0:
+            reason = f"{adapter.name} exited with status {manifest.exit_code}: {_tail(tmp / 'stderr')}"
+        metrics: dict = {}
+        if not reason:
+            try:
+                metrics = adapter.parse(tmp)
+                reason = metrics.get("problem") or ""
+            except ParseError as exc:
+                reason = f"output could not be parsed: {exc}"
+        if reason:
+            manifest.failure = reason
+            dest = self.store.commit_failed(tmp, manifest)
+            self.tmp = None
+            return False, f"{reason}; kept in {dest}", metrics
+        self.store.commit(tmp, manifest)
+        self.tmp = None
+        return True, "", metrics
+
+    def _execute(self, argv: list[str], collectors: list, tmp: Path) -> tuple[int, str]:
+        for c in collectors:
+            c.start(tmp)
+        reason = ""
+        timeout = (float(self.settings.get("runtime_s", 0)) + float(self.settings.get("ramp_s", 0))
+                   + TIMEOUT_MARGIN_S)
+        start_ns = time.time_ns()
+        try:
+            with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
+                self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                             cwd=tmp, start_new_session=True)
+                for c in collectors:
+                    c.attach(self.proc.pid)
+                try:
+                    exit_code = self.proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    exit_code = self.proc.wait()
+                    reason = f"timed out after {timeout:.0f} s"
+            self.proc = None
+        finally:
+            end_ns = time.time_ns()
+            for c in collectors:
+                c.stop(tmp)
+        (tmp / WINDOW_FILE).write_text(json.dumps({"start_ns": start_ns, "end_ns": end_ns}) + "\n")
+        return exit_code, reason
+
+    def abort(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.tmp is not None:
+            self.store.discard(self.tmp)
+
+
+def _missing_programs(plan: Plan) -> None:
+    missing = [p for p in plan.missing_programs() if p["needed_now"]]
+    if missing:
+        def place(p: dict) -> str:
+            exe = p["version_argv"][0]
+            return f"at {exe}" if "/" in exe else "on PATH"
+
+        raise ToolError("; ".join(f"{p['name']} not found {place(p)} (needed as {p['role']}): "
+                                  f"{p['install']}" for p in missing)
+                        + ". Nothing was run and no system setting was touched.")
+
+
+def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
+                 where: dict[str, list[Any]] | None = None, limit: int | None = None,
+                 keep_going: bool = False, progress: bool = True, allow_host_change: bool = False,
+                 knobs: dict | None = None, journal_path: Path | None = None) -> CampaignResult:
+    """Run every selected run of the plan (all runs still to do, or ``limit`` of them)."""
+    from tqdm.auto import tqdm
+
+    knobs = make_knobs() if knobs is None else knobs
+    topo = topology()
+    plan = plan_for(experiment, spec, data_dir, where=where, limit=limit, knobs=knobs, topo=topo)
+    _missing_programs(plan)
+    camp = _Campaign(experiment, spec, data_dir, knobs, topo)
+    result = CampaignResult()
+
+    journal = journal_path or default_journal(data_dir)
+    if journal.exists():
+        # A campaign killed with SIGKILL could not restore its knobs; do it before resuming,
+        # and before the inventory, whose fingerprint depends on knob-driven state like SMT.
+        # restore_from_journal refuses while the process that wrote the journal still runs.
+        result.messages += restore_from_journal(journal, knobs)
+
+    # Only the benchmark tools enter the host's fingerprint; collectors' versions do not
+    # change what a run measures.
+    inventory = collect_inventory({p["name"]: p["version_argv"] for p in plan.programs
+                                   if p["role"] == "benchmark"}, knobs=knobs)
+    camp.fingerprint = fingerprint(inventory)
+    stored_host = camp.store.read_host()
+    diff = fingerprint_diff(stored_host, inventory) if stored_host else []
+    camp.store.check_or_record_host(inventory, camp.fingerprint, diff, allow_change=allow_host_change)
+    camp.versions = {name: (tool or {}).get("version")
+                     for name, tool in (inventory.get("tools") or {}).items()}
+
+    result.messages += camp.store.quarantine()
+    todo = plan.selected()
+    camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(),
+                    "params": spec.sources, "overrides": spec.overrides, "where": where or {},
+                    "limit": limit, "selected": len(todo), "iolab_version": __version__})
+    if todo:
+        experiment.prepare_host(spec.settings)
+        result.messages += [f"scratch: {item}" for item in plan.scratch]
+
+    old_term = signal.signal(signal.SIGTERM, _raise_terminated)
+    bar = tqdm(total=len(todo), desc=f"{spec.experiment}/{spec.environment}", unit="run",
+               disable=not progress)
+    try:
+        with KnobSession(knobs, journal) as session:
+            camp.originals = {k: knobs[k].read() for k in set(experiment.knob_variables.values())
+                              if k in knobs and knobs[k].available()[0]}
+            for name, value in experiment.campaign_knobs(spec.settings).items():
+                # e.g. binding the devices to a user-space driver: once, restored at the end
+                rec = session.set(name, value)
+                if not rec.get("matches", False):
+                    raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
+                result.messages.append(f"{name}: set to {value!r} for this campaign")
+            for planned in todo:
+                ok, reason, metrics = camp.run_one(session, planned)
+                note = metrics.get("note")
+                if note and note not in result.messages:
+                    result.messages.append(note)  # said once per campaign, not per run
+                if ok:
+                    result.completed += 1
+                    if metrics.get("iops") is not None:
+                        bar.set_postfix_str(f"last {metrics['iops']:,.0f} IOPS")
+                else:
+                    result.failed.append(planned.run_id)
+                    message = f"run {planned.run_id} ({planned.point.label()}) failed: {reason}"
+                    result.messages.append(message)
+                    if not keep_going:
+                        raise IolabError(message + ". Use --keep-going to record failures and continue.")
+                    bar.write(message)
+                bar.update(1)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        camp.abort()
+        result.messages.append("interrupted: the unfinished run was discarded and knobs restored; "
+                               "run the same command again to resume")
+    finally:
+        bar.close()
+        signal.signal(signal.SIGTERM, old_term)
+        camp.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
+                        "completed": result.completed, "failed": len(result.failed),
+                        "interrupted": result.interrupted})
+    return result

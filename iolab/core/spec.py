@@ -1,0 +1,323 @@
+"""Experiment specs: one params file per experiment and environment, validated against a schema.
+
+``notebooks/params/<environment>/<experiment>.yaml`` holds the whole design of an experiment
+in one environment::
+
+    experiment: smt_thp          # which experiment the file is for
+    tool: fio                    # settings: what is executed (the experiment's schema)
+    runtime_s: 3
+    repetitions: 3
+    base: {engine: psync, ...}   # every variable's value at the base point
+    grids:                       # named grids: the Cartesian product of 'vary', with 'set'
+      concurrency: {vary: {engine: [psync, io_uring], concurrency: [1, 2, 4]}}
+    exclusions: [{when: {smt: 'off', thr_sib: true}, why: ...}]
+    analysis: {confidence: 0.95} # presentation and statistics: never part of a run's identity
+
+``--set KEY=VALUE`` overrides (dotted keys reach into mappings: ``base.qdepth=64``,
+``analysis.confidence=0.9``; values are read as YAML) are applied on top and validated the
+same way. Every problem raises :class:`~iolab.errors.InputError` naming the file (or the
+``--set``), the key, and what is allowed; nothing is run before a spec validates.
+
+Responsible for: reading, overriding and validating specs, listing environments, and reading
+``--where`` filters. Not responsible for: expanding specs into points (``iolab.core.planner``)
+or what the settings mean (the experiments).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from iolab.core.schema import Field, Int, Schema, type_name
+from iolab.errors import InputError
+from iolab.paths import PARAMS_DIR
+
+RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
+STRUCTURE_KEYS = ("experiment", "repetitions", "base", "grids", "exclusions", "analysis")
+REPETITIONS = Int(1, 1000, help="repetitions of every point")
+ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class HasSchema(Protocol):
+    name: str
+
+    def schema(self) -> Schema: ...
+
+
+@dataclass
+class Spec:
+    """A validated experiment specification for one environment."""
+
+    experiment: str
+    environment: str
+    settings: dict[str, Any]        # execution settings that apply, defaults filled in
+    repetitions: int
+    base: dict[str, Any]
+    grids: dict[str, dict[str, Any]]
+    exclusions: list[dict[str, Any]]
+    analysis: dict[str, Any]
+    params_file: Path
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set KEY: value, as given
+
+    @property
+    def variables(self) -> list[str]:
+        return list(self.base)
+
+    @property
+    def sources(self) -> list[str]:
+        return [str(self.params_file)] + [f"--set {k}={v!r}" for k, v in self.overrides.items()]
+
+
+def params_path(experiment: str, environment: str, params_dir: Path = PARAMS_DIR) -> Path:
+    return Path(params_dir) / environment / f"{experiment}.yaml"
+
+
+def environments(experiment: str | None = None, params_dir: Path = PARAMS_DIR) -> list[str]:
+    """Environments with a params file for ``experiment`` (or with any params file)."""
+    pattern = f"*/{experiment}.yaml" if experiment else "*/*.yaml"
+    return sorted({p.parent.name for p in Path(params_dir).glob(pattern)})
+
+
+def check_environment_name(name: str) -> str:
+    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        raise InputError(None, "environment", f"{name!r} is not a usable environment name",
+                         allowed="letters, digits, '.', '_' and '-', starting with a letter or "
+                                 "digit (it names a folder)")
+    return name
+
+
+def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as YAML (``3`` a number, ``[1, 2]`` a list, ``'on'`` text)."""
+    key, eq, raw = text.partition("=")
+    if not eq or not key.strip():
+        raise InputError(flag, None, f"{text!r} is not KEY=VALUE", allowed="e.g. runtime_s=1")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{flag} {key}", None, f"value {raw!r} is not valid YAML ({exc})") from None
+    return key.strip(), value
+
+
+def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_DIR,
+         overrides: list[str] | dict[str, Any] | None = None) -> Spec:
+    """The experiment's spec for an environment, with ``--set`` overrides, validated."""
+    check_environment_name(environment)
+    path = params_path(experiment.name, environment, params_dir)
+    if not path.exists():
+        known = environments(experiment.name, params_dir)
+        raise InputError(path, None, f"no params file for environment '{environment}'; create "
+                         f"one with 'iolab env new {environment}'",
+                         allowed=", ".join(known) or "none yet")
+    doc = _read_yaml(path)
+    schema = experiment.schema()
+    spec = _validate(doc, path, experiment.name, environment, schema)
+    if overrides:
+        pairs = (dict(parse_assignment(o, "--set") for o in overrides)
+                 if isinstance(overrides, list) else dict(overrides))
+        merged = copy.deepcopy(doc)
+        for key, value in pairs.items():
+            _assign(merged, key, value)
+        label = "--set " + ", ".join(pairs)
+        spec = _validate(merged, label, experiment.name, environment, schema)
+        spec.params_file, spec.overrides = path, pairs
+    return spec
+
+
+def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | None
+                ) -> dict[str, list[Any]]:
+    """``--where KEY=VALUE`` filters as {variable: [allowed values]}, each value checked."""
+    pairs = (dict(parse_assignment(i, "--where") for i in items) if isinstance(items, list)
+             else dict(items or {}))
+    out: dict[str, list[Any]] = {}
+    for key, value in pairs.items():
+        if key not in spec.base:
+            raise InputError("--where", key, "is not a variable of this experiment",
+                             allowed=", ".join(spec.variables))
+        values = value if isinstance(value, list) else [value]
+        out[key] = [schema.variables[key].check(v, "--where", key) for v in values]
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(path, None, f"malformed YAML: {exc}") from exc
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read it: {exc.strerror or exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(path, None, f"must be a mapping of keys to values, got {type_name(data)}")
+    return data
+
+
+def _assign(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    target = doc
+    for i, part in enumerate(parts[:-1]):
+        nxt = target.get(part)
+        if nxt is None:
+            nxt = target[part] = {}
+        if not isinstance(nxt, dict):
+            raise InputError("--set", dotted, f"'{'.'.join(parts[:i + 1])}' is a "
+                             f"{type_name(nxt)}, not a mapping one can set keys in")
+        target = nxt
+    target[parts[-1]] = value
+
+
+def _unknown(label, key: str, known: list[str], what: str) -> InputError:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return InputError(label, key, f"unknown {what}{hint}", allowed=", ".join(sorted(known)))
+
+
+def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: Schema) -> Spec:
+    if "experiment" not in doc:
+        raise InputError(label, "experiment", "missing: every params file names the experiment "
+                         "it is for", allowed=name)
+    if doc["experiment"] != name:
+        raise InputError(label, "experiment", f"this file is for experiment "
+                         f"'{doc['experiment']}', not '{name}'", allowed=name)
+    top = list(STRUCTURE_KEYS) + list(schema.settings)
+    for key in doc:
+        if key in RUN_CONTROL_KEYS:
+            raise InputError(label, key, "is chosen when running (the CLI or papermill's -p), "
+                             "not in a params file", allowed=", ".join(sorted(top)))
+        if key not in top:
+            raise _unknown(label, key, top, "top-level key")
+
+    settings = _settings(doc, label, schema.settings)
+    repetitions = REPETITIONS.check(doc.get("repetitions"), label, "repetitions") \
+        if "repetitions" in doc else _missing(label, "repetitions", REPETITIONS)
+    base = _base(doc, label, schema.variables)
+    grids = _grids(doc, label, schema.variables)
+    exclusions = _exclusions(doc, label, schema.variables)
+    analysis = _analysis(doc, label, schema.analysis)
+    return Spec(name, environment, settings, repetitions, base, grids, exclusions, analysis,
+                Path(str(label)))
+
+
+def _missing(label, key: str, fld: Field) -> Any:
+    raise InputError(label, key, "missing" + (f" ({fld.help})" if fld.help else ""),
+                     allowed=fld.allowed())
+
+
+def _settings(doc: dict[str, Any], label, fields: dict[str, Field]) -> dict[str, Any]:
+    # Unconditional settings first: the conditions of the others refer to them.
+    out: dict[str, Any] = {}
+    for key, fld in sorted(fields.items(), key=lambda kv: bool(kv[1].when)):
+        if not fld.applies(out):
+            if key in doc:
+                raise InputError(label, key, f"only applies when {fld.when_text()}; remove it "
+                                 "from this file")
+            continue
+        if key in doc:
+            out[key] = fld.check(doc[key], label, key)
+        elif fld.required:
+            _missing(label, key, fld)
+        else:
+            out[key] = copy.deepcopy(fld.default)
+    return {key: out[key] for key in fields if key in out}
+
+
+def _base(doc: dict[str, Any], label, variables: dict[str, Field]) -> dict[str, Any]:
+    base = doc.get("base")
+    if not isinstance(base, dict):
+        raise InputError(label, "base", "must be a mapping of every variable to its value at the "
+                         "base point", allowed=", ".join(variables))
+    for var in base:
+        if var not in variables:
+            raise _unknown(label, f"base.{var}", [f"base.{v}" for v in variables], "variable")
+    missing = [v for v in variables if v not in base]
+    if missing:
+        raise InputError(label, f"base.{missing[0]}", "missing: the base point gives every "
+                         "variable a value", allowed=variables[missing[0]].allowed())
+    return {var: fld.check(base[var], label, f"base.{var}") for var, fld in variables.items()}
+
+
+def _grids(doc: dict[str, Any], label, variables: dict[str, Field]) -> dict[str, dict]:
+    grids = doc.get("grids")
+    if not isinstance(grids, dict) or not grids:
+        raise InputError(label, "grids", "must be a non-empty mapping of grid names to "
+                         "{vary: {variable: [values]}, set: {variable: value}}")
+    out = {}
+    for name, grid in grids.items():
+        key = f"grids.{name}"
+        if not isinstance(grid, dict) or "vary" not in grid:
+            raise InputError(label, key, "must be a mapping with 'vary' (and optionally 'set')")
+        unknown = sorted(set(grid) - {"vary", "set"})
+        if unknown:
+            raise InputError(label, f"{key}.{unknown[0]}", "unknown grid field", allowed="vary, set")
+        vary = grid["vary"]
+        if not isinstance(vary, dict) or not vary:
+            raise InputError(label, f"{key}.vary", "must be a non-empty mapping of variable to "
+                             "value list")
+        checked: dict[str, Any] = {"vary": {}, "set": {}}
+        for var, values in vary.items():
+            vkey = f"{key}.vary.{var}"
+            if var not in variables:
+                raise InputError(label, vkey, "names an unknown variable", allowed=", ".join(variables))
+            if not isinstance(values, list):
+                raise InputError(label, vkey, f"must be a list of values, got {type_name(values)}")
+            if not values:
+                raise InputError(label, vkey, "empty value list: give at least one value")
+            checked["vary"][var] = [variables[var].check(v, label, vkey) for v in values]
+        fixed = grid.get("set") or {}
+        if not isinstance(fixed, dict):
+            raise InputError(label, f"{key}.set", f"must be a mapping, got {type_name(fixed)}")
+        for var, value in fixed.items():
+            if var not in variables:
+                raise InputError(label, f"{key}.set.{var}", "names an unknown variable",
+                                 allowed=", ".join(variables))
+            checked["set"][var] = variables[var].check(value, label, f"{key}.set.{var}")
+        out[name] = checked
+    return out
+
+
+def _exclusions(doc: dict[str, Any], label, variables: dict[str, Field]) -> list[dict]:
+    rules = doc.get("exclusions", [])
+    if not isinstance(rules, list):
+        raise InputError(label, "exclusions", f"must be a list, got {type_name(rules)}")
+    out = []
+    for i, rule in enumerate(rules):
+        key = f"exclusions[{i}]"
+        if not isinstance(rule, dict) or not isinstance(rule.get("when"), dict) or not rule["when"]:
+            raise InputError(label, key, "must be a mapping with a non-empty 'when' and a 'why'")
+        if not isinstance(rule.get("why"), str) or not rule["why"].strip():
+            raise InputError(label, f"{key}.why", "say why the combination is excluded")
+        when = {}
+        for var, want in rule["when"].items():
+            if var not in variables:
+                raise InputError(label, f"{key}.when.{var}", "names an unknown variable",
+                                 allowed=", ".join(variables))
+            items = want if isinstance(want, list) else [want]
+            when[var] = [variables[var].check(v, label, f"{key}.when.{var}") for v in items]
+        out.append({"when": when, "why": rule["why"]})
+    return out
+
+
+def _analysis(doc: dict[str, Any], label, fields: dict[str, Field]) -> dict[str, Any]:
+    given = doc.get("analysis", {}) or {}
+    if not isinstance(given, dict):
+        raise InputError(label, "analysis", f"must be a mapping, got {type_name(given)}",
+                         allowed=", ".join(fields))
+    for key in given:
+        if key not in fields:
+            raise _unknown(label, f"analysis.{key}", [f"analysis.{k}" for k in fields],
+                           "analysis key")
+    out = {}
+    for key, fld in fields.items():
+        if key in given:
+            out[key] = fld.check(given[key], label, f"analysis.{key}")
+        elif fld.required:
+            _missing(label, f"analysis.{key}", fld)
+        else:
+            out[key] = copy.deepcopy(fld.default)
+    return out

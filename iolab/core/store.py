@@ -1,0 +1,280 @@
+"""The run store: ``data/raw/<experiment>/<environment>/``.
+
+Layout::
+
+    host.json                 inventory of the host the campaign ran on (with its fingerprint)
+    campaign-log.jsonl        one line when each 'run' starts and ends (overrides, filters, outcome)
+    runs/<run-id>/run.json    manifest (``iolab.core.manifest``): identity, argv, times, exit
+                              code, knob states, file hashes
+    runs/<run-id>/stdout, stderr, <tool and collector files>
+    failed/<run-id>@<time>/   runs whose tool failed (kept for inspection, retried on resume)
+    partial/<name>/           leftovers of a process that was killed mid-run (never counted)
+
+A run is written into ``runs/.tmp-<run-id>-<pid>/`` and renamed into place only once its
+manifest is written, so a killed run never looks complete. Resume skips complete runs only.
+
+A run folder is named by its run id. Folders of version-1 manifests keep their old id as
+their name until ``iolab migrate`` renames them; they are read through the ``upgrade``
+function the caller gives, ``upgrade(doc, path, host)`` (the experiment knows how; ``host``
+is this campaign's host record).
+
+Responsible for: layout, atomic commit, listing and checking stored runs, the host record.
+Not responsible for: running tools, parsing their output, knob handling, or the manifest's
+fields (``iolab.core.manifest``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iolab.core import manifest as mf
+from iolab.core.durable import fsync_dir, write_json_atomic
+from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
+from iolab.errors import InputError, IolabError
+
+TMP_PREFIX = ".tmp-"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stamp() -> str:
+    """A folder-name timestamp fine enough that two failures of one run never collide."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class StoredRun:
+    path: Path
+    manifest: RunManifest
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+
+class Store:
+    def __init__(self, data_dir: Path, experiment: str, environment: str,
+                 upgrade: Upgrade | None = None):
+        self.data_dir = Path(data_dir)
+        self.experiment = experiment
+        self.environment = environment
+        self.upgrade = upgrade
+        self._host: dict[str, Any] | None = None  # read once, for upgrading version-1 manifests
+        self.root = self.data_dir / "raw" / experiment / environment
+        self.runs_dir = self.root / "runs"
+        self.failed_dir = self.root / "failed"
+        self.partial_dir = self.root / "partial"
+        self.host_path = self.root / "host.json"
+
+    # -- host record -------------------------------------------------------------------
+    def read_host(self) -> dict[str, Any] | None:
+        if not self.host_path.exists():
+            return None
+        try:
+            return json.loads(self.host_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(self.host_path, None, f"not valid JSON ({exc}); restore it from git "
+                             "or move the campaign away") from exc
+
+    def check_or_record_host(self, inventory: dict[str, Any], fingerprint: str,
+                             diff: list[str], allow_change: bool = False) -> None:
+        """Record the host on the first run; refuse a different host afterwards.
+
+        ``diff`` lists the fingerprint fields that differ from the stored host (computed by
+        the caller, which knows the inventory format).
+        """
+        stored = self.read_host()
+        if stored is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.host_path, {**inventory, "fingerprint": fingerprint})
+            return
+        if stored.get("fingerprint") == fingerprint:
+            return
+        if not allow_change:
+            raise IolabError(
+                f"{self.host_path}: this campaign was recorded on a host with fingerprint "
+                f"{stored.get('fingerprint')}, but this host has {fingerprint} "
+                f"(differs in: {', '.join(diff) or 'unknown fields'}). Runs from different hosts "
+                f"are not mixed silently: give this host an environment of its own with "
+                f"'iolab env new NAME --from {self.environment}' and run with --env NAME, or "
+                f"pass --allow-host-change to add to this campaign anyway.")
+        history = stored.get("other_hosts", [])
+        if fingerprint not in [h.get("fingerprint") for h in history]:
+            history.append({**{k: v for k, v in inventory.items() if k != "other_hosts"},
+                            "fingerprint": fingerprint})
+            write_json_atomic(self.host_path, {**stored, "other_hosts": history})
+
+    # -- listing -------------------------------------------------------------------------
+    def _run_dirs(self) -> list[Path]:
+        if not self.runs_dir.exists():
+            return []
+        return [d for d in sorted(self.runs_dir.iterdir())
+                if d.is_dir() and not d.name.startswith(".")]
+
+    @staticmethod
+    def _is_complete(run_dir: Path, doc: dict[str, Any]) -> bool:
+        """A committed run: status ok, and the folder named by the id its manifest was written with."""
+        return doc.get("status") == "ok" and doc.get("run_id") == run_dir.name
+
+    def _doc(self, run_dir: Path) -> dict[str, Any] | None:
+        """The manifest's JSON, None when unreadable; InputError for a version not read here."""
+        try:
+            doc = mf.load_json(run_dir / mf.FILE)
+        except UnreadableManifest:
+            return None
+        mf.check_version(doc, run_dir / mf.FILE)
+        return doc
+
+    def complete_runs(self) -> list[StoredRun]:
+        """Every committed run with its manifest (version-1 manifests upgraded in memory)."""
+        out = []
+        run_dirs = self._run_dirs()
+        names = {d.name for d in run_dirs}
+        for run_dir in run_dirs:
+            doc = self._doc(run_dir)
+            if doc is None or not self._is_complete(run_dir, doc):
+                continue
+            path = run_dir / mf.FILE
+            if doc["schema_version"] == mf.SCHEMA_VERSION:
+                out.append(StoredRun(run_dir, mf.from_json(doc, path)))
+            elif self.upgrade is None:
+                raise InputError(path, "schema_version", "a version-1 manifest, and no experiment "
+                                 "to read it with; run 'iolab migrate'")
+            else:
+                if self._host is None:
+                    self._host = self.read_host() or {}
+                run = StoredRun(run_dir, self.upgrade(doc, path, self._host))
+                # a migration that stopped after its copy was renamed into place: the copy wins
+                if run.run_id not in names:
+                    out.append(run)
+        return out
+
+    def complete_ids(self) -> set[str]:
+        return {r.run_id for r in self.complete_runs()}
+
+    def count_complete(self) -> int:
+        """How many runs are committed (reads only the status and id of each manifest)."""
+        return sum(1 for d in self._run_dirs()
+                   if (doc := self._doc(d)) is not None and self._is_complete(d, doc))
+
+    def incomplete_runs(self) -> list[Path]:
+        """Folders under runs/ that look like runs but have no valid manifest."""
+        return [d for d in self._run_dirs()
+                if (doc := self._doc(d)) is None or not self._is_complete(d, doc)]
+
+    def stale_tmp_dirs(self) -> list[Path]:
+        if not self.runs_dir.exists():
+            return []
+        out = []
+        for d in sorted(self.runs_dir.glob(f"{TMP_PREFIX}*")):
+            try:
+                pid = int(d.name.rsplit("-", 1)[1])
+            except (IndexError, ValueError):
+                pid = -1
+            if pid <= 0 or not _pid_alive(pid) or pid == os.getpid():
+                out.append(d)
+        return out
+
+    def failed_runs(self) -> list[Path]:
+        return sorted(self.failed_dir.glob("*")) if self.failed_dir.exists() else []
+
+    def quarantine(self) -> list[str]:
+        """Move leftovers of killed runs and half-written runs to ``partial/``; never delete.
+
+        Returns one line per move, for the user.
+        """
+        messages = []
+        for d in self.stale_tmp_dirs() + self.incomplete_runs():
+            self.partial_dir.mkdir(parents=True, exist_ok=True)
+            dest = self.partial_dir / f"{d.name.lstrip('.')}@{_stamp()}"
+            os.rename(d, dest)
+            kind = "interrupted run" if d.name.startswith(TMP_PREFIX) else "half-written run (no valid run.json)"
+            messages.append(f"moved {kind} {d} to {dest}; it will be run again")
+        return messages
+
+    # -- writing -------------------------------------------------------------------------
+    def begin(self, run_id: str) -> Path:
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.runs_dir / f"{TMP_PREFIX}{run_id}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        return tmp
+
+    @staticmethod
+    def file_records(folder: Path) -> dict[str, dict[str, Any]]:
+        """sha256 and size of every raw file of a run folder (synced to disk first)."""
+        files = {}
+        for f in sorted(folder.iterdir()):
+            if f.is_file() and f.name != mf.FILE and not f.name.startswith("."):
+                with open(f, "rb+") as fh:
+                    os.fsync(fh.fileno())
+                files[f.name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+        return files
+
+    def _finish(self, tmp: Path, manifest: RunManifest, status: str) -> None:
+        manifest.status = status
+        manifest.files = self.file_records(tmp)
+        mf.write(tmp / mf.FILE, manifest)
+        fsync_dir(tmp)
+
+    def commit(self, tmp: Path, manifest: RunManifest) -> Path:
+        """Write the manifest, then rename the folder into place (the atomic step)."""
+        final = self.runs_dir / manifest.run_id
+        if final.exists():
+            raise IolabError(f"{final}: a run with this id is already stored; refusing to overwrite it")
+        self._finish(tmp, manifest, "ok")
+        os.rename(tmp, final)
+        fsync_dir(self.runs_dir)
+        return final
+
+    def commit_failed(self, tmp: Path, manifest: RunManifest) -> Path:
+        self.failed_dir.mkdir(parents=True, exist_ok=True)
+        self._finish(tmp, manifest, "failed")
+        dest = self.failed_dir / f"{manifest.run_id}@{_stamp()}"
+        os.rename(tmp, dest)
+        return dest
+
+    def log(self, record: dict[str, Any]) -> None:
+        """Append one line to ``campaign-log.jsonl``: when a campaign started and ended, with
+        its overrides, filters and outcome."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "campaign-log.jsonl", "a") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def discard(self, tmp: Path) -> None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def campaigns(data_dir: Path) -> list[tuple[str, str]]:
+    """(experiment, environment) pairs that have a folder under ``data/raw``."""
+    raw = Path(data_dir) / "raw"
+    if not raw.exists():
+        return []
+    return sorted((e.name, v.name) for e in raw.iterdir() if e.is_dir()
+                  for v in e.iterdir() if v.is_dir())

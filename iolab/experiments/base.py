@@ -1,0 +1,253 @@
+"""The Experiment interface: one subclass per experiment, found by the registry.
+
+An experiment declares, as class attributes, its name, book label, chapter, the fields of its
+spec (settings, variables, analysis keys), which variables are knobs, the metrics it derives
+for the tidy table, and readable names for values; and implements :meth:`invocation` (which
+tool runs a point, with which options). Optionally: collectors, host checks, campaign-wide
+knobs, the value a knob is set to, and the scratch files its runs leave behind. Its analysis
+lives beside it (``analysis.py`` in its package) as pure functions over the tidy table.
+
+From these the base class derives what the rest of the package needs: the schema, a point's
+identity and launch, the programs a plan needs, the metrics of a row, and the reading of
+manifests written before this interface existed (version 1).
+
+Responsible for: the interface and those derivations. Not responsible for: any one
+experiment, running (``iolab.core.runner``) or planning (``iolab.core.planner``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from iolab.core.identity import config_id, run_id
+from iolab.core.manifest import RunManifest
+from iolab.core.schema import Choice, Field, Number, Schema
+from iolab.core.store import StoredRun
+from iolab.core.tidy import standard_row
+from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
+from iolab.tools import registry
+from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
+
+PALETTES = ("colorblind", "deep", "muted", "bright", "dark", "pastel")
+
+# Analysis keys every experiment has; experiments add their own.
+COMMON_ANALYSIS: dict[str, Field] = {
+    "confidence": Number(0.5, 0.999, default=0.95, help="confidence level of every interval"),
+    "palette": Choice(*PALETTES, default="colorblind", help="seaborn colour palette"),
+    "figure_width": Number(4, 20, default=11, help="width of wide figures, inches"),
+}
+
+# Collector names of version-1 manifests that changed.
+_V1_COLLECTORS = {"proctree-cpu": "proctree", "stress-ng": "stress_ng"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A tidy column the experiment derives from tool- or collector-namespaced columns.
+
+    ``sources`` are tried in order; the first present and not missing wins (e.g. IOPS from
+    ``fio.iops`` or ``bdevperf.iops``). ``interval`` names the confidence interval that suits
+    the quantity: ``t`` (Student's t on the values) or ``lognormal`` (for strictly positive,
+    skewed quantities such as latency percentiles; see :mod:`iolab.analysis.stats`).
+    """
+
+    label: str
+    sources: tuple[str, ...]
+    unit: str = ""
+    interval: str = "t"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+class Experiment:
+    """Base class of every experiment; see the module docstring."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    label: ClassVar[str]            # the chapter's MyST label, e.g. sec-experiments-smt-thp
+    chapter: ClassVar[str]          # the rendered notebook's path in book/, without suffix
+    settings: ClassVar[dict[str, Field]]
+    variables: ClassVar[dict[str, Field]]
+    analysis_fields: ClassVar[dict[str, Field]] = {}
+    knob_variables: ClassVar[dict[str, str]] = {}
+    metrics: ClassVar[dict[str, Metric]] = {}
+    variable_labels: ClassVar[dict[str, str]] = {}
+    value_labels: ClassVar[dict[str, dict[Any, str]]] = {}
+    # Where the notebook and the params files are (tests give an example experiment its own).
+    notebook_dir: ClassVar[Path] = NOTEBOOKS_DIR
+    params_dir: ClassVar[Path] = PARAMS_DIR
+
+    # -- what an experiment implements -------------------------------------------------------
+
+    def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
+        """The tool and its options for one point: the only place a point meets a tool."""
+        raise NotImplementedError
+
+    def collectors(self, settings: dict[str, Any], point: dict[str, Any], cpus: list[int] | None,
+                   topology: list[dict[str, Any]]) -> list[Collector]:
+        """Collectors around one run (``cpus``: the run's resolved CPU set, if pinned)."""
+        return []
+
+    def host_block(self, settings: dict[str, Any], point: dict[str, Any],
+                   topology: list[dict[str, Any]]) -> str | None:
+        """Why this host cannot run the point (other than a knob), or None."""
+        return None
+
+    def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Knobs set once for a whole campaign and restored at its end."""
+        return {}
+
+    def knob_value(self, variable: str, value: Any) -> Any:
+        """The value a knob-backed variable's value sets its knob to."""
+        return value
+
+    def scratch(self, settings: dict[str, Any]) -> list[str]:
+        """Files the runs create and leave in place, in words, for the plan to announce."""
+        return []
+
+    def prepare_host(self, settings: dict[str, Any]) -> None:
+        """Once before a campaign's first run: e.g. create the folder of its scratch files."""
+
+    # -- derived -----------------------------------------------------------------------------
+
+    @property
+    def notebook(self) -> Path:
+        return self.notebook_dir / f"{self.name}.ipynb"
+
+    def schema(self) -> Schema:
+        return Schema(self.settings, self.variables, {**COMMON_ANALYSIS, **self.analysis_fields})
+
+    def adapter(self, invocation: Invocation) -> ToolAdapter:
+        return registry.adapter(invocation.tool)
+
+    def identity(self, environment: str, settings: dict[str, Any],
+                 point: dict[str, Any]) -> dict[str, Any]:
+        """What a run of this point executes, for its run id (see ``iolab.core.identity``)."""
+        invocation = self.invocation(settings, point)
+        return {"experiment": self.name, "environment": environment,
+                "point": dict(sorted(point.items())),
+                "invocation": self.adapter(invocation).identity(invocation)}
+
+    def launch(self, settings: dict[str, Any], point: dict[str, Any],
+               topology: list[dict[str, Any]]) -> tuple[Launch, list[Collector], ToolAdapter]:
+        """The argv (wrapped by collectors such as GNU time), inputs and collectors of a run."""
+        invocation = self.invocation(settings, point)
+        adapter = self.adapter(invocation)
+        launch = adapter.launch(invocation, topology)
+        collectors = (self.collectors(settings, point, launch.cpus, topology)
+                      + adapter.collectors(invocation))
+        for collector in collectors:
+            launch.argv = collector.wrap(launch.argv)
+        return launch, collectors, adapter
+
+    def programs(self, settings: dict[str, Any], point: dict[str, Any],
+                 topology: list[dict[str, Any]]) -> list[Program]:
+        """Every program a run of this point needs: its tool and its collectors' programs."""
+        launch, collectors, adapter = self.launch(settings, point, topology)
+        programs = [adapter.program(self.invocation(settings, point).options)]
+        for collector in collectors:
+            programs += collector.programs()
+        return programs
+
+    def seconds_per_run(self, settings: dict[str, Any], point: dict[str, Any]) -> float:
+        """An estimate before anything is stored: runtime, ramp and the tool's start-up."""
+        adapter = self.adapter(self.invocation(settings, point))
+        return (float(settings.get("runtime_s", 0)) + float(settings.get("ramp_s", 0))
+                + adapter.startup_s)
+
+    def derive(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The experiment's metrics of one tidy row, from its namespaced columns."""
+        out = {}
+        for name, metric in self.metrics.items():
+            out[name] = next((row[s] for s in metric.sources
+                              if s in row and not _missing(row[s])), float("nan"))
+        return out
+
+    def tidy_row(self, run: StoredRun) -> dict[str, Any]:
+        return standard_row(run, self.derive, list(self.variables))
+
+    def code_files(self) -> list[Path]:
+        """The experiment's own code (its package), for the tidy cache's digest."""
+        folder = Path(sys.modules[type(self).__module__].__file__).parent
+        return sorted(folder.rglob("*.py"))
+
+    def describe(self, variable: str, value: Any) -> str:
+        """A value as a reader should see it (``one_core`` -> ``one core``)."""
+        return self.value_labels.get(variable, {}).get(value, str(value))
+
+    def describe_point(self, point: dict[str, Any]) -> str:
+        """A point in words: 'no stress, queue depth 128, devices 1, ...' (a yes/no
+        variable's value label is a phrase of its own)."""
+        return ", ".join(self.describe(k, v) if self.variables[k].kind == "flag"
+                         else f"{self.variable_labels.get(k, k)} {self.describe(k, v)}"
+                         for k, v in point.items())
+
+    # -- version-1 manifests -------------------------------------------------------------------
+
+    def applicable_settings(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The settings among ``values`` that apply (``when``), as a spec would hold them."""
+        out: dict[str, Any] = {}
+        for key, fld in sorted(self.settings.items(), key=lambda kv: bool(kv[1].when)):
+            if key in values and fld.applies(out):
+                out[key] = values[key]
+        return {key: out[key] for key in self.settings if key in out}
+
+    def upgrade_v1(self, doc: dict[str, Any], path: Path,
+                   host: dict[str, Any] | None) -> RunManifest:
+        """A version-1 manifest as version 2, its identity taken from what it executed.
+
+        The run's settings and point are run through today's code; the argv that gives is
+        compared with the argv the run recorded (less the options that only chose an output
+        format). Only when they agree does the run get today's identity, and so count as
+        stored for today's plan: otherwise its identity keeps the recorded argv, a different
+        id, and ``extra.v1_mismatch`` says why.
+        """
+        point = doc["params"]
+        settings = self.applicable_settings(doc["config"]["settings"])
+        environment = doc["environment"]
+        identity = self.identity(environment, settings, point)
+        problem = self._v1_argv_problem(doc, settings, point, (host or {}).get("topology") or [])
+        extra: dict[str, Any] = {}
+        if problem:
+            identity["v1_argv"] = doc["argv"]
+            extra["v1_mismatch"] = problem
+        cpus_file = Path(path).parent / "cpus.json"
+        cpus = json.loads(cpus_file.read_text())["cpus"] if cpus_file.exists() else None
+        collectors = [_V1_COLLECTORS.get(c, c) for c in doc.get("collectors", [])]
+        if doc.get("argv", [""])[0] == "/usr/bin/time":
+            collectors.append("gnu_time")
+        return RunManifest(
+            run_id=run_id(identity, doc["rep"]), identity=identity, experiment=doc["experiment"],
+            environment=environment, rep=doc["rep"], point=point, status=doc.get("status", "ok"),
+            failure=doc.get("failure") or doc.get("error"), grids=doc.get("grids", []),
+            settings=settings, config_id=config_id(self.name, environment, settings),
+            tool=doc.get("tool"), tool_version=doc.get("tool_version"), driver=doc.get("driver"),
+            driver_version=doc.get("driver_version"), argv=doc.get("argv", []),
+            cwd=doc.get("cwd", "the run folder"), cpus=cpus, knobs=doc.get("knobs", {}),
+            collectors=collectors, host_fingerprint=doc.get("host_fingerprint", ""),
+            iolab_version=doc.get("iolab_version", ""), spec_sources=doc.get("spec_sources", []),
+            started_at=doc.get("started_at"), ended_at=doc.get("ended_at"),
+            duration_s=doc.get("duration_s"), exit_code=doc.get("exit_code"),
+            files=doc.get("files", {}), extra=extra,
+            migrated_from={"schema_version": 1, "run_id": doc["run_id"], "migrated_at": None})
+
+    def _v1_argv_problem(self, doc: dict[str, Any], settings: dict[str, Any],
+                         point: dict[str, Any], topology: list[dict[str, Any]]) -> str | None:
+        try:
+            launch, _, adapter = self.launch(settings, point, topology)
+        except Exception as exc:  # any failure to rebuild the argv means it cannot be verified
+            return f"today's code cannot rebuild this run's argv: {exc}"
+        rel = str(adapter.driver_path.relative_to(REPO_ROOT))
+        today = [rel if a == str(adapter.driver_path) else a for a in launch.argv]
+        recorded = [a for a in doc.get("argv", []) if a not in adapter.output_only_args]
+        if today != recorded:
+            return (f"the recorded argv differs from what this version runs for the same "
+                    f"point: recorded {recorded}, today {today}")
+        return None

@@ -1,0 +1,181 @@
+"""CPU-initiated I/O: the optimal parameter search of AiSIO's first chapter, with SPDK bdevperf
+on hosts that have it and fio (io_uring) everywhere else.
+
+Variables: ``cpu_governor`` (asis | powersave | performance | userspace-3.0GHz), ``turbo``
+and ``smt`` (asis | on | off), ``thr_sib`` (use both hardware threads of each core),
+``stress`` (stress-ng on every CPU the run does not use), ``qdepth``, ``iosize`` (bytes),
+``ncores`` (physical cores) and ``ndevs`` (devices; files for fio).
+
+With bdevperf, each run gets its own SPDK bdev config (one controller per device, from the
+environment's ``devices`` list) and a core mask from the host topology; the devices are bound
+to a user-space driver for the campaign. With fio, one job per selected logical CPU
+(``cpus_allowed_policy=split``) reads all device files with direct I/O at the given queue
+depth, the closest fio analogue of bdevperf's per-core jobs.
+
+Responsible for: the spec's fields, a point -> the tool's options, which points this host can
+run, and the chapter's metrics. Not responsible for: applying knobs or running stress-ng (the
+runner and the collectors do), statistics (``analysis``), or plotting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text
+from iolab.experiments.base import Experiment, Metric
+from iolab.host.binding import USER_SPACE_DRIVERS
+from iolab.tools.base import CpuCount, CpuRequest, Invocation
+from iolab.tools.cpufreq import CpufreqSampler
+from iolab.tools.gnu_time import GnuTime
+from iolab.tools.hugepages import Hugepages
+from iolab.tools.procstat import ProcStat
+from iolab.tools.proctree import ProcTreeCpu
+from iolab.tools.stress_ng import StressNg, unused_cpus
+
+FIXED_FREQ_KHZ = {"userspace-3.0GHz": 3_000_000}
+BDEVPERF = {"tool": "bdevperf"}
+FIO = {"tool": "fio"}
+BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]"
+
+
+def run_cpus(point: dict[str, Any]) -> CpuRequest:
+    """``ncores`` physical cores in CPU-id order, both hardware threads with siblings."""
+    return CpuRequest(point["ncores"], siblings=point["thr_sib"])
+
+
+def device_files(settings: dict[str, Any], ndevs: int) -> list[str]:
+    return [str(Path(settings["file_dir"]) / f"dev{i:02d}.dat") for i in range(ndevs)]
+
+
+class CpuSearch(Experiment):
+    name = "cpu_search"
+    title = "CPU-initiated I/O: optimal parameter search"
+    label = "sec-experiments-cpu-initiated"
+    chapter = "experiments/cpu_initiated"
+    settings = {
+        "tool": Choice("bdevperf", "fio", help="bdevperf with SPDK; fio where there is no SPDK"),
+        "runtime_s": Int(1, 86400, help="measured seconds per run"),
+        "ramp_s": Int(0, 3600, default=0, help="warm-up seconds before fio measures"),
+        "workload": Choice("randread", "read", default="randread"),
+        "spdk_dir": Text(when=BDEVPERF, help="an SPDK tree with build/examples/bdevperf"),
+        "bdevperf_json": Flag(default=True, when=BDEVPERF,
+                              help="read results from perform_tests JSON (SPDK >= 24.09)"),
+        "user_space_driver": Choice(*USER_SPACE_DRIVERS, default="uio_pci_generic",
+                                    when=BDEVPERF),
+        "devices": ListOf(Text(pattern=BDF, pattern_help="a PCIe address such as 0000:4a:00.0"),
+                          when=BDEVPERF, help="NVMe controllers, bound for the campaign"),
+        "file_dir": Text(when=FIO, help="folder of the files that stand in for devices"),
+        "file_size": Size(when=FIO),
+        "fio_ioengine": Choice("io_uring", "libaio", default="io_uring", when=FIO),
+        "fio_hipri": Flag(default=False, when=FIO, help="polled completions (io_uring hipri)"),
+    }
+    variables = {
+        "cpu_governor": Choice("asis", "powersave", "performance", "userspace-3.0GHz"),
+        "turbo": Choice("asis", "on", "off"),
+        "smt": Choice("asis", "on", "off"),
+        "thr_sib": Flag(),
+        "stress": Flag(),
+        "qdepth": Int(1, 65536),
+        "iosize": Int(512, 2**24),
+        "ncores": Int(1, 4096),
+        "ndevs": Int(1, 1024),
+    }
+    analysis_fields = {
+        "reference": Text(default="aisio_cpu_search",
+                          help="published values to show beside, data/reference/<name>.yaml"),
+    }
+    knob_variables = {"cpu_governor": "governor", "turbo": "turbo", "smt": "smt"}
+    metrics = {
+        "iops": Metric("IOPS", ("fio.iops", "bdevperf.iops")),
+        "mibs": Metric("bandwidth", ("fio.mibs", "bdevperf.mibs"), "MiB/s"),
+        "clat_mean_us": Metric("mean latency", ("fio.clat_mean_us", "bdevperf.lat_mean_us"),
+                               "µs", "lognormal"),
+        "clat_p99_us": Metric("completion latency p99", ("fio.clat_p99_us",), "µs", "lognormal"),
+        "usr_cpu": Metric("fio user CPU", ("fio.usr_cpu",), "% of one CPU"),
+        "sys_cpu": Metric("fio system CPU", ("fio.sys_cpu",), "% of one CPU"),
+        "cpu_usage_lifetime_pct": Metric("CPU over the tool's lifetime (GNU time)",
+                                         ("gnu_time.cpu_pct",), "% of one CPU"),
+        "cpu_usage_window_pct": Metric("CPU in the measurement window",
+                                       ("proctree.cpu_pct",), "% of one CPU"),
+        "cpufreq_mean_khz": Metric("mean CPU frequency", ("cpufreq.mean_khz",), "kHz"),
+    }
+    variable_labels = {"cpu_governor": "governor", "turbo": "turbo", "smt": "SMT",
+                       "thr_sib": "thread siblings", "stress": "stress", "qdepth": "queue depth",
+                       "iosize": "I/O size (bytes)", "ncores": "physical cores",
+                       "ndevs": "devices"}
+    value_labels = {
+        "cpu_governor": {"asis": "as found", "userspace-3.0GHz": "userspace at 3.0 GHz"},
+        "turbo": {"asis": "as found"},
+        "smt": {"asis": "as found"},
+        "thr_sib": {True: "both threads of each core", False: "one thread per core"},
+        "stress": {True: "stress-ng on the idle CPUs", False: "no stress"},
+    }
+
+    def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
+        cpus = run_cpus(point)
+        if settings["tool"] == "bdevperf":
+            return Invocation("bdevperf", {
+                "spdk_dir": settings["spdk_dir"], "devices": settings["devices"][:point["ndevs"]],
+                "json_results": settings["bdevperf_json"], "core_mask": cpus,
+                "queue_depth": point["qdepth"], "io_size": point["iosize"],
+                "seconds": settings["runtime_s"], "workload": settings["workload"]})
+        options: dict[str, Any] = {
+            "name": "cpu_search", "filename": ":".join(device_files(settings, point["ndevs"])),
+            "filesize": settings["file_size"], "rw": settings["workload"], "bs": point["iosize"],
+            "direct": 1, "ioengine": settings["fio_ioengine"], "iodepth": point["qdepth"],
+            "numjobs": CpuCount(cpus), "thread": 1, "cpus_allowed": cpus,
+            "cpus_allowed_policy": "split", "group_reporting": 1, "time_based": 1,
+            "runtime": f"{settings['runtime_s']}s", "ramp_time": f"{settings['ramp_s']}s",
+            "norandommap": 1, "randrepeat": 0,
+        }
+        if settings["fio_hipri"]:
+            options["hipri"] = 1
+        return Invocation("fio", options)
+
+    def collectors(self, settings, point, cpus, topology) -> list:
+        out = [ProcStat(), CpufreqSampler(cpus), Hugepages(), ProcTreeCpu(), GnuTime()]
+        if point["stress"]:
+            seconds = float(settings["runtime_s"]) + float(settings.get("ramp_s", 0))
+            out.append(StressNg(unused_cpus([c["cpu"] for c in topology], cpus), seconds))
+        return out
+
+    def host_block(self, settings: dict[str, Any], point: dict[str, Any],
+                   topology: list[dict[str, Any]]) -> str | None:
+        cores = {(c["package"], c["core"]) for c in topology}
+        if point["ncores"] > len(cores):
+            return f"needs {point['ncores']} physical cores, this host has {len(cores)}"
+        if point["thr_sib"] and all(len(c["siblings"]) < 2 for c in topology):
+            return "thread siblings requested, but this host has one hardware thread per core"
+        if point["stress"] and not unused_cpus([c["cpu"] for c in topology],
+                                               run_cpus(point).resolve(topology)):
+            return "stress requested, but the run uses every CPU of this host"
+        if settings["tool"] == "bdevperf" and point["ndevs"] > len(settings["devices"]):
+            return f"needs {point['ndevs']} devices, the environment lists {len(settings['devices'])}"
+        return None
+
+    def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """bdevperf needs the devices on a user-space driver; the knob refuses any device in use."""
+        if settings["tool"] != "bdevperf":
+            return {}
+        return {"device_binding": {"devices": settings["devices"],
+                                   "driver": settings["user_space_driver"]}}
+
+    def knob_value(self, variable: str, value: Any) -> Any:
+        if variable == "cpu_governor" and value in FIXED_FREQ_KHZ:
+            return {"governor": "userspace", "khz": FIXED_FREQ_KHZ[value]}
+        return value
+
+    def prepare_host(self, settings: dict[str, Any]) -> None:
+        if settings["tool"] == "fio":
+            Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
+
+    def scratch(self, settings: dict[str, Any]) -> list[str]:
+        if settings["tool"] != "fio":
+            return []
+        return [f"{settings['file_dir']}/dev00.dat, dev01.dat, ... ({settings['file_size']} "
+                "each, one per device of the largest point): fio creates them on first use and "
+                "later runs reuse them; delete them when the campaign is done"]
+
+
+EXPERIMENT = CpuSearch()

@@ -1,0 +1,177 @@
+"""Analysis of the CPU-initiated parameter search: capacity, roofline, optimum, A–D, effects.
+
+Works on the tidy table of a ``cpu_search`` campaign *or* of an imported AiSIO archive: both
+use AiSIO's column names where they exist (``qdepth``, ``iosize``, ``ndevs``, ``thr_sib``,
+``smt``, ``turbo``, ``stress``, ``cpu_governor``, ``iops``, ``mibs``); :func:`normalize` maps
+AiSIO's 0/1 flags and ``fixed_freq`` onto this package's values.
+
+Definitions (stated because AiSIO left some implicit):
+
+- *device capacity*: the highest mean IOPS over the repetitions of any single-device point
+  (AiSIO used the highest single run; both are reported);
+- *roofline* for n devices: capacity x n, computed from the data, never a constant;
+- *optimum*: the point of the search grid with the highest mean IOPS;
+- *A–D*: the optimum with thread siblings used/not used x stress off/on;
+- an *effect*: the % change of mean IOPS from a reference point to a changed point, with a
+  95 % interval (delta method, see :func:`iolab.analysis.stats.pct_change`).
+
+Responsible for: these computations. Not responsible for: loading (``tidy``) or plotting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from iolab.analysis import stats
+
+VARIABLES = ["cpu_governor", "turbo", "smt", "thr_sib", "stress", "qdepth", "iosize", "ncores", "ndevs"]
+AD_IDS = {("A"): (True, False), ("B"): (True, True), ("C"): (False, False), ("D"): (False, True)}
+
+
+def _onoff(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)) or value in (0, 1):
+        return "on" if bool(value) else "off"
+    return value
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Give AiSIO-style and iolab-style tables the same columns and value spellings."""
+    out = df.copy()
+    for col in ("smt", "turbo"):
+        if col in out:
+            out[col] = out[col].map(_onoff)
+    for col in ("thr_sib", "stress"):
+        if col in out:
+            out[col] = out[col].astype(bool)
+    if "fixed_freq" in out and "cpu_governor" in out:
+        fixed = pd.to_numeric(out["fixed_freq"], errors="coerce").fillna(0)
+        out.loc[fixed > 0, "cpu_governor"] = [f"userspace-{f:.1f}GHz" for f in fixed[fixed > 0]]
+    if "ncores" not in out and "ncpus" in out:
+        # AiSIO counts logical CPUs; with siblings two of them share one physical core
+        out["ncores"] = np.where(out.get("thr_sib", False), out["ncpus"] // 2, out["ncpus"])
+    if "mibs" in out:
+        out["gibs"] = out["mibs"] / 1024
+    return out
+
+
+def select(df: pd.DataFrame, point: dict[str, Any]) -> pd.DataFrame:
+    mask = np.ones(len(df), dtype=bool)
+    for key, value in point.items():
+        if key in df:
+            mask &= (df[key] == value).to_numpy()
+    return df[mask]
+
+
+def point_means(df: pd.DataFrame, variables: list[str] | None = None) -> pd.DataFrame:
+    cols = [v for v in (variables or VARIABLES) if v in df]
+    return stats.summarize(df, cols, ["iops"]).drop(columns="metric")
+
+
+def device_capacity(df: pd.DataFrame) -> dict[str, Any]:
+    single = df[df["ndevs"] == 1]
+    if single.empty:
+        return {"iops": float("nan"), "max_single_run": float("nan"), "n": 0, "point": {}}
+    means = point_means(single)
+    best = means.sort_values("mean").iloc[-1]
+    cols = [v for v in VARIABLES if v in means]
+    return {"iops": float(best["mean"]), "ci_low": float(best["ci_low"]), "ci_high": float(best["ci_high"]),
+            "n": int(best["n"]), "max_single_run": float(single["iops"].max()),
+            "point": {c: best[c] for c in cols}}
+
+
+def optimum(df: pd.DataFrame) -> dict[str, Any]:
+    means = point_means(df)
+    best = means.sort_values("mean").iloc[-1]
+    return {c: best[c] for c in VARIABLES if c in means}
+
+
+def ad_table(df: pd.DataFrame, opt: dict[str, Any]) -> pd.DataFrame:
+    rows = []
+    for pid, (sib, stress) in AD_IDS.items():
+        sub = select(df, {**opt, "thr_sib": sib, "stress": stress})["iops"]
+        rows.append({"id": pid, "thr_sib": sib, "stress": stress, **stats.t_interval(sub)})
+    return pd.DataFrame(rows)
+
+
+def effect(df: pd.DataFrame, reference: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """% change of mean IOPS from ``reference`` to ``reference | change``, with its 95 % interval."""
+    ref = select(df, reference)["iops"]
+    new = select(df, {**reference, **change})["iops"]
+    if ref.empty or new.empty:
+        return {"pct": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                "n_ref": len(ref), "n_new": len(new), "iops": float("nan")}
+    return {**stats.pct_change(new, ref), "n_ref": len(ref), "n_new": len(new), "iops": float(new.mean())}
+
+
+def sweep(df: pd.DataFrame, reference: dict[str, Any], variable: str,
+          metrics: tuple[str, ...] = ("iops",), by: str | None = None) -> pd.DataFrame:
+    """Summaries along one variable with every other variable at ``reference`` (``by`` kept free)."""
+    fixed = {k: v for k, v in reference.items() if k not in (variable, by)}
+    sub = select(df, fixed)
+    keys = [variable] + ([by] if by else [])
+    return stats.summarize(sub, keys, list(metrics)) if not sub.empty else pd.DataFrame()
+
+
+# -- the design, and comparisons with published values -------------------------------------
+
+# (what changes, the change against the reference point, AiSIO's name of its table)
+EFFECTS = (("powersave governor", {"cpu_governor": "powersave"}, "powersave"),
+           ("turbo off", {"turbo": "off"}, "turbo_off"),
+           ("SMT off", {"smt": "off"}, "smt_off"),
+           ("SMT off, userspace governor at 3.0 GHz",
+            {"smt": "off", "cpu_governor": "userspace-3.0GHz"}, "smt_off_3ghz"))
+
+
+def design_summary(points: list, repetitions: int) -> dict[str, int]:
+    """Sizes of a plan's design: the search grid, its exclusions, the one-at-a-time points."""
+    search = [p for p in points if "search" in p.grids]
+    return {"search_points": len(search),
+            "search_excluded": sum(bool(p.excluded_by) for p in search),
+            "search_runnable": sum(not p.excluded_by for p in search),
+            "expansion_points": sum("search" not in p.grids for p in points),
+            "runs": sum(not p.excluded_by for p in points) * repetitions}
+
+
+def grid_table(grids: dict[str, dict], points: list) -> pd.DataFrame:
+    """One row per grid: what it varies and sets, its points and how many are excluded."""
+    rows = []
+    for name, grid in grids.items():
+        pts = [p for p in points if name in p.grids]
+        rows.append({"grid": name,
+                     "varies": ", ".join(f"{k} {v}" for k, v in grid["vary"].items()),
+                     "sets": ", ".join(f"{k}={v}" for k, v in grid["set"].items()) or "—",
+                     "points": len(pts), "excluded": sum(bool(p.excluded_by) for p in pts)})
+    return pd.DataFrame(rows)
+
+
+def ad_comparison(df: pd.DataFrame, opt: dict[str, Any],
+                  published: pd.Series | None) -> pd.DataFrame:
+    """A–D at the optimum, measured (n, mean, sd, interval) beside the published IOPS."""
+    ad = ad_table(df, opt).set_index("id")
+    if published is not None:
+        ad["published"] = published.reindex(ad.index)
+        ad["measured / published"] = ad["mean"] / ad["published"]
+    return ad
+
+
+def effects(df: pd.DataFrame, opt: dict[str, Any], published: pd.DataFrame | None
+            ) -> pd.DataFrame:
+    """Each knob effect of :data:`EFFECTS` for each A–D id that AiSIO published, measured
+    where this campaign has the points (``n`` 0 where it has not)."""
+    rows = []
+    for label, change, setting in EFFECTS:
+        pub = (published[published["setting"] == setting].set_index("id")
+               if published is not None else pd.DataFrame())
+        for pid, (sib, stress) in AD_IDS.items():
+            if published is not None and pid not in pub.index:
+                continue
+            eff = effect(df, {**opt, "thr_sib": sib, "stress": stress}, change)
+            rows.append({"change": label, "id": pid, "n": eff["n_new"], "iops": eff["iops"],
+                         "pct": eff["pct"], "ci_low": eff["ci_low"], "ci_high": eff["ci_high"],
+                         "published_iops": pub.loc[pid, "iops"] if pid in pub.index else np.nan,
+                         "published_pct": (pub.loc[pid, "published_change_pct"]
+                                           if pid in pub.index else np.nan)})
+    return pd.DataFrame(rows)

@@ -1,0 +1,125 @@
+"""SMT, THP and synchronous vs asynchronous I/O with fio.
+
+Variables: ``engine`` (psync | io_uring), ``concurrency`` (numjobs for psync, iodepth for
+io_uring; both are fio options of every run), ``affinity`` (unpinned | one_core | two_cores |
+all_cores, a *core* being a physical core with all its hardware threads), ``smt`` and ``thp``
+(knobs; ``asis`` leaves the host as it is), ``rw``, ``bs`` (bytes), ``direct``.
+
+Responsible for: the spec's fields, a point -> fio's options, the metrics of the chapter.
+Not responsible for: knobs (the runner applies them), statistics and figures (``analysis``
+and the notebook).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from iolab.core.schema import Choice, Flag, Int, Size, Text
+from iolab.experiments.base import Experiment, Metric
+from iolab.tools.base import CpuRequest, Invocation
+from iolab.tools.procstat import ProcStat
+
+AFFINITY_CORES = {"one_core": 1, "two_cores": 2}
+
+
+def concurrency_split(engine: str, concurrency: int) -> tuple[int, int]:
+    """(numjobs, iodepth): psync gets parallelism from processes, io_uring from queue depth."""
+    if engine == "psync":
+        return concurrency, 1
+    return 1, concurrency
+
+
+def cpu_request(affinity: str) -> CpuRequest | None:
+    """The CPUs of an affinity setting (None: unpinned); a core brings all its threads."""
+    if affinity == "unpinned":
+        return None
+    if affinity == "all_cores":
+        return CpuRequest(None)
+    return CpuRequest(AFFINITY_CORES[affinity], siblings=True)
+
+
+class SmtThp(Experiment):
+    name = "smt_thp"
+    title = "SMT, THP and synchronous vs asynchronous I/O"
+    label = "sec-experiments-smt-thp"
+    chapter = "experiments/smt_thp"
+    settings = {
+        "tool": Choice("fio", default="fio", help="the benchmark tool"),
+        "runtime_s": Int(1, 86400, help="measured seconds per run"),
+        "ramp_s": Int(0, 3600, default=0, help="seconds of warm-up before fio measures"),
+        "target_path": Text(help="the file fio reads (created on the first run)"),
+        "target_size": Size(help="its size"),
+    }
+    variables = {
+        "engine": Choice("psync", "io_uring"),
+        "concurrency": Int(1, 4096),
+        "affinity": Choice("unpinned", "one_core", "two_cores", "all_cores"),
+        "smt": Choice("asis", "on", "off"),
+        "thp": Choice("asis", "always", "madvise", "never"),
+        "rw": Choice("randread", "read"),
+        "bs": Int(512, 64 * 2**20),
+        "direct": Choice(0, 1),
+    }
+    analysis_fields = {
+        "show_repetitions": Flag(default=True, help="draw every repetition beside the means"),
+    }
+    knob_variables = {"smt": "smt", "thp": "thp"}
+    metrics = {
+        "iops": Metric("IOPS", ("fio.iops",)),
+        "mibs": Metric("bandwidth", ("fio.mibs",), "MiB/s"),
+        "clat_p50_us": Metric("completion latency p50", ("fio.clat_p50_us",), "µs", "lognormal"),
+        "clat_p99_us": Metric("completion latency p99", ("fio.clat_p99_us",), "µs", "lognormal"),
+        "clat_mean_us": Metric("mean completion latency", ("fio.clat_mean_us",), "µs",
+                               "lognormal"),
+        "usr_cpu": Metric("fio user CPU", ("fio.usr_cpu",), "% of one CPU"),
+        "sys_cpu": Metric("fio system CPU", ("fio.sys_cpu",), "% of one CPU"),
+        "host_busy_pct": Metric("host CPU busy around the run", ("procstat.host_busy_pct",),
+                                "% of all CPUs"),
+    }
+    variable_labels = {"engine": "engine", "concurrency": "concurrency",
+                       "affinity": "CPU affinity", "smt": "SMT", "thp": "THP",
+                       "rw": "access pattern", "bs": "block size (bytes)", "direct": "direct I/O"}
+    value_labels = {
+        "affinity": {"unpinned": "unpinned", "one_core": "one core", "two_cores": "two cores",
+                     "all_cores": "all cores"},
+        "smt": {"asis": "as found", "on": "on", "off": "off"},
+        "thp": {"asis": "as found", "always": "always", "madvise": "madvise", "never": "never"},
+        "direct": {0: "buffered", 1: "direct"},
+    }
+
+    def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
+        numjobs, iodepth = concurrency_split(point["engine"], point["concurrency"])
+        options: dict[str, Any] = {
+            "name": "smt_thp", "filename": settings["target_path"],
+            "size": settings["target_size"], "rw": point["rw"], "bs": point["bs"],
+            "direct": point["direct"], "ioengine": point["engine"], "iodepth": iodepth,
+            "numjobs": numjobs, "group_reporting": 1, "time_based": 1,
+            "runtime": f"{settings['runtime_s']}s", "ramp_time": f"{settings['ramp_s']}s",
+            "invalidate": 0, "randrepeat": 0,
+        }
+        cpus = cpu_request(point["affinity"])
+        if cpus is not None:
+            options.update(cpus_allowed=cpus, cpus_allowed_policy="shared")
+        return Invocation("fio", options)
+
+    def collectors(self, settings, point, cpus, topology) -> list:
+        return [ProcStat()]
+
+    def host_block(self, settings: dict[str, Any], point: dict[str, Any],
+                   topology: list[dict[str, Any]]) -> str | None:
+        wanted = AFFINITY_CORES.get(point["affinity"], 0)
+        cores = len({(c["package"], c["core"]) for c in topology})
+        if wanted > cores:
+            return f"affinity {point['affinity']} needs {wanted} physical cores, this host has {cores}"
+        return None
+
+    def prepare_host(self, settings: dict[str, Any]) -> None:
+        Path(settings["target_path"]).parent.mkdir(parents=True, exist_ok=True)
+
+    def scratch(self, settings: dict[str, Any]) -> list[str]:
+        return [f"{settings['target_path']} ({settings['target_size']}): fio creates it on the "
+                "first run and later runs reuse it; delete it when the campaign is done"]
+
+
+EXPERIMENT = SmtThp()

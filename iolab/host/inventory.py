@@ -1,0 +1,287 @@
+"""What the host is: the inventory in host.json, its fingerprint, and CPU sets from its topology.
+
+Responsible for: collecting CPU, topology, memory, kernel, block devices, knob states and tool
+versions by reading procfs/sysfs and running read-only commands (argv lists, a timeout, the C
+locale); a fingerprint over the fields that can change results; naming the fields in which two
+inventories differ; picking logical CPUs for a number of physical cores.
+Not responsible for: writing host.json or deciding what a differing fingerprint means (the run
+store and runner), or changing any setting (``iolab.host.knobs``, ``iolab.host.journal``). A command that
+is missing, fails or hangs is recorded under ``errors``; collection never stops for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+from datetime import datetime, timezone
+from typing import Any
+
+from iolab import __version__
+from iolab.errors import InputError, IolabError
+from iolab.host.journal import states
+from iolab.host.knobs import Knob, SysRoot, parse_cpulist
+from iolab.host.knobset import make_knobs
+
+SCHEMA_VERSION = 1
+COMMAND_TIMEOUT_S = 20.0
+
+
+def _run(argv: list[str], timeout: float) -> tuple[str | None, str | None]:
+    """(stdout, None) on success, else (None, what went wrong)."""
+    # lscpu translates its field names; the C locale keeps them parseable.
+    env = {**os.environ, "LC_ALL": "C"}
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL, check=False)
+    except FileNotFoundError:
+        return None, f"command not found: {argv[0]}"
+    except subprocess.TimeoutExpired:
+        return None, f"{' '.join(argv)} timed out after {timeout:g} s"
+    except OSError as exc:
+        return None, f"{' '.join(argv)} could not start: {exc.strerror or exc}"
+    if done.returncode != 0:
+        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        return None, (f"{' '.join(argv)} exited with status {done.returncode}"
+                      + (f": {detail[0]}" if detail else ""))
+    # Some tools print their version on stderr.
+    return done.stdout or done.stderr, None
+
+
+def _flatten_lscpu(parsed: dict[str, Any]) -> dict[str, str]:
+    """lscpu -J nests fields under 'children' in newer util-linux; give one flat {field: data}."""
+    flat: dict[str, str] = {}
+
+    def walk(entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            flat[entry["field"].rstrip(":")] = entry.get("data")
+            walk(entry.get("children", []))
+
+    walk(parsed.get("lscpu", []))
+    return flat
+
+
+def _read(path: os.PathLike, errors: dict[str, str], key: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError as exc:
+        errors[key] = f"cannot read {path}: {exc.strerror or exc}"
+        return None
+
+
+def _mem_total_kib(meminfo: str | None) -> int | None:
+    for line in (meminfo or "").splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1])
+    return None
+
+
+def _cpu_summary(lscpu: dict[str, str], topo: list[dict[str, Any]],
+                 cpuinfo: str | None) -> dict[str, Any]:
+    """Model name, logical CPUs and threads per core: from lscpu, else from /proc and sysfs."""
+    model = lscpu.get("Model name")
+    if model is None:
+        model = next((line.split(":", 1)[1].strip() for line in (cpuinfo or "").splitlines()
+                      if line.startswith("model name")), None)
+    logical = int(lscpu["CPU(s)"]) if "CPU(s)" in lscpu else (len(topo) or None)
+    if "Thread(s) per core" in lscpu:
+        threads = int(lscpu["Thread(s) per core"])
+    else:
+        threads = max((len(entry["siblings"]) for entry in topo), default=None)
+    return {"model_name": model, "logical_cpus": logical, "threads_per_core": threads}
+
+
+def _not_controllable(knobs: dict[str, Knob]) -> dict[str, str]:
+    """{knob: why} for each knob this host does not let us control."""
+    out = {}
+    for name, knob in knobs.items():
+        try:
+            ok, why = knob.available()
+        except IolabError as exc:
+            ok, why = False, str(exc)
+        if not ok:
+            out[name] = why
+    return out
+
+
+def topology(root: SysRoot | None = None) -> list[dict[str, Any]]:
+    """Online CPUs by id: [{"cpu", "core", "package", "siblings"}], from sysfs.
+
+    Offline CPUs have no topology folder and are left out; ``core`` ids repeat across
+    packages, so a physical core is the pair (package, core).
+    """
+    root = root or SysRoot()
+    out = []
+    for cpu_dir in root.cpu_dir.glob("cpu[0-9]*"):
+        topo = cpu_dir / "topology"
+        if not cpu_dir.name[3:].isdigit() or not topo.is_dir():
+            continue
+        out.append({
+            "cpu": int(cpu_dir.name[3:]),
+            "core": int((topo / "core_id").read_text()),
+            "package": int((topo / "physical_package_id").read_text()),
+            "siblings": parse_cpulist((topo / "thread_siblings_list").read_text()),
+        })
+    return sorted(out, key=lambda entry: entry["cpu"])
+
+
+def pick_cpus(topology: list[dict[str, Any]], n_cores: int, use_siblings: bool) -> list[int]:
+    """Logical CPUs for ``n_cores`` physical cores, sorted by CPU id.
+
+    Cores are taken in the order of their lowest CPU id. Without siblings each chosen core
+    gives that lowest id; with siblings it gives all of its online threads.
+    """
+    if isinstance(n_cores, bool) or not isinstance(n_cores, int) or n_cores < 1:
+        raise InputError(None, "n_cores", f"must be a positive whole number, got {n_cores!r}")
+    cores: dict[tuple[int, int], list[int]] = {}
+    for entry in sorted(topology, key=lambda e: e["cpu"]):
+        cores.setdefault((entry["package"], entry["core"]), []).append(entry["cpu"])
+    if n_cores > len(cores):
+        raise InputError(None, "n_cores",
+                         f"{n_cores} physical cores requested, but the host has {len(cores)} "
+                         f"physical cores ({len(topology)} logical CPUs online)",
+                         f"1..{len(cores)}")
+    chosen = list(cores.values())[:n_cores]
+    return sorted(cpu for threads in chosen for cpu in (threads if use_siblings else threads[:1]))
+
+
+def collect_inventory(tools: dict[str, list[str]], *, root: SysRoot | None = None,
+                      knobs: dict[str, Knob] | None = None,
+                      timeout: float = COMMAND_TIMEOUT_S) -> dict[str, Any]:
+    """The host inventory for host.json.
+
+    ``tools`` maps a tool name to the argv printing its version, e.g. {"fio": ["fio",
+    "--version"]}; each becomes {"argv", "version", "error"}, with version None when the tool
+    is missing or fails. ``root`` and ``knobs`` default to the real /sys, /proc and knobs.
+    """
+    for name, argv in tools.items():
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            raise InputError(None, f"tools.{name}", f"the version command must be a non-empty "
+                             f"argv list of strings, got {argv!r}", '["fio", "--version"]')
+    root = root or SysRoot()
+    knobs = make_knobs(root) if knobs is None else knobs
+    errors: dict[str, str] = {}
+
+    def command(key: str, argv: list[str]) -> str | None:
+        out, error = _run(argv, timeout)
+        if error:
+            errors[key] = error
+        return out
+
+    def command_json(key: str, argv: list[str]) -> Any:
+        out = command(key, argv)
+        if out is None:
+            return None
+        try:
+            return json.loads(out)
+        except ValueError as exc:
+            errors[key] = f"{' '.join(argv)} printed no valid JSON: {exc}"
+            return None
+
+    lscpu_parsed = command_json("lscpu", ["lscpu", "-J"])
+    lscpu = _flatten_lscpu(lscpu_parsed) if isinstance(lscpu_parsed, dict) else {}
+    lsblk = command_json("lsblk", ["lsblk", "-J", "-o",
+                                   "NAME,SIZE,TYPE,MODEL,ROTA,MOUNTPOINTS,TRAN"])
+    try:
+        topo = topology(root)
+    except (OSError, ValueError) as exc:
+        errors["topology"] = f"cannot read CPU topology under {root.cpu_dir}: {exc}"
+        topo = []
+    uname = os.uname()
+    cmdline = _read(root.proc / "cmdline", errors, "cmdline")
+
+    tool_versions = {}
+    for name, argv in tools.items():
+        out, error = _run(argv, timeout)
+        tool_versions[name] = {"argv": list(argv), "version": out.strip() if out else None,
+                               "error": error}
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "collected_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "uname": {"sysname": uname.sysname, "nodename": uname.nodename, "release": uname.release,
+                  "version": uname.version, "machine": uname.machine},
+        "kernel_release": uname.release,
+        "cmdline": cmdline.strip() if cmdline is not None else None,
+        "mem_total_kib": _mem_total_kib(_read(root.proc / "meminfo", errors, "meminfo")),
+        "cpu": _cpu_summary(lscpu, topo, _read(root.proc / "cpuinfo", errors, "cpuinfo")),
+        "lscpu": lscpu or None,
+        "lscpu_e": command("lscpu_e", ["lscpu", "-e=CPU,CORE,SOCKET,NODE,ONLINE"]),
+        "block_devices": lsblk.get("blockdevices") if isinstance(lsblk, dict) else None,
+        "topology": topo,
+        "knobs": states(knobs),
+        "knobs_not_controllable": _not_controllable(knobs),
+        "tools": tool_versions,
+        "python": platform.python_version(),
+        "iolab_version": __version__,
+        "errors": errors,
+    }
+
+
+def _fingerprint_fields(inventory: dict[str, Any]) -> dict[str, Any]:
+    """The stable fields that can change results; never hostname, times or knob states."""
+    cpu = inventory.get("cpu") or {}
+    mem_kib = inventory.get("mem_total_kib")
+    return {
+        "cpu_model": cpu.get("model_name"),
+        "logical_cpus": cpu.get("logical_cpus"),
+        "threads_per_core": cpu.get("threads_per_core"),
+        "kernel_release": inventory.get("kernel_release"),
+        # Whole GiB, because MemTotal moves by a few MiB between boots of the same machine.
+        "mem_total_gib": round(mem_kib / 2**20) if mem_kib else None,
+        "tools": {name: (tool or {}).get("version")
+                  for name, tool in sorted((inventory.get("tools") or {}).items())},
+    }
+
+
+def fingerprint(inventory: dict[str, Any]) -> str:
+    """A 16-hex-digit sha256 over the result-relevant fields of an inventory."""
+    canonical = json.dumps(_fingerprint_fields(inventory), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def fingerprint_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The fingerprint fields in which two inventories differ, as 'field: A != B' lines."""
+    def flat(inventory: dict[str, Any]) -> dict[str, Any]:
+        fields = _fingerprint_fields(inventory)
+        tools = fields.pop("tools")
+        return {**fields, **{f"tools.{name}": version for name, version in tools.items()}}
+
+    fa, fb = flat(a), flat(b)
+    return [f"{key}: {fa.get(key)!r} != {fb.get(key)!r}"
+            for key in sorted(fa.keys() | fb.keys()) if fa.get(key) != fb.get(key)]
+
+
+def summary_row(inventory: dict[str, Any]) -> dict[str, str]:
+    """A one-column summary of a stored inventory, for the book's table of measured hosts."""
+    cpu = inventory.get("cpu") or {}
+    lscpu = inventory.get("lscpu") or {}
+    knobs = inventory.get("knobs") or {}
+    disks = [f"{d.get('name')} ({d.get('size')}, {d.get('model') or 'no model'}"
+             f"{', rotational' if d.get('rota') else ''})"
+             for d in inventory.get("block_devices") or [] if d.get("type") == "disk"]
+    mem = inventory.get("mem_total_kib")
+    smt = knobs.get("smt")
+    return {
+        "CPU model": str(cpu.get("model_name")),
+        "logical CPUs / threads per core": f"{cpu.get('logical_cpus')} / {cpu.get('threads_per_core')}",
+        "sockets / NUMA nodes": f"{lscpu.get('Socket(s)', '?')} / {lscpu.get('NUMA node(s)', '?')}",
+        "hypervisor": str(lscpu.get("Hypervisor vendor", "none reported")),
+        "memory": f"{mem / 2**20:.1f} GiB" if mem else "unknown",
+        "kernel": str(inventory.get("kernel_release")),
+        "block devices": "; ".join(disks) or "none reported",
+        "tools": ", ".join(f"{k} {(v or {}).get('version')}" for k, v in (inventory.get("tools") or {}).items()),
+        "THP enabled (at campaign start)": str(knobs.get("thp")),
+        "SMT control": (f"{smt.get('control')} (sibling threads "
+                        f"{'active' if smt.get('active') else 'not active'})"
+                        if isinstance(smt, dict) else "not readable"),
+        "knobs not controllable": "; ".join(f"{k}: {v}" for k, v in
+                                           (inventory.get("knobs_not_controllable") or {}).items()) or "none",
+        "recorded at": str(inventory.get("collected_at")),
+        "fingerprint": str(inventory.get("fingerprint")),
+    }

@@ -1,0 +1,265 @@
+"""Journaled knob changes: each original state reaches the disk before the knob is touched.
+
+Responsible for: ``KnobSession`` (set knobs, read back, restore them all on the way out, even
+on an exception, Ctrl-C or SIGTERM), the on-disk journal that survives a crash,
+``restore_from_journal`` behind the ``iolab restore`` verb, and ``states`` for manifests.
+Not responsible for: how a knob is read or written or what its values mean (``iolab.host.knobs``),
+which knobs a point needs (``iolab.core.planner``), or printing anything (the CLI does that).
+
+Journal format (JSON, ``schema_version`` 1)::
+
+    {"schema_version": 1, "pid": 4242, "started_at": "2025-01-31T12:00:00+00:00",
+     "boot_id": "...", "pid_start": "123456",
+     "changes": [{"knob": "smt", "before": {"control": "on", "active": true}}, ...]}
+
+``changes`` is in the order the knobs were first changed; restoring walks it backwards.
+``boot_id`` and ``pid_start`` identify the writing process, so ``iolab restore`` can refuse to
+undo knobs under a session that is still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from iolab.core.durable import fsync_dir, write_json_atomic
+from iolab.errors import InputError, IolabError
+from iolab.host.knobs import Knob
+
+SCHEMA_VERSION = 1
+
+
+def states(knobs: dict[str, Knob]) -> dict[str, Any]:
+    """The current state of every knob, by name; None for a knob with nothing to read here.
+
+    A knob that is readable but not controllable (SMT reading 'notsupported') is recorded
+    with its state, since that state still describes the host.
+    """
+    out: dict[str, Any] = {}
+    for name, knob in knobs.items():
+        try:
+            out[name] = knob.read()
+        except (IolabError, OSError, ValueError):
+            out[name] = None
+    return out
+
+
+def _remove_journal(path: Path) -> None:
+    path.unlink()
+    fsync_dir(path.parent)
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a process in clock ticks after boot; with the boot id it names one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses, so fields are counted after the last ')'.
+    return stat.rpartition(")")[2].split()[19]
+
+
+def _owner_running(journal: dict[str, Any]) -> bool:
+    pid = journal.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    boot = _boot_id()
+    return (boot is not None and journal.get("boot_id") == boot
+            and _process_start(pid) == journal.get("pid_start"))
+
+
+def _load_journal(path: Path) -> dict[str, Any]:
+    try:
+        journal = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(path, None, f"not a readable knob journal: {exc}; restore the knobs by "
+                         f"hand and delete the file") from exc
+    if not isinstance(journal, dict) or journal.get("schema_version") != SCHEMA_VERSION:
+        found = journal.get("schema_version") if isinstance(journal, dict) else None
+        raise InputError(path, "schema_version", f"unsupported journal version {found!r}",
+                         str(SCHEMA_VERSION))
+    changes = journal.get("changes")
+    if not isinstance(changes, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("knob"), str) and "before" in c
+            for c in changes):
+        raise InputError(path, "changes", "must be a list of {knob, before} objects")
+    return journal
+
+
+def _brief(state: Any, limit: int = 100) -> str:
+    text = json.dumps(state, sort_keys=True)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _leftover_message(path: Path) -> str:
+    try:
+        journal = json.loads(path.read_text())
+        who = f" by pid {journal.get('pid')} at {journal.get('started_at')}"
+    except (OSError, ValueError, AttributeError):
+        who = ""
+    return (f"knob journal {path} was left{who}: a previous run did not restore its knob "
+            f"changes. Run `iolab restore` first.")
+
+
+def _restore_one(knob: Knob, before: Any) -> tuple[bool, str]:
+    """Restore one knob and verify by reading back: (ok, what happened)."""
+    try:
+        if knob.same_state(before, knob.read()):
+            return True, f"{knob.name}: already at {_brief(before)}"
+        knob.restore(before)
+        after = knob.read()
+    # One knob failing in any way must not stop the others from being restored.
+    except Exception as exc:
+        return False, f"{knob.name}: {exc}"
+    if knob.same_state(before, after):
+        return True, f"{knob.name}: restored to {_brief(before)}"
+    return False, f"{knob.name}: reads {_brief(after)} after writing back {_brief(before)}"
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+class KnobSession:
+    """Set knobs inside a ``with`` block; every changed knob is put back when the block ends.
+
+    The journal file is created on entry (refused if one exists: a crashed run's changes
+    would otherwise be lost), updated before each new knob is touched, and deleted on exit
+    only when every knob read back as restored. When a restore fails the journal stays and
+    ``__exit__`` raises IolabError, or, if an exception is already on its way out, adds the
+    failure to it as a note so the original cause is not hidden.
+
+    SIGTERM raises SystemExit inside the block so the restore runs, unless the caller has
+    already installed its own SIGTERM handler, which then owns that job.
+    """
+
+    def __init__(self, knobs: dict[str, Knob], journal_path: Path) -> None:
+        self.knobs = knobs
+        self.journal_path = Path(journal_path)
+        self.restore_report: list[str] = []
+        self._journal: dict[str, Any] = {}
+        self._active = False
+        self._old_sigterm: Any = None
+
+    def __enter__(self) -> KnobSession:
+        if self.journal_path.exists():
+            raise IolabError(_leftover_message(self.journal_path))
+        self.journal_path.parent.mkdir(parents=True, exist_ok=True)
+        self._journal = {
+            "schema_version": SCHEMA_VERSION,
+            "pid": os.getpid(),
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "boot_id": _boot_id(),
+            "pid_start": _process_start(os.getpid()),
+            "changes": [],
+        }
+        try:
+            write_json_atomic(self.journal_path, self._journal, exclusive=True)
+        except FileExistsError:
+            raise IolabError(_leftover_message(self.journal_path)) from None
+        self.restore_report = []
+        self._active = True
+        self._install_sigterm()
+        return self
+
+    def _install_sigterm(self) -> None:
+        self._old_sigterm = None
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+            self._old_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+    def set(self, name: str, value: Any) -> dict[str, Any]:
+        """Journal the knob's original state, apply ``value`` and read back.
+
+        Returns {"requested", "before", "after", "matches"}; ``matches`` False means the kernel
+        did not take the value as asked (ignored, clamped or rounded), and ``after`` says what
+        it did instead. If the write itself fails the knob is already journaled, so it is
+        still restored when the block ends.
+        """
+        if not self._active:
+            raise IolabError("KnobSession.set() called outside its 'with' block")
+        knob = self.knobs.get(name)
+        if knob is None:
+            raise InputError(None, name, "unknown knob", ", ".join(self.knobs))
+        # A bad value or an uncontrollable knob is refused before anything is journaled.
+        knob.validate(value)
+        ok, why = knob.available()
+        if not ok:
+            raise IolabError(f"knob '{name}' cannot be set on this host: {why}")
+        before = knob.read()
+        if all(change["knob"] != name for change in self._journal["changes"]):
+            self._journal["changes"].append({"knob": name, "before": before})
+            write_json_atomic(self.journal_path, self._journal)
+        knob.apply(value)
+        after = knob.read()
+        return {"requested": value, "before": before, "after": after,
+                "matches": knob.matches(value, after)}
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._active = False
+        # Ctrl-C or SIGTERM during the restore would leave knobs half restored; they are held
+        # until it is done and then delivered as usual.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            failures = []
+            for change in reversed(self._journal["changes"]):
+                ok, line = _restore_one(self.knobs[change["knob"]], change["before"])
+                (self.restore_report if ok else failures).append(line)
+            if not failures:
+                _remove_journal(self.journal_path)
+        finally:
+            if self._old_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if failures:
+            message = (f"could not restore knob(s): {'; '.join(failures)}. The journal "
+                       f"{self.journal_path} is kept; fix the cause and run `iolab restore`.")
+            if exc is None:
+                raise IolabError(message)
+            exc.add_note(message)
+        return False
+
+
+def restore_from_journal(journal_path: Path, knobs: dict[str, Knob]) -> list[str]:
+    """Undo what a crashed session left in its journal; returns what was done, line by line.
+
+    Idempotent: knobs already back are reported as such, and the journal is removed once
+    every knob reads back as restored. Raises IolabError, keeping the journal, when a knob
+    cannot be restored or when the session that wrote the journal is still running.
+    """
+    path = Path(journal_path)
+    if not path.exists():
+        return [f"nothing to restore: no journal at {path}"]
+    journal = _load_journal(path)
+    if _owner_running(journal):
+        raise IolabError(f"{path} belongs to iolab process {journal['pid']}, which is still "
+                         f"running and restores its knobs when it ends; stop it instead")
+    lines = [f"journal {path}: written by pid {journal.get('pid')} at "
+             f"{journal.get('started_at')}, {len(journal['changes'])} knob(s) changed"]
+    failures = []
+    for change in reversed(journal["changes"]):
+        knob = knobs.get(change["knob"])
+        if knob is None:
+            failures.append(f"{change['knob']}: no such knob here (allowed: {', '.join(knobs)})")
+            continue
+        ok, line = _restore_one(knob, change["before"])
+        (lines if ok else failures).append(line)
+    if failures:
+        raise IolabError("\n".join(lines + ["could not restore:"] + failures
+                                   + [f"the journal {path} is kept; fix the cause and run "
+                                      f"`iolab restore` again"]))
+    _remove_journal(path)
+    lines.append(f"removed {path}")
+    return lines

@@ -1,0 +1,208 @@
+"""Campaigns imported from AiSIO CIJOE result archives: metrics re-derived from the raw files.
+
+Campaigns written by :mod:`iolab.importers.cijoe` are named ``aisio-<name>`` (:data:`PREFIX`);
+:func:`iolab.campaign.source` hands every such name to :class:`ImportedCampaign`. Each run
+folder holds the files copied verbatim from the archive: ``stdout`` (the benchmark's CIJOE
+capture, stdout and stderr merged, so GNU time's report is at its end), ``cijoe.state``, and
+where AiSIO made them ``cpufreq.log`` (frequency logger), ``dcgm.txt`` (``dcgmi dmon``) and
+``aisio.json`` (AiSIO's own per-repetition result, kept for comparison and never read here).
+
+Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
+
+* ``iops``, ``mibs`` (MiB/s, 2^20 B/s): the tool's Total row.
+* ``failed`` (count of failed commands; xnvmeperf only) and ``elapsed_s`` (the tool's own
+  timer; xnvmeperf only). AiSIO ignores both.
+* ``run_problem``: why the run is not usable (the tool adapter's ``problem``: failed
+  commands or error lines for xnvmeperf, a controller without I/O for spdk_nvme_perf; for
+  bdevperf its parser's problems, e.g. Fail/s > 0), else empty. As for native experiments,
+  the importer stores a run with a problem as failed.
+* ``cpu_usage``: GNU time's ``%CPU`` in percent of one CPU over the tool's whole lifetime
+  (start-up and teardown included, as in AiSIO); None where GNU time printed ``?``.
+* ``dcgm_p95_bytes_per_s``: AiSIO's ``dcgm``, the p95 of all 100 ms samples of DCGM field
+  1010 (PCIe RX bytes/s incl. protocol overhead) over the whole capture, which starts before
+  and ends after the benchmark; ``dcgm_mean_bytes_per_s``: their mean (idle samples pull it
+  down). None without a capture.
+* ``cpufreq_mean_khz``: AiSIO's frequency figure: per CPU of the run's cpumask, the mean of
+  the 10 %/10 % trimmed log (:func:`~iolab.parsers.cpufreq_log.aisio_cpu_freqs`), averaged
+  over those CPUs. ``cpufreq_window_mean_khz``: the mean over the same CPUs of the samples
+  whose whole timestamp second lies inside the benchmark's CIJOE begin/end (the log's
+  timestamps are UTC in the archives seen so far; the importer checks). None without a log,
+  for runs without a cpumask (cuda-run), or when no sample falls inside.
+
+Tidy columns: AiSIO's parameters and the metrics above under AiSIO's names (bare), and the
+``run.*`` columns every campaign has (see :mod:`iolab.core.tidy`).
+
+Responsible for: the tidy source of imported campaigns (:class:`ImportedCampaign`), their run
+identity, and the derivation shared by the tidy table and the importer (:func:`derive`).
+Not responsible for: reading archives, pairing files or writing the store
+(:mod:`iolab.importers.cijoe`). Imported campaigns have no params file and cannot be run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from iolab.core.identity import config_id, run_id
+from iolab.core.manifest import RunManifest
+from iolab.core.store import StoredRun
+from iolab.errors import ParseError
+from iolab.parsers.bdevperf import parse_bdevperf_text
+from iolab.parsers.cpufreq_log import aisio_cpu_freqs, parse_cpufreq_log
+from iolab.parsers.dcgm_dmon import aisio_p95, window_stats
+from iolab.parsers.gnu_time import parse_gnu_time_default
+from iolab.tools import dcgmi, xnvmeperf
+from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
+
+PREFIX = "aisio-"
+
+# The benchmark kinds the importer recognises (value of "tool_kind" in run.json).
+XNVMEPERF_RUN = "xnvmeperf run"
+XNVMEPERF_CUDA_RUN = "xnvmeperf cuda-run"
+BDEVPERF = "bdevperf"
+SPDK_NVME_PERF = "spdk_nvme_perf"
+BENCHMARK_KINDS = (XNVMEPERF_RUN, XNVMEPERF_CUDA_RUN, BDEVPERF, SPDK_NVME_PERF)
+
+# File names in a run folder.
+STDOUT, STATE, AISIO_JSON = "stdout", "cijoe.state", "aisio.json"
+CPUFREQ, DCGM = "cpufreq.log", "dcgm.txt"
+
+
+@dataclass
+class Derived:
+    """What :func:`derive` finds in one run folder."""
+
+    metrics: dict[str, Any]
+    echo: dict[str, Any] | None = None  # xnvmeperf's argument echo
+    cpu_freqs: dict[int, tuple[float, float]] | None = None  # AiSIO's (mean, variance) per CPU
+    notes: list[str] = field(default_factory=list)
+
+
+def identity(experiment: str, environment: str, params: dict[str, Any],
+             settings: dict[str, Any]) -> dict[str, Any]:
+    """What an imported repetition ran: AiSIO's parameters and its command's settings."""
+    return {"experiment": experiment, "environment": environment,
+            "point": dict(sorted(params.items())), "invocation": settings}
+
+
+class ImportedCampaign:
+    """The tidy source of one imported campaign (``aisio-<name>``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def tidy_row(self, run: StoredRun) -> dict[str, Any]:
+        m = run.manifest
+        metrics = derive(run.path, m.extra["tool_kind"], m.cpus, m.extra.get("dcgm")).metrics
+        return {**m.point, **metrics, "run.id": m.run_id, "run.rep": m.rep,
+                "run.environment": m.environment, "run.host_fingerprint": m.host_fingerprint,
+                "run.config": m.config_id, "run.tool": m.tool, "run.tool_version": m.tool_version,
+                "run.started_at": m.started_at, "run.duration_s": m.duration_s}
+
+    def upgrade_v1(self, doc: dict[str, Any], path: Path, host: dict | None) -> RunManifest:
+        """A manifest the importer wrote before version 2, as version 2."""
+        settings = doc["config"]["settings"]
+        ident = identity(doc["experiment"], doc["environment"], doc["params"], settings)
+        extra = {key: doc.get(key) for key in ("cmd", "tool_kind", "dcgm", "imported_from")}
+        return RunManifest(
+            run_id=run_id(ident, doc["rep"]), identity=ident, experiment=doc["experiment"],
+            environment=doc["environment"], rep=doc["rep"], point=doc["params"],
+            status=doc.get("status", "ok"), failure=doc.get("error"), settings=settings,
+            config_id=config_id(doc["experiment"], doc["environment"], settings),
+            tool=doc.get("tool"), argv=doc.get("argv", []), cwd="(recorded by CIJOE)",
+            cpus=doc.get("cpus"), host_fingerprint=doc.get("host_fingerprint", ""),
+            started_at=doc.get("started_at"), ended_at=doc.get("ended_at"),
+            duration_s=doc.get("duration_s"), exit_code=doc.get("exit_code"),
+            files=doc.get("files", {}), extra=extra,
+            migrated_from={"schema_version": 1, "run_id": doc["run_id"], "migrated_at": None})
+
+    def code_files(self) -> list[Path]:
+        return [Path(__file__)]
+
+
+def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) -> Derived:
+    """Parse the raw files of one run of tool ``kind``; ``cpus`` are the cpumask's CPU ids (or
+    None) and ``dcgm`` is :func:`iolab.tools.dcgmi.read_argv` of the dmon command line (or
+    None). Raises ParseError when any raw file is malformed.
+    """
+    stdout_path = run_dir / STDOUT
+    stdout = stdout_path.read_text(encoding="utf-8", errors="replace")
+    echo = None
+    failed = elapsed_s = None
+    problems: list[str] = []
+    if kind in (XNVMEPERF_RUN, XNVMEPERF_CUDA_RUN):
+        report = xnvmeperf.read_report(run_dir)
+        expected = "cuda-run" if kind == XNVMEPERF_CUDA_RUN else "run"
+        if report["kind"] != expected:
+            raise ParseError(stdout_path, f"the command was 'xnvmeperf {expected}', but the "
+                             f"output is a '{report['kind']}' report")
+        tool = xnvmeperf.metrics(report)
+        iops, mibs, failed = tool["iops"], tool["mibs"], tool["failed"]
+        elapsed_s, echo = tool["elapsed_s"], report["echo"]
+        problems = [tool["problem"]] if tool["problem"] else []
+    elif kind == SPDK_NVME_PERF:
+        tool = SpdkNvmePerf().parse(run_dir)
+        iops, mibs = tool["iops"], tool["mibs"]
+        problems = [tool["problem"]] if tool["problem"] else []
+    elif kind == BDEVPERF:
+        report = parse_bdevperf_text(stdout, str(stdout_path))
+        iops, mibs, problems = report["iops"], report["mibs"], report["problems"]
+    else:
+        raise ParseError(stdout_path, f"iolab has no parser for {kind!r} output")
+    time = parse_gnu_time_default(stdout, str(stdout_path))
+    problem = "; ".join(problems)
+    derived = Derived(metrics={"iops": iops, "mibs": mibs, "failed": failed,
+                               "elapsed_s": elapsed_s, "cpu_usage": time["cpu_percent"],
+                               "run_problem": problem},
+                      echo=echo)
+    derived.metrics.update(_dcgm(run_dir, dcgm, derived.notes))
+    derived.metrics.update(_cpufreq(run_dir, cpus, derived))
+    return derived
+
+
+def _dcgm(run_dir: Path, dcgm: dict | None, notes: list[str]) -> dict[str, float | None]:
+    path = run_dir / DCGM
+    if not path.exists() or not dcgm:
+        return {"dcgm_p95_bytes_per_s": None, "dcgm_mean_bytes_per_s": None}
+    capture = dcgmi.read_capture(path.read_text(encoding="utf-8", errors="replace"), str(path),
+                                 dcgm)
+    notes.extend(capture["notes"])
+    return {"dcgm_p95_bytes_per_s": aisio_p95(capture["rx"]),
+            "dcgm_mean_bytes_per_s": window_stats(capture["rx"])["mean"]}
+
+
+def _cpufreq(run_dir: Path, cpus: list[int] | None, derived: Derived) -> dict[str, float | None]:
+    path = run_dir / CPUFREQ
+    if not path.exists() or not cpus:
+        return {"cpufreq_mean_khz": None, "cpufreq_window_mean_khz": None}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    derived.cpu_freqs = aisio_cpu_freqs(text, cpus, str(path))
+    parsed = parse_cpufreq_log(text, str(path))
+    derived.notes.extend(parsed["notes"])
+    begin, end = _run_window(run_dir / STATE)
+    wanted = set(cpus)
+    inside = [s.khz for s in parsed["samples"]
+              if s.cpu in wanted and s.timestamp >= begin and s.timestamp + timedelta(seconds=1) <= end]
+    return {"cpufreq_mean_khz": sum(m for m, _ in derived.cpu_freqs.values()) / len(cpus),
+            "cpufreq_window_mean_khz": sum(inside) / len(inside) if inside else None}
+
+
+def _run_window(state_path: Path) -> tuple[datetime, datetime]:
+    """The benchmark's CIJOE begin and end as naive UTC datetimes (the log's convention)."""
+    state = yaml.safe_load(state_path.read_text())
+    try:
+        begin, end = float(state["begin"]), float(state["end"])
+    except (KeyError, TypeError, ValueError):
+        raise ParseError(state_path, "no numeric 'begin' and 'end'") from None
+    if not (math.isfinite(begin) and math.isfinite(end)) or end < begin:
+        raise ParseError(state_path, f"begin {begin} and end {end} are not a time window")
+
+    def utc(t: float) -> datetime:
+        return datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None)
+
+    return utc(begin), utc(end)

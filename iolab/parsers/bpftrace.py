@@ -1,0 +1,276 @@
+"""Parser for bpftrace's map output, in text mode (the default) and in JSON mode (``-f json``).
+
+Responsible for: turning what bpftrace printed into its maps (every key and value of the last
+printing of each map), the number of attached probes, lost events and helper errors, and
+raising :class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed or
+truncated output.
+
+Not responsible for: running bpftrace, its stderr (warnings such as RLIMIT_MEMLOCK), maps whose
+values are not numbers (strings, stacks, tuples: refused with a ParseError), or ``printf``
+output (skipped).
+
+One result for both modes (docs/raw-formats.md §10; format strings of bpftrace's ``output.cpp``):
+
+* ``maps``: ``{"@name": {key: value}}``. A key is a tuple of its components: ``()`` for a
+  keyless map (``@plain: 1``), ``(33,)`` for ``@b[33]``, ``(1, "a")`` for ``@m[1, a]``;
+  components that are decimal integers become ints, so text and JSON mode (which quotes every
+  key) agree. A value is an int (count, sum, min, max, avg), a dict ``{"count", "average",
+  "total"}`` (``stats()``) or a list of histogram buckets ``{"min", "max", "count"}`` with
+  inclusive bounds, ``None`` for an open end (text ``[4, 8)`` is min 4, max 7; ``(..., 0)`` is
+  min None, max -1; ``[100, ...)`` is min 100, max None; ``1K`` is 1024).
+* ``prints``: how often each map was printed; only the last printing is kept in ``maps``
+  (a program that prints a map every interval reports its last state).
+* ``probes`` (None when no "Attaching N probes" / ``attached_probes`` line: bpftrace ran with
+  ``-q`` or never attached), ``lost_events`` and ``helper_errors`` (JSON mode only; text mode
+  prints them as warnings bpftrace locates in the program, not counted here).
+* ``format``: "text" or "json".
+
+Ambiguities that are reported rather than guessed:
+
+* Text mode prints string keys raw and multiple keys joined by ", "; JSON mode joins them by
+  ",". A string key containing the separator therefore looks like several keys. Every key of a
+  map must have the same number of components, or the map is refused; integer keys (or a key
+  without commas) avoid the problem.
+* Text mode separates printings by a blank line, but a histogram map also separates its
+  entries by one; a key that appears twice within what reads as one printing is refused (JSON
+  mode, one line per printing, has no such problem).
+* A printf line that starts with ``@`` is read as a map line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from iolab.errors import ParseError
+
+_STATS_KEYS = ("count", "average", "total")
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+_ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$")
+_LOST = re.compile(r"^Lost (\d+) events$")
+_MAP_LINE = re.compile(r"^(?P<name>@\w*)(?:\[(?P<key>.*)\])?:(?: (?P<value>.*))?$")
+# Canonical decimal integers only: a string key such as "007" stays a string.
+_INT = re.compile(r"^-?(?:0|[1-9]\d*)$")
+_STATS = re.compile(r"^count (-?\d+), average (-?\d+), total (-?\d+)$")
+_LABEL = r"-?\d+[KMGT]?"
+_BUCKET = re.compile(
+    rf"^(?:\[(?P<one>{_LABEL})\]|\[(?P<lo>{_LABEL}), (?P<hi>{_LABEL})\)"
+    rf"|\[(?P<above>{_LABEL}), \.\.\.\)|\(\.\.\., (?P<below>{_LABEL})\))"
+    r"\s+(?P<count>\d+) \|@* *\|$")
+
+
+def parse_bpftrace(text: str, source: str = "<string>") -> dict[str, Any]:
+    """Parse bpftrace's stdout in whichever mode it was written (JSON when the first non-blank
+    line is a JSON object)."""
+    first = next((line.strip() for line in _lines(text) if line.strip()), "")
+    if first.startswith("{"):
+        return parse_bpftrace_json(text, source)
+    return parse_bpftrace_text(text, source)
+
+
+def parse_bpftrace_text(text: str, source: str = "<string>") -> dict[str, Any]:
+    """Parse bpftrace's default text output (see the module docstring for the result)."""
+    result = _empty("text")
+    block: dict | None = None   # the printing the current run of map lines belongs to
+    block_name: str | None = None
+    hist: tuple[str, tuple, int] | None = None  # (map, key, line) whose buckets are being read
+
+    def close_hist() -> None:
+        nonlocal hist
+        if hist is not None and not block[hist[1]]:
+            raise ParseError(source, f"line {hist[2]}: histogram {_label(hist[0], hist[1])} "
+                             f"has no buckets (truncated output?)")
+        hist = None
+
+    for number, raw in enumerate(_lines(text), start=1):
+        line = raw.rstrip()
+        if not line:
+            if hist is not None:
+                close_hist()  # the end of one histogram entry; the map may list more
+            else:
+                block = block_name = None
+            continue
+        bucket = _BUCKET.match(line)
+        if bucket:
+            if hist is None:
+                raise ParseError(source, f"line {number}: a histogram bucket outside a "
+                                 f"histogram: {line!r}")
+            block[hist[1]].append(_text_bucket(bucket))
+            continue
+        if hist is not None and line.startswith(("[", "(")):
+            raise ParseError(source, f"line {number}: histogram {_label(hist[0], hist[1])}: "
+                             f"malformed bucket line {line!r} (truncated output?)")
+        close_hist()
+        if line.startswith("@"):
+            match = _MAP_LINE.match(line)
+            if match is None:
+                raise ParseError(source, f"line {number}: not a map line ('@name[key]: value' "
+                                 f"or '@name: value'): {line!r}")
+            name = match.group("name")
+            if name != block_name:
+                block, block_name = {}, name
+                result["maps"][name] = block
+                result["prints"][name] = result["prints"].get(name, 0) + 1
+            key = _key(match.group("key"), ", ")
+            if key in block:
+                raise ParseError(source, f"line {number}: {_label(name, key)} appears twice in "
+                                 f"one printing (printed twice without a blank line in "
+                                 f"between? JSON mode tells printings apart)")
+            value = match.group("value")
+            if not value:
+                block[key] = []
+                hist = (name, key, number)
+            else:
+                block[key] = _text_value(value, name, key, number, source)
+            continue
+        block = block_name = None
+        if attaching := _ATTACHING.match(line):
+            result["probes"] = int(attaching.group(1))
+        elif lost := _LOST.match(line):
+            result["lost_events"] += int(lost.group(1))
+    close_hist()
+    _check_maps(result["maps"], source)
+    return result
+
+
+def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
+    """Parse the newline-delimited JSON of ``bpftrace -f json`` (see the module docstring)."""
+    result = _empty("json")
+    for number, line in enumerate(_lines(text), start=1):
+        if not line.strip():
+            continue  # bpftrace writes blank lines between events
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise ParseError(source, f"line {number}: not a JSON object (truncated output?): "
+                             f"{line[:80]!r}") from None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise ParseError(source, f"line {number}: an event without a 'type': {line[:80]!r}")
+        kind, data = event["type"], event.get("data")
+        if kind == "attached_probes":
+            result["probes"] = _count(data, "probes", number, source)
+        elif kind == "lost_events":
+            result["lost_events"] += _count(data, "events", number, source)
+        elif kind == "helper_error":
+            result["helper_errors"] += 1
+        elif kind in ("map", "hist", "stats"):
+            if not isinstance(data, dict) or len(data) != 1 \
+                    or not str(next(iter(data))).startswith("@"):
+                raise ParseError(source, f"line {number}: a '{kind}' event must hold exactly "
+                                 f"one map, got {str(data)[:80]!r}")
+            name, value = next(iter(data.items()))
+            result["maps"][name] = _json_map(kind, name, value, number, source)
+            result["prints"][name] = result["prints"].get(name, 0) + 1
+        # printf, time, cat, join, syscall and value events carry no map
+    _check_maps(result["maps"], source)
+    return result
+
+
+def _empty(mode: str) -> dict[str, Any]:
+    return {"format": mode, "probes": None, "lost_events": 0, "helper_errors": 0, "maps": {},
+            "prints": {}}
+
+
+def _lines(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _key(raw: str | None, separator: str) -> tuple:
+    if raw is None:
+        return ()
+    return tuple(int(part) if _INT.match(part) else part for part in raw.split(separator))
+
+
+def _label(name: str, key: tuple) -> str:
+    return f"{name}[{', '.join(map(str, key))}]" if key else name
+
+
+def _text_value(value: str, name: str, key: tuple, number: int, source: str) -> int | dict:
+    if _INT.match(value):
+        return int(value)
+    if stats := _STATS.match(value):
+        return dict(zip(_STATS_KEYS, map(int, stats.groups())))
+    raise ParseError(source, f"line {number}: {_label(name, key)}: value {value!r} is neither "
+                     f"a number nor 'count N, average N, total N' (maps of strings or stacks "
+                     f"are not read)")
+
+
+def _number(label: str) -> int:
+    suffix = label[-1] if label[-1] in "KMGT" else ""
+    return int(label[:len(label) - len(suffix)]) * _SUFFIX[suffix]
+
+
+def _text_bucket(match: re.Match) -> dict[str, int | None]:
+    count = int(match.group("count"))
+    if match.group("one") is not None:
+        value = _number(match.group("one"))
+        return {"min": value, "max": value, "count": count}
+    if match.group("lo") is not None:
+        return {"min": _number(match.group("lo")), "max": _number(match.group("hi")) - 1,
+                "count": count}
+    if match.group("above") is not None:
+        return {"min": _number(match.group("above")), "max": None, "count": count}
+    return {"min": None, "max": _number(match.group("below")) - 1, "count": count}
+
+
+def _count(data: Any, field: str, number: int, source: str) -> int:
+    value = data.get(field) if isinstance(data, dict) else None
+    if not _is_int(value) or value < 0:
+        raise ParseError(source, f"line {number}: expected {{\"{field}\": N}}, got {data!r}")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_map(kind: str, name: str, value: Any, number: int, source: str) -> dict:
+    def where(key: tuple) -> str:
+        return f"line {number}: {_label(name, key)}"
+
+    def one(key: tuple, item: Any) -> Any:
+        if kind == "hist":
+            return _json_buckets(item, where(key), source)
+        if _is_int(item):
+            return item
+        if kind == "stats" and isinstance(item, dict) and set(item) == set(_STATS_KEYS) \
+                and all(_is_int(v) for v in item.values()):
+            return {k: item[k] for k in _STATS_KEYS}
+        raise ParseError(source, f"{where(key)}: value {item!r} is not a number (maps of "
+                         f"strings, stacks or tuples are not read)")
+
+    keyless = (isinstance(value, list) if kind == "hist" else
+               not isinstance(value, dict) or (kind == "stats" and set(value) == set(_STATS_KEYS)
+                                               and all(_is_int(v) for v in value.values())))
+    if keyless:
+        return {(): one((), value)}
+    if not isinstance(value, dict):
+        raise ParseError(source, f"line {number}: {name}: expected an object of keys, got "
+                         f"{value!r}")
+    return {_key(k, ","): one(_key(k, ","), v) for k, v in value.items()}
+
+
+def _json_buckets(buckets: Any, where: str, source: str) -> list[dict[str, int | None]]:
+    if not isinstance(buckets, list) or not buckets:
+        raise ParseError(source, f"{where}: a histogram must be a non-empty list of buckets, "
+                         f"got {buckets!r}")
+    out = []
+    for bucket in buckets:
+        bounds = {k: bucket.get(k) for k in ("min", "max")} if isinstance(bucket, dict) else {}
+        if not isinstance(bucket, dict) or not _is_int(bucket.get("count")) \
+                or not any(_is_int(v) for v in bounds.values()) \
+                or not all(v is None or _is_int(v) for v in bounds.values()):
+            raise ParseError(source, f"{where}: a bucket needs an integer 'count' and 'min' "
+                             f"and/or 'max', got {bucket!r}")
+        out.append({**bounds, "count": bucket["count"]})
+    return out
+
+
+def _check_maps(maps: dict[str, dict], source: str) -> None:
+    for name, entries in maps.items():
+        sizes = {len(key) for key in entries}
+        if len(sizes) > 1:
+            raise ParseError(source, f"{name}: keys have {sorted(sizes)} components; a string key "
+                             f"containing the key separator is ambiguous (use integer keys)")

@@ -1,0 +1,110 @@
+"""Render the book: replay every notebook with papermill from stored data, then build.
+
+The notebooks rendered are every registered experiment's (into its ``chapter`` path in
+``book/``) and the pages in :data:`PAGES` that are not experiments (the inventory of measured
+hosts). Replay never touches hardware (``mode="replay"``). Executed notebooks are written
+with papermill's timestamps and absolute paths stripped, so re-rendering the same data gives
+the same files; the parameters cells are removed from the pages (the chapters state what ran
+from the stored manifests instead).
+
+Responsible for: the notebook -> book mapping, papermill replay, metadata stripping, cleaning
+rendered notebooks and calling ``jupyter-book``. Not responsible for: analysis (the
+notebooks) or the book's text.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from iolab import experiments
+from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
+
+# Notebooks that are pages but not experiments: notebook name -> page in book/ (no suffix).
+PAGES = {"inventory": "environments/inventory"}
+
+
+def rendered() -> dict[Path, Path]:
+    """Every notebook to replay -> the executed copy in book/."""
+    out = {NOTEBOOKS_DIR / f"{name}.ipynb": BOOK_DIR / f"{page}.ipynb"
+           for name, page in PAGES.items()}
+    for exp in experiments.all_experiments():
+        out[exp.notebook] = BOOK_DIR / f"{exp.chapter}.ipynb"
+    return out
+
+
+def strip_volatile_metadata(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        tags = cell.metadata.get("tags", [])
+        if ("injected-parameters" in tags or "parameters" in tags) and "remove-cell" not in tags:
+            cell.metadata["tags"] = tags + ["remove-cell"]
+    nbformat.write(nb, path)
+
+
+def render(data_dir: Path | None = None, only: list[str] | None = None, log=print) -> list[Path]:
+    import papermill
+
+    written = []
+    for src, dst in rendered().items():
+        if only and src.stem not in only:
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        params = {"mode": "replay"}
+        if data_dir is not None:
+            params["data_dir"] = str(data_dir)
+        log(f"replaying {src.relative_to(REPO_ROOT)} -> {dst.relative_to(REPO_ROOT)}")
+        papermill.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
+                                   kernel_name="python3", progress_bar=False, log_output=False)
+        strip_volatile_metadata(dst)
+        written.append(dst)
+    return written
+
+
+def clean(log=print) -> None:
+    """Remove the executed notebooks from book/ and the built HTML."""
+    for dst in rendered().values():
+        if dst.exists():
+            dst.unlink()
+            log(f"removed {dst.relative_to(REPO_ROOT)}")
+
+
+def glued_values(pages: list[Path] | None = None) -> dict[str, dict[str, str]]:
+    """Every text value glued into the rendered notebooks, by page and key (figures left out).
+
+    The book's numbers live here; a snapshot of them (``iolab book --glue-snapshot FILE``)
+    lets a test say when a change to code or data changed a number the prose quotes.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted(pages or rendered().values()):
+        nb = nbformat.read(path, as_version=4)
+        values = {}
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+                text = output.get("data", {}).get("application/papermill.record/text/plain")
+                if name and text is not None:
+                    values[name] = text
+        out[str(path.relative_to(BOOK_DIR))] = dict(sorted(values.items()))
+    return out
+
+
+def write_glue_snapshot(path: Path) -> None:
+    Path(path).write_text(json.dumps(glued_values(), indent=1, ensure_ascii=False) + "\n")
+
+
+def build(strict: bool = True) -> int:
+    exe = Path(sys.executable).with_name("jupyter-book")
+    # --all: an incremental build can skip the page that holds a broken reference and pass.
+    argv = [str(exe), "build", "--all"]
+    if strict:
+        argv += ["-W", "-n", "--keep-going"]
+    argv.append(str(BOOK_DIR))
+    return subprocess.call(argv, cwd=REPO_ROOT)

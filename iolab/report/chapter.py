@@ -1,0 +1,153 @@
+"""What a chapter notebook opens with and ends with.
+
+``Chapter(experiment, environment, mode=..., data_dir=..., overrides=...)`` runs the campaign
+when ``mode == "run"``, plans it, and loads the tidy rows of the configuration the params file
+describes (rows of other configurations are kept apart and listed, never pooled silently). It
+states what ran from the stored manifests (:meth:`what_ran`), summarises with the interval
+each metric calls for (:meth:`summarize`), collects the chapter's glued text and figures, and
+at the end glues every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a
+labelled placeholder where data are missing, so a chapter without data still builds and says so.
+
+Responsible for: those steps, shared by every chapter. Not responsible for: a chapter's
+analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import nbformat
+import pandas as pd
+
+from iolab.analysis import stats
+from iolab.campaign import Campaign
+from iolab.core.identity import config_id
+from iolab.errors import InputError
+from iolab.report.figures import placeholder, theme
+
+MODES = ("replay", "plan", "run")
+_TEXT_KEY = re.compile(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)")
+_FIGURE_KEY = re.compile(r"\{glue:figure\}\s*`?([A-Za-z0-9_]+)")
+
+
+def referenced_keys(notebook: Path) -> tuple[list[str], list[str]]:
+    """The text and figure glue keys a notebook's Markdown cells refer to, in order."""
+    nb = nbformat.read(notebook, as_version=4)
+    text, figures = [], []
+    for c in nb.cells:
+        if c.cell_type != "markdown":
+            continue
+        text += [k for k in _TEXT_KEY.findall(c.source) if k not in text]
+        figures += [k for k in _FIGURE_KEY.findall(c.source) if k not in figures]
+    return text, figures
+
+
+class Chapter:
+    def __init__(self, experiment: str, environment: str, *, mode: str = "replay",
+                 data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None):
+        if mode not in MODES:
+            raise InputError("notebook parameters", "mode", f"unknown mode {mode!r}",
+                             allowed=", ".join(MODES))
+        self.campaign = Campaign(experiment, environment, data_dir=data_dir, overrides=overrides)
+        self.experiment = self.campaign.experiment
+        self.spec = self.campaign.spec
+        self.environment = environment
+        self.data_dir = self.campaign.data_dir
+        self.messages: list[str] = []
+        if mode == "run":
+            self.messages = self.campaign.run(keep_going=True).messages
+        self.plan = self.campaign.plan()
+        self.config = config_id(self.experiment.name, environment, self.spec.settings)
+        rows = self.campaign.tidy()
+        if rows.empty:
+            self.df, self.others = rows, rows
+        else:
+            mine = rows["run.config"] == self.config
+            self.df, self.others = rows[mine].reset_index(drop=True), rows[~mine]
+        self.host = self.campaign.store.read_host() or {}
+        self.text: dict[str, str] = {}
+        self.figures: dict[str, Any] = {}
+        theme(self.spec.analysis["palette"])
+
+    @property
+    def have(self) -> bool:
+        return not self.df.empty
+
+    @property
+    def confidence(self) -> float:
+        return self.spec.analysis["confidence"]
+
+    def label(self, variable: str):
+        """A function giving readable values of a variable, for ticks and legends."""
+        return lambda value: self.experiment.describe(variable, value)
+
+    def axis_label(self, variable: str) -> str:
+        return self.experiment.variable_labels.get(variable, variable)
+
+    def metric_label(self, metric: str) -> str:
+        m = self.experiment.metrics[metric]
+        return f"{m.label} ({m.unit})" if m.unit else m.label
+
+    def summarize(self, rows: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
+        """n, mean, sd and each metric's own interval (``Metric.interval``) per group."""
+        if rows.empty:
+            return pd.DataFrame()
+        methods = {m: self.experiment.metrics[m].interval for m in metrics
+                   if m in self.experiment.metrics}
+        return stats.summarize(rows, by, metrics, self.confidence, methods)
+
+    # -- provenance ------------------------------------------------------------------------
+
+    def what_ran(self) -> pd.DataFrame:
+        """What the shown runs are, from their manifests and the host record."""
+        df = self.df
+        items: list[tuple[str, str]] = [("environment", self.environment)]
+        if df.empty:
+            items.append(("stored runs", f"none for the configuration of {self.spec.params_file.name}"))
+        else:
+            points = df.groupby(list(self.spec.base), dropna=False).size()
+            reps = (f"{points.min()}" if points.min() == points.max()
+                    else f"{points.min()} to {points.max()}")
+            items += [
+                ("runs shown", f"{len(df)}: {len(points)} points, {reps} repetitions each"),
+                ("tool", ", ".join(sorted(df["run.tool_version"].dropna().astype(str).unique()))
+                 + f" (driver version {', '.join(sorted(df['run.driver_version'].dropna().astype(str).unique()))})"),
+            ]
+            for column in sorted(c for c in df.columns if c.startswith("config.")):
+                name = column.removeprefix("config.")
+                field = self.experiment.settings.get(name)
+                what = f"{name} ({field.help})" if field is not None and field.help else name
+                items.append((what, ", ".join(sorted(df[column].dropna().astype(str).unique()))))
+            started = pd.to_datetime(df["run.started_at"], utc=True)
+            items.append(("made", f"{started.min():%Y-%m-%d %H:%M} to {started.max():%Y-%m-%d %H:%M} UTC"))
+        cpu = self.host.get("cpu") or {}
+        if self.host:
+            items.append(("host", f"{self.host.get('hostname')}: {cpu.get('model_name')}, "
+                                  f"{cpu.get('logical_cpus')} logical CPUs, kernel "
+                                  f"{self.host.get('kernel_release')} (fingerprint "
+                                  f"{self.host.get('fingerprint')})"))
+        if not self.others.empty:
+            items.append(("not shown", f"{len(self.others)} stored runs of other configurations "
+                                       "(other settings than this params file)"))
+        return pd.DataFrame(items, columns=["", "what ran"])
+
+    def plan_text(self) -> str:
+        return self.plan.summary()
+
+    # -- glue ------------------------------------------------------------------------------
+
+    def glue_all(self) -> None:
+        """Glue every key the notebook's prose refers to; 'n/a' or a placeholder if missing."""
+        from myst_nb import glue
+
+        text_keys, figure_keys = referenced_keys(self.experiment.notebook)
+        for key in text_keys:
+            glue(key, str(self.text.get(key, "n/a")), display=False)
+        for key in figure_keys:
+            fig = self.figures.get(key) or placeholder(
+                f"No measurement stored for environment {self.environment}")
+            glue(key, fig, display=False)
+            plt.close(fig)

@@ -1,0 +1,135 @@
+"""Figures for the chapters: one style, means with their intervals, and every repetition shown.
+
+Every plotting helper takes a summary (:func:`iolab.analysis.stats.summarize`) for the means
+and intervals and, optionally, the tidy rows behind it, whose repetitions it draws as points
+beside the means. Axes of whole-number variables get ticks at the measured values only (no
+"1.2 cores"), categorical axes get readable labels from the experiment, and a figure fed rows
+of more than one configuration refuses to draw (see :func:`one_configuration`).
+
+Responsible for: the look and the drawing. Not responsible for: the numbers (analysis) or
+where the figure goes (``iolab.report.chapter``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import FuncFormatter, NullLocator
+
+from iolab.errors import IolabError
+
+Label = Callable[[Any], str]
+
+
+def theme(palette: str = "colorblind") -> None:
+    sns.set_theme(style="whitegrid", context="notebook", font_scale=1.1, palette=palette)
+
+
+def colors(keys: Sequence[Any], palette: str = "colorblind") -> dict[Any, Any]:
+    return dict(zip(keys, sns.color_palette(palette, len(keys))))
+
+
+def one_configuration(rows: pd.DataFrame, what: str) -> None:
+    """Refuse to draw rows made with different execution settings as if they were one."""
+    if "run.config" in rows and rows["run.config"].nunique() > 1:
+        found = ", ".join(f"{c} ({n} runs)" for c, n in rows["run.config"].value_counts().items())
+        raise IolabError(f"{what}: the rows come from {rows['run.config'].nunique()} "
+                         f"configurations ({found}); select one (see iolab.core.tidy."
+                         "configurations) instead of pooling them")
+
+
+def thousands(ax, axis: str = "y") -> None:
+    """Large counts as 120k instead of 120000."""
+    fmt = FuncFormatter(lambda v, _: f"{v / 1e3:.0f}k" if abs(v) >= 1e3 else f"{v:.0f}")
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
+
+
+def value_ticks(ax, values: Sequence[Any], *, log2: bool = False) -> None:
+    """Ticks exactly at the measured values of a whole-number variable, labelled as such."""
+    values = sorted({int(v) for v in values})
+    if log2:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _repetitions(ax, rows: pd.DataFrame | None, x: str, metric: str, where: dict[str, Any],
+                 color, positions: Callable[[pd.Series], np.ndarray] | None = None) -> None:
+    if rows is None or rows.empty:
+        return
+    sub = rows
+    for key, value in where.items():
+        sub = sub[sub[key] == value]
+    if sub.empty:
+        return
+    xs = positions(sub[x]) if positions else sub[x].to_numpy(dtype=float)
+    ax.scatter(xs, sub[metric], s=14, color=color, alpha=0.55, linewidths=0, zorder=3)
+
+
+def band(ax, summary: pd.DataFrame, x: str, metric: str, *, hue: str | None = None,
+         order: Sequence[Any] = (), colors_by: dict[Any, Any] | None = None,
+         rows: pd.DataFrame | None = None, label: Label = str, log2: bool = True,
+         scale: float = 1.0) -> None:
+    """Mean and interval band along a whole-number ``x``, one line per ``hue`` value, and each
+    repetition as a dot (``rows``)."""
+    if rows is not None:
+        one_configuration(rows, f"figure of {metric} against {x}")
+    s = summary[summary["metric"] == metric]
+    groups = list(order) or (sorted(s[hue].unique()) if hue else [None])
+    for g in groups:
+        part = s if hue is None else s[s[hue] == g]
+        part = part.sort_values(x)
+        if part.empty:
+            continue
+        color = (colors_by or {}).get(g)
+        name = label(g) if hue else None
+        ax.plot(part[x], part["mean"] * scale, marker="o", label=name, color=color)
+        ax.fill_between(part[x], part["ci_low"] * scale, part["ci_high"] * scale, alpha=0.22,
+                        color=color, linewidth=0)
+        if rows is not None:
+            scaled = rows.assign(**{metric: rows[metric] * scale})
+            _repetitions(ax, scaled, x, metric, {} if hue is None else {hue: g}, color)
+    if not s.empty:
+        value_ticks(ax, s[x].unique(), log2=log2)
+
+
+def bars(ax, summary: pd.DataFrame, x: str, metric: str, *, order: Sequence[Any],
+         hue: str, hue_order: Sequence[Any], colors_by: dict[Any, Any],
+         rows: pd.DataFrame | None = None, label: Label = str, hue_label: Label = str) -> None:
+    """Grouped bars of the means with interval whiskers, each repetition as a dot."""
+    if rows is not None:
+        one_configuration(rows, f"figure of {metric} by {x}")
+    width = 0.8 / len(hue_order)
+    xs = np.arange(len(order))
+    s = summary[summary["metric"] == metric]
+    for i, h in enumerate(hue_order):
+        part = s[s[hue] == h].set_index(x).reindex(order)
+        offset = (i - (len(hue_order) - 1) / 2) * width
+        err = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
+        ax.bar(xs + offset, part["mean"], width, yerr=err, capsize=4, label=hue_label(h),
+               color=colors_by[h], alpha=0.85)
+        index = {v: k for k, v in enumerate(order)}
+        shown = None if rows is None else rows[rows[x].isin(order)]
+        _repetitions(ax, shown, x, metric, {hue: h}, "0.15",
+                     positions=lambda col, off=offset: np.array([index[v] for v in col]) + off)
+    ax.set_xticks(xs, [label(v) for v in order])
+
+
+def legend_beside(fig, axes, title: str) -> None:
+    """One legend to the right of the panels, so it never covers data."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes:
+        if ax.get_legend():
+            ax.get_legend().remove()
+    axes[-1].legend(handles, labels, title=title, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+
+
+def placeholder(message: str):
+    fig, ax = plt.subplots(figsize=(8, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    return fig

@@ -1,0 +1,69 @@
+"""Numbers as the book prints them, and the summary tables of the chapters.
+
+Responsible for: formatting (thousands separators, ranges, signed percentages) and turning a
+summary (:func:`iolab.analysis.stats.summarize`) into a wide table of "mean (sd; interval)"
+cells, one row per point, that names its interval method. Not responsible for: computing
+anything.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from iolab.analysis.stats import METHODS
+
+
+def fmt_int(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.0f}"
+
+
+def fmt_range(low: float, high: float, fmt: Callable[[float], str] = fmt_int,
+              sep: str = " – ") -> str:
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
+        return "n/a"
+    return f"{fmt(low)}{sep}{fmt(high)}"
+
+
+def fmt_pct(x: float, digits: int = 1) -> str:
+    return f"{x:+.{digits}f} %"
+
+
+def pct_with_interval(change: dict[str, float], digits: int = 1) -> tuple[str, str]:
+    """('+2.1 %', '-3.4 % to +7.6 %') from :func:`iolab.analysis.stats.pct_change`."""
+    return (fmt_pct(change["pct"], digits),
+            f"{fmt_pct(change['ci_low'], digits)} to {fmt_pct(change['ci_high'], digits)}")
+
+
+def cell(row: pd.Series, digits: int) -> str:
+    """'mean (sd s; low – high)' of one summary row."""
+    f = lambda v: "n/a" if pd.isna(v) else f"{v:,.{digits}f}"  # noqa: E731
+    return f"{f(row['mean'])} (sd {f(row['sd'])}; {f(row['ci_low'])} – {f(row['ci_high'])})"
+
+
+def summary_table(summary: pd.DataFrame, keys: Sequence[str], metrics: dict[str, str],
+                  digits: dict[str, int] | None = None,
+                  label: Callable[[str, Any], str] = lambda k, v: str(v),
+                  key_names: dict[str, str] | None = None,
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """One row per point: its keys (readable), n, and per metric 'mean (sd; interval)'.
+
+    ``metrics`` maps a metric to its column title; the interval's method is added to the
+    title, so a reader sees which interval each column holds.
+    """
+    digits = digits or {}
+    key_names = key_names or {}
+    rows = []
+    for key, group in summary.groupby(list(keys), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        by_metric = group.set_index("metric")
+        row: dict[str, Any] = {key_names.get(k, k): label(k, v) for k, v in zip(keys, key)}
+        row["n"] = int(by_metric["n"].iloc[0])
+        for metric, title in metrics.items():
+            m = by_metric.loc[metric]
+            ci = f"{confidence * 100:g} % CI, {METHODS[m['method']]}"
+            row[f"{title}: mean (sd; {ci})"] = cell(m, digits.get(metric, 0))
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,250 @@
+"""What every tool adapter and collector shares: finding a program, its version, its driver.
+
+A *tool adapter* (one module per tool in this folder) knows one benchmark program: where to
+find it and how to ask its version, how to turn options in the tool's own vocabulary into the
+driver's argv, which input files a run needs, how to parse what the tool wrote, and when the
+tool measured. Experiments describe a run as an :class:`Invocation` (a tool name and options)
+and never build argv themselves.
+
+A *collector* samples something around a run (CPU frequency, CPU time, a GPU's PCIe traffic)
+or wraps the driver's argv (GNU time); its parser is a pure function of the files it wrote.
+
+Responsible for: :class:`Program` (find, version, install hint), :class:`CpuRequest` (a CPU
+set named by cores, resolved against a host's topology at run time), :class:`Invocation`,
+the :class:`ToolAdapter` and :class:`Collector` interfaces, and reading a driver's version.
+Not responsible for: running anything (``iolab.core.runner``), or any one tool.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from iolab.errors import InputError, ToolError
+from iolab.host.inventory import pick_cpus
+from iolab.paths import DRIVERS_DIR
+
+VERSION_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program on this host: what it is called, how to ask its version, how to install it."""
+
+    name: str                          # what the user installs or builds, e.g. "fio"
+    executable: str                    # a name looked up on PATH, or a path
+    version_args: tuple[str, ...] = ("--version",)
+    install: str = "install it first"  # how, in one phrase
+    role: str = "benchmark"            # what the plan says it is needed for
+
+    def find(self) -> str | None:
+        """The program's path, or None when it is not there."""
+        if "/" in self.executable:
+            return self.executable if Path(self.executable).is_file() else None
+        return shutil.which(self.executable)
+
+    def require(self) -> str:
+        where = self.find()
+        if where is None:
+            place = f"at {self.executable}" if "/" in self.executable else "on PATH"
+            raise ToolError(f"{self.name} not found {place}; {self.install}. "
+                            "Nothing was run and no system setting was touched.")
+        return where
+
+    def version(self) -> str | None:
+        """The first line the program prints for its version, or None (missing, or it failed)."""
+        where = self.find()
+        return _version_line(where, self.version_args) if where else None
+
+    def status(self) -> dict[str, Any]:
+        """What the plan shows: found where and which version, or how to install it."""
+        where = self.find()
+        return {"name": self.name, "role": self.role, "found": where is not None, "path": where,
+                "version": _version_line(where, self.version_args) if where else None,
+                "version_argv": [self.executable, *self.version_args],
+                "install": None if where else self.install}
+
+
+@lru_cache(maxsize=64)
+def _version_line(path: str, args: tuple[str, ...]) -> str | None:
+    try:
+        done = subprocess.run([path, *args], capture_output=True, text=True, check=False,
+                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    # Some tools print their version on stderr, some exit 1 after printing it.
+    text = (done.stdout or done.stderr).strip()
+    return text.splitlines()[0].strip() if text else None
+
+
+def driver_version(driver: Path) -> str:
+    """The ``# iolab-driver-version: N`` line of a driver script."""
+    if not driver.exists():
+        raise ToolError(f"{driver}: driver script not found")
+    return _driver_version(driver, driver.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _driver_version(driver: Path, mtime_ns: int) -> str:
+    # cached per file version: a plan asks once per run, and a full grid has thousands
+    match = re.search(r"^# iolab-driver-version:\s*(\S+)", driver.read_text(), re.M)
+    if not match:
+        raise ToolError(f"{driver}: no '# iolab-driver-version: N' line")
+    return match.group(1)
+
+
+def cpu_mask(cpus: list[int]) -> str:
+    """The hex mask of a set of logical CPUs, as SPDK and xNVMe take it: [0, 1] -> 0x3."""
+    if not cpus:
+        raise InputError(None, "cpus", "need at least one CPU for a core mask")
+    for cpu in cpus:
+        if isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0:
+            raise InputError(None, "cpus", f"CPU ids must be whole numbers >= 0, got {cpu!r}")
+    if len(set(cpus)) != len(cpus):
+        raise InputError(None, "cpus", f"CPU ids repeat in {sorted(cpus)}")
+    return hex(sum(1 << cpu for cpu in cpus))
+
+
+@dataclass(frozen=True)
+class CpuRequest:
+    """Logical CPUs named by physical cores, so a run's identity does not depend on CPU ids.
+
+    ``cores`` physical cores in the order of their lowest CPU id (None: every online CPU);
+    ``siblings``: all hardware threads of each core, else only its first. Resolved against
+    the topology of the host a run executes on (``host.json`` records it).
+    """
+
+    cores: int | None
+    siblings: bool = True
+
+    def resolve(self, topology: list[dict[str, Any]]) -> list[int]:
+        if self.cores is None:
+            return sorted(entry["cpu"] for entry in topology)
+        return pick_cpus(topology, self.cores, use_siblings=self.siblings)
+
+    def canonical(self) -> dict[str, Any]:
+        return {"cores": "all" if self.cores is None else self.cores, "siblings": self.siblings}
+
+
+@dataclass(frozen=True)
+class CpuCount:
+    """The number of CPUs a :class:`CpuRequest` gives on the host that runs (e.g. fio's numjobs)."""
+
+    request: CpuRequest
+
+    def resolve(self, topology: list[dict[str, Any]]) -> int:
+        return len(self.request.resolve(topology))
+
+    def canonical(self) -> dict[str, Any]:
+        return {"cpus_of": self.request.canonical()}
+
+
+HOST_VALUES = (CpuRequest, CpuCount)
+
+
+def canonical_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Options as JSON-ready data, host-resolved values by their request, for a run's identity."""
+    return {k: v.canonical() if isinstance(v, HOST_VALUES) else v for k, v in options.items()}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One run of one tool: the adapter's name and options in the tool's own vocabulary.
+
+    Option values are plain data, or a :class:`CpuRequest` where the tool takes a CPU set
+    (a :class:`CpuCount` where it takes their number), resolved on the host that runs.
+    The options, the driver and its version are a run's identity; nothing that only chooses
+    an output format is an option.
+    """
+
+    tool: str
+    options: Mapping[str, Any]
+
+    def cpu_request(self) -> CpuRequest | None:
+        found = [v for v in self.options.values() if isinstance(v, CpuRequest)]
+        return found[0] if found else None
+
+
+@dataclass
+class Launch:
+    """What the runner executes for one run, resolved on this host."""
+
+    argv: list[str]                     # run inside the run folder
+    inputs: dict[str, str] = field(default_factory=dict)  # files written before the driver
+    cpus: list[int] | None = None       # the resolved CPU set, if the run is pinned
+
+
+class ToolAdapter:
+    """One benchmark tool: subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]                 # also the namespace of its tidy columns
+    driver: ClassVar[str | None] = None  # script in scripts/drivers/
+    # Seconds a run takes beyond its runtime (start-up, teardown); an estimate for the plan.
+    startup_s: ClassVar[float] = 1.0
+    # Arguments older runs recorded that only chose an output format (not part of what ran).
+    output_only_args: ClassVar[tuple[str, ...]] = ()
+
+    def program(self, options: Mapping[str, Any]) -> Program:
+        raise NotImplementedError
+
+    @property
+    def driver_path(self) -> Path:
+        if self.driver is None:
+            raise ToolError(f"{self.name}: no driver script; this tool is only read from "
+                            "archives so far")
+        return DRIVERS_DIR / self.driver
+
+    def identity(self, invocation: Invocation) -> dict[str, Any]:
+        """What enters a run id: tool, driver and its version, options."""
+        return {"tool": self.name, "driver": self.driver,
+                "driver_version": driver_version(self.driver_path) if self.driver else None,
+                "options": canonical_options(invocation.options)}
+
+    def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
+        """The driver's argv (absolute driver path first) and the run's input files."""
+        raise NotImplementedError
+
+    def collectors(self, invocation: Invocation) -> list[Collector]:
+        """Collectors every run of this tool needs (e.g. a marker of its measurement start)."""
+        return []
+
+    def parse(self, run_dir: Path) -> dict[str, Any]:
+        """Metrics of a stored run from its raw files; ``problem`` (None or why the run is not
+        a measurement) and ``note`` (said once per campaign) are always present."""
+        raise NotImplementedError
+
+    def window(self, run_dir: Path) -> tuple[int, int] | None:
+        """When the tool measured (CLOCK_REALTIME ns), from its own output, if it says."""
+        return None
+
+
+class Collector:
+    """Something sampled around one run; ``parse`` reads only the files ``start``/``stop`` wrote."""
+
+    name: ClassVar[str]                 # also the namespace of its tidy columns
+
+    def programs(self) -> list[Program]:
+        """Programs this collector needs on the host (checked by the plan)."""
+        return []
+
+    def start(self, run_dir: Path) -> None:
+        pass
+
+    def attach(self, pid: int) -> None:
+        """Called with the driver's pid once it runs."""
+
+    def stop(self, run_dir: Path) -> None:
+        pass
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """A collector may run the driver under it (GNU time); default: unchanged."""
+        return argv
+
+    @staticmethod
+    def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
+        return {}

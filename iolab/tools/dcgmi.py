@@ -1,0 +1,291 @@
+"""DCGM's ``dcgmi dmon`` as a collector: the PCIe traffic of one GPU, sampled around a run.
+
+``DcgmDmon(gpu_id, interval_ms)`` runs ``dcgmi dmon -e 1009,1010 -d <ms> -i <gpu>`` from
+``start`` to ``stop``: fields 1009 and 1010 are the PCIe TX and RX rates of the GPU in bytes/s
+(protocol overhead included; RX is data arriving at the GPU, e.g. NVMe -> GPU P2P). dcgmi
+needs a running DCGM host engine (``nv-hostengine``); :meth:`DcgmDmon.check` says plainly when
+it cannot reach one, and ``start`` checks first, so no run goes ahead unmeasured.
+
+Files in the run folder:
+
+- ``dcgm.txt``: dmon's output as printed (stdout and stderr; raw-formats.md §5.2).
+- ``dcgm-times.txt``: one CLOCK_REALTIME nanosecond stamp per line of ``dcgm.txt``, taken when
+  the line arrived. dmon prints no timestamps but flushes every sample, so a line's arrival is
+  when the sample was taken (pipe latency aside); the window is cut by these stamps.
+- ``dcgm.json``: ``{"argv", "pid", "started_ns", "stopped_ns", "exit_status", "signal",
+  "ended_before_stop", "killed"}`` like stress_ng's record: ``ended_before_stop`` true means
+  dmon failed or quit before the run ended (its reason is at the end of ``dcgm.txt``).
+
+:func:`read_argv` reads a dmon command line (an argv list, or a shell line such as AiSIO's
+``screen -dm bash -c "dcgmi dmon … > file"``) into ``{field_ids, gpu_ids, interval_ms}``;
+:func:`read_capture` turns a capture into the RX/TX samples of its one GPU. The AiSIO
+importer uses both.
+
+Responsible for: the argv, starting and stopping dmon (its own process group: SIGTERM to the
+group, SIGKILL after a grace period), the timestamps, and the RX/TX statistics (mean, p50,
+p95 over the window; AiSIO's p95 over the whole capture). Not responsible for: parsing dmon's
+table (:mod:`iolab.parsers.dcgm_dmon`) or choosing the GPU a benchmark uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO, Mapping, TextIO
+
+from iolab.errors import InputError, IolabError, ParseError, ToolError
+from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
+from iolab.tools.base import Collector, Program
+
+TX_FIELD, RX_FIELD = 1009, 1010  # DCGM_FI_PROF_PCIE_TX_BYTES, DCGM_FI_PROF_PCIE_RX_BYTES
+FIELDS = (TX_FIELD, RX_FIELD)
+CAPTURE, TIMES, RECORD = "dcgm.txt", "dcgm-times.txt", "dcgm.json"
+# dmon ends at once on SIGTERM; this is for a dcgmi that hangs talking to the host engine.
+GRACE_S = 5.0
+CHECK_TIMEOUT_S = 20.0
+
+PROGRAM = Program("dcgmi", "dcgmi", ("--version",),
+                  install="install NVIDIA DCGM (the datacenter-gpu-manager packages, "
+                          "https://developer.nvidia.com/dcgm) and start nv-hostengine",
+                  role="collector")
+
+_OPTIONS = {"-e": "field_ids", "-i": "gpu_ids", "-d": "interval_ms"}
+# where a shell line goes on after the command: redirections, pipes, ';', '&&'
+_SHELL_OPERATOR = re.compile(r"^(?:\d*[<>]|[|;&])")
+
+
+def read_argv(cmd_or_argv: str | list[str]) -> dict[str, Any]:
+    """``{field_ids, gpu_ids, interval_ms}`` of a ``dcgmi dmon`` command.
+
+    A string is split as the shell would, and a ``dcgmi dmon`` inside a quoted word (``bash -c
+    "…"``) is found too; the command ends at a shell operator. Absent options: ``field_ids``
+    None, ``gpu_ids`` [] (dmon's default: every GPU), ``interval_ms`` None (dmon's default is
+    1000). InputError names an option this reader does not know or a value it cannot read.
+    """
+    words = _split(cmd_or_argv) if isinstance(cmd_or_argv, str) else list(cmd_or_argv)
+    args = _dmon_args(words)
+    if args is None:
+        raise InputError(None, "argv", f"no 'dcgmi dmon' command in {cmd_or_argv!r}")
+    found: dict[str, Any] = {"field_ids": None, "gpu_ids": [], "interval_ms": None}
+    at = 0
+    while at < len(args):
+        flag = args[at]
+        if flag not in _OPTIONS:
+            raise InputError(None, flag, "not a dcgmi dmon option this reader knows",
+                             allowed=", ".join(_OPTIONS))
+        if at + 1 >= len(args):
+            raise InputError(None, flag, "has no value")
+        value = args[at + 1]
+        key = _OPTIONS[flag]
+        if key == "interval_ms":
+            if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
+                raise InputError(None, flag, f"{value!r} is not a delay in whole ms >= 1")
+            found[key] = int(value)
+        else:
+            if not re.fullmatch(r"[0-9]+(?:,[0-9]+)*", value):
+                raise InputError(None, flag, f"{value!r} is not a comma list of ids",
+                                 allowed="e.g. 1009,1010 or 0,1 (entity names such as "
+                                         "gpu:0 are not read)")
+            found[key] = [int(v) for v in value.split(",")]
+        at += 2
+    return found
+
+
+def _split(cmd: str) -> list[str]:
+    try:
+        return shlex.split(cmd)
+    except ValueError as exc:
+        raise InputError(None, "argv", f"cannot split {cmd!r} as a shell line ({exc})") from None
+
+
+def _dmon_args(words: list[str]) -> list[str] | None:
+    """The words after ``dcgmi dmon`` up to the end of that command, or None."""
+    for i, word in enumerate(words[:-1]):
+        if PurePosixPath(word).name == "dcgmi" and words[i + 1] == "dmon":
+            rest = words[i + 2:]
+            end = next((j for j, w in enumerate(rest) if _SHELL_OPERATOR.match(w)), len(rest))
+            return rest[:end]
+    for word in words:
+        if "dcgmi" in word and any(c.isspace() for c in word):
+            inner = _dmon_args(_split(word))  # a command line passed as one word (bash -c)
+            if inner is not None:
+                return inner
+    return None
+
+
+def read_capture(text: str, source: str, dmon: Mapping[str, Any]) -> dict[str, Any]:
+    """The samples of the one GPU a capture watched: ``rx`` and ``tx`` (bytes/s per sample,
+    None for N/A; ``tx`` is None when field 1009 was not sampled), ``rows`` (the 0-based line
+    index in ``text`` of each sample) and the parser's ``notes``.
+
+    ``dmon`` is :func:`read_argv` of the command that made the capture. ParseError when field
+    1010 was not sampled, the command watched other than one GPU, or that GPU has no rows.
+    """
+    parsed = parse_dcgm_dmon(text, source, field_ids=dmon["field_ids"])
+    if RX_FIELD not in parsed["field_ids"]:
+        raise ParseError(source, f"field {RX_FIELD} (PCIe RX) was not sampled "
+                         f"(fields {parsed['field_ids']})")
+    if len(dmon["gpu_ids"]) != 1:
+        raise ParseError(source, f"dmon watched GPUs {dmon['gpu_ids']}; the RX figure needs "
+                         f"one GPU")
+    entity = f"GPU {dmon['gpu_ids'][0]}"
+    if entity not in parsed["samples"]:
+        raise ParseError(source, f"no rows for {entity} (entities: {sorted(parsed['samples'])})")
+    columns = parsed["samples"][entity]
+
+    def field(field_id: int) -> list | None:
+        ids = parsed["field_ids"]
+        return columns[parsed["fields"][ids.index(field_id)]] if field_id in ids else None
+
+    rx = field(RX_FIELD)
+    width = 2 + len(parsed["fields"])
+    # the parser keeps every full row of the entity, in order, and drops a partial last one
+    rows = [i for i, line in enumerate(text.split("\n"))
+            if line.split()[:2] == entity.split() and len(line.split()) == width]
+    return {"rx": rx, "tx": field(TX_FIELD), "rows": rows, "notes": parsed["notes"]}
+
+
+class DcgmDmon(Collector):
+    """``dcgmi dmon`` on one GPU, every ``interval_ms`` milliseconds, for one run."""
+
+    name = "dcgmi"
+
+    def __init__(self, gpu_id: int, interval_ms: int = 100) -> None:
+        if isinstance(gpu_id, bool) or not isinstance(gpu_id, int) or gpu_id < 0:
+            raise InputError(None, "gpu_id", f"must be a GPU id (a whole number >= 0), got "
+                             f"{gpu_id!r}")
+        if isinstance(interval_ms, bool) or not isinstance(interval_ms, int) or interval_ms < 1:
+            raise InputError(None, "interval_ms", f"must be whole milliseconds >= 1, got "
+                             f"{interval_ms!r}")
+        self.gpu_id = gpu_id
+        self.interval_ms = interval_ms
+        self._proc: subprocess.Popen | None = None
+        self._copier: threading.Thread | None = None
+        self._argv: list[str] = []
+        self._started_ns = 0
+
+    def programs(self) -> list[Program]:
+        return [PROGRAM]
+
+    def argv(self, executable: str = "dcgmi") -> list[str]:
+        return [executable, "dmon", "-e", ",".join(map(str, FIELDS)),
+                "-d", str(self.interval_ms), "-i", str(self.gpu_id)]
+
+    @staticmethod
+    def check() -> str:
+        """dcgmi's path once it has reached the host engine; ToolError saying what is missing
+        (dcgmi itself, or a running nv-hostengine) otherwise."""
+        executable = PROGRAM.find()
+        if executable is None:
+            raise ToolError(f"dcgmi not found on PATH; {PROGRAM.install}. Nothing was started.")
+        try:
+            done = subprocess.run([executable, "discovery", "-l"], capture_output=True, text=True,
+                                  check=False, timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            said, code = f"no answer within {CHECK_TIMEOUT_S:.0f} s", None
+        except OSError as exc:
+            said, code = str(exc), None
+        else:
+            said, code = (done.stdout + done.stderr).strip(), done.returncode
+        if code != 0:
+            first = said.splitlines()[0] if said else f"exit status {code}"
+            raise ToolError(f"dcgmi cannot reach the DCGM host engine ({first}): is nv-hostengine "
+                            f"running? Start it with 'sudo systemctl start nvidia-dcgm' or "
+                            f"'sudo nv-hostengine'. Nothing was started.")
+        return executable
+
+    def start(self, run_dir: Path) -> None:
+        self._argv = self.argv(self.check())
+        run_dir = Path(run_dir)
+        capture = open(run_dir / CAPTURE, "wb")
+        times = open(run_dir / TIMES, "w")
+        try:
+            # Its own session, so stop() reaches dmon and anything it forked; a pipe, so that
+            # every line is stamped as it arrives.
+            self._proc = subprocess.Popen(self._argv, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          start_new_session=True)
+        except OSError as exc:
+            capture.close()
+            times.close()
+            raise ToolError(f"{self._argv[0]}: could not start dmon ({exc})") from None
+        self._started_ns = time.time_ns()
+        self._copier = threading.Thread(target=_copy, args=(self._proc.stdout, capture, times),
+                                        name="dcgmi-dmon-copier", daemon=True)
+        self._copier.start()
+
+    def stop(self, run_dir: Path) -> None:
+        proc, copier = self._proc, self._copier
+        if proc is None or copier is None:
+            raise IolabError("DcgmDmon.stop() called without a start()")
+        ended_before_stop = proc.poll() is not None
+        killed = False
+        if not ended_before_stop:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+                killed = True
+        copier.join()  # the pipe is at its end once the whole group is gone
+        code = proc.returncode
+        record = {"argv": self._argv, "pid": proc.pid, "started_ns": self._started_ns,
+                  "stopped_ns": time.time_ns(), "exit_status": code if code >= 0 else None,
+                  "signal": -code if code < 0 else None,
+                  "ended_before_stop": ended_before_stop, "killed": killed}
+        (Path(run_dir) / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        self._proc = self._copier = None
+
+    @staticmethod
+    def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
+        """RX and TX statistics (bytes/s) of the samples taken inside ``window`` (every sample
+        when None), AiSIO's p95 of RX over the whole capture, and whether dmon lasted."""
+        run_dir = Path(run_dir)
+        record = json.loads((run_dir / RECORD).read_text())
+        path = run_dir / CAPTURE
+        text = path.read_text(encoding="utf-8", errors="replace")
+        capture = read_capture(text, str(path), read_argv(record["argv"]))
+        stamps = [int(s) for s in (run_dir / TIMES).read_text().split()]
+        lines = text.split("\n")
+        if len(stamps) != len(lines) - (lines[-1] == ""):
+            raise ParseError(run_dir / TIMES, f"{len(stamps)} stamps for the {len(lines)} lines "
+                             f"of {CAPTURE}")
+        taken = [stamps[row] for row in capture["rows"]]
+        inside = [i for i, t in enumerate(taken)
+                  if window is None or window[0] <= t <= window[1]]
+        out: dict[str, Any] = {"samples": len(inside)}
+        for name, values in (("rx", capture["rx"]), ("tx", capture["tx"])):
+            stats = window_stats([values[i] for i in inside] if values else [])
+            out.update({f"{name}_{stat}_bytes_per_s": stats[stat]
+                        for stat in ("mean", "p50", "p95")})
+        measured = [v for v in capture["rx"] if v is not None]
+        # AiSIO's figure, for comparison with its archives: every sample, idle ones included
+        out["rx_aisio_p95_bytes_per_s"] = aisio_p95(measured) if len(measured) >= 2 else None
+        out.update({key: record[key] for key in ("ended_before_stop", "killed")})
+        return out
+
+
+def _copy(pipe: BinaryIO, capture: BinaryIO, times: TextIO) -> None:
+    with pipe, capture, times:
+        for line in pipe:
+            stamp = time.time_ns()
+            capture.write(line)
+            times.write(f"{stamp}\n")
+            # on disk sample by sample, so a harness that dies mid-run leaves what was measured
+            capture.flush()
+            times.flush()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass  # the whole group has already exited

@@ -1,0 +1,119 @@
+"""GNU time as a collector: it wraps the driver's argv and writes its counters to a file.
+
+Responsible for: the argv prefix with iolab's key=value format, finding ``/usr/bin/time``, and
+the pure parser of that format. Not responsible for: GNU time's default two-line format
+(``iolab.parsers.gnu_time``, for AiSIO's archives).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from iolab.errors import ParseError
+from iolab.tools.base import Collector, Program
+
+GNU_TIME = "/usr/bin/time"
+
+# (key, GNU time 1.9 directive, type). The format and its parser are both built from this.
+# GNU time has no directive for the signal that ended the command (%k counts signals
+# *delivered*); it writes "Command terminated by signal N" above the stats instead, and then
+# %x reads 0.
+_GNU_TIME_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("user_s", "%U", float),
+    ("sys_s", "%S", float),
+    ("elapsed_s", "%e", float),
+    ("cpu_pct", "%P", int),
+    ("maxrss_kib", "%M", int),
+    ("major_faults", "%F", int),
+    ("minor_faults", "%R", int),
+    ("voluntary_ctxsw", "%w", int),
+    ("involuntary_ctxsw", "%c", int),
+    ("fs_inputs", "%I", int),
+    ("fs_outputs", "%O", int),
+    ("swaps", "%W", int),
+    ("exit", "%x", int),
+)
+
+GNU_TIME_FORMAT = "\n".join(f"{key}={directive}" for key, directive, _ in _GNU_TIME_FIELDS)
+
+
+def gnu_time_prefix(out_file: str | Path) -> list[str]:
+    """The argv to put before a driver's so that GNU time writes ``GNU_TIME_FORMAT`` to a file.
+
+    The values cover the command's whole lifetime (start-up and teardown too) and include
+    its waited-for children; ``iolab.tools.proctree`` measures inside the window instead. GNU time is
+    the Debian package ``time``; the bash keyword of the same name is a different thing,
+    hence the absolute path.
+    """
+    return [GNU_TIME, "-o", str(out_file), "-f", GNU_TIME_FORMAT]
+
+
+_TIME_EXITED = re.compile(r"Command exited with non-zero status (\d+)")
+_TIME_SIGNALLED = re.compile(r"Command terminated by signal (\d+)")
+
+
+def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
+    """Parse a file written with ``gnu_time_prefix``.
+
+    Returns every key of ``GNU_TIME_FORMAT`` plus ``signal``. ``cpu_pct`` is None when GNU
+    time printed ``?%`` (elapsed time of zero); ``exit`` is None and ``signal`` the signal
+    number when a signal ended the command.
+    """
+    types = {key: kind for key, _, kind in _GNU_TIME_FIELDS}
+    values: dict[str, Any] = {}
+    status_line: int | None = None
+    signal_number: int | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if match := _TIME_EXITED.fullmatch(line):
+            status_line = int(match.group(1))
+            continue
+        if match := _TIME_SIGNALLED.fullmatch(line):
+            signal_number = int(match.group(1))
+            continue
+        key, eq, raw = line.partition("=")
+        if not eq or key not in types:
+            raise ParseError(source, f"line {number}: not a GNU time line of iolab's format: "
+                             f"{line!r}")
+        if key in values:
+            raise ParseError(source, f"line {number}: '{key}' appears twice")
+        if key == "cpu_pct" and raw == "?%":
+            values[key] = None
+            continue
+        try:
+            values[key] = types[key](raw.removesuffix("%") if key == "cpu_pct" else raw)
+        except ValueError:
+            raise ParseError(source, f"line {number}: '{key}' has the value {raw!r}") from None
+    missing = [key for key in types if key not in values]
+    if missing:
+        raise ParseError(source, f"missing {', '.join(missing)} (empty or cut-off file: was "
+                         f"GNU time killed?)")
+    if signal_number is not None:
+        values["exit"] = None
+    elif values["exit"] != (status_line or 0):
+        raise ParseError(source, f"exit={values['exit']} disagrees with the line 'Command "
+                         f"exited with non-zero status {status_line}'")
+    values["signal"] = signal_number
+    return values
+
+
+class GnuTime(Collector):
+    """Runs the driver under GNU time, which writes ``GNU_TIME_FORMAT`` to ``file``."""
+
+    name = "gnu_time"
+    FILE = "time.txt"
+
+    def programs(self) -> list[Program]:
+        return [Program("GNU time", GNU_TIME, ("--version",),
+                        install="install it with 'apt-get install time'", role="collector")]
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return gnu_time_prefix(self.FILE) + argv
+
+    @staticmethod
+    def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
+        path = Path(run_dir) / GnuTime.FILE
+        values = parse_gnu_time_kv(path.read_text(), str(path))
+        return {key: values[key] for key in ("cpu_pct", "user_s", "sys_s", "elapsed_s",
+                                             "maxrss_kib", "exit", "signal")}

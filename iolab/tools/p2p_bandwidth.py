@@ -1,0 +1,159 @@
+"""The cuda-samples ``p2pBandwidthLatencyTest`` adapter: its argv, and its matrices -> metrics.
+
+The test copies between every pair of GPUs with peer-to-peer access off and on, and prints
+bandwidth and latency matrices (docs/raw-formats.md §8). Options, named after its flags:
+
+=================  ===================================================================
+``executable``     the built test (a path, or a name on PATH; default
+                   ``p2pBandwidthLatencyTest``); cuda-samples build trees differ between
+                   releases, so the path is given rather than derived
+``p2p_read``       also measure P2P reads (``--p2p_read``); default False
+``sm_copy``        copy with SM kernels instead of copy engines (``--sm_copy``); default False
+``num_elems``      integers per copy (``--numElems=N``; None: the test's 40,000,000)
+=================  ===================================================================
+
+Metrics are means over ordered GPU pairs (i ≠ j) of one matrix each, in the matrix's unit
+(GB/s = 10^9 B/s, µs). A bidirectional cell counts the bytes of both directions, so
+``bidir_p2p_gbs`` is a two-way aggregate, not a one-way ceiling; ``p2p_write_gbs`` is the
+one-way figure. :func:`aisio_reference` is AiSIO's "p2p ceiling" (cells (0,1) and (1,0) of the
+bidirectional P2P matrix), kept for comparing with AiSIO's archives.
+
+Responsible for: the argv, finding the test, and the metrics of a stored run (via
+:mod:`iolab.parsers.p2p_bandwidth`). Not responsible for: parsing the report, or choosing
+which figure is a roofline for an experiment. There is no driver script yet (``driver`` is
+None).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from iolab.errors import InputError, ParseError
+from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
+from iolab.tools.base import Invocation, Launch, Program, ToolAdapter
+
+EXECUTABLE = "p2pBandwidthLatencyTest"
+OPTIONS = ("executable", "p2p_read", "sm_copy", "num_elems")
+
+UNIDIR_STAGED = "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)"
+UNIDIR_WRITE = "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)"
+UNIDIR_READ = "Unidirectional P2P=Enabled Bandwidth (P2P Reads) Matrix (GB/s)"
+BIDIR_P2P = "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)"
+WRITE_LATENCY = "P2P=Enabled Latency (P2P Writes) Matrix (us) [GPU]"
+# Printed whatever the flags; a report without them was cut off.
+_REQUIRED = (UNIDIR_STAGED, UNIDIR_WRITE, BIDIR_P2P, WRITE_LATENCY)
+
+
+@dataclass(frozen=True)
+class _Program(Program):
+    """The test has no version option (its cuda-samples release is not printed anywhere);
+    ``--help`` is the one argument that exits without running it."""
+
+    def version(self) -> str | None:
+        return None
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "version": None}
+
+
+def check(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option with its default filled in, after checking it."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InputError(None, unknown[0], "not a p2pBandwidthLatencyTest option",
+                         allowed=", ".join(OPTIONS))
+    o = {"executable": EXECUTABLE, "p2p_read": False, "sm_copy": False, "num_elems": None,
+         **options}
+    if not isinstance(o["executable"], str) or not o["executable"] \
+            or o["executable"].startswith("-"):
+        raise InputError(None, "executable", f"{o['executable']!r} is not a program path or name")
+    for key in ("p2p_read", "sm_copy"):
+        if not isinstance(o[key], bool):
+            raise InputError(None, key, f"must be true or false, got {o[key]!r}")
+    n = o["num_elems"]
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise InputError(None, "num_elems", f"must be a positive whole number, got {n!r}")
+    return o
+
+
+def build_argv(options: Mapping[str, Any]) -> list[str]:
+    o = check(options)
+    argv = [o["executable"]]
+    if o["p2p_read"]:
+        argv.append("--p2p_read")
+    if o["sm_copy"]:
+        argv.append("--sm_copy")
+    if o["num_elems"] is not None:
+        # the test reads only the attached form of this flag
+        argv.append(f"--numElems={o['num_elems']}")
+    return argv
+
+
+def _pairs_mean(matrix: dict[str, Any] | None) -> float | None:
+    """Mean of the off-diagonal cells (every ordered pair of different GPUs), or None."""
+    if matrix is None:
+        return None
+    cells = [value for row_id, row in zip(matrix["row_ids"], matrix["values"])
+             for col_id, value in zip(matrix["col_ids"], row) if row_id != col_id]
+    return statistics.mean(cells) if cells else None
+
+
+def aisio_reference(parsed: Mapping[str, Any]) -> float | None:
+    """AiSIO's p2p figure: the mean of cells (0,1) and (1,0) of the bidirectional P2P matrix
+    (GB/s, both directions together); None with fewer than two GPUs."""
+    matrix = parsed["matrices"].get(BIDIR_P2P)
+    if not matrix or len(matrix["values"]) < 2:
+        return None
+    return (matrix["values"][0][1] + matrix["values"][1][0]) / 2
+
+
+def metrics(parsed: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The metrics of a parsed report (see the module docstring); ParseError names
+    ``source`` when a section every report has is missing."""
+    matrices = parsed["matrices"]
+    missing = [name for name in _REQUIRED if name not in matrices]
+    if missing:
+        raise ParseError(source, f"no section {missing[0]!r} (truncated output?)")
+    gpus = len(parsed["devices"]) or len(matrices[BIDIR_P2P]["row_ids"])
+    denied = [(a["from"], a["to"]) for a in parsed["peer_access"] if not a["can"]]
+    return {"gpus": gpus,
+            "p2p_write_gbs": _pairs_mean(matrices[UNIDIR_WRITE]),
+            "p2p_read_gbs": _pairs_mean(matrices.get(UNIDIR_READ)),
+            "staged_gbs": _pairs_mean(matrices[UNIDIR_STAGED]),
+            "bidir_p2p_gbs": _pairs_mean(matrices[BIDIR_P2P]),
+            "p2p_write_latency_us": _pairs_mean(matrices[WRITE_LATENCY]),
+            "peer_access_denied": len(denied),
+            "problem": (None if gpus >= 2 else
+                        f"{gpus} GPU(s): peer-to-peer figures need at least two"),
+            # without peer access the P2P=Enabled copies are staged through the host too
+            "note": (None if not denied else "no peer access from GPU " + ", ".join(
+                f"{a} to GPU {b}" for a, b in denied) + ": those P2P=Enabled figures are "
+                "host-staged copies")}
+
+
+class P2pBandwidth(ToolAdapter):
+    name = "p2p_bandwidth"
+    driver = None
+    # CUDA context creation on every GPU dominates; an estimate for the plan
+    startup_s = 5.0
+
+    def program(self, options: Mapping[str, Any]) -> Program:
+        return _Program("p2pBandwidthLatencyTest", check(options)["executable"], ("--help",),
+                        install="build cuda-samples (https://github.com/NVIDIA/cuda-samples) "
+                                "and set executable to Samples/5_Domain_Specific/"
+                                "p2pBandwidthLatencyTest in its build tree")
+
+    def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
+        options = dict(invocation.options)
+        argv = build_argv(options)
+        argv[0] = self.program(options).require()
+        return Launch(argv)
+
+    def parse(self, run_dir: Path) -> dict[str, Any]:
+        stdout = Path(run_dir) / "stdout"
+        parsed = parse_p2p_bandwidth(stdout.read_text(encoding="utf-8", errors="replace"),
+                                     str(stdout))
+        return metrics(parsed, str(stdout))

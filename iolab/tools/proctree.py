@@ -1,0 +1,145 @@
+"""The process-tree CPU collector: utime and stime of the driver and its descendants.
+
+Responsible for: sampling ``/proc/<pid>/stat`` of the driver's tree (``proctree-cpu.csv``,
+``proctree-cpu.json``) and the pure parser that cuts the samples to the tool's measurement
+window. Not responsible for: the window itself (the tool adapter says when it measured).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from iolab.errors import ParseError
+from iolab.tools.base import Collector
+
+PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
+
+
+def _children(proc: Path) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the process ended between the listing and the read
+        fields = text.rpartition(")")[2].split()
+        kids.setdefault(int(fields[1]), []).append(int(text.split(" (", 1)[0]))
+    return kids
+
+
+class ProcTreeCpu(Collector):
+    """Samples utime and stime of the spawned process and all its descendants.
+
+    GNU time reports CPU over the tool's whole life, start-up and teardown included, which
+    made AiSIO's CPU figures incomparable across tools. This sampler writes, every
+    ``interval_s`` from ``attach(pid)`` until ``stop``, one line per process of the tree to
+    ``proctree-cpu.csv``::
+
+        timestamp_ns,pid,comm,utime,stime
+
+    (utime and stime in clock ticks, ``clk_tck`` in ``proctree-cpu.json``), so that
+    ``parse_proctree_cpu`` can cut the samples to the measurement window the tool itself
+    reports. Descendants matter: with GNU time in front, the tool is GNU time's child, and a
+    driver script may start it in the background.
+    """
+
+    name = "proctree"
+
+    def __init__(self, interval_s: float = 0.2, proc: Path = Path("/proc")) -> None:
+        self.interval_s = interval_s
+        self.proc = proc
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._out = None
+
+    def start(self, run_dir: Path) -> None:
+        self._out = open(Path(run_dir) / "proctree-cpu.csv", "w")
+        self._out.write(PROCTREE_HEADER + "\n")
+        (Path(run_dir) / "proctree-cpu.json").write_text(
+            json.dumps({"clk_tck": os.sysconf("SC_CLK_TCK"), "interval_s": self.interval_s}) + "\n")
+
+    def attach(self, pid: int) -> None:
+        self._thread = threading.Thread(target=self._loop, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _sample(self, root_pid: int) -> None:
+        kids = _children(self.proc)
+        todo, seen = [root_pid], []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            todo += kids.get(pid, [])
+        stamp = time.time_ns()
+        for pid in seen:
+            try:
+                text = (self.proc / str(pid) / "stat").read_text()
+            except OSError:
+                continue
+            comm = text.split(" (", 1)[1].rpartition(")")[0].replace(",", "_")
+            fields = text.rpartition(")")[2].split()
+            self._out.write(f"{stamp},{pid},{comm},{fields[11]},{fields[12]}\n")
+
+    def _loop(self, pid: int) -> None:
+        while not self._stop.is_set():
+            self._sample(pid)
+            self._stop.wait(self.interval_s)
+
+    def stop(self, run_dir: Path) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._out is not None:
+            self._out.close()
+
+
+    @staticmethod
+    def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
+        """CPU use of the tree inside the window, in % of one CPU (NaN without a window)."""
+        csv = Path(run_dir) / "proctree-cpu.csv"
+        if window is None or not csv.exists():
+            return {"cpu_pct": float("nan")}
+        cpu = parse_proctree_cpu(csv.read_text(), (Path(run_dir) / "proctree-cpu.json").read_text(),
+                                 *window, str(csv))
+        return {"cpu_pct": cpu["cpu_pct"], "utime_s": cpu["utime_s"], "stime_s": cpu["stime_s"]}
+
+
+def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, window_end_ns: int,
+                       source: str = "proctree-cpu.csv") -> dict[str, Any]:
+    """CPU use of the process tree inside [window_start_ns, window_end_ns], in % of one CPU.
+
+    For every process, the growth of utime + stime between its first and last sample inside
+    the window; the sum over processes is divided by the span of those samples. Returns
+    ``{"cpu_pct", "utime_s", "stime_s", "span_s", "processes"}``; ``cpu_pct`` is NaN when
+    fewer than two samples fall inside the window.
+    """
+    ticks = json.loads(meta_text)["clk_tck"]
+    lines = csv_text.splitlines()
+    if not lines or lines[0].strip() != PROCTREE_HEADER:
+        raise ParseError(source, f"line 1: expected the header '{PROCTREE_HEADER}'")
+    first: dict[int, tuple[int, int, int]] = {}
+    last: dict[int, tuple[int, int, int]] = {}
+    for number, line in enumerate(lines[1:], 2):
+        fields = line.split(",")
+        if len(fields) != 5:
+            raise ParseError(source, f"line {number}: expected 5 fields, got {line!r}")
+        try:
+            stamp, pid, utime, stime = int(fields[0]), int(fields[1]), int(fields[3]), int(fields[4])
+        except ValueError:
+            raise ParseError(source, f"line {number}: expected whole numbers, got {line!r}") from None
+        if window_start_ns <= stamp <= window_end_ns:
+            first.setdefault(pid, (stamp, utime, stime))
+            last[pid] = (stamp, utime, stime)
+    stamps = sorted({v[0] for v in first.values()} | {v[0] for v in last.values()})
+    if len(stamps) < 2:
+        return {"cpu_pct": float("nan"), "utime_s": float("nan"), "stime_s": float("nan"),
+                "span_s": 0.0, "processes": len(first)}
+    span_s = (stamps[-1] - stamps[0]) / 1e9
+    utime_s = sum(last[p][1] - first[p][1] for p in first) / ticks
+    stime_s = sum(last[p][2] - first[p][2] for p in first) / ticks
+    return {"cpu_pct": 100.0 * (utime_s + stime_s) / span_s, "utime_s": utime_s,
+            "stime_s": stime_s, "span_s": span_s, "processes": len(first)}

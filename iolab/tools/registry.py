@@ -1,0 +1,44 @@
+"""Every tool adapter and collector by name, for the runner, the planner and the tidy table.
+
+Responsible for: the lookup by name. Not responsible for: what any tool does.
+"""
+
+from __future__ import annotations
+
+from iolab.errors import InputError
+from iolab.tools.base import Collector, ToolAdapter
+from iolab.tools.bdevperf import Bdevperf
+from iolab.tools.bpftrace import Bpftrace
+from iolab.tools.cpufreq import CpufreqSampler
+from iolab.tools.dcgmi import DcgmDmon
+from iolab.tools.fio import Fio
+from iolab.tools.gnu_time import GnuTime
+from iolab.tools.hugepages import Hugepages
+from iolab.tools.marker import OutputMarker
+from iolab.tools.p2p_bandwidth import P2pBandwidth
+from iolab.tools.procstat import ProcStat
+from iolab.tools.proctree import ProcTreeCpu
+from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
+from iolab.tools.stress_ng import StressNg
+from iolab.tools.xnvmeperf import Xnvmeperf
+
+ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
+    Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace())}
+COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
+    ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon)}
+
+
+def adapter(name: str) -> ToolAdapter:
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise InputError(None, "tool", f"no adapter for tool '{name}'",
+                         allowed=", ".join(sorted(ADAPTERS))) from None
+
+
+def collector(name: str) -> type[Collector]:
+    try:
+        return COLLECTORS[name]
+    except KeyError:
+        raise InputError(None, "collector", f"no collector named '{name}'",
+                         allowed=", ".join(sorted(COLLECTORS))) from None

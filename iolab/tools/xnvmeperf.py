@@ -1,0 +1,295 @@
+"""The xnvmeperf adapter: options in xnvmeperf's vocabulary <-> its argv; its report -> metrics.
+
+xnvmeperf is xNVMe's NVMe benchmark (``tools/xnvmeperf``, https://xnvme.io). Options, named as
+its command line names them:
+
+==============  ======================================================================
+``subcommand``  "run" (CPU threads submit) or "cuda-run" (a CUDA kernel submits)
+``devices``     device URIs in order (PCIe addresses for the user-space back ends, or
+                ``/dev/nvme0n1``, files, ...); positional on the command line
+``iopattern``   read, write, randread, randwrite
+``qdepth``      queue depth;  ``iosize``: bytes per command;  ``runtime``: seconds
+``nqueues``     queues per device (None: xnvmeperf's default, one)
+``be``          xNVMe back end (None: xnvmeperf's default; cuda-run takes only upcie-cuda)
+``cpumask``     for run: the CPUs of the submitting threads, a
+                :class:`~iolab.tools.base.CpuRequest` resolved on the host that runs, or a
+                list of CPU ids (what :func:`read_argv` gives back); cuda-run has none
+``gpu_id``      GPU ordinal for the GPU back ends (None: xnvmeperf's default)
+==============  ======================================================================
+
+There is no driver script yet: :meth:`Xnvmeperf.launch` gives xnvmeperf's own argv (its path
+first), and ``driver`` is None, so the runner cannot run it; the driver comes with the
+device-initiated experiment. :func:`read_argv` reads a recorded command line back into these
+options (the AiSIO importer uses it): ``read_argv(build_argv(o)) == check(o)``.
+
+Responsible for: finding xnvmeperf and its version, checking options (every error names the
+key and what is allowed), the argv in both directions, and the metrics of a stored run (via
+:mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding devices to a user-space driver
+(``iolab.host.binding``), choosing CPUs (:meth:`CpuRequest.resolve`) or parsing the report.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+from iolab.errors import InputError, ParseError
+from iolab.parsers.xnvmeperf import parse_xnvmeperf
+from iolab.tools.base import (VERSION_TIMEOUT_S, CpuRequest, Invocation, Launch, Program,
+                              ToolAdapter, cpu_mask)
+
+EXECUTABLE = "xnvmeperf"
+SUBCOMMANDS = ("run", "cuda-run")
+IOPATTERNS = ("read", "write", "randread", "randwrite")
+CUDA_BACKEND = "upcie-cuda"  # the only back end cuda-run accepts, and its default
+DEFAULT_NQUEUES = 1
+# cuda-run runs one CUDA thread per queue slot in one block, and a block holds at most 1024.
+CUDA_MAX_QDEPTH = 1024
+
+# Every option, in the order build_argv writes them after the devices.
+OPTIONS = ("subcommand", "devices", "iopattern", "qdepth", "iosize", "runtime", "nqueues", "be",
+           "cpumask", "gpu_id")
+# Options taking a value on the command line, by flag, and the option each one sets.
+_FLAGS = {"--iopattern": "iopattern", "--qdepth": "qdepth", "--iosize": "iosize",
+          "--runtime": "runtime", "--nqueues": "nqueues", "--be": "be", "--cpumask": "cpumask",
+          "--gpu_id": "gpu_id"}
+_INTEGER = ("qdepth", "iosize", "runtime", "nqueues", "gpu_id")
+_VERSION = re.compile(r"ver: \{major: (\d+), minor: (\d+), patch: (\d+)\}")
+# xnvmeperf's own failure lines (stderr), e.g. "Failed: xnvme_dev_open(...)", "Error: ...".
+_ERROR_LINE = re.compile(r"^(?:Failed|Error): ")
+# xNVMe reads at most 1024 CPU ids from a mask: 256 hex digits.
+_MASK = re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,256}$")
+
+
+@dataclass(frozen=True)
+class _Program(Program):
+    """xnvmeperf prints its version only in the last line of its usage text."""
+
+    def version(self) -> str | None:
+        where = self.find()
+        return _help_version(where) if where else None
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "version": self.version()}
+
+
+@lru_cache(maxsize=8)
+def _help_version(path: str) -> str | None:
+    try:
+        done = subprocess.run([path, "--help"], capture_output=True, text=True, check=False,
+                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return version_in(done.stdout + done.stderr)
+
+
+def version_in(text: str) -> str | None:
+    """xNVMe's version from xnvmeperf's usage footer (``ver: {major: 0, minor: 7, patch: 5}``
+    -> "0.7.5"), or None when the text has none."""
+    match = _VERSION.search(text)
+    return ".".join(match.groups()) if match else None
+
+
+def _positive(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(None, key, f"must be a positive whole number, got {value!r}")
+    return value
+
+
+def _power_of_two(key: str, value: int, limit: int | None = None) -> None:
+    if value & (value - 1) or (limit is not None and value > limit):
+        upto = f" up to {limit}" if limit else ""
+        raise InputError(None, key, f"cuda-run takes only a power of two{upto}, got {value}",
+                         allowed=f"1, 2, 4, 8, …{upto}")
+
+
+def check(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option (absent ones as None) after checking it, the CPU ids sorted.
+
+    ``cpumask`` must already be a list of CPU ids here (:meth:`Xnvmeperf.launch` resolves a
+    :class:`CpuRequest`). ``read_argv(build_argv(o)) == check(o)``.
+    """
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InputError(None, unknown[0], "not an xnvmeperf option", allowed=", ".join(OPTIONS))
+    o = {key: options.get(key) for key in OPTIONS}
+    if o["subcommand"] not in SUBCOMMANDS:
+        raise InputError(None, "subcommand", f"unknown xnvmeperf subcommand {o['subcommand']!r}",
+                         allowed=", ".join(SUBCOMMANDS))
+    devices = o["devices"]
+    if not isinstance(devices, list) or not devices:
+        raise InputError(None, "devices", f"need a non-empty list of device URIs, got "
+                         f"{devices!r}", allowed="e.g. ['0000:4a:00.0'] or ['/dev/nvme0n1']")
+    for i, uri in enumerate(devices):
+        # xnvmeperf would read a word starting with '-' as an option
+        if not isinstance(uri, str) or not uri.strip() or uri.startswith("-"):
+            raise InputError(None, f"devices[{i}]", f"{uri!r} is not a device URI",
+                             allowed="a PCIe address, device path or file, not starting "
+                                     "with '-'")
+        if uri in devices[:i]:
+            raise InputError(None, f"devices[{i}]", f"'{uri}' is listed twice")
+    if o["iopattern"] not in IOPATTERNS:
+        raise InputError(None, "iopattern", f"unknown I/O pattern {o['iopattern']!r}",
+                         allowed=", ".join(IOPATTERNS))
+    for key in ("qdepth", "iosize", "runtime"):
+        _positive(key, o[key])
+    if o["nqueues"] is not None:
+        _positive("nqueues", o["nqueues"])
+    gpu = o["gpu_id"]
+    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0):
+        raise InputError(None, "gpu_id", f"must be a GPU ordinal (a whole number >= 0), got "
+                         f"{gpu!r}")
+    if o["be"] is not None and not (isinstance(o["be"], str)
+                                    and re.fullmatch(r"[\w-]+", o["be"])):
+        raise InputError(None, "be", f"{o['be']!r} is not an xNVMe back end name",
+                         allowed="e.g. upcie, spdk, upcie-cuda, io_uring")
+    if o["subcommand"] == "cuda-run":
+        if o["be"] not in (None, CUDA_BACKEND):
+            raise InputError(None, "be", f"cuda-run takes only the {CUDA_BACKEND} back end, got "
+                             f"{o['be']!r}", allowed=f"{CUDA_BACKEND} or None")
+        if o["cpumask"] is not None:
+            raise InputError(None, "cpumask", "cuda-run submits from the GPU and takes no CPU "
+                             "mask", allowed="None")
+        _power_of_two("qdepth", o["qdepth"], CUDA_MAX_QDEPTH)
+        _power_of_two("iosize", o["iosize"])
+    else:
+        o["cpumask"] = _cpu_ids(o["cpumask"])
+    return o
+
+
+def _cpu_ids(value: Any) -> list[int]:
+    if not isinstance(value, list) or not value or len(set(value)) != len(value) or not all(
+            isinstance(cpu, int) and not isinstance(cpu, bool) and cpu >= 0 for cpu in value):
+        raise InputError(None, "cpumask", f"xnvmeperf run needs the CPUs of its threads as "
+                         f"distinct CPU ids, got {value!r}",
+                         allowed="a CpuRequest (resolved by launch) or a list such as [0, 1]")
+    # sorted, because a mask cannot say in which order the CPUs were listed
+    return sorted(value)
+
+
+def build_argv(options: Mapping[str, Any], executable: str = EXECUTABLE) -> list[str]:
+    """xnvmeperf's argv for checked options (see :func:`check`), the executable first."""
+    o = check(options)
+    argv = [executable, o["subcommand"], *o["devices"]]
+    for flag, key in _FLAGS.items():
+        value = o[key]
+        if value is not None:
+            argv += [flag, cpu_mask(value) if key == "cpumask" else str(value)]
+    return argv
+
+
+def read_argv(argv: list[str]) -> dict[str, Any]:
+    """The options of a recorded xnvmeperf command line (``argv[0]`` is xnvmeperf itself).
+
+    Accepts ``--opt value`` and ``--opt=value``; words that are not options or their values
+    are devices; ``--cpumask`` in hex with or without ``0x`` becomes CPU ids. Absent options
+    are None. Raises InputError naming the option for an option this adapter does not read
+    or a value it cannot read; whether the values make a valid run is :func:`check`'s job.
+    """
+    if len(argv) < 2 or PurePosixPath(argv[0]).name != EXECUTABLE:
+        raise InputError(None, "argv", f"not an xnvmeperf command line: {argv[:2]!r}",
+                         allowed=f"{EXECUTABLE} <subcommand> …")
+    if argv[1] not in SUBCOMMANDS:
+        raise InputError(None, "subcommand", f"unknown xnvmeperf subcommand {argv[1]!r}",
+                         allowed=", ".join(SUBCOMMANDS))
+    options: dict[str, Any] = {key: None for key in OPTIONS}
+    options.update(subcommand=argv[1], devices=[])
+    words = argv[2:]
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if not word.startswith("-"):
+            options["devices"].append(word)
+            at += 1
+            continue
+        flag, eq, value = word.partition("=")
+        if flag not in _FLAGS:
+            raise InputError(None, flag, "not an xnvmeperf option this adapter reads",
+                             allowed=", ".join(_FLAGS))
+        if not eq:
+            if at + 1 >= len(words):
+                raise InputError(None, flag, "has no value at the end of the command line")
+            at += 1
+            value = words[at]
+        options[_FLAGS[flag]] = _value(flag, value)
+        at += 1
+    return options
+
+
+def _value(flag: str, value: str) -> Any:
+    key = _FLAGS[flag]
+    if key in _INTEGER:
+        if not re.fullmatch(r"[0-9]+", value):
+            raise InputError(None, flag, f"{value!r} is not a whole number")
+        return int(value)
+    if key == "cpumask":
+        if not _MASK.match(value) or int(value, 16) == 0:
+            raise InputError(None, flag, f"{value!r} is not a non-zero hex CPU mask",
+                             allowed="hex digits with or without 0x, e.g. 0x3 or 0003")
+        bits = int(value, 16)
+        return [cpu for cpu in range(bits.bit_length()) if bits >> cpu & 1]
+    return value
+
+
+def read_report(run_dir: Path) -> dict[str, Any]:
+    """The parsed report of a stored run (``stdout``; see :func:`parse_xnvmeperf`) plus
+    ``errors``: xnvmeperf's "Failed: …"/"Error: …" lines from stdout and, when the run kept it
+    apart, ``stderr``. A run without a result table raises ParseError quoting the first."""
+    stdout = Path(run_dir) / "stdout"
+    text = stdout.read_text(encoding="utf-8", errors="replace")
+    stderr = Path(run_dir) / "stderr"
+    err_text = stderr.read_text(encoding="utf-8", errors="replace") if stderr.exists() else ""
+    on_stderr = [line.strip() for line in err_text.splitlines() if _ERROR_LINE.match(line)]
+    try:
+        report = parse_xnvmeperf(text, str(stdout))
+    except ParseError as exc:
+        # the parser quotes error lines it sees in stdout; the ones on stderr it cannot see
+        if on_stderr:
+            raise ParseError(stdout, f"{exc.problem}; stderr says: {on_stderr[0]!r}") from None
+        raise
+    errors = [line.strip() for line in text.splitlines() if _ERROR_LINE.match(line)] + on_stderr
+    return {**report, "errors": errors, "version": version_in(text + err_text)}
+
+
+def metrics(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of a report from :func:`read_report` (what :meth:`Xnvmeperf.parse` gives)."""
+    problems = []
+    if report["totals"]["failed"]:
+        # for cuda-run, failed commands are inside the IOPS figure; for run they are not
+        problems.append(f"{report['totals']['failed']} failed commands")
+    problems += report["errors"]
+    return {"subcommand": report["kind"], "iops": report["totals"]["iops"],
+            "mibs": report["totals"]["mibs"], "failed": report["totals"]["failed"],
+            "elapsed_s": report["elapsed_s"], "ndevs": len(report["devices"]),
+            "version": report["version"],
+            "problem": "; ".join(problems) or None, "note": None}
+
+
+class Xnvmeperf(ToolAdapter):
+    name = "xnvmeperf"
+    driver = None
+    # device attach and queue set-up before, teardown after; an estimate for the plan
+    startup_s = 3.0
+
+    def program(self, options: Mapping[str, Any] | None = None) -> Program:
+        return _Program("xnvmeperf", EXECUTABLE, ("--help",),
+                        install="build and install xNVMe (https://xnvme.io), which installs "
+                                "xnvmeperf on PATH")
+
+    def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
+        options = dict(invocation.options)
+        request = options.get("cpumask")
+        if isinstance(request, CpuRequest):
+            options["cpumask"] = request.resolve(topology)
+        checked = check(options)
+        return Launch(build_argv(checked, self.program(checked).require()),
+                      cpus=checked["cpumask"])
+
+    def parse(self, run_dir: Path) -> dict[str, Any]:
+        """Metrics of a stored run (see :func:`metrics`). xnvmeperf prints its version only
+        with its usage text, so ``version`` is mostly None; the manifest records it."""
+        return metrics(read_report(run_dir))

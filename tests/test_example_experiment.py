@@ -1,0 +1,85 @@
+"""The example experiment of the architecture appendix, run end to end.
+
+``tests/fixtures/example/blocksize/`` holds a whole experiment outside the package: its
+module, analysis, notebook and params files, registered through ``$IOLAB_EXPERIMENTS``. These
+tests are the proof that the files the appendix lists are all a new experiment needs: the
+registry finds it, its params validate, the CLI plans it, a real fio campaign runs and tidies,
+and its notebook renders from the stored runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iolab import experiments
+from iolab.campaign import Campaign
+from iolab.cli import main
+
+EXAMPLE = Path(__file__).parent / "fixtures" / "example"
+
+
+@pytest.fixture
+def blocksize(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setenv(experiments.EXTRA, "blocksize")
+    # the kernel papermill starts inherits the environment
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(EXAMPLE),
+                                                                    os.environ.get("PYTHONPATH")])))
+    experiments.reload()
+    yield experiments.get("blocksize")
+    monkeypatch.delenv(experiments.EXTRA)
+    experiments.reload()
+
+
+def test_registered_from_outside_the_package(blocksize, capsys):
+    assert "blocksize" in experiments.names()
+    assert main(["experiments"]) == 0
+    out = capsys.readouterr().out
+    assert "blocksize" in out and "hpc-server, kvm-2vcpu" in out
+
+
+def test_a_module_that_is_not_there_is_named(monkeypatch):
+    monkeypatch.setenv(experiments.EXTRA, "no_such_module")
+    experiments.reload()
+    try:
+        with pytest.raises(Exception, match="IOLAB_EXPERIMENTS.*no_such_module"):
+            experiments.names()
+    finally:
+        monkeypatch.delenv(experiments.EXTRA)
+        experiments.reload()
+
+
+def test_it_plans(blocksize, tmp_path, capsys):
+    assert main(["plan", "blocksize", "--env", "hpc-server", "--data", str(tmp_path),
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["points"] == 5 and doc["to_run"] == 25 and doc["stored"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_it_runs_tidies_and_renders(blocksize, tmp_path):
+    papermill = pytest.importorskip("papermill")
+    overrides = {"target_path": str(tmp_path / "blocksize.dat"), "target_size": "16M"}
+    camp = Campaign(blocksize, "kvm-2vcpu", data_dir=tmp_path / "data", overrides=overrides)
+    result = camp.run(progress=False)
+    assert result.completed == 8 and not result.failed
+    df = camp.tidy()
+    assert len(df) == 8 and (df["mibs"] > 0).all() and (df["fio.mibs"] == df["mibs"]).all()
+    out = tmp_path / "blocksize.ipynb"
+    papermill.execute_notebook(str(blocksize.notebook), str(out),
+                               parameters={"data_dir": str(camp.data_dir), "overrides": overrides},
+                               cwd=str(blocksize.notebook.parent), kernel_name="python3",
+                               progress_bar=False)
+    cells = json.loads(out.read_text())["cells"]
+    outputs = [o for c in cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    glued = {o["metadata"]["scrapbook"]["name"]: o["data"] for o in outputs
+             if "scrapbook" in o.get("metadata", {})}
+    assert glued["n_runs"]["application/papermill.record/text/plain"] == "'8'"
+    assert "application/papermill.record/image/png" in glued["fig_bandwidth"]

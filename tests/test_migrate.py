@@ -1,0 +1,106 @@
+"""Version-1 runs: read through the experiment (stored for today's plan when their recorded
+argv is what today's code runs), and migrated to version 2 by `iolab migrate`, dry run by
+default, crash-safe, idempotent, with every raw file and tidy value kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from iolab.campaign import Campaign
+from iolab.cli import main
+from iolab.core import migrate, tidy
+from iolab.core.runner import open_store
+from iolab.core.store import sha256_file
+from iolab.experiments import get
+
+V1 = Path(__file__).parent / "fixtures" / "v1_store"
+
+
+@pytest.fixture
+def data(tmp_path):
+    shutil.copytree(V1, tmp_path / "data")
+    return tmp_path / "data"
+
+
+def folders(data, experiment):
+    return sorted(p.name for p in (data / "raw" / experiment / "kvm-2vcpu" / "runs").iterdir())
+
+
+@pytest.mark.parametrize("experiment, n", [("smt_thp", 3), ("cpu_search", 1)])
+def test_version_1_runs_count_as_stored(data, experiment, n):
+    plan = Campaign(experiment, "kvm-2vcpu", data_dir=data).plan()
+    assert plan.counts()["stored"] == n and plan.stored_outside == []
+    run = open_store(get(experiment), "kvm-2vcpu", data).complete_runs()[0]
+    assert run.manifest.migrated_from["schema_version"] == 1
+    assert run.manifest.run_id != run.path.name and "v1_mismatch" not in run.manifest.extra
+
+
+def test_a_run_whose_argv_today_differs_is_not_reused(data):
+    """A changed option (here: the ramp the run recorded) means a different run, not a stored one."""
+    path = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs" / "01c5ea7fda6e-r0" / "run.json"
+    doc = json.loads(path.read_text())
+    doc["argv"] = [a.replace("--ramp_time=1s", "--ramp_time=9s") for a in doc["argv"]]
+    path.write_text(json.dumps(doc))
+    plan = Campaign("smt_thp", "kvm-2vcpu", data_dir=data).plan()
+    assert plan.counts()["stored"] == 2 and len(plan.stored_outside) == 1
+    run = [r for r in open_store(get("smt_thp"), "kvm-2vcpu", data).complete_runs()
+           if r.path.name == "01c5ea7fda6e-r0"][0]
+    assert "recorded argv differs" in run.manifest.extra["v1_mismatch"]
+
+
+def test_migrate_is_a_dry_run_by_default_then_idempotent(data, capsys):
+    before = {e: folders(data, e) for e in ("smt_thp", "cpu_search")}
+    tidy_before = tidy.load(data, get("smt_thp"), "kvm-2vcpu", use_cache=False)
+    assert main(["migrate", "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "dry run" in out and "3 version-1 runs" in out
+    assert {e: folders(data, e) for e in before} == before
+
+    assert main(["migrate", "--data", str(data), "--apply"]) == 0
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    runs = store.complete_runs()
+    assert [r.run_id for r in runs] == [r.path.name for r in runs] and len(runs) == 3
+    for run in runs:
+        doc = json.loads((run.path / "run.json").read_text())
+        assert doc["schema_version"] == 2 and doc["migrated_from"]["migrated_at"]
+        assert (run.path / migrate.V1_COPY).exists(), "the old manifest is kept"
+        for name, meta in run.manifest.files.items():
+            assert sha256_file(run.path / name) == meta["sha256"]
+    assert Campaign("smt_thp", "kvm-2vcpu", data_dir=data).plan().counts()["stored"] == 3
+    tidy_after = tidy.load(data, get("smt_thp"), "kvm-2vcpu", use_cache=False)
+    pd.testing.assert_frame_equal(tidy_before.sort_values("run.id").reset_index(drop=True),
+                                  tidy_after.sort_values("run.id").reset_index(drop=True))
+
+    after = {e: folders(data, e) for e in before}
+    assert main(["migrate", "--data", str(data), "--apply"]) == 0
+    assert "nothing to migrate" in capsys.readouterr().out
+    assert {e: folders(data, e) for e in before} == after
+
+
+def test_a_migration_that_stopped_halfway_is_finished(data):
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    todo = migrate.plan(store)
+    # the copy was renamed into place, then the process died before removing the old folder
+    old = todo[0].source
+    shutil.copytree(old, data / "keep")
+    migrate.apply(todo[:1], log=lambda *_: None)
+    shutil.copytree(data / "keep", old)
+    assert len(store.complete_runs()) == 3, "the old folder is not read twice"
+    again = migrate.plan(store)
+    assert [m.finish_only for m in again].count(True) == 1
+    migrate.apply(again, log=lambda *_: None)
+    assert len(folders(data, "smt_thp")) == 3 and not old.exists()
+
+
+def test_a_changed_raw_file_stops_its_migration(data):
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    todo = migrate.plan(store)
+    (todo[0].source / "fio.json").write_text("{}")
+    with pytest.raises(Exception, match="changed since the run was stored"):
+        migrate.apply(todo[:1], log=lambda *_: None)
+    assert todo[0].source.exists()

@@ -1,0 +1,67 @@
+"""What the chapters share: glue keys found in the prose, what ran from the manifests, figures
+that refuse to pool configurations, and tables that name their interval method."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # this test draws without a display; the notebooks keep the inline backend
+
+import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from iolab.analysis import stats  # noqa: E402
+from iolab.errors import IolabError  # noqa: E402
+from iolab.paths import default_data_dir  # noqa: E402
+from iolab.report import figures as fg  # noqa: E402
+from iolab.report.chapter import Chapter, referenced_keys  # noqa: E402
+from iolab.report.tables import summary_table  # noqa: E402
+
+
+def test_glue_keys_are_read_from_the_prose(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("At {glue:text}`n_runs` runs and "
+                                              "{glue:text}`peak:.1f`.\n\n```{glue:figure} fig_a\n"
+                                              ":name: x\n```"),
+                nbformat.v4.new_code_cell("x = '{glue:text}`not_this`'")]
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    assert referenced_keys(path) == (["n_runs", "peak"], ["fig_a"])
+
+
+def test_a_figure_refuses_rows_of_two_configurations():
+    rows = pd.DataFrame({"x": [1, 1, 2, 2], "iops": [1.0, 2.0, 3.0, 4.0],
+                         "run.config": ["a", "a", "a", "b"]})
+    summary = stats.summarize(rows, ["x"], ["iops"])
+    fig, ax = plt.subplots()
+    with pytest.raises(IolabError, match="2 configurations"):
+        fg.band(ax, summary, "x", "iops", rows=rows)
+    fg.band(ax, summary, "x", "iops", rows=rows[rows["run.config"] == "a"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"], "ticks at the values only"
+    plt.close(fig)
+
+
+def test_summary_table_names_the_interval():
+    df = pd.DataFrame({"k": ["a"] * 3, "iops": [1.0, 2.0, 3.0], "p99": [1.0, 2.0, 4.0]})
+    summary = stats.summarize(df, ["k"], ["iops", "p99"], methods={"p99": "lognormal"})
+    table = summary_table(summary, ["k"], {"iops": "IOPS", "p99": "p99 µs"})
+    assert any("modified Cox" in c for c in table.columns)
+    assert any("Student's t" in c for c in table.columns) and table["n"].iloc[0] == 3
+
+
+def test_what_ran_comes_from_the_manifests():
+    if not (default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu").exists():
+        pytest.skip("no committed smt_thp/kvm-2vcpu campaign")
+    ch = Chapter("smt_thp", "kvm-2vcpu")
+    table = ch.what_ran().set_index("")["what ran"]
+    assert table["runs shown"].startswith(f"{len(ch.df)}: ")
+    assert "fio-3.33" in table["tool"]
+    assert any(k.startswith("runtime_s") for k in table.index)
+
+
+def test_a_chapter_without_data_says_so(tmp_path):
+    ch = Chapter("smt_thp", "kvm-2vcpu", data_dir=tmp_path)
+    assert not ch.have and ch.plan.counts()["to run"] > 0
+    assert "none" in ch.what_ran().set_index("")["what ran"]["stored runs"]
