@@ -41,6 +41,12 @@ class Program:
     version_args: tuple[str, ...] = ("--version",)
     install: str = "install it first"  # how, in one phrase
     role: str = "benchmark"            # what the plan says it is needed for
+    # Where the version is in what version_args print: a regular expression whose groups,
+    # joined by dots, are the version (default: the first line). None with
+    # reports_version=False for programs that print no version at all (version_args then only
+    # check that the program starts).
+    version_pattern: str | None = None
+    reports_version: bool = True
 
     def find(self) -> str | None:
         """The program's path, or None when it is not there."""
@@ -59,24 +65,29 @@ class Program:
     def version(self) -> str | None:
         """The first line the program prints for its version, or None (missing, or it failed)."""
         where = self.find()
-        return _version_line(where, self.version_args) if where else None
+        if where is None or not self.reports_version:
+            return None
+        return _version_line(where, self.version_args, self.version_pattern)
 
     def status(self) -> dict[str, Any]:
         """What the plan shows: found where and which version, or how to install it."""
         where = self.find()
         return {"name": self.name, "role": self.role, "found": where is not None, "path": where,
-                "version": _version_line(where, self.version_args) if where else None,
+                "version": self.version(),
                 "version_argv": [self.executable, *self.version_args],
                 "install": None if where else self.install}
 
 
 @lru_cache(maxsize=64)
-def _version_line(path: str, args: tuple[str, ...]) -> str | None:
+def _version_line(path: str, args: tuple[str, ...], pattern: str | None) -> str | None:
     try:
         done = subprocess.run([path, *args], capture_output=True, text=True, check=False,
                               timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
+    if pattern is not None:
+        match = re.search(pattern, done.stdout + done.stderr)
+        return ".".join(match.groups()) if match else None
     # Some tools print their version on stderr, some exit 1 after printing it.
     text = (done.stdout or done.stderr).strip()
     return text.splitlines()[0].strip() if text else None

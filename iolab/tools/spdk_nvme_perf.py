@@ -30,7 +30,6 @@ driver, hugepages, choosing CPUs, or parsing the table.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
@@ -56,18 +55,6 @@ _SIZE = re.compile(r"^(\d+)([kKmMgG]?)$")
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _STARTING = re.compile(r"Starting SPDK (v\S+)")
 _ATTACHED = re.compile(r"^Attached to NVMe Controller at PCIE \((\S+)\)", re.M)
-
-
-@dataclass(frozen=True)
-class _Program(Program):
-    """spdk_nvme_perf has no version option; SPDK prints its version when a run starts, which
-    :meth:`SpdkNvmePerf.parse` reads. ``--help`` only serves to check that it starts."""
-
-    def version(self) -> str | None:
-        return None
-
-    def status(self) -> dict[str, Any]:
-        return {**super().status(), "version": None}
 
 
 def core_mask_cpus(mask: str) -> list[int]:
@@ -235,8 +222,10 @@ class SpdkNvmePerf(ToolAdapter):
     startup_s = 12.0
 
     def program(self, options: Mapping[str, Any]) -> Program:
-        return _Program("spdk_nvme_perf", executable(options["spdk_dir"]), ("--help",),
-                        install="build SPDK (https://spdk.io) and set spdk_dir in the params file")
+        # no version option: SPDK prints its version when a run starts, which parse() reads
+        return Program("spdk_nvme_perf", executable(options["spdk_dir"]), ("--help",),
+                       reports_version=False,
+                       install="build SPDK (https://spdk.io) and set spdk_dir in the params file")
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         options = dict(invocation.options)

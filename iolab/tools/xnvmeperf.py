@@ -31,16 +31,12 @@ key and what is allowed), the argv in both directions, and the metrics of a stor
 from __future__ import annotations
 
 import re
-import subprocess
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError
 from iolab.parsers.xnvmeperf import parse_xnvmeperf
-from iolab.tools.base import (VERSION_TIMEOUT_S, CpuRequest, Invocation, Launch, Program,
-                              ToolAdapter, cpu_mask)
+from iolab.tools.base import CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask
 
 EXECUTABLE = "xnvmeperf"
 SUBCOMMANDS = ("run", "cuda-run")
@@ -58,33 +54,13 @@ _FLAGS = {"--iopattern": "iopattern", "--qdepth": "qdepth", "--iosize": "iosize"
           "--runtime": "runtime", "--nqueues": "nqueues", "--be": "be", "--cpumask": "cpumask",
           "--gpu_id": "gpu_id"}
 _INTEGER = ("qdepth", "iosize", "runtime", "nqueues", "gpu_id")
-_VERSION = re.compile(r"ver: \{major: (\d+), minor: (\d+), patch: (\d+)\}")
+# xnvmeperf prints its version only in the footer of its usage text (--help)
+VERSION_PATTERN = r"ver: \{major: (\d+), minor: (\d+), patch: (\d+)\}"
+_VERSION = re.compile(VERSION_PATTERN)
 # xnvmeperf's own failure lines (stderr), e.g. "Failed: xnvme_dev_open(...)", "Error: ...".
 _ERROR_LINE = re.compile(r"^(?:Failed|Error): ")
 # xNVMe reads at most 1024 CPU ids from a mask: 256 hex digits.
 _MASK = re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,256}$")
-
-
-@dataclass(frozen=True)
-class _Program(Program):
-    """xnvmeperf prints its version only in the last line of its usage text."""
-
-    def version(self) -> str | None:
-        where = self.find()
-        return _help_version(where) if where else None
-
-    def status(self) -> dict[str, Any]:
-        return {**super().status(), "version": self.version()}
-
-
-@lru_cache(maxsize=8)
-def _help_version(path: str) -> str | None:
-    try:
-        done = subprocess.run([path, "--help"], capture_output=True, text=True, check=False,
-                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return version_in(done.stdout + done.stderr)
 
 
 def version_in(text: str) -> str | None:
@@ -276,9 +252,9 @@ class Xnvmeperf(ToolAdapter):
     startup_s = 3.0
 
     def program(self, options: Mapping[str, Any] | None = None) -> Program:
-        return _Program("xnvmeperf", EXECUTABLE, ("--help",),
-                        install="build and install xNVMe (https://xnvme.io), which installs "
-                                "xnvmeperf on PATH")
+        return Program("xnvmeperf", EXECUTABLE, ("--help",), version_pattern=VERSION_PATTERN,
+                       install="build and install xNVMe (https://xnvme.io), which installs "
+                               "xnvmeperf on PATH")
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         options = dict(invocation.options)

@@ -1,0 +1,49 @@
+"""What every adapter shares: finding a program and its version, CPU requests, core masks."""
+
+from __future__ import annotations
+
+import pytest
+
+from iolab.errors import InputError, ToolError
+from iolab.tools.base import CpuCount, CpuRequest, Program, canonical_options, cpu_mask
+
+SMT = [{"cpu": c, "core": c % 2, "package": 0, "siblings": [c % 2, c % 2 + 2]} for c in range(4)]
+
+
+def fake(tmp_path, text: str, name: str = "tool"):
+    exe = tmp_path / name
+    exe.write_text(f"#!/bin/sh\necho '{text}'\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_version_is_the_first_line_or_what_the_pattern_finds(tmp_path):
+    exe = fake(tmp_path, "tool 1.2\nmore")
+    assert Program("tool", exe).version() == "tool 1.2"
+    exe2 = fake(tmp_path, "usage ... ver: 3.4.5", "other")
+    assert Program("t2", exe2, version_pattern=r"ver: (\d+)\.(\d+)\.(\d+)").version() == "3.4.5"
+    assert Program("t3", exe, reports_version=False).status()["version"] is None
+
+
+def test_a_missing_program_says_where_it_looked_and_how_to_install(tmp_path):
+    program = Program("tool", str(tmp_path / "nope"), install="build it")
+    status = program.status()
+    assert not status["found"] and status["install"] == "build it" and status["version"] is None
+    with pytest.raises(ToolError, match=r"tool not found at .*nope; build it"):
+        program.require()
+
+
+def test_cpu_requests_resolve_on_the_topology_and_name_cores_in_the_identity():
+    assert CpuRequest(1).resolve(SMT) == [0, 2]
+    assert CpuRequest(2, siblings=False).resolve(SMT) == [0, 1]
+    assert CpuRequest(None).resolve(SMT) == [0, 1, 2, 3]
+    assert CpuCount(CpuRequest(1)).resolve(SMT) == 2
+    assert canonical_options({"a": 1, "cpus": CpuRequest(1)}) == \
+        {"a": 1, "cpus": {"cores": 1, "siblings": True}}
+
+
+def test_cpu_mask():
+    assert cpu_mask([0, 1, 4, 5]) == "0x33"
+    for bad in ([], [1, 1], [-1]):
+        with pytest.raises(InputError):
+            cpu_mask(bad)
