@@ -209,7 +209,7 @@ def cmd_migrate(args) -> int:
     data_dir = resolve_data_dir(args.data)
     chosen = [(e, v) for e, v in campaigns(data_dir)
               if (args.experiment in (None, e)) and (args.env in (None, v))]
-    total = 0
+    pending = 0
     for exp, env in chosen:
         kind = source(exp) if exp.startswith("aisio-") or exp in experiments.names() else None
         if kind is None:
@@ -220,15 +220,16 @@ def cmd_migrate(args) -> int:
         if not todo:
             print(f"{exp}/{env}: nothing to migrate")
             continue
+        pending += len(todo)
         print(f"{exp}/{env}: {len(todo)} version-1 runs")
         for m in todo[:args.show]:
             print(f"  {m.describe()}")
         if len(todo) > args.show:
             print(f"  ... and {len(todo) - args.show} more")
         if args.apply:
-            total += migrate.apply(todo, log=lambda line: None)
+            migrate.apply(todo, log=lambda line: None)
             print(f"  done: {len(todo)} runs rewritten as version 2")
-    if not args.apply:
+    if pending and not args.apply:
         print("dry run: nothing was changed; add --apply to migrate")
     return 0
 
