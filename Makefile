@@ -35,6 +35,6 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 # The executed notebooks in book/ (every registered experiment's chapter), the HTML, caches.
-clean: $(STAMP)
-	$(VENV)/bin/iolab book --clean
-	rm -rf data/cache
+clean:
+	rm -rf _build data/cache
+	find book -name '*.ipynb' -delete

@@ -20,8 +20,8 @@ from iolab import experiments
 from iolab.core import spec as specmod
 from iolab.core import tidy
 from iolab.core.planner import Plan
-from iolab.core.runner import CampaignResult, design_plan, open_store, plan_for, run_campaign
-from iolab.core.store import Store
+from iolab.core.runner import CampaignResult, design_plan, plan_for, run_campaign
+from iolab.core.store import Store, open_store
 from iolab.experiments.base import Experiment
 from iolab.importers.aisio import PREFIX, ImportedCampaign
 from iolab.paths import resolve_data_dir
@@ -55,10 +55,12 @@ class Campaign:
         return specmod.parse_where(self.spec, self.experiment.schema(), items)
 
     def plan(self, *, where: list[str] | dict[str, Any] | None = None,
-             limit: int | None = None) -> Plan:
-        """Against the store and this host (touches nothing)."""
+             limit: int | None = None, as_recorded: bool = False) -> Plan:
+        """Against the store and this host (touches nothing); with ``as_recorded``, against
+        the host that made the stored runs, when there are any."""
+        host = self.store.read_host() if as_recorded else None
         return plan_for(self.experiment, self.spec, self.data_dir, where=self.where(where),
-                        limit=limit)
+                        limit=limit, recorded_host=host)
 
     def design(self) -> Plan:
         """The whole design's size and cost, regardless of store and host."""

@@ -99,10 +99,14 @@ def cmd_status(args) -> int:
         print(f"no campaigns under {data_dir / 'raw'}")
     for exp, env in found:
         store = Store(data_dir, exp, env)
-        host = store.read_host() or {}
-        print(f"{exp}/{env}: {store.count_complete()} complete, {len(store.failed_runs())} failed, "
-              f"{len(store.incomplete_runs()) + len(store.stale_tmp_dirs())} incomplete; "
-              f"host {host.get('hostname', '?')} fingerprint {host.get('fingerprint', '?')}")
+        try:
+            host = store.read_host() or {}
+            print(f"{exp}/{env}: {store.count_complete()} complete, "
+                  f"{len(store.failed_runs())} failed, "
+                  f"{len(store.incomplete_runs()) + len(store.stale_tmp_dirs())} incomplete; "
+                  f"host {host.get('hostname', '?')} fingerprint {host.get('fingerprint', '?')}")
+        except InputError as exc:  # one unreadable campaign must not hide the others
+            print(f"{exp}/{env}: cannot be read: {exc}")
     journal = default_journal(data_dir)
     if journal.exists():
         print(f"a knob journal is present at {journal}: a campaign crashed; run 'iolab restore'")
@@ -204,31 +208,34 @@ def cmd_env_new(args) -> int:
 def cmd_migrate(args) -> int:
     from iolab.campaign import source
     from iolab.core import migrate
-    from iolab.core.store import Store, campaigns
+    from iolab.core.store import campaigns, open_store
+    from iolab.importers.aisio import PREFIX
 
     data_dir = resolve_data_dir(args.data)
     chosen = [(e, v) for e, v in campaigns(data_dir)
               if (args.experiment in (None, e)) and (args.env in (None, v))]
     pending = 0
     for exp, env in chosen:
-        kind = source(exp) if exp.startswith("aisio-") or exp in experiments.names() else None
-        if kind is None:
+        if not (exp.startswith(PREFIX) or exp in experiments.names()):
             print(f"{exp}/{env}: not a registered experiment; skipped")
             continue
-        store = Store(data_dir, exp, env, upgrade=kind.upgrade_v1)
-        todo = migrate.plan(store)
+        todo = migrate.plan(open_store(source(exp), env, data_dir))
         if not todo:
             print(f"{exp}/{env}: nothing to migrate")
             continue
         pending += len(todo)
+        left = [m for m in todo if m.problem]
         print(f"{exp}/{env}: {len(todo)} version-1 runs")
-        for m in todo[:args.show]:
+        # every run left as it is is listed; of the others, the first few
+        shown = left + [m for m in todo if not m.problem][:args.show]
+        for m in shown:
             print(f"  {m.describe()}")
-        if len(todo) > args.show:
-            print(f"  ... and {len(todo) - args.show} more")
+        if len(todo) > len(shown):
+            print(f"  ... and {len(todo) - len(shown)} more")
         if args.apply:
-            migrate.apply(todo, log=lambda line: None)
-            print(f"  done: {len(todo)} runs rewritten as version 2")
+            done = migrate.apply(todo, log=lambda line: None)
+            print(f"  done: {done} runs rewritten as version 2"
+                  + (f"; {len(left)} left as they are" if left else ""))
     if pending and not args.apply:
         print("dry run: nothing was changed; add --apply to migrate")
     return 0

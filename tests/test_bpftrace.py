@@ -171,8 +171,10 @@ def test_bad_options_name_the_key(options, key):
 
 def test_launch_without_bpftrace_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
+    program = bt.Bpftrace().program({"program": "BEGIN { exit(); }"})
+    assert not program.status()["found"]
     with pytest.raises(ToolError, match="apt-get install bpftrace"):
-        bt.Bpftrace().launch(Invocation("bpftrace", {"program": "BEGIN { exit(); }"}), [])
+        program.require()
 
 
 def test_parse_gives_one_column_per_map_entry(tmp_path):

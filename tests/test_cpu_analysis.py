@@ -67,3 +67,32 @@ def test_normalize_maps_aisio_spellings():
     out = ca.normalize(df).iloc[0]
     assert out["smt"] == "on" and out["turbo"] == "off" and out["stress"] == True  # noqa: E712
     assert out["cpu_governor"] == "userspace-3.0GHz" and out["ncores"] == 4 and out["gibs"] == 1.0
+
+
+def test_the_published_comparison_and_the_knob_effects(table):
+    opt = {k: v for k, v in BASE.items()}
+    published = pd.DataFrame([
+        {"setting": "optimum", "id": i, "iops": 100.0, "published_change_pct": None} for i in "ABCD"
+    ] + [{"setting": "powersave", "id": "C", "iops": 50.0, "published_change_pct": -50.0}])
+    ad = ca.ad_comparison(table, opt, published[published.setting == "optimum"].set_index("id")["iops"])
+    assert ad.loc["C", "measured / published"] == pytest.approx(1.0)
+    eff = ca.effects(table, opt, published)
+    power = eff[eff["change"] == "powersave governor"].set_index("id")
+    assert list(power.index) == ["C"], "only the ids AiSIO published"
+    assert power.loc["C", "pct"] == pytest.approx(-60.0) and power.loc["C", "published_pct"] == -50.0
+    assert eff[eff["change"] == "turbo off"].empty
+    narrow = ca.effect(table, opt, {"cpu_governor": "powersave"}, confidence=0.5)
+    wide = ca.effect(table, opt, {"cpu_governor": "powersave"}, confidence=0.99)
+    assert wide["ci_high"] - wide["ci_low"] > narrow["ci_high"] - narrow["ci_low"]
+
+
+def test_design_summary_and_grid_table():
+    from iolab.core.planner import Point
+    points = [Point(dict(a=1), ["search"]), Point(dict(a=2), ["search"], "why"),
+              Point(dict(a=3), ["wide"]), Point(dict(a=1, b=1), ["search", "wide"])]
+    d = ca.design_summary(points, 3)
+    assert d == {"search_points": 3, "search_excluded": 1, "search_runnable": 2,
+                 "expansion_points": 1, "runs": 9}
+    grids = {"search": {"vary": {"a": [1, 2]}, "set": {}}, "wide": {"vary": {"a": [3]}, "set": {"b": 1}}}
+    t = ca.grid_table(grids, points).set_index("grid")
+    assert t.loc["wide", "sets"] == "b=1" and t.loc["search", "excluded"] == 1

@@ -83,3 +83,11 @@ def test_it_runs_tidies_and_renders(blocksize, tmp_path):
              if "scrapbook" in o.get("metadata", {})}
     assert glued["n_runs"]["application/papermill.record/text/plain"] == "'8'"
     assert "application/papermill.record/image/png" in glued["fig_bandwidth"]
+
+
+def test_the_example_analysis(blocksize):
+    import pandas as pd
+    from blocksize.analysis import saturation
+    summary = pd.DataFrame({"metric": ["mibs"] * 3, "bs": [4096, 65536, 16384],
+                            "mean": [10.0, 100.0, 95.0]})
+    assert saturation(summary) == 16384 and saturation(summary.iloc[0:0]) is None

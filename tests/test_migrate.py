@@ -14,7 +14,7 @@ import pytest
 from iolab.campaign import Campaign
 from iolab.cli import main
 from iolab.core import migrate, tidy
-from iolab.core.runner import open_store
+from iolab.core.store import open_store
 from iolab.core.store import sha256_file
 from iolab.experiments import get
 
@@ -104,3 +104,30 @@ def test_a_changed_raw_file_stops_its_migration(data):
     with pytest.raises(Exception, match="changed since the run was stored"):
         migrate.apply(todo[:1], log=lambda *_: None)
     assert todo[0].source.exists()
+
+
+def test_a_run_made_with_another_driver_version_is_not_reused(data):
+    path = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs" / "01c5ea7fda6e-r0" / "run.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "driver_version": "0"}))
+    plan = Campaign("smt_thp", "kvm-2vcpu", data_dir=data).plan()
+    assert plan.counts()["stored"] == 2 and len(plan.stored_outside) == 1
+
+
+def test_two_old_runs_of_one_identity_are_not_merged_or_lost(data, capsys):
+    """Two version-1 runs that differed only in what no longer enters an id: the first is
+    migrated, the second is left as it is and said so, and no migration deletes it."""
+    runs = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs"
+    twin = runs / "ffffffffffff-r0"
+    shutil.copytree(runs / "01c5ea7fda6e-r0", twin)
+    doc = json.loads((twin / "run.json").read_text())
+    doc["run_id"] = twin.name
+    doc["config"]["settings"]["figure_dpi"] = 200  # a presentation key of the old days
+    (twin / "run.json").write_text(json.dumps(doc))
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    assert len(store.complete_runs()) == 3, "one identity is one run in the table"
+    for _ in range(2):
+        assert main(["migrate", "--data", str(data), "--apply"]) == 0
+    out = capsys.readouterr().out
+    assert "same id" in out and "1 left as they are" in out
+    assert twin.exists() and (twin / "fio.json").exists()

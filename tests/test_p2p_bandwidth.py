@@ -59,9 +59,10 @@ def test_launch_finds_the_executable(tmp_path):
 
 
 def test_launch_without_the_test_says_how_to_build_it(tmp_path):
+    status = p2p.P2pBandwidth().program({"executable": str(tmp_path / "missing")}).status()
+    assert not status["found"] and "cuda-samples" in status["install"]
     with pytest.raises(ToolError, match="cuda-samples"):
-        p2p.P2pBandwidth().launch(Invocation("p2p_bandwidth",
-                                             {"executable": str(tmp_path / "missing")}), [])
+        p2p.P2pBandwidth().program({"executable": str(tmp_path / "missing")}).require()
 
 
 def test_parse_means_over_gpu_pairs(tmp_path):

@@ -22,7 +22,7 @@ from iolab.report.tables import summary_table  # noqa: E402
 
 def test_glue_keys_are_read_from_the_prose(tmp_path):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("At {glue:text}`n_runs` runs and "
+    nb.cells = [nbformat.v4.new_markdown_cell("At {glue:text}`n_runs` runs ({glue:text}`n_runs`) and "
                                               "{glue:text}`peak:.1f`.\n\n```{glue:figure} fig_a\n"
                                               ":name: x\n```"),
                 nbformat.v4.new_code_cell("x = '{glue:text}`not_this`'")]
@@ -65,3 +65,33 @@ def test_a_chapter_without_data_says_so(tmp_path):
     ch = Chapter("smt_thp", "kvm-2vcpu", data_dir=tmp_path)
     assert not ch.have and ch.plan.counts()["to run"] > 0
     assert "none" in ch.what_ran().set_index("")["what ran"]["stored runs"]
+
+
+def test_a_reference_is_read_from_the_data_folder(tmp_path):
+    from iolab.errors import InputError
+    from iolab.report import reference
+    assert reference.load(tmp_path, "aisio_cpu_search") is None
+    folder = tmp_path / "reference"
+    folder.mkdir()
+    (folder / "x.yaml").write_text("source: a paper\ntable: x.csv\nvalue: 3\n")
+    (folder / "x.csv").write_text("id,iops\nA,1\n")
+    ref = reference.load(tmp_path, "x")
+    assert ref.meta["value"] == 3 and list(ref.table["iops"]) == [1]
+    (folder / "y.yaml").write_text("value: 3\n")
+    with pytest.raises(InputError, match="source"):
+        reference.load(tmp_path, "y")
+
+
+def test_configurations_lists_the_settings_that_differ():
+    from iolab.core.tidy import configurations
+    df = pd.DataFrame({"run.id": ["a", "b", "c"], "run.config": ["x", "x", "y"],
+                       "config.runtime_s": [3, 3, 1], "config.tool": ["fio"] * 3})
+    out = configurations(df).set_index("run.config")
+    assert out.loc["x", "runs"] == 2 and list(out.columns) == ["runs", "config.runtime_s"]
+
+
+def test_points_in_words():
+    from iolab.experiments import get
+    words = get("cpu_search").describe_point({"cpu_governor": "asis", "thr_sib": False,
+                                              "qdepth": 128})
+    assert words == "governor as found, one thread per core, queue depth 128"

@@ -129,8 +129,10 @@ def test_launch_finds_the_tool_in_the_spdk_tree(tmp_path):
 
 def test_launch_without_the_build_says_how_to_get_it(tmp_path):
     no_build = {**OPTIONS, "spdk_dir": str(tmp_path)}
+    status = snp.SpdkNvmePerf().program(no_build).status()
+    assert not status["found"] and "spdk.io" in status["install"]
     with pytest.raises(ToolError, match="spdk.io"):
-        snp.SpdkNvmePerf().launch(Invocation("spdk_nvme_perf", no_build), TOPOLOGY)
+        snp.SpdkNvmePerf().program(no_build).require()
     with pytest.raises(InputError, match="spdk_dir"):
         snp.SpdkNvmePerf().launch(Invocation("spdk_nvme_perf", {**OPTIONS, "spdk_dir": None}),
                                   TOPOLOGY)

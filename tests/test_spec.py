@@ -174,3 +174,15 @@ def test_settings_that_apply_only_with_another_value():
 def test_repository_params_files_validate(experiment, env):
     spec = specmod.load(experiment, env)
     assert spec.experiment == experiment.name and spec.settings["runtime_s"] > 0
+
+
+def test_a_grid_cannot_both_set_and_vary_a_variable(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(
+        "thp: {vary: {thp: [always, never]}}", "thp: {vary: {thp: [always]}, set: {thp: never}}"))
+    assert err.key == "grids.thp.set.thp" and "not both" in str(err)
+
+
+def test_an_exclusion_with_an_unknown_field(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("why: not interesting",
+                                                          "why: not interesting, whn: {}"))
+    assert err.key == "exclusions[0].whn"

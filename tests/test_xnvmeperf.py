@@ -145,10 +145,12 @@ def test_launch_resolves_the_cpu_request_and_finds_xnvmeperf(tmp_path, monkeypat
     assert launch.cpus == [0, 1, 4, 5] and launch.inputs == {}
 
 
-def test_launch_without_xnvmeperf_says_how_to_install(tmp_path, monkeypatch):
+def test_a_missing_xnvmeperf_is_listed_with_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
+    status = xp.Xnvmeperf().program(RUN).status()
+    assert not status["found"] and "xnvme.io" in status["install"]
     with pytest.raises(ToolError, match="xnvme.io"):
-        xp.Xnvmeperf().launch(Invocation("xnvmeperf", RUN), TOPOLOGY)
+        xp.Xnvmeperf().program(RUN).require()
 
 
 def test_the_version_comes_from_the_usage_footer(tmp_path, monkeypatch):

@@ -34,6 +34,11 @@ def _values(values) -> np.ndarray:
     return x[~np.isnan(x)]
 
 
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided Student's t quantile of a confidence level (0.95, 2 -> 4.30)."""
+    return float(sps.t.ppf(0.5 + confidence / 2, df))
+
+
 def t_interval(values, confidence: float = 0.95) -> dict[str, float]:
     x = _values(values)
     n = int(x.size)
@@ -42,7 +47,7 @@ def t_interval(values, confidence: float = 0.95) -> dict[str, float]:
         return {"n": n, "mean": mean, "sd": math.nan, "ci_low": math.nan, "ci_high": math.nan,
                 "ci_half": math.nan}
     sd = float(x.std(ddof=1))
-    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n))
+    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
     return {"n": n, "mean": mean, "sd": sd, "ci_low": mean - half, "ci_high": mean + half,
             "ci_half": half}
 
@@ -56,8 +61,7 @@ def lognormal_interval(values, confidence: float = 0.95) -> dict[str, float]:
     y = np.log(x)
     n, var = x.size, float(y.var(ddof=1))
     centre = float(y.mean()) + var / 2
-    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)
-                 * math.sqrt(var / n + var**2 / (2 * (n - 1))))
+    half = t_quantile(confidence, n - 1) * math.sqrt(var / n + var**2 / (2 * (n - 1)))
     low, high = math.exp(centre - half), math.exp(centre + half)
     # asymmetric: ci_half is half the width, for "± about" texts only
     return {**out, "ci_low": low, "ci_high": high, "ci_half": (high - low) / 2}

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab.core.durable import write_json_atomic
+from iolab.core.identity import run_id
 from iolab.errors import InputError
 
 SCHEMA_VERSION = 2
@@ -129,6 +130,29 @@ def from_json(doc: dict[str, Any], path: Path) -> RunManifest:
     if missing:
         raise InputError(path, missing[0], "missing from the manifest")
     return RunManifest(**doc)
+
+
+def from_v1(doc: dict[str, Any], *, identity: dict[str, Any], settings: dict[str, Any],
+            config_id: str, **fields: Any) -> RunManifest:
+    """A version-1 manifest as version 2, given what only its reader knows (the identity,
+    the settings that apply, and any fields it maps itself, such as ``collectors``)."""
+    common = dict(
+        run_id=run_id(identity, doc["rep"]), identity=identity, experiment=doc["experiment"],
+        environment=doc["environment"], rep=doc["rep"], point=doc["params"],
+        status=doc.get("status", "ok"),
+        # the runner wrote "failure", the importer "error"
+        failure=doc.get("failure") or doc.get("error"), grids=doc.get("grids", []),
+        settings=settings, config_id=config_id, tool=doc.get("tool"),
+        tool_version=doc.get("tool_version"), driver=doc.get("driver"),
+        driver_version=doc.get("driver_version"), argv=doc.get("argv", []),
+        cwd=doc.get("cwd", "the run folder"), knobs=doc.get("knobs") or {},
+        collectors=doc.get("collectors", []), host_fingerprint=doc.get("host_fingerprint", ""),
+        iolab_version=doc.get("iolab_version", ""), spec_sources=doc.get("spec_sources", []),
+        started_at=doc.get("started_at"), ended_at=doc.get("ended_at"),
+        duration_s=doc.get("duration_s"), exit_code=doc.get("exit_code"),
+        files=doc.get("files", {}),
+        migrated_from={"schema_version": 1, "run_id": doc["run_id"], "migrated_at": None})
+    return RunManifest(**{**common, **fields})
 
 
 def write(path: Path, manifest: RunManifest) -> None:

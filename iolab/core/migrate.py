@@ -41,22 +41,29 @@ class Migration:
     target: Path                 # where the version-2 folder goes
     manifest: RunManifest        # the version-2 manifest (migrated_at not yet set)
     finish_only: bool = False    # the target exists already: only the old folder is left
+    problem: str | None = None   # why this run is not migrated (it is left as it is)
 
     def describe(self) -> str:
+        where = f"{self.source.relative_to(self.source.parents[2])} -> {self.target.name}"
+        if self.problem:
+            return f"leave {where} as it is: {self.problem}"
         what = "remove the old copy of" if self.finish_only else "migrate"
         note = self.manifest.extra.get("v1_mismatch")
-        return (f"{what} {self.source.relative_to(self.source.parents[2])} -> "
-                f"{self.target.name}" + (f" (does not match today's plan: {note})" if note else ""))
+        return f"{what} {where}" + (f" (does not match today's plan: {note})" if note else "")
 
 
 def plan(store: Store) -> list[Migration]:
-    """Every version-1 run of the store and where it goes; reads only."""
-    out = []
-    folders = [d for d in sorted(store.runs_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")] \
-        if store.runs_dir.exists() else []
-    folders += store.failed_runs()
+    """Every version-1 run of the store and where it goes; reads only.
+
+    Two old runs that map to one new id (they differed only in what is no longer part of a
+    run's identity) cannot both move there: the first does, the other is left as it is with
+    a ``problem``. A target that exists already counts as an earlier migration of this very
+    folder only when its manifest says it was migrated from it and every file matches.
+    """
+    out: list[Migration] = []
+    claimed: dict[Path, Path] = {}
     host = store.read_host() or {}
-    for folder in folders:
+    for folder in store.run_folders() + store.failed_runs():
         try:
             doc = mf.load_json(folder / mf.FILE)
         except mf.UnreadableManifest:
@@ -65,10 +72,31 @@ def plan(store: Store) -> list[Migration]:
             continue
         new = store.upgrade(doc, folder / mf.FILE, host)
         failed = folder.parent == store.failed_dir
-        name = (f"{new.run_id}@{folder.name.split('@', 1)[1]}" if failed else new.run_id)
-        target = folder.parent / name
-        out.append(Migration(folder, target, new, finish_only=target.exists()))
+        target = folder.parent / (f"{new.run_id}@{folder.name.split('@', 1)[1]}" if failed
+                                  else new.run_id)
+        m = Migration(folder, target, new)
+        if target in claimed:
+            m.problem = f"{claimed[target].name} moves to the same id (the same run, measured twice)"
+        elif target.exists():
+            m.finish_only = _copy_of(target, doc)
+            if not m.finish_only:
+                m.problem = f"{target.name} exists and is not a migrated copy of this run"
+        claimed.setdefault(target, folder)
+        out.append(m)
     return out
+
+
+def _copy_of(target: Path, doc: dict) -> bool:
+    """Whether ``target`` is what migrating the run of ``doc`` wrote."""
+    try:
+        copy = mf.load_json(target / mf.FILE)
+    except mf.UnreadableManifest:
+        return False
+    files = doc.get("files", {})
+    return ((copy.get("migrated_from") or {}).get("run_id") == doc["run_id"]
+            and copy.get("files") == files
+            and all((target / n).exists() and sha256_file(target / n) == f["sha256"]
+                    for n, f in files.items()))
 
 
 def _verify(folder: Path, manifest: RunManifest) -> None:
@@ -83,6 +111,9 @@ def apply(migrations: list[Migration], log=print) -> int:
     """Carry out the migrations; returns how many folders were migrated or finished."""
     done = 0
     for m in migrations:
+        if m.problem:
+            log(f"left {m.source}: {m.problem}")
+            continue
         if m.finish_only:
             shutil.rmtree(m.source)
             log(f"removed {m.source}, already migrated to {m.target.name}")

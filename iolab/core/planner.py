@@ -171,8 +171,8 @@ class Plan:
         lines.append(f"  stored {c['stored']}, to run {c['to run']}, excluded {c['excluded']}, "
                      f"blocked {c['blocked']}")
         if self.stored_outside:
-            lines.append(f"  {len(self.stored_outside)} further stored runs belong to other "
-                         f"settings (not part of this plan)")
+            lines.append(f"  {len(self.stored_outside)} further stored runs are not part of this "
+                         f"plan (other settings or points, or repetitions beyond its count)")
         if self.limit is not None:
             lines.append(f"  --limit {self.limit}: {len(self.selected())} runs would run now")
         lines.append(f"  time for the runs to do: {format_duration(self.eta_s)} "

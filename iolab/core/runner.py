@@ -34,7 +34,8 @@ from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
 from iolab.core.planner import ASIS, Plan, PlannedRun, knob_needs, make_plan
 from iolab.core.spec import Spec
-from iolab.core.store import Store
+from iolab.core.tidy import WINDOW_FILE
+from iolab.core.store import open_store
 from iolab.errors import IolabError, ParseError, ToolError
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
 from iolab.host.journal import KnobSession, restore_from_journal
@@ -42,7 +43,6 @@ from iolab.host.knobset import make_knobs
 from iolab.paths import REPO_ROOT
 from iolab.tools.base import Program, cpu_mask, driver_version
 
-WINDOW_FILE = "driver-window.json"  # wall-clock start/end of the driver, for collector parsers
 CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
 TIMEOUT_MARGIN_S = 180.0            # beyond runtime and ramp, before a driver is killed
 
@@ -55,8 +55,12 @@ class RunnableExperiment(Protocol):
 
     def identity(self, environment: str, settings: dict, point: dict) -> dict: ...
     def launch(self, settings: dict, point: dict, topology: list[dict]) -> tuple: ...
-    def programs(self, settings: dict, point: dict, topology: list[dict]) -> list[Program]: ...
+    def programs(self, settings: dict, point: dict,
+                 topology: list[dict] | None) -> list[Program]: ...
+    def invocation(self, settings: dict, point: dict) -> Any: ...
+    def adapter(self, invocation: Any) -> Any: ...
     def seconds_per_run(self, settings: dict, point: dict) -> float: ...
+    def run_seconds(self, settings: dict) -> float: ...
     def host_block(self, settings: dict, point: dict, topology: list[dict]) -> str | None: ...
     def campaign_knobs(self, settings: dict) -> dict: ...
     def knob_value(self, variable: str, value: Any) -> Any: ...
@@ -81,11 +85,6 @@ def default_journal(data_dir: Path) -> Path:
     return Path(data_dir) / ".knob-journal.json"
 
 
-def open_store(experiment: RunnableExperiment, environment: str, data_dir: Path) -> Store:
-    """The campaign's store, reading version-1 manifests through the experiment."""
-    return Store(data_dir, experiment.name, environment, upgrade=experiment.upgrade_v1)
-
-
 def design_plan(experiment: RunnableExperiment, spec: Spec) -> Plan:
     """The whole design's cost, as if nothing were stored and the host could run everything."""
     settings = spec.settings
@@ -95,20 +94,29 @@ def design_plan(experiment: RunnableExperiment, spec: Spec) -> Plan:
 
 def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
              where: dict[str, list[Any]] | None = None, limit: int | None = None,
-             knobs: dict | None = None, topo: list[dict] | None = None) -> Plan:
+             knobs: dict | None = None, topo: list[dict] | None = None,
+             recorded_host: dict | None = None) -> Plan:
     """The plan against the store, with this host's knobs and topology, and the programs
-    the selected runs need."""
+    the selected runs need.
+
+    ``recorded_host`` (a campaign's ``host.json``) plans against the host that made the runs
+    instead: its topology and the knobs it could not control. A book replayed anywhere then
+    says the same about the campaign.
+    """
     settings = spec.settings
     store = open_store(experiment, spec.environment, data_dir)
-    knobs = make_knobs() if knobs is None else knobs
-    topo = topology() if topo is None else topo
     stored = store.complete_runs()
-    durations = [r.manifest.duration_s for r in stored if r.manifest.duration_s]
-    seconds = (sum(durations) / len(durations) if durations
-               else experiment.seconds_per_run(settings, spec.base))
-    available = {name: (knobs[name].available() if name in knobs
-                        else (False, "no such knob on this host"))
-                 for name in set(experiment.knob_variables.values())}
+    if recorded_host is not None:
+        topo = recorded_host.get("topology") or []
+        refused = recorded_host.get("knobs_not_controllable") or {}
+        available = {name: (name not in refused, refused.get(name, ""))
+                     for name in set(experiment.knob_variables.values())}
+    else:
+        knobs = make_knobs() if knobs is None else knobs
+        topo = topology() if topo is None else topo
+        available = {name: (knobs[name].available() if name in knobs
+                            else (False, "no such knob on this host"))
+                     for name in set(experiment.knob_variables.values())}
 
     def blockers(params: dict[str, Any]) -> list[str]:
         out = []
@@ -116,12 +124,23 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
             ok, why = available[knob]
             if not ok:
                 out.append(f"needs knob {knob}={value}, which this host cannot control ({why})")
+        invocation = experiment.invocation(settings, params)
+        if experiment.adapter(invocation).driver is None:
+            out.append(f"{invocation.tool} has no driver in scripts/drivers/ yet (this package "
+                       "only reads its output from archives so far)")
         host = experiment.host_block(settings, params, topo)
         return out + ([host] if host else [])
 
     plan = make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
-                     seconds_per_run=seconds, stored_ids={r.run_id for r in stored},
-                     blockers=blockers, where=where, limit=limit)
+                     seconds_per_run=experiment.seconds_per_run(settings, spec.base),
+                     stored_ids={r.run_id for r in stored}, blockers=blockers, where=where,
+                     limit=limit)
+    # once runs of this very design are stored, their measured durations are the estimate
+    planned = {r.run_id for r in plan.by_status("stored")}
+    durations = [r.manifest.duration_s for r in stored
+                 if r.run_id in planned and r.manifest.duration_s]
+    if durations:
+        plan.seconds_per_run = sum(durations) / len(durations)
     # the programs of every run this host can make, stored ones included: the benchmark tools
     # among them are part of the host's fingerprint, which must not depend on what is left
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
@@ -133,15 +152,17 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
 def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
                    topo: list[dict]) -> list[dict[str, Any]]:
     """Each program the runs need, once (by name and executable), found or with how to
-    install it; ``needed_now`` marks those the selected runs need."""
+    install it; ``needed_now`` marks those the selected runs need. Collectors' programs are
+    asked of selected runs only: those can run here, so their CPU sets resolve."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     points = {id(r.point): r.point for r in runs}
     selected = {id(r.point) for r in runs if r.selected}
     for key, point in points.items():
-        for program in experiment.programs(settings, point.params, topo):
+        now = key in selected
+        for program in experiment.programs(settings, point.params, topo if now else None):
             entry = seen.setdefault((program.name, program.executable),
                                     {**program.status(), "needed_now": False})
-            entry["needed_now"] |= key in selected
+            entry["needed_now"] |= now
     return list(seen.values())
 
 
@@ -250,8 +271,7 @@ class _Campaign:
         for c in collectors:
             c.start(tmp)
         reason = ""
-        timeout = (float(self.settings.get("runtime_s", 0)) + float(self.settings.get("ramp_s", 0))
-                   + TIMEOUT_MARGIN_S)
+        timeout = self.exp.run_seconds(self.settings) + TIMEOUT_MARGIN_S
         start_ns = time.time_ns()
         try:
             with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:

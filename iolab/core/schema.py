@@ -183,6 +183,11 @@ def ListOf(item: Field, *, min_items: int = 1, default: Any = REQUIRED, help: st
     return Field("list", help, default, item=item, min_items=min_items, when=_when(when))
 
 
+def in_order(fields: dict[str, Field]) -> list[tuple[str, Field]]:
+    """Unconditional fields first: the conditions (``when``) of the others refer to them."""
+    return sorted(fields.items(), key=lambda kv: bool(kv[1].when))
+
+
 @dataclass(frozen=True)
 class Schema:
     """The fields of one experiment's spec."""

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from iolab.core.schema import Field, Int, Schema, type_name
+from iolab.core.schema import Field, Int, Schema, in_order, type_name
 from iolab.errors import InputError
 from iolab.paths import PARAMS_DIR
 
@@ -210,9 +210,8 @@ def _missing(label, key: str, fld: Field) -> Any:
 
 
 def _settings(doc: dict[str, Any], label, fields: dict[str, Field]) -> dict[str, Any]:
-    # Unconditional settings first: the conditions of the others refer to them.
     out: dict[str, Any] = {}
-    for key, fld in sorted(fields.items(), key=lambda kv: bool(kv[1].when)):
+    for key, fld in in_order(fields):
         if not fld.applies(out):
             if key in doc:
                 raise InputError(label, key, f"only applies when {fld.when_text()}; remove it "
@@ -276,6 +275,9 @@ def _grids(doc: dict[str, Any], label, variables: dict[str, Field]) -> dict[str,
             if var not in variables:
                 raise InputError(label, f"{key}.set.{var}", "names an unknown variable",
                                  allowed=", ".join(variables))
+            if var in vary:
+                raise InputError(label, f"{key}.set.{var}", "is varied by the same grid; "
+                                 "set it or vary it, not both")
             checked["set"][var] = variables[var].check(value, label, f"{key}.set.{var}")
         out[name] = checked
     return out
@@ -292,6 +294,10 @@ def _exclusions(doc: dict[str, Any], label, variables: dict[str, Field]) -> list
             raise InputError(label, key, "must be a mapping with a non-empty 'when' and a 'why'")
         if not isinstance(rule.get("why"), str) or not rule["why"].strip():
             raise InputError(label, f"{key}.why", "say why the combination is excluded")
+        unknown = sorted(set(rule) - {"when", "why"})
+        if unknown:
+            raise InputError(label, f"{key}.{unknown[0]}", "unknown field of an exclusion",
+                             allowed="when, why")
         when = {}
         for var, want in rule["when"].items():
             if var not in variables:

@@ -128,7 +128,8 @@ class Store:
             write_json_atomic(self.host_path, {**stored, "other_hosts": history})
 
     # -- listing -------------------------------------------------------------------------
-    def _run_dirs(self) -> list[Path]:
+    def run_folders(self) -> list[Path]:
+        """Every folder under runs/ that is not a temporary one, complete or not."""
         if not self.runs_dir.exists():
             return []
         return [d for d in sorted(self.runs_dir.iterdir())
@@ -151,7 +152,7 @@ class Store:
     def complete_runs(self) -> list[StoredRun]:
         """Every committed run with its manifest (version-1 manifests upgraded in memory)."""
         out = []
-        run_dirs = self._run_dirs()
+        run_dirs = self.run_folders()
         names = {d.name for d in run_dirs}
         for run_dir in run_dirs:
             doc = self._doc(run_dir)
@@ -167,8 +168,10 @@ class Store:
                 if self._host is None:
                     self._host = self.read_host() or {}
                 run = StoredRun(run_dir, self.upgrade(doc, path, self._host))
-                # a migration that stopped after its copy was renamed into place: the copy wins
-                if run.run_id not in names:
+                # a migration that stopped after its copy was renamed into place: the copy
+                # wins; two old runs of one identity (they differed only in what is no longer
+                # part of it): the first wins, the other is reported by 'iolab migrate'
+                if run.run_id not in names and run.run_id not in {r.run_id for r in out}:
                     out.append(run)
         return out
 
@@ -177,12 +180,12 @@ class Store:
 
     def count_complete(self) -> int:
         """How many runs are committed (reads only the status and id of each manifest)."""
-        return sum(1 for d in self._run_dirs()
+        return sum(1 for d in self.run_folders()
                    if (doc := self._doc(d)) is not None and self._is_complete(d, doc))
 
     def incomplete_runs(self) -> list[Path]:
         """Folders under runs/ that look like runs but have no valid manifest."""
-        return [d for d in self._run_dirs()
+        return [d for d in self.run_folders()
                 if (doc := self._doc(d)) is None or not self._is_complete(d, doc)]
 
     def stale_tmp_dirs(self) -> list[Path]:
@@ -199,7 +202,11 @@ class Store:
         return out
 
     def failed_runs(self) -> list[Path]:
-        return sorted(self.failed_dir.glob("*")) if self.failed_dir.exists() else []
+        """Folders of failed runs (``<run-id>@<time>``), not a migration's leftovers."""
+        if not self.failed_dir.exists():
+            return []
+        return sorted(d for d in self.failed_dir.iterdir() if d.is_dir() and "@" in d.name
+                      and not d.name.startswith("."))
 
     def quarantine(self) -> list[str]:
         """Move leftovers of killed runs and half-written runs to ``partial/``; never delete.
@@ -269,6 +276,12 @@ class Store:
 
     def discard(self, tmp: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def open_store(source: Any, environment: str, data_dir: Path) -> Store:
+    """The store of a campaign, reading version-1 manifests through its experiment (or
+    importer): ``source`` has ``name`` and ``upgrade_v1``."""
+    return Store(data_dir, source.name, environment, upgrade=source.upgrade_v1)
 
 
 def campaigns(data_dir: Path) -> list[tuple[str, str]]:

@@ -30,11 +30,11 @@ from typing import Any, Callable, Protocol
 
 import pandas as pd
 
-from iolab.core.store import Store, StoredRun
+from iolab.core.store import StoredRun, open_store
 from iolab.errors import IolabError
 from iolab.tools import registry
 
-WINDOW_FILE = "driver-window.json"
+WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
 _PACKAGE = Path(__file__).resolve().parent.parent
 # Code whose change can change a row; the experiment's own package is added per table.
 _PARSING_CODE = ("tools", "parsers", "core/tidy.py", "core/manifest.py", "experiments/base.py")
@@ -93,7 +93,7 @@ def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, An
     return row
 
 
-def _digest(store: Store, runs: list[StoredRun], code: str) -> str:
+def _digest(runs: list[StoredRun], code: str) -> str:
     h = hashlib.sha256(code.encode())
     for run in runs:
         h.update(run.run_id.encode())
@@ -128,12 +128,12 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
     code = _code(source)
     frames = []
     for env in envs:
-        store = Store(data_dir, source.name, env, upgrade=source.upgrade_v1)
+        store = open_store(source, env, data_dir)
         if not store.root.exists():
             raise IolabError(f"{store.root}: no stored campaign for experiment '{source.name}', "
                              f"environment '{env}'")
         runs = store.complete_runs()
-        digest = _digest(store, runs, code)
+        digest = _digest(runs, code)
         cpath = cache_path(data_dir, source.name, env)
         dpath = cpath.with_suffix(".digest")
         if use_cache and cpath.exists() and dpath.exists() and dpath.read_text() == digest:

@@ -32,23 +32,34 @@ def _extra_modules() -> list[str]:
 
 
 def _discover() -> dict[str, Experiment]:
-    if not _REGISTRY:
-        names = [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)
-                 if info.ispkg]
-        for name in names + _extra_modules():
-            try:
-                module = importlib.import_module(name)
-            except ImportError as exc:
-                raise InputError(f"${EXTRA}", name, f"cannot import it: {exc}",
-                                 allowed="module names importable from sys.path, "
-                                         "comma-separated") from None
-            experiment = getattr(module, "EXPERIMENT", None)
-            if isinstance(experiment, Experiment):
-                _REGISTRY[experiment.name] = experiment
-            elif name in _extra_modules():
-                raise InputError(f"${EXTRA}", name, "defines no EXPERIMENT (an instance of "
-                                 "iolab.experiments.base.Experiment)")
+    if _REGISTRY:
+        return _REGISTRY
+    found: dict[str, Experiment] = {}
+    # an error in a package of ours is a bug to see as it is; one in a module named in the
+    # environment variable is the user's to fix, and says where it came from
+    for info in pkgutil.iter_modules(__path__):
+        if info.ispkg:
+            _add(found, importlib.import_module(f"{__name__}.{info.name}"), None)
+    for name in _extra_modules():
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError(f"${EXTRA}", name, f"cannot import it: {exc}",
+                             allowed="module names importable from sys.path, "
+                                     "comma-separated") from None
+        _add(found, module, name)
+    # filled only once everything was found: a failure leaves no partial registry behind
+    _REGISTRY.update(found)
     return _REGISTRY
+
+
+def _add(found: dict[str, Experiment], module, extra: str | None) -> None:
+    experiment = getattr(module, "EXPERIMENT", None)
+    if isinstance(experiment, Experiment):
+        found[experiment.name] = experiment
+    elif extra is not None:
+        raise InputError(f"${EXTRA}", extra, "defines no EXPERIMENT (an instance of "
+                         "iolab.experiments.base.Experiment)")
 
 
 def all_experiments() -> list[Experiment]:

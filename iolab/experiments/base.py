@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from iolab.core.identity import config_id, run_id
-from iolab.core.manifest import RunManifest
-from iolab.core.schema import Choice, Field, Number, Schema
+from iolab.core.identity import config_id
+from iolab.core.manifest import RunManifest, from_v1
+from iolab.core.schema import Choice, Field, Number, Schema, in_order
 from iolab.core.store import StoredRun
 from iolab.core.tidy import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
@@ -148,19 +148,24 @@ class Experiment:
         return launch, collectors, adapter
 
     def programs(self, settings: dict[str, Any], point: dict[str, Any],
-                 topology: list[dict[str, Any]]) -> list[Program]:
-        """Every program a run of this point needs: its tool and its collectors' programs."""
-        launch, collectors, adapter = self.launch(settings, point, topology)
-        programs = [adapter.program(self.invocation(settings, point).options)]
-        for collector in collectors:
-            programs += collector.programs()
+                 topology: list[dict[str, Any]] | None = None) -> list[Program]:
+        """The programs a run of this point needs: its tool, and, given the topology of a host
+        that can run the point, its collectors' programs (GNU time, stress-ng, ...)."""
+        invocation = self.invocation(settings, point)
+        programs = [self.adapter(invocation).program(invocation.options)]
+        if topology is not None:
+            for collector in self.launch(settings, point, topology)[1]:
+                programs += collector.programs()
         return programs
 
+    def run_seconds(self, settings: dict[str, Any]) -> float:
+        """How long the tool runs by the settings (measured time and warm-up); experiments
+        whose settings are named otherwise override this."""
+        return float(settings.get("runtime_s", 0)) + float(settings.get("ramp_s", 0))
+
     def seconds_per_run(self, settings: dict[str, Any], point: dict[str, Any]) -> float:
-        """An estimate before anything is stored: runtime, ramp and the tool's start-up."""
-        adapter = self.adapter(self.invocation(settings, point))
-        return (float(settings.get("runtime_s", 0)) + float(settings.get("ramp_s", 0))
-                + adapter.startup_s)
+        """An estimate before anything is stored: the run itself and the tool's start-up."""
+        return self.run_seconds(settings) + self.adapter(self.invocation(settings, point)).startup_s
 
     def derive(self, row: dict[str, Any]) -> dict[str, Any]:
         """The experiment's metrics of one tidy row, from its namespaced columns."""
@@ -174,9 +179,9 @@ class Experiment:
         return standard_row(run, self.derive, list(self.variables))
 
     def code_files(self) -> list[Path]:
-        """The experiment's own code (its package), for the tidy cache's digest."""
-        folder = Path(sys.modules[type(self).__module__].__file__).parent
-        return sorted(folder.rglob("*.py"))
+        """The experiment's own code (its package, or its module), for the tidy cache's digest."""
+        path = Path(sys.modules[type(self).__module__].__file__)
+        return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
 
     def describe(self, variable: str, value: Any) -> str:
         """A value as a reader should see it (``one_core`` -> ``one core``)."""
@@ -194,7 +199,7 @@ class Experiment:
     def applicable_settings(self, values: dict[str, Any]) -> dict[str, Any]:
         """The settings among ``values`` that apply (``when``), as a spec would hold them."""
         out: dict[str, Any] = {}
-        for key, fld in sorted(self.settings.items(), key=lambda kv: bool(kv[1].when)):
+        for key, fld in in_order(self.settings):
             if key in values and fld.applies(out):
                 out[key] = values[key]
         return {key: out[key] for key in self.settings if key in out}
@@ -213,33 +218,29 @@ class Experiment:
         settings = self.applicable_settings(doc["config"]["settings"])
         environment = doc["environment"]
         identity = self.identity(environment, settings, point)
-        problem = self._v1_argv_problem(doc, settings, point, (host or {}).get("topology") or [])
+        problem = self._v1_problem(doc, identity, settings, point,
+                                   (host or {}).get("topology") or [])
         extra: dict[str, Any] = {}
         if problem:
             identity["v1_argv"] = doc["argv"]
+            identity["v1_driver_version"] = doc.get("driver_version")
             extra["v1_mismatch"] = problem
         cpus_file = Path(path).parent / "cpus.json"
-        cpus = json.loads(cpus_file.read_text())["cpus"] if cpus_file.exists() else None
         collectors = [_V1_COLLECTORS.get(c, c) for c in doc.get("collectors", [])]
         if doc.get("argv", [""])[0] == "/usr/bin/time":
             collectors.append("gnu_time")
-        return RunManifest(
-            run_id=run_id(identity, doc["rep"]), identity=identity, experiment=doc["experiment"],
-            environment=environment, rep=doc["rep"], point=point, status=doc.get("status", "ok"),
-            failure=doc.get("failure") or doc.get("error"), grids=doc.get("grids", []),
-            settings=settings, config_id=config_id(self.name, environment, settings),
-            tool=doc.get("tool"), tool_version=doc.get("tool_version"), driver=doc.get("driver"),
-            driver_version=doc.get("driver_version"), argv=doc.get("argv", []),
-            cwd=doc.get("cwd", "the run folder"), cpus=cpus, knobs=doc.get("knobs", {}),
-            collectors=collectors, host_fingerprint=doc.get("host_fingerprint", ""),
-            iolab_version=doc.get("iolab_version", ""), spec_sources=doc.get("spec_sources", []),
-            started_at=doc.get("started_at"), ended_at=doc.get("ended_at"),
-            duration_s=doc.get("duration_s"), exit_code=doc.get("exit_code"),
-            files=doc.get("files", {}), extra=extra,
-            migrated_from={"schema_version": 1, "run_id": doc["run_id"], "migrated_at": None})
+        return from_v1(doc, identity=identity, settings=settings,
+                       config_id=config_id(self.name, environment, settings),
+                       cpus=json.loads(cpus_file.read_text())["cpus"] if cpus_file.exists() else None,
+                       collectors=collectors, extra=extra)
 
-    def _v1_argv_problem(self, doc: dict[str, Any], settings: dict[str, Any],
-                         point: dict[str, Any], topology: list[dict[str, Any]]) -> str | None:
+    def _v1_problem(self, doc: dict[str, Any], identity: dict[str, Any], settings: dict[str, Any],
+                    point: dict[str, Any], topology: list[dict[str, Any]]) -> str | None:
+        """Why a version-1 run is not what today's code runs for its point (None if it is)."""
+        today_driver = identity["invocation"]["driver_version"]
+        if doc.get("driver_version") != today_driver:
+            return (f"it ran driver version {doc.get('driver_version')!r}, today's driver is "
+                    f"version {today_driver!r}")
         try:
             launch, _, adapter = self.launch(settings, point, topology)
         except Exception as exc:  # any failure to rebuild the argv means it cannot be verified

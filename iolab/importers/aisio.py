@@ -29,8 +29,11 @@ Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
   timestamps are UTC in the archives seen so far; the importer checks). None without a log,
   for runs without a cpumask (cuda-run), or when no sample falls inside.
 
-Tidy columns: AiSIO's parameters and the metrics above under AiSIO's names (bare), and the
-``run.*`` columns every campaign has (see :mod:`iolab.core.tidy`).
+Tidy columns: AiSIO's parameters and the metrics above under AiSIO's names (bare: they are
+this campaign's vocabulary, as an experiment's variables and metrics are), and ``run.id``,
+``run.rep``, ``run.environment``, ``run.host_fingerprint``, ``run.config``, ``run.tool``,
+``run.tool_version``, ``run.started_at``, ``run.duration_s`` (see :mod:`iolab.core.tidy`).
+The raw metrics are not namespaced by tool because one derivation covers every tool kind.
 
 Responsible for: the tidy source of imported campaigns (:class:`ImportedCampaign`), their run
 identity, and the derivation shared by the tidy table and the importer (:func:`derive`).
@@ -48,8 +51,8 @@ from typing import Any
 
 import yaml
 
-from iolab.core.identity import config_id, run_id
-from iolab.core.manifest import RunManifest
+from iolab.core.identity import config_id
+from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.store import StoredRun
 from iolab.errors import ParseError
 from iolab.parsers.bdevperf import parse_bdevperf_text
@@ -108,18 +111,11 @@ class ImportedCampaign:
         """A manifest the importer wrote before version 2, as version 2."""
         settings = doc["config"]["settings"]
         ident = identity(doc["experiment"], doc["environment"], doc["params"], settings)
-        extra = {key: doc.get(key) for key in ("cmd", "tool_kind", "dcgm", "imported_from")}
-        return RunManifest(
-            run_id=run_id(ident, doc["rep"]), identity=ident, experiment=doc["experiment"],
-            environment=doc["environment"], rep=doc["rep"], point=doc["params"],
-            status=doc.get("status", "ok"), failure=doc.get("error"), settings=settings,
-            config_id=config_id(doc["experiment"], doc["environment"], settings),
-            tool=doc.get("tool"), argv=doc.get("argv", []), cwd="(recorded by CIJOE)",
-            cpus=doc.get("cpus"), host_fingerprint=doc.get("host_fingerprint", ""),
-            started_at=doc.get("started_at"), ended_at=doc.get("ended_at"),
-            duration_s=doc.get("duration_s"), exit_code=doc.get("exit_code"),
-            files=doc.get("files", {}), extra=extra,
-            migrated_from={"schema_version": 1, "run_id": doc["run_id"], "migrated_at": None})
+        return from_v1(doc, identity=ident, settings=settings,
+                       config_id=config_id(doc["experiment"], doc["environment"], settings),
+                       cwd="(recorded by CIJOE)", cpus=doc.get("cpus"),
+                       extra={key: doc.get(key) for key in ("cmd", "tool_kind", "dcgm",
+                                                            "imported_from")})
 
     def code_files(self) -> list[Path]:
         return [Path(__file__)]

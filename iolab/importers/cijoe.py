@@ -69,8 +69,9 @@ from typing import Any
 import yaml
 
 from iolab.core.identity import config_id, run_id
+from iolab.core import manifest as mf
 from iolab.core.manifest import RunManifest
-from iolab.core.store import Store, sha256_file
+from iolab.core.store import Store, open_store, sha256_file
 from iolab.errors import InputError, ParseError
 from iolab.importers import aisio as exp
 from iolab.parsers.cpufreq_log import parse_cpufreq_log
@@ -209,7 +210,7 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
                          f"got {experiment!r}", allowed=f"{exp.PREFIX}<name>")
     arc = _open(Path(archive))
     report = ImportReport(arc.name, experiment, environment)
-    store = Store(data_dir, experiment, environment)
+    store = open_store(exp.ImportedCampaign(experiment), environment, data_dir)
     commands = _index(arc, report)
     host, fingerprint = _host(arc, commands, report)
     stored = store.read_host()
@@ -226,9 +227,10 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
     if progress:
         from tqdm import tqdm
         iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
+    stored = _stored_stdout_shas(store)
     for rep in iterator:
-        _import_one(rep, arc, store, experiment, environment, fingerprint, topology, ordinals,
-                    report)
+        _import_one(rep, arc, store, stored, experiment, environment, fingerprint, topology,
+                    ordinals, report)
     return report
 
 
@@ -653,9 +655,9 @@ def _write_once(path: Path, data: bytes, report: ImportReport) -> None:
 
 # -- one repetition ----------------------------------------------------------------------------
 
-def _import_one(rep: Repetition, arc: _Archive, store: Store, experiment: str, environment: str,
-                fingerprint: str, topology: dict[int, int], ordinals: Counter,
-                report: ImportReport) -> None:
+def _import_one(rep: Repetition, arc: _Archive, store: Store, stored: dict[str, str | None],
+                experiment: str, environment: str, fingerprint: str, topology: dict[int, int],
+                ordinals: Counter, report: ImportReport) -> None:
     bench = rep.bench
     cmd_params = _command_params(bench, arc.name)
     aisio = None
@@ -684,8 +686,8 @@ def _import_one(rep: Repetition, arc: _Archive, store: Store, experiment: str, e
     report.run_ids.append(rid)
 
     stdout_sha = hashlib.sha256(bench.output_bytes).hexdigest()
-    previous = _stored_stdout_sha(store, rid)
-    if previous is not None:
+    if rid in stored:
+        previous = stored[rid]
         if previous == stdout_sha:
             report.skipped += 1
         else:
@@ -695,6 +697,7 @@ def _import_one(rep: Repetition, arc: _Archive, store: Store, experiment: str, e
                                 f"into another experiment or environment name")
         return
 
+    stored[rid] = stdout_sha  # a second repetition of this id in the archive is a clash
     tmp = store.begin(rid)
     files = {exp.STDOUT: bench.output_bytes, exp.STATE: bench.state_bytes}
     if rep.cpufreq:
@@ -752,15 +755,21 @@ def _setting(aisio: dict | None, key: str) -> Any:
     return int(value) if isinstance(value, bool) else value
 
 
-def _stored_stdout_sha(store: Store, rid: str) -> str | None:
-    """sha256 of the stored stdout of run ``rid`` (complete or failed), or None if not stored."""
-    candidates = [store.runs_dir / rid] + sorted(store.failed_dir.glob(f"{rid}@*"))
-    for folder in candidates:
-        manifest_path = folder / "run.json"
-        if manifest_path.exists():
-            manifest = json.loads(manifest_path.read_text())
-            return manifest.get("files", {}).get(exp.STDOUT, {}).get("sha256")
-    return None
+def _stored_stdout_shas(store: Store) -> dict[str, str | None]:
+    """The sha256 of the stdout of every run stored (complete or failed), by run id, read
+    through the manifest module (so version-1 imports are found under their new ids)."""
+    runs = {r.run_id: r.manifest.files for r in store.complete_runs()}
+    for folder in store.failed_runs():
+        try:
+            doc = mf.load_json(folder / mf.FILE)
+        except mf.UnreadableManifest:
+            continue
+        if mf.check_version(doc, folder / mf.FILE) == 1:
+            manifest = store.upgrade(doc, folder / mf.FILE, store.read_host() or {})
+        else:
+            manifest = mf.from_json(doc, folder / mf.FILE)
+        runs.setdefault(manifest.run_id, manifest.files)
+    return {rid: files.get(exp.STDOUT, {}).get("sha256") for rid, files in runs.items()}
 
 
 def _dmon_options(start: Command, archive: str) -> dict[str, Any]:

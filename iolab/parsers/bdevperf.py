@@ -4,7 +4,7 @@ Responsible for: turning one bdevperf stdout capture, or one ``bdevperf.py perfo
 response, into a dict of per-job and total metrics with explicit units (IOPS, MiB/s =
 2^20 B/s, latencies in µs), deciding whether the run is usable (``ok`` and ``problems``), and
 raising :class:`~iolab.errors.ParseError` (naming the source and the problem) for output
-that cannot be trusted. Written for SPDK v22.09 to v25.09 (raw-formats.md §2).
+that cannot be trusted. Written for SPDK v22.09 to v25.09 (samples in tests/fixtures/bdevperf/).
 
 Not responsible for: running bdevperf (``scripts/drivers/bdevperf.sh``), its exit status,
 the latency summary and histogram that ``-l``/``-ll`` print after the table (skipped), or

@@ -9,7 +9,7 @@ Not responsible for: running bpftrace, its stderr (warnings such as RLIMIT_MEMLO
 values are not numbers (strings, stacks, tuples: refused with a ParseError), or ``printf``
 output (skipped).
 
-One result for both modes (docs/raw-formats.md §10; format strings of bpftrace's ``output.cpp``):
+One result for both modes (samples in tests/fixtures/bpftrace/; format strings of bpftrace's ``output.cpp``):
 
 * ``maps``: ``{"@name": {key: value}}``. A key is a tuple of its components: ``()`` for a
   keyless map (``@plain: 1``), ``(33,)`` for ``@b[33]``, ``(1, "a")`` for ``@m[1, a]``;

@@ -10,7 +10,7 @@ else that is malformed.
 Not responsible for: running the logger, choosing which CPUs or which time window matter
 (callers select samples), or time zones: the timestamps are naive, exactly as written.
 
-Log format (docs/raw-formats.md §7): one line per sample, ``YYYY-MM-DD_HH:MM:SS`` (second
+Log format (samples in tests/fixtures/aisio_formats/): one line per sample, ``YYYY-MM-DD_HH:MM:SS`` (second
 resolution, so consecutive samples can share a timestamp), then one integer per CPU in kHz,
 space separated, usually with a trailing space. The column index is taken as the CPU id, as
 AiSIO does (the script lists every ``cpu*/cpufreq`` folder in ``sort -V`` order; offline
@@ -83,7 +83,7 @@ def aisio_cpu_freqs(text: str, cpus: list[int], source: str = "<string>") -> dic
     counts the pieces of the text split on ``\\n``, *including* the empty piece after the
     final newline: with that count this function reproduces the stored ``cpu_freqs`` of all
     175 repetitions in the two archived AiSIO result archives exactly, and without it none.
-    (docs/raw-formats.md §7 describes the empty lines as dropped first; the data say
+    (the shared format notes describe the empty lines as dropped first; the data say
     otherwise.) The window is not aligned to the benchmark; see :func:`parse_cpufreq_log`
     for timestamped samples.
     """

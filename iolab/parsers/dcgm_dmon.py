@@ -9,7 +9,7 @@ Not responsible for: running dcgmi, timestamps (dmon prints none, so samples are
 order; cutting them to a run window needs outside knowledge), or deciding which GPU a
 benchmark used.
 
-Format (docs/raw-formats.md §5.2)::
+Format (samples in tests/fixtures/aisio_formats/)::
 
     #Entity   PCITX                       PCIRX
     ID

@@ -9,7 +9,7 @@ is no complete report.
 Not responsible for: other GNU time formats (``-p``, ``-v``, ``-f``), the bash builtin
 ``time``, or judging the timed command.
 
-The default format (GNU time 1.7–1.9; docs/raw-formats.md §6)::
+The default format (GNU time 1.7–1.9; samples in tests/fixtures/aisio_formats/)::
 
     [Command exited with non-zero status N]        only when the command exited non-zero
     [Command terminated by signal N]               only when a signal killed it

@@ -8,7 +8,7 @@ Not responsible for: running the test, or choosing a reference value from it (Ai
 "p2p ceiling" is the mean of cells (0,1) and (1,0) of the bidirectional P2P-enabled matrix,
 a two-direction aggregate; callers pick explicitly).
 
-Sections (cuda-samples v12.x; docs/raw-formats.md §8), each a title line and a block::
+Sections (cuda-samples v12.x; samples in tests/fixtures/aisio_formats/), each a title line and a block::
 
     P2P Connectivity Matrix                                  flags 0/1; rows "<i>\\t<flags>"
     Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)      header "   D\\D     0      1"

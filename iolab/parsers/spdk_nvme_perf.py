@@ -9,7 +9,7 @@ Not responsible for: running the tool, the exit status, the optional latency per
 histogram sections (``-L``/``-LL``, printed after the Total and ignored here), or GNU time's
 lines when stdout and stderr were captured together.
 
-The table (docs/raw-formats.md §3)::
+The table (samples in tests/fixtures/aisio_formats/)::
 
     ========================================================
                                                                         Latency(us)

@@ -9,7 +9,7 @@ report when stdout and stderr were captured together (everything after the table
 rule is ignored), or deciding whether failed commands make a run unusable (``failed`` is
 reported as a count; the caller decides).
 
-The report (xNVMe ``next``, April 2026; docs/raw-formats.md §4.3)::
+The report (xNVMe ``next``, April 2026; samples in tests/fixtures/aisio_formats/)::
 
     Running xnvmeperf with arguments:
     - Devices: [0000:4a:00.0, 0000:4b:00.0] (total: 2)

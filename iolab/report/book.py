@@ -24,6 +24,8 @@ import nbformat
 from iolab import experiments
 from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
 
+CELL_TIMEOUT_S = 900  # seconds; replaying a cell from stored data takes a few at most
+
 # Notebooks that are pages but not experiments: notebook name -> page in book/ (no suffix).
 PAGES = {"inventory": "environments/inventory"}
 
@@ -61,8 +63,10 @@ def render(data_dir: Path | None = None, only: list[str] | None = None, log=prin
         if data_dir is not None:
             params["data_dir"] = str(data_dir)
         log(f"replaying {src.relative_to(REPO_ROOT)} -> {dst.relative_to(REPO_ROOT)}")
+        # a cell that hangs fails the build after this long instead of blocking it for good
         papermill.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
-                                   kernel_name="python3", progress_bar=False, log_output=False)
+                                   kernel_name="python3", progress_bar=False, log_output=False,
+                                   execution_timeout=CELL_TIMEOUT_S)
         strip_volatile_metadata(dst)
         written.append(dst)
     return written
@@ -89,8 +93,10 @@ def glued_values(pages: list[Path] | None = None) -> dict[str, dict[str, str]]:
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-                text = output.get("data", {}).get("application/papermill.record/text/plain")
-                if name and text is not None:
+                data = output.get("data", {})
+                text = data.get("application/papermill.record/text/plain")
+                figure = any(k.startswith("application/papermill.record/image/") for k in data)
+                if name and text is not None and not figure:
                     values[name] = text
         out[str(path.relative_to(BOOK_DIR))] = dict(sorted(values.items()))
     return out

@@ -1,8 +1,8 @@
 """What a chapter notebook opens with and ends with.
 
 ``Chapter(experiment, environment, mode=..., data_dir=..., overrides=...)`` runs the campaign
-when ``mode == "run"``, plans it, and loads the tidy rows of the configuration the params file
-describes (rows of other configurations are kept apart and listed, never pooled silently). It
+when ``mode == "run"``, plans it, and loads the tidy rows of the runs the params file plans,
+matched by run identity (any other stored run is kept apart and listed, never pooled). It
 states what ran from the stored manifests (:meth:`what_ran`), summarises with the interval
 each metric calls for (:meth:`summarize`), collects the chapter's glued text and figures, and
 at the end glues every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a
@@ -24,9 +24,8 @@ import pandas as pd
 
 from iolab.analysis import stats
 from iolab.campaign import Campaign
-from iolab.core.identity import config_id
 from iolab.errors import InputError
-from iolab.report.figures import placeholder, theme
+from iolab.report.figures import one_configuration, placeholder, theme
 
 MODES = ("replay", "plan", "run")
 _TEXT_KEY = re.compile(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)")
@@ -40,9 +39,9 @@ def referenced_keys(notebook: Path) -> tuple[list[str], list[str]]:
     for c in nb.cells:
         if c.cell_type != "markdown":
             continue
-        text += [k for k in _TEXT_KEY.findall(c.source) if k not in text]
-        figures += [k for k in _FIGURE_KEY.findall(c.source) if k not in figures]
-    return text, figures
+        text += _TEXT_KEY.findall(c.source)
+        figures += _FIGURE_KEY.findall(c.source)
+    return list(dict.fromkeys(text)), list(dict.fromkeys(figures))
 
 
 class Chapter:
@@ -59,14 +58,15 @@ class Chapter:
         self.messages: list[str] = []
         if mode == "run":
             self.messages = self.campaign.run(keep_going=True).messages
-        self.plan = self.campaign.plan()
-        self.config = config_id(self.experiment.name, environment, self.spec.settings)
+        # A replayed chapter describes the campaign's host, not the one that builds the book.
+        self.plan = self.campaign.plan(as_recorded=mode == "replay")
         rows = self.campaign.tidy()
         if rows.empty:
             self.df, self.others = rows, rows
         else:
-            mine = rows["run.config"] == self.config
-            self.df, self.others = rows[mine].reset_index(drop=True), rows[~mine]
+            # the runs this params file plans, by identity; any other stored run is listed
+            planned = rows["run.id"].isin({r.run_id for r in self.plan.by_status("stored")})
+            self.df, self.others = rows[planned].reset_index(drop=True), rows[~planned]
         self.host = self.campaign.store.read_host() or {}
         self.text: dict[str, str] = {}
         self.figures: dict[str, Any] = {}
@@ -95,6 +95,7 @@ class Chapter:
         """n, mean, sd and each metric's own interval (``Metric.interval``) per group."""
         if rows.empty:
             return pd.DataFrame()
+        one_configuration(rows, f"summary of {', '.join(metrics)} by {', '.join(by)}")
         methods = {m: self.experiment.metrics[m].interval for m in metrics
                    if m in self.experiment.metrics}
         return stats.summarize(rows, by, metrics, self.confidence, methods)
@@ -130,8 +131,8 @@ class Chapter:
                                   f"{self.host.get('kernel_release')} (fingerprint "
                                   f"{self.host.get('fingerprint')})"))
         if not self.others.empty:
-            items.append(("not shown", f"{len(self.others)} stored runs of other configurations "
-                                       "(other settings than this params file)"))
+            items.append(("not shown", f"{len(self.others)} stored runs that this params file "
+                                       "does not plan (other settings or points)"))
         return pd.DataFrame(items, columns=["", "what ran"])
 
     def plan_text(self) -> str:

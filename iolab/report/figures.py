@@ -85,9 +85,10 @@ def band(ax, summary: pd.DataFrame, x: str, metric: str, *, hue: str | None = No
         part = part.sort_values(x)
         if part.empty:
             continue
-        color = (colors_by or {}).get(g)
         name = label(g) if hue else None
-        ax.plot(part[x], part["mean"] * scale, marker="o", label=name, color=color)
+        line, = ax.plot(part[x], part["mean"] * scale, marker="o", label=name,
+                        color=(colors_by or {}).get(g))
+        color = line.get_color()  # the band and the dots take the line's colour
         ax.fill_between(part[x], part["ci_low"] * scale, part["ci_high"] * scale, alpha=0.22,
                         color=color, linewidth=0)
         if rows is not None:

@@ -176,10 +176,6 @@ class Invocation:
     tool: str
     options: Mapping[str, Any]
 
-    def cpu_request(self) -> CpuRequest | None:
-        found = [v for v in self.options.values() if isinstance(v, CpuRequest)]
-        return found[0] if found else None
-
 
 @dataclass
 class Launch:

@@ -91,7 +91,7 @@ class Bpftrace(ToolAdapter):
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         key, text = _source(invocation.options)
         inputs = {PROGRAM_FILE: text} if key == "file" else {}
-        return Launch(build_argv(invocation.options, PROGRAM.require()), inputs=inputs)
+        return Launch(build_argv(invocation.options, PROGRAM.find() or PROGRAM.executable), inputs=inputs)
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         path = Path(run_dir) / OUTPUT

@@ -8,7 +8,7 @@ it cannot reach one, and ``start`` checks first, so no run goes ahead unmeasured
 
 Files in the run folder:
 
-- ``dcgm.txt``: dmon's output as printed (stdout and stderr; raw-formats.md §5.2).
+- ``dcgm.txt``: dmon's output as printed (stdout and stderr; samples in tests/fixtures/aisio_formats/).
 - ``dcgm-times.txt``: one CLOCK_REALTIME nanosecond stamp per line of ``dcgm.txt``, taken when
   the line arrived. dmon prints no timestamps but flushes every sample, so a line's arrival is
   when the sample was taken (pipe latency aside); the window is cut by these stamps.

@@ -1,7 +1,7 @@
 """The cuda-samples ``p2pBandwidthLatencyTest`` adapter: its argv, and its matrices -> metrics.
 
 The test copies between every pair of GPUs with peer-to-peer access off and on, and prints
-bandwidth and latency matrices (docs/raw-formats.md §8). Options, named after its flags:
+bandwidth and latency matrices (samples in tests/fixtures/aisio_formats/). Options, named after its flags:
 
 =================  ===================================================================
 ``executable``     the built test (a path, or a name on PATH; default
@@ -138,9 +138,7 @@ class P2pBandwidth(ToolAdapter):
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         options = dict(invocation.options)
-        argv = build_argv(options)
-        argv[0] = self.program(options).require()
-        return Launch(argv)
+        return Launch(build_argv(options))
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         stdout = Path(run_dir) / "stdout"

@@ -236,7 +236,6 @@ class SpdkNvmePerf(ToolAdapter):
         if checked["spdk_dir"] is None:
             raise InputError(None, "spdk_dir", "needed to find spdk_nvme_perf",
                              allowed="the path of an SPDK tree with a build")
-        self.program(checked).require()
         return Launch(build_argv(checked), cpus=checked["core_mask"])
 
     def parse(self, run_dir: Path) -> dict[str, Any]:

@@ -262,7 +262,7 @@ class Xnvmeperf(ToolAdapter):
         if isinstance(request, CpuRequest):
             options["cpumask"] = request.resolve(topology)
         checked = check(options)
-        return Launch(build_argv(checked, self.program(checked).require()),
+        return Launch(build_argv(checked, self.program(checked).find() or EXECUTABLE),
                       cpus=checked["cpumask"])
 
     def parse(self, run_dir: Path) -> dict[str, Any]:

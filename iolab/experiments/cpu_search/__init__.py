@@ -56,7 +56,7 @@ class CpuSearch(Experiment):
     settings = {
         "tool": Choice("bdevperf", "fio", help="bdevperf with SPDK; fio where there is no SPDK"),
         "runtime_s": Int(1, 86400, help="measured seconds per run"),
-        "ramp_s": Int(0, 3600, default=0, help="warm-up seconds before fio measures"),
+        "ramp_s": Int(0, 3600, default=0, when=FIO, help="warm-up seconds before fio measures"),
         "workload": Choice("randread", "read", default="randread"),
         "spdk_dir": Text(when=BDEVPERF, help="an SPDK tree with build/examples/bdevperf"),
         "bdevperf_json": Flag(default=True, when=BDEVPERF,
@@ -136,8 +136,8 @@ class CpuSearch(Experiment):
     def collectors(self, settings, point, cpus, topology) -> list:
         out = [ProcStat(), CpufreqSampler(cpus), Hugepages(), ProcTreeCpu(), GnuTime()]
         if point["stress"]:
-            seconds = float(settings["runtime_s"]) + float(settings.get("ramp_s", 0))
-            out.append(StressNg(unused_cpus([c["cpu"] for c in topology], cpus), seconds))
+            out.append(StressNg(unused_cpus([c["cpu"] for c in topology], cpus),
+                                self.run_seconds(settings)))
         return out
 
     def host_block(self, settings: dict[str, Any], point: dict[str, Any],

@@ -65,16 +65,17 @@ def select(df: pd.DataFrame, point: dict[str, Any]) -> pd.DataFrame:
     return df[mask]
 
 
-def point_means(df: pd.DataFrame, variables: list[str] | None = None) -> pd.DataFrame:
+def point_means(df: pd.DataFrame, variables: list[str] | None = None,
+                confidence: float = 0.95) -> pd.DataFrame:
     cols = [v for v in (variables or VARIABLES) if v in df]
-    return stats.summarize(df, cols, ["iops"]).drop(columns="metric")
+    return stats.summarize(df, cols, ["iops"], confidence).drop(columns=["metric", "method"])
 
 
-def device_capacity(df: pd.DataFrame) -> dict[str, Any]:
+def device_capacity(df: pd.DataFrame, confidence: float = 0.95) -> dict[str, Any]:
     single = df[df["ndevs"] == 1]
     if single.empty:
         return {"iops": float("nan"), "max_single_run": float("nan"), "n": 0, "point": {}}
-    means = point_means(single)
+    means = point_means(single, confidence=confidence)
     best = means.sort_values("mean").iloc[-1]
     cols = [v for v in VARIABLES if v in means]
     return {"iops": float(best["mean"]), "ci_low": float(best["ci_low"]), "ci_high": float(best["ci_high"]),
@@ -88,31 +89,39 @@ def optimum(df: pd.DataFrame) -> dict[str, Any]:
     return {c: best[c] for c in VARIABLES if c in means}
 
 
-def ad_table(df: pd.DataFrame, opt: dict[str, Any]) -> pd.DataFrame:
+def ad_table(df: pd.DataFrame, opt: dict[str, Any], confidence: float = 0.95) -> pd.DataFrame:
     rows = []
     for pid, (sib, stress) in AD_IDS.items():
         sub = select(df, {**opt, "thr_sib": sib, "stress": stress})["iops"]
-        rows.append({"id": pid, "thr_sib": sib, "stress": stress, **stats.t_interval(sub)})
+        rows.append({"id": pid, "thr_sib": sib, "stress": stress, **stats.t_interval(sub, confidence)})
     return pd.DataFrame(rows)
 
 
-def effect(df: pd.DataFrame, reference: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+def effect(df: pd.DataFrame, reference: dict[str, Any], change: dict[str, Any],
+           confidence: float = 0.95) -> dict[str, Any]:
     """% change of mean IOPS from ``reference`` to ``reference | change``, with its 95 % interval."""
     ref = select(df, reference)["iops"]
     new = select(df, {**reference, **change})["iops"]
     if ref.empty or new.empty:
         return {"pct": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
                 "n_ref": len(ref), "n_new": len(new), "iops": float("nan")}
-    return {**stats.pct_change(new, ref), "n_ref": len(ref), "n_new": len(new), "iops": float(new.mean())}
+    return {**stats.pct_change(new, ref, confidence), "n_ref": len(ref), "n_new": len(new),
+            "iops": float(new.mean())}
+
+
+def sweep_rows(df: pd.DataFrame, reference: dict[str, Any], variable: str,
+               by: str | None = None) -> pd.DataFrame:
+    """The rows along one variable with every other at ``reference`` (``by`` kept free)."""
+    return select(df, {k: v for k, v in reference.items() if k not in (variable, by)})
 
 
 def sweep(df: pd.DataFrame, reference: dict[str, Any], variable: str,
-          metrics: tuple[str, ...] = ("iops",), by: str | None = None) -> pd.DataFrame:
+          metrics: tuple[str, ...] = ("iops",), by: str | None = None,
+          confidence: float = 0.95) -> pd.DataFrame:
     """Summaries along one variable with every other variable at ``reference`` (``by`` kept free)."""
-    fixed = {k: v for k, v in reference.items() if k not in (variable, by)}
-    sub = select(df, fixed)
+    sub = sweep_rows(df, reference, variable, by)
     keys = [variable] + ([by] if by else [])
-    return stats.summarize(sub, keys, list(metrics)) if not sub.empty else pd.DataFrame()
+    return stats.summarize(sub, keys, list(metrics), confidence) if not sub.empty else pd.DataFrame()
 
 
 # -- the design, and comparisons with published values -------------------------------------
@@ -147,18 +156,18 @@ def grid_table(grids: dict[str, dict], points: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ad_comparison(df: pd.DataFrame, opt: dict[str, Any],
-                  published: pd.Series | None) -> pd.DataFrame:
+def ad_comparison(df: pd.DataFrame, opt: dict[str, Any], published: pd.Series | None,
+                  confidence: float = 0.95) -> pd.DataFrame:
     """A–D at the optimum, measured (n, mean, sd, interval) beside the published IOPS."""
-    ad = ad_table(df, opt).set_index("id")
+    ad = ad_table(df, opt, confidence).set_index("id")
     if published is not None:
         ad["published"] = published.reindex(ad.index)
         ad["measured / published"] = ad["mean"] / ad["published"]
     return ad
 
 
-def effects(df: pd.DataFrame, opt: dict[str, Any], published: pd.DataFrame | None
-            ) -> pd.DataFrame:
+def effects(df: pd.DataFrame, opt: dict[str, Any], published: pd.DataFrame | None,
+            confidence: float = 0.95) -> pd.DataFrame:
     """Each knob effect of :data:`EFFECTS` for each A–D id that AiSIO published, measured
     where this campaign has the points (``n`` 0 where it has not)."""
     rows = []
@@ -168,7 +177,7 @@ def effects(df: pd.DataFrame, opt: dict[str, Any], published: pd.DataFrame | Non
         for pid, (sib, stress) in AD_IDS.items():
             if published is not None and pid not in pub.index:
                 continue
-            eff = effect(df, {**opt, "thr_sib": sib, "stress": stress}, change)
+            eff = effect(df, {**opt, "thr_sib": sib, "stress": stress}, change, confidence)
             rows.append({"change": label, "id": pid, "n": eff["n_new"], "iops": eff["iops"],
                          "pct": eff["pct"], "ci_low": eff["ci_low"], "ci_high": eff["ci_high"],
                          "published_iops": pub.loc[pid, "iops"] if pid in pub.index else np.nan,
