@@ -145,10 +145,17 @@ def _tree_cpu(tmp_path, argv: list[str]) -> dict:
 
 
 def test_tree_cpu_counts_a_busy_grandchild(tmp_path):
+    """The grandchild's CPU time is counted: what the sampler saw matches what the process
+    says it used (up to one sampling interval and clock-tick rounding), however loaded the
+    machine is, since both count CPU time, not wall time."""
     # the busy process is a child of a shell, as a tool is a child of GNU time
-    spin = "import time; t = time.time()\nwhile time.time() - t < 0.8: pass"
-    res = _tree_cpu(tmp_path, ["sh", "-c", f"{sys.executable} -c '{spin}'; true"])
-    assert 60 <= res["cpu_pct"] <= 110 and res["processes"] >= 2
+    spin = ("import time; t = time.time()\nwhile time.time() - t < 0.8: pass\n"
+            "import os; u = os.times(); print(u.user + u.system)")
+    out = tmp_path / "own.txt"
+    res = _tree_cpu(tmp_path, ["sh", "-c", f"{sys.executable} -c '{spin}' > {out}; true"])
+    own = float(out.read_text())
+    assert res["processes"] >= 2 and own > 0
+    assert own - 0.2 <= res["utime_s"] + res["stime_s"] <= own + 0.05
 
 
 def test_tree_cpu_of_a_sleeping_tree(tmp_path):
@@ -282,7 +289,7 @@ def test_stress_runs_pinned_and_stops(tmp_path):
                                   "--metrics-brief"]
     assert record["exit_status"] == 0 and record["signal"] is None
     assert record["ended_before_stop"] is False and record["killed"] is False
-    assert 0.9e9 < record["stopped_ns"] - record["started_ns"] < 7e9
+    assert record["stopped_ns"] - record["started_ns"] > 0.9e9  # it ran until stopped
     assert "dispatching hogs: 1 cpu" in (tmp_path / "stress-ng.out").read_text()
     assert _group_affinities(pgid) == []
 
