@@ -17,8 +17,10 @@ Not responsible for: running anything (``iolab.core.runner``), or any one tool.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -255,3 +257,30 @@ class Collector:
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         return {}
+
+
+def end_process_group(proc: subprocess.Popen, grace_s: float) -> dict[str, Any]:
+    """Stop a background process started in its own session, and every process it forked:
+    SIGTERM to the group, SIGKILL after ``grace_s``. Returns how it ended: ``exit_status``
+    (None when a signal ended it), ``signal``, ``ended_before_stop`` (it had ended on its
+    own), ``killed`` (SIGTERM was not enough)."""
+    ended_before_stop = proc.poll() is not None
+    killed = False
+    if not ended_before_stop:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed = True
+    code = proc.returncode
+    return {"exit_status": code if code >= 0 else None, "signal": -code if code < 0 else None,
+            "ended_before_stop": ended_before_stop, "killed": killed}
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass  # the whole group has already exited

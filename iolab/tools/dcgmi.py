@@ -30,10 +30,8 @@ table (:mod:`iolab.parsers.dcgm_dmon`) or choosing the GPU a benchmark uses.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -42,7 +40,7 @@ from typing import Any, BinaryIO, Mapping, TextIO
 
 from iolab.errors import InputError, IolabError, ParseError, ToolError
 from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
-from iolab.tools.base import Collector, Program
+from iolab.tools.base import Collector, Program, end_process_group
 
 TX_FIELD, RX_FIELD = 1009, 1010  # DCGM_FI_PROF_PCIE_TX_BYTES, DCGM_FI_PROF_PCIE_RX_BYTES
 FIELDS = (TX_FIELD, RX_FIELD)
@@ -225,22 +223,10 @@ class DcgmDmon(Collector):
         proc, copier = self._proc, self._copier
         if proc is None or copier is None:
             raise IolabError("DcgmDmon.stop() called without a start()")
-        ended_before_stop = proc.poll() is not None
-        killed = False
-        if not ended_before_stop:
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait()
-                killed = True
+        ended = end_process_group(proc, GRACE_S)
         copier.join()  # the pipe is at its end once the whole group is gone
-        code = proc.returncode
         record = {"argv": self._argv, "pid": proc.pid, "started_ns": self._started_ns,
-                  "stopped_ns": time.time_ns(), "exit_status": code if code >= 0 else None,
-                  "signal": -code if code < 0 else None,
-                  "ended_before_stop": ended_before_stop, "killed": killed}
+                  "stopped_ns": time.time_ns(), **ended}
         (Path(run_dir) / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         self._proc = self._copier = None
 
@@ -282,10 +268,3 @@ def _copy(pipe: BinaryIO, capture: BinaryIO, times: TextIO) -> None:
             # on disk sample by sample, so a harness that dies mid-run leaves what was measured
             capture.flush()
             times.flush()
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass  # the whole group has already exited

@@ -26,14 +26,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from iolab.errors import InputError, IolabError, ToolError
 from iolab.host.knobs import format_cpulist
-from iolab.tools.base import Collector, Program
+from iolab.tools.base import Collector, Program, end_process_group
 
 # stress-ng prints its metrics on SIGTERM; this is how long it gets before SIGKILL.
 GRACE_S = 5.0
@@ -102,25 +101,12 @@ class StressNg(Collector):
         proc = self._proc
         if proc is None:
             raise IolabError("StressNg.stop() called without a start()")
-        ended_before_stop = proc.poll() is not None
-        killed = False
-        if not ended_before_stop:
-            # The whole group, so no worker outlives stress-ng and loads the next run's CPUs.
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait()
-                killed = True
-        code = proc.returncode
+        # the whole group, so no worker outlives stress-ng and loads the next run's CPUs
+        ended = end_process_group(proc, GRACE_S)
         record = {
             "argv": self._argv, "cpus": self.cpus, "cpulist": format_cpulist(self.cpus),
             "seconds": self.seconds, "pid": proc.pid,
-            "started_ns": self._started_ns, "stopped_ns": time.time_ns(),
-            "exit_status": code if code >= 0 else None,
-            "signal": -code if code < 0 else None,
-            "ended_before_stop": ended_before_stop, "killed": killed,
+            "started_ns": self._started_ns, "stopped_ns": time.time_ns(), **ended,
         }
         (Path(run_dir) / "stress-ng.json").write_text(json.dumps(record, indent=2) + "\n")
         self._proc = None
@@ -131,10 +117,3 @@ class StressNg(Collector):
         record = json.loads((Path(run_dir) / "stress-ng.json").read_text())
         return {key: record[key] for key in ("cpulist", "ended_before_stop", "killed",
                                              "exit_status")}
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass  # the whole group has already exited
