@@ -4,7 +4,9 @@ Two parts:
 
 * A small CIJOE output folder built here from synthesised outputs (no real data): pairing,
   cross-checks that must report a planted disagreement, re-import, failed runs, the host
-  record (no secret copied), extras, and ``iolab tidy`` on the result. Fast.
+  record (no secret copied), extras, and ``iolab tidy`` on the result; and a tool
+  comparison of bdevperf and spdk_nvme_perf with and without thread siblings, whose runs
+  must all be paired with their AiSIO results. Fast.
 * The two real AiSIO archives in ``../shared/aisio/`` (public data, never committed): counts,
   zero disagreements, AiSIO's archived numbers (docs/aisio-reference.md §4.5, §4.8)
   reproduced from the tidy table, and idempotent re-import. Skipped where the archives are
@@ -19,7 +21,7 @@ import json
 import os
 import statistics
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 import pytest
@@ -486,3 +488,166 @@ def test_real_upcie_through_the_cpu_search_analysis(imported):
     # beyond 10 cores the rate falls: 16 cores are slower than the best point, CI excluded
     drop = ca.effect(upcie, reference, {"ncores": 16})
     assert drop["pct"] < 0 and drop["ci_high"] < 0
+
+
+# --- the SPDK tools of a tool comparison that used thread siblings -----------------------------
+
+SPDK_BIN = {aisio_import.BDEVPERF: "/root/git/spdk/build/examples/bdevperf",
+            aisio_import.SPDK_NVME_PERF: "/root/git/spdk/build/bin/spdk_nvme_perf"}
+# The 2 CPUs AiSIO picks on LSCPU_E's topology by thr_sib: in id order without thread
+# siblings, ordered by core (CPU 0 and its sibling 2) with them
+SIBLING_CPUS = {0: [0, 1], 1: [0, 2]}
+GNU_TIME = ("19.80user 0.20system 0:21.80elapsed 91%CPU (0avgtext+0avgdata 16128maxresident)k\n"
+            "0inputs+0outputs (0major+2593minor)pagefaults 0swaps\n")
+
+
+def bdevperf_text(cpus: list[int], iops: float) -> str:
+    """bdevperf's v25.09 table (as in tests/fixtures/bdevperf/) with one job per device, 512 B
+    at QD 64 on ``cpus`` in turn, and GNU time's report after it."""
+    jobs = [(f"nvme{i:02d}n1", 1 << cpus[i % len(cpus)], iops + 1000 * i)
+            for i in range(len(DEVICES))]
+    total = sum(job_iops for _, _, job_iops in jobs)
+    lines = ["Running I/O for 10 seconds...", f"{'Latency(us)':>107}",
+             "\r Device Information          : runtime(s)       IOPS      MiB/s     Fail/s     TO/s"
+             "    Average        min        max"]
+    for name, mask, job_iops in jobs:
+        lines += [f"Job: {name} (Core Mask {mask:#x}, workload: randread, depth: 64, IO size: 512)",
+                  f"\t {name:<20}: {10:10.2f} {job_iops:10.2f} {job_iops * 512 / 2**20:10.2f} "
+                  f"{0:10.2f} {0:8.2f} {60:10.2f} {40:10.2f} {300:10.2f}"]
+    lines += ["\r " + "=" * 115,
+              f"\r {'Total':<28}: {'':10} {total:10.2f} {total * 512 / 2**20:10.2f} {0:10.2f} "
+              f"{0:8.2f} {60:10.2f} {40:10.2f} {300:10.2f}"]
+    return "\n".join(lines) + "\n" + GNU_TIME
+
+
+def spdk_nvme_perf_text(cpus: list[int], iops: float) -> str:
+    """spdk_nvme_perf's table (as in spdk_nvme_perf.txt) with one namespace per device on
+    ``cpus`` in turn, and GNU time's report after it."""
+    rows = [(dev, cpus[i % len(cpus)], iops + 1000 * i) for i, dev in enumerate(DEVICES)]
+    total = sum(row_iops for _, _, row_iops in rows)
+    lines = ["Initializing NVMe Controllers"]
+    lines += [f"Attached to NVMe Controller at PCIE ({dev}) [144d:ac00]" for dev in DEVICES]
+    lines += [f"Associating PCIE ({dev}) [144d:ac00] NSID 1 with lcore {cpu}"
+              for dev, cpu, _ in rows]
+    lines += ["Initialization complete. Launching workers.", "=" * 56, f"{'Latency(us)':>88}",
+              f"{'Device Information':<55}:       IOPS      MiB/s    Average        min        max"]
+    lines += [f"PCIE ({dev}) [144d:ac00] NSID 1 from core {cpu:2d}: {row_iops:10.2f} "
+              f"{row_iops * 512 / 2**20:10.2f} {60:10.2f} {40:10.2f} {300:10.2f}"
+              for dev, cpu, row_iops in rows]
+    lines += ["=" * 56, f"{'Total':<55}: {total:10.2f} {total * 512 / 2**20:10.2f} {60:10.2f} "
+              f"{40:10.2f} {300:10.2f}", ""]
+    return "\n".join(lines) + "\n" + GNU_TIME
+
+
+def spdk_result(tool: str, thr_sib: int, rep: int, text_out: str, freq: str) -> tuple[str, dict]:
+    """The name and content of AiSIO's result for one repetition of an SPDK tool, computed here
+    independently of iolab: its April 2026 keys, ``thr_sib`` and ``stress`` as the booleans
+    bench_helper.py writes, and the default ``be_upcie`` in the name."""
+    total = next(line for line in text_out.splitlines() if line.strip().startswith("Total"))
+    iops, mibs = (float(v) for v in total.partition(":")[2].split()[:2])
+    pieces = freq.split("\n")
+    kept = [p.split() for p in pieces[int(0.1 * len(pieces)):int(0.9 * len(pieces))] if p.strip()]
+    freqs = []
+    for cpu in SIBLING_CPUS[thr_sib]:
+        column = [int(p[1 + cpu]) for p in kept]
+        freqs.append([[statistics.mean(column), statistics.pvariance(column)], [cpu, cpu % 2]])
+    name = (f"d2-c2-o512-q64-be_upcie-tool_{tool}-thrsib{thr_sib}-freq_performance-stress0-"
+            f"SMT1-turbo1-{rep}.out")
+    return name, {"qdepth": 64, "iosize": 512, "ndevs": 2, "ncpus": 2, "cpu_usage": 91,
+                  "cpu_freqs": freqs, "fixed_freq": 0, "cpu_governor": "performance",
+                  "thr_sib": bool(thr_sib), "smt": 1, "turbo": 1, "stress": False, "tool": tool,
+                  "backend": "upcie", "iops": iops, "mibs": mibs, "dcgm": None}
+
+
+def spdk_command(kind: str, cpus: list[int]) -> str:
+    """The command line AiSIO's bdevperf.py or spdk_nvme_perf.py builds (QD 64, 512 B)."""
+    mask = f"{sum(1 << cpu for cpu in cpus):04x}"
+    if kind == aisio_import.BDEVPERF:  # the devices are in the config AiSIO copied to /tmp
+        return (f"/usr/bin/time {SPDK_BIN[kind]} -c /tmp/bdevperf-config.json -m {mask} -q 64 "
+                f"-o 512 -t 10 -w randread")
+    return (f"/usr/bin/time {SPDK_BIN[kind]} -c {mask} -q 64 -o 512 -t 10 -w randread "
+            + " ".join(f'-r "trtype:PCIe traddr:{dev}"' for dev in DEVICES))
+
+
+def make_tool_comparison(root: Path) -> Path:
+    """A CIJOE output folder of a tool comparison: a step per SPDK tool running one 2-CPU
+    point without thread siblings (one repetition), then with them (two), as AiSIO's
+    bench_runall.py does: a fresh ``lscpu -e`` when it turns siblings on, bdevperf's device
+    config written to the step folder, each result written after its run."""
+    out = root / "cijoe-output"
+    out.mkdir(parents=True)
+    (out / "config.orig").write_text(CONFIG)
+    results = out / "artifacts" / "bench-results"
+    results.mkdir(parents=True)
+    t = T0
+    started = "Started logging CPU frequencies in /tmp/cpu_freq_logger.out\n"
+    for s, (kind, tool) in enumerate(((aisio_import.BDEVPERF, "bdevperf"),
+                                      (aisio_import.SPDK_NVME_PERF, "spdk_nvme_perf"))):
+        step = out / f"00{3 + s}_run_{tool}"
+        write_cmd(step, 1, "lscpu -e", LSCPU_E, t, t + 0.1)
+        number = 2
+        for thr_sib, rep in ((0, 0), (1, 0), (1, 1)):
+            cpus = SIBLING_CPUS[thr_sib]
+            if thr_sib and rep == 0:
+                write_cmd(step, number, "lscpu -e", LSCPU_E, t + 1, t + 1.1)
+                number += 1
+            t += 30
+            text = (bdevperf_text if kind == aisio_import.BDEVPERF
+                    else spdk_nvme_perf_text)(cpus, 1000000.0 + 10 * rep + thr_sib)
+            freq = cpufreq_text(t)
+            for cmd, output, begin, end, err in [
+                    ("/tmp/cpu_freq_logger.sh /tmp/cpu_freq_logger.out 0.5", started, t, t + 0.01, 0),
+                    (spdk_command(kind, cpus), text, t + 0.05, t + 21.85, 0),
+                    ("pkill -f cpu_freq_logger", "", t + 21.86, t + 21.9, -15),
+                    ("cat /tmp/cpu_freq_logger.out", freq, t + 21.91, t + 21.92, 0)]:
+                write_cmd(step, number, cmd, output, begin, end, err)
+                number += 1
+            name, result = spdk_result(tool, thr_sib, rep, text, freq)
+            (results / name).write_text(json.dumps(result, indent=2))
+            os.utime(results / name, (t + 22, t + 22))
+        if kind == aisio_import.BDEVPERF:
+            controllers = [{"method": "bdev_nvme_attach_controller",
+                            "params": {"name": f"nvme{i:02d}", "trtype": "PCIe", "traddr": dev}}
+                           for i, dev in enumerate(DEVICES)]
+            (step / "bdevperf-configs").mkdir()
+            (step / "bdevperf-configs" / "d2.json").write_text(json.dumps(
+                {"subsystems": [{"subsystem": "bdev", "config": controllers}]}, indent=2))
+    return out
+
+
+def tar_gz_reversed(folder: Path, archive: Path) -> Path:
+    """Like :func:`tar_gz`, with the members in reverse name order (a tar keeps any order)."""
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(folder.rglob("*"), reverse=True):
+            tar.add(path, arcname=f"{folder.name}/{path.relative_to(folder)}", recursive=False)
+    return archive
+
+
+@pytest.mark.parametrize("times", ["kept", "lost"])
+def test_spdk_runs_with_thread_siblings_are_paired_and_cross_checked(tmp_path, times):
+    """Every bdevperf and spdk_nvme_perf run gets its own AiSIO result, also where the result
+    files lost their times and the archive lists them in no useful order: bdevperf's command
+    line does not show its devices, and a result's name differs from another only in
+    ``thrsib`` (so AiSIO's order of runs has to tell them apart)."""
+    folder = make_tool_comparison(tmp_path / "src")
+    if times == "kept":
+        archive = tar_gz(folder, tmp_path / "tools.tar.gz")
+    else:
+        for result in (folder / "artifacts" / "bench-results").iterdir():
+            os.utime(result, (T0 - 1000, T0 - 1000))
+        archive = tar_gz_reversed(folder, tmp_path / "tools.tar.gz")
+    report = import_archive(archive, "aisio-tools", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed, report.disagreements) == (6, 0, [])
+    assert not [n for n in report.notes if "without a cross-check" in n or "not imported" in n]
+
+    df = load(tmp_path / "data", source("aisio-tools"), "lab", use_cache=False)
+    assert sorted(zip(df["tool"], df["thr_sib"], df["run.rep"])) == [
+        ("bdevperf", 0, 0), ("bdevperf", 1, 0), ("bdevperf", 1, 1),
+        ("spdk_nvme_perf", 0, 0), ("spdk_nvme_perf", 1, 0), ("spdk_nvme_perf", 1, 1)]
+    assert (df["ndevs"] == 2).all() and (df["ncpus"] == 2).all()
+    for run in Store(tmp_path / "data", "aisio-tools", "lab").complete_runs():
+        m = run.manifest
+        assert m.cpus == SIBLING_CPUS[m.point["thr_sib"]]
+        name = PurePosixPath(m.extra["imported_from"]["aisio_result"]).name
+        assert name == (f"d2-c2-o512-q64-be_upcie-tool_{m.tool}-thrsib{m.point['thr_sib']}-"
+                        f"freq_performance-stress0-SMT1-turbo1-{m.rep}.out")

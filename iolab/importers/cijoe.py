@@ -32,10 +32,12 @@ epochs of the logger's start); the importer notes any log that does not.
 
 Pairing: each benchmark command is matched to the result JSON whose name agrees with the
 command line (devices, CPUs, I/O size, queue depth, backend, tool) and whose time lies in
-that window; if no time fits (files copied without their times), the lowest unused
-repetition with the same name is taken, with a note. Parameters come from the command line
-(qdepth, iosize, ndevs, ncpus, nqueues, backend, tool, runtime) and, for what the command
-line cannot show (thr_sib, smt, turbo, stress, cpu_governor, fixed_freq), from the JSON.
+that window; if no time fits (files copied without their times), the first unused one in
+AiSIO's order (without thread siblings before with them, then by repetition) is taken, with
+a note. Parameters come from the command line (qdepth, iosize, ndevs, ncpus, nqueues,
+backend, tool, runtime; bdevperf's names only its device config, so its ndevs is the number
+of bdevs its table lists) and, for what the command line cannot show (thr_sib, smt, turbo,
+stress, cpu_governor, fixed_freq), from the JSON.
 
 Cross-checks (every one listed in the report, never resolved silently): the re-derived
 iops and mibs (relative tolerance 1e-6), cpu_usage (exact), dcgm p95 and the per-CPU
@@ -74,6 +76,7 @@ from iolab.core.manifest import RunManifest
 from iolab.core.store import Store, open_store, sha256_file
 from iolab.errors import InputError, ParseError
 from iolab.importers import aisio as exp
+from iolab.parsers.bdevperf import parse_bdevperf_text
 from iolab.parsers.cpufreq_log import parse_cpufreq_log
 from iolab.parsers.lscpu import offline_cpus, parse_lscpu_e
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
@@ -434,7 +437,10 @@ def _pair_results(reps: list[Repetition], arc: _Archive, report: ImportReport) -
                                 f"({', '.join(sorted(timely))}); none used")
             continue
         if not timely:
-            spare = sorted((p for p in same if p in unused), key=lambda p: results[p]["rep"])
+            # The key cannot tell thread siblings from none (a 1-CPU mask is the same), and
+            # AiSIO runs every point without them before any with them.
+            spare = sorted((p for p in same if p in unused),
+                           key=lambda p: (results[p].get("thr_sib", 0), results[p]["rep"]))
             if not spare:
                 report.notes.append(f"{rep.bench.path}: no AiSIO result file for this benchmark; "
                                     f"imported without a cross-check")
@@ -460,7 +466,8 @@ def _name_key(params: dict[str, Any], kind: str) -> tuple:
 
 
 def _command_params(bench: Command, archive: str) -> dict[str, Any]:
-    """Parameters visible on a benchmark's command line, with AiSIO's names.
+    """Parameters visible on a benchmark's command line, with AiSIO's names (bdevperf's
+    devices from its table: :func:`_bdevperf_bdevs`).
 
     ``cpus`` (the cpumask's CPU ids) is not an AiSIO parameter; it selects the frequency
     columns. cuda-run has no cpumask: AiSIO names it ``c0`` and so does this. A command line
@@ -488,7 +495,7 @@ def _command_params(bench: Command, archive: str) -> dict[str, Any]:
             opts = _options(argv[1:], _BDEVPERF_VALUED)
             mask = _last(opts, "-m")
             cpus = spdk_nvme_perf.core_mask_cpus(mask) if mask else None
-            devices = None
+            devices = _bdevperf_bdevs(bench)
             params.update(qdepth=_int(_last(opts, "-q")), iosize=_int(_last(opts, "-o")),
                           runtime_s=_int(_last(opts, "-t")), nqueues=None, backend="spdk")
     except InputError as exc:
@@ -499,6 +506,22 @@ def _command_params(bench: Command, archive: str) -> dict[str, Any]:
                        else 0 if kind == exp.XNVMEPERF_CUDA_RUN else None)
     params["ndevs"] = len(devices) if devices is not None else None
     return params
+
+
+def _bdevperf_bdevs(bench: Command) -> list[str] | None:
+    """The bdevs a bdevperf run measured (None without a readable table).
+
+    Its command line names only its ``-c`` config, and the archive keeps AiSIO's configs
+    (``<step>/bdevperf-configs/d<N>.json``) but not which one was copied there for a run.
+    Each attaches one controller per device and bdevperf runs a job on every bdev, so the
+    bdevs of the table are the run's devices.
+    """
+    text = bench.output_bytes.decode("utf-8", errors="replace")
+    try:
+        jobs = parse_bdevperf_text(text, f"{bench.path}.output")["jobs"]
+    except ParseError:
+        return None
+    return sorted({job["name"] for job in jobs})
 
 
 def _options(words: list[str], valued: set[str]) -> dict[str, list[str]]:
