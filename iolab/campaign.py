@@ -18,8 +18,8 @@ import pandas as pd
 
 from iolab import experiments
 from iolab.core import spec as specmod
-from iolab.core import tidy
-from iolab.core.planner import Plan
+from iolab.core import datadir, tidy
+from iolab.core.planner import MAX_RUNS, Plan
 from iolab.core.runner import CampaignResult, design_plan, plan_for, run_campaign
 from iolab.core.store import Store, open_store
 from iolab.experiments.base import Experiment
@@ -42,7 +42,7 @@ class Campaign:
         self.experiment = (experiments.get(experiment) if isinstance(experiment, str)
                            else experiment)
         self.environment = environment
-        self.data_dir = resolve_data_dir(data_dir)
+        self.data_dir = datadir.check(resolve_data_dir(data_dir))
         self.spec = specmod.load(self.experiment, environment,
                                  params_dir=params_dir or self.experiment.params_dir,
                                  overrides=overrides)
@@ -55,12 +55,13 @@ class Campaign:
         return specmod.parse_where(self.spec, self.experiment.schema(), items)
 
     def plan(self, *, where: list[str] | dict[str, Any] | None = None,
-             limit: int | None = None, as_recorded: bool = False) -> Plan:
+             limit: int | None = None, as_recorded: bool = False,
+             max_runs: int = MAX_RUNS) -> Plan:
         """Against the store and this host (touches nothing); with ``as_recorded``, against
         the host that made the stored runs, when there are any."""
         host = self.store.read_host() if as_recorded else None
         return plan_for(self.experiment, self.spec, self.data_dir, where=self.where(where),
-                        limit=limit, recorded_host=host)
+                        limit=limit, recorded_host=host, max_runs=max_runs)
 
     def design(self) -> Plan:
         """The whole design's size and cost, regardless of store and host."""

@@ -8,6 +8,7 @@ Responsible for: argument parsing and printing. Not responsible for: any logic o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from iolab import experiments
 from iolab.core import spec as specmod
+from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, IolabError
 from iolab.paths import PARAMS_DIR, REPO_ROOT, resolve_data_dir
 
@@ -48,6 +50,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="only points whose variable has this value (or one of a YAML list); "
                         "repeatable, all must hold")
     p.add_argument("--limit", type=int, metavar="N", help="at most N of the runs still to do")
+    p.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                   help=f"refuse a design of more than N runs (default {MAX_RUNS:,})")
 
 
 def _campaign(args):
@@ -55,12 +59,14 @@ def _campaign(args):
 
     if args.limit is not None and args.limit < 0:
         raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
+    if args.max_runs < 1:
+        raise InputError("--max-runs", None, f"{args.max_runs} is not positive", allowed="1 or more")
     return Campaign(args.experiment, args.env, data_dir=args.data, overrides=args.overrides)
 
 
 def cmd_plan(args) -> int:
     camp = _campaign(args)
-    plan = camp.plan(where=args.where, limit=args.limit)
+    plan = camp.plan(where=args.where, limit=args.limit, max_runs=args.max_runs)
     if args.format == "json":
         doc = plan.to_dict()
         if args.runs:
@@ -78,9 +84,10 @@ def cmd_plan(args) -> int:
 
 def cmd_run(args) -> int:
     camp = _campaign(args)
-    print(camp.plan(where=args.where, limit=args.limit).summary())
+    print(camp.plan(where=args.where, limit=args.limit, max_runs=args.max_runs).summary())
     result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
-                      progress=not args.no_progress, allow_host_change=args.allow_host_change)
+                      progress=not args.no_progress, allow_host_change=args.allow_host_change,
+                      max_runs=args.max_runs)
     for line in result.messages:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
@@ -89,28 +96,90 @@ def cmd_run(args) -> int:
     return 1 if result.failed else 0
 
 
-def cmd_status(args) -> int:
-    from iolab.core.runner import default_journal
-    from iolab.core.store import Store, campaigns
+def _data_dir(args, write: bool = False) -> Path:
+    from iolab.core import datadir
 
-    data_dir = resolve_data_dir(args.data)
-    found = campaigns(data_dir)
+    return datadir.check(resolve_data_dir(args.data), write=write)
+
+
+def _stores(data_dir: Path, experiment: str | None = None, env: str | None = None):
+    """(experiment, environment, store) of every campaign under ``data_dir``, optionally one;
+    stores of registered experiments and imports read version-1 manifests too."""
+    from iolab.campaign import source
+    from iolab.core.store import Store, campaigns, open_store
+
+    for exp, environment in campaigns(data_dir):
+        if experiment not in (None, exp) or env not in (None, environment):
+            continue
+        try:
+            yield exp, environment, open_store(source(exp), environment, data_dir)
+        except InputError:  # a folder that is not a registered experiment: read as it is
+            yield exp, environment, Store(data_dir, exp, environment)
+
+
+def cmd_status(args) -> int:
+    from iolab.core import locks, procs
+    from iolab.core.runner import default_journal
+
+    data_dir = _data_dir(args)
+    found = list(_stores(data_dir))
     if not found:
         print(f"no campaigns under {data_dir / 'raw'}")
-    for exp, env in found:
-        store = Store(data_dir, exp, env)
+    for exp, env, store in found:
         try:
             host = store.read_host() or {}
-            print(f"{exp}/{env}: {store.count_complete()} complete, "
-                  f"{len(store.failed_runs())} failed, "
-                  f"{len(store.incomplete_runs()) + len(store.stale_tmp_dirs())} incomplete; "
-                  f"host {host.get('hostname', '?')} fingerprint {host.get('fingerprint', '?')}")
+            runs, corrupt = store.scan()
+            print(f"{exp}/{env}: {len(runs)} complete, {len(corrupt)} corrupt, "
+                  f"{len(store.failed_runs())} failed, {len(store.stale_tmp_dirs())} "
+                  f"interrupted; host {host.get('hostname', '?')} fingerprint "
+                  f"{host.get('fingerprint', '?')}")
+            for c in corrupt:
+                print(f"  corrupt: {c.describe()}")
         except InputError as exc:  # one unreadable campaign must not hide the others
             print(f"{exp}/{env}: cannot be read: {exc}")
+    holder = locks.holder(locks.data_lock_path(data_dir))
+    if holder is not None:
+        print(f"a campaign is running on this data directory: {locks.describe(holder)}")
+    for p in procs.leftovers(data_dir):
+        print(f"leftover process of a killed campaign: {p.describe()}; 'iolab run' or "
+              "'iolab restore' ends it")
     journal = default_journal(data_dir)
-    if journal.exists():
+    if journal.exists() and holder is None:
         print(f"a knob journal is present at {journal}: a campaign crashed; run 'iolab restore'")
     return 0
+
+
+def cmd_verify(args) -> int:
+    from iolab.core import locks
+
+    data_dir = _data_dir(args, write=args.quarantine)
+    lock = locks.data_lock(data_dir) if args.quarantine else None
+    if lock:
+        lock.acquire()
+    try:
+        bad = 0
+        chosen = list(_stores(data_dir, args.experiment, args.env))
+        if not chosen:
+            print(f"no campaigns under {data_dir / 'raw'}"
+                  + (f" matching {args.experiment or ''}/{args.env or ''}"
+                     if args.experiment or args.env else ""))
+        for exp, env, store in chosen:
+            runs, corrupt = store.scan()
+            print(f"{exp}/{env}: {len(runs)} intact, {len(corrupt)} corrupt")
+            for c in corrupt:
+                print(f"  corrupt: {c.describe()}")
+            if corrupt and args.quarantine:
+                for line in store.quarantine_corrupt(corrupt):
+                    print(f"  {line}")
+            elif corrupt:
+                bad += len(corrupt)
+        if bad:
+            print(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
+                  "aside with 'iolab verify --quarantine'")
+        return 1 if bad else 0
+    finally:
+        if lock:
+            lock.release()
 
 
 def cmd_restore(args) -> int:
@@ -118,8 +187,14 @@ def cmd_restore(args) -> int:
     from iolab.host.journal import restore_from_journal
     from iolab.host.knobset import make_knobs
 
-    journal = Path(args.journal) if args.journal else default_journal(resolve_data_dir(args.data))
-    for line in restore_from_journal(journal, make_knobs()):
+    from iolab.core import locks, procs
+
+    data_dir = _data_dir(args)
+    journal = Path(args.journal) if args.journal else default_journal(data_dir)
+    with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock:
+        lines = dlock.messages + hlock.messages + procs.end_leftovers(data_dir)
+        lines += restore_from_journal(journal, make_knobs())
+    for line in lines:
         print(line)
     return 0
 
@@ -130,8 +205,11 @@ def cmd_tidy(args) -> int:
 
     if args.format == "parquet" and not args.output:
         raise IolabError("--format parquet needs -o FILE (parquet is binary)")
-    df = load(resolve_data_dir(args.data), source(args.experiment), args.env,
-              allow_mixed_hosts=args.allow_mixed_hosts)
+    df = load(_data_dir(args), source(args.experiment), args.env,
+              allow_mixed_hosts=args.allow_mixed_hosts, skip_corrupt=args.skip_corrupt)
+    if df.attrs.get("corrupt_skipped"):
+        print(f"left out {df.attrs['corrupt_skipped']} corrupt runs ('iolab verify' names them)",
+              file=sys.stderr)
     if args.format == "parquet":
         df.to_parquet(args.output, index=False)
     elif args.output:
@@ -146,20 +224,27 @@ def cmd_tidy(args) -> int:
 def cmd_import_cijoe(args) -> int:
     from iolab.importers.cijoe import import_archive
 
-    report = import_archive(Path(args.archive), args.experiment, args.env,
-                            resolve_data_dir(args.data), progress=not args.no_progress)
+    from iolab.core import locks
+
+    data_dir = _data_dir(args, write=True)
+    with locks.data_lock(data_dir):
+        report = import_archive(Path(args.archive), args.experiment, args.env, data_dir,
+                                progress=not args.no_progress)
     print(report.summary())
     return 1 if report.disagreements or report.failed else 0
 
 
 def cmd_book(args) -> int:
+    from iolab.core.tidy import SKIP_CORRUPT_VAR
     from iolab.report.book import build, clean, render, write_glue_snapshot
 
     if args.clean:
         clean()
         shutil.rmtree(REPO_ROOT / "_build", ignore_errors=True)
         return 0
-    data_dir = resolve_data_dir(args.data) if args.data else None
+    data_dir = _data_dir(args) if args.data else None
+    if args.skip_corrupt:
+        os.environ[SKIP_CORRUPT_VAR] = "1"  # the notebooks' kernels inherit it
     if not args.no_render:
         render(data_dir)
     if args.glue_snapshot:
@@ -206,12 +291,19 @@ def cmd_env_new(args) -> int:
 
 
 def cmd_migrate(args) -> int:
+    from iolab.core import locks
+
+    data_dir = _data_dir(args, write=args.apply)
+    with locks.data_lock(data_dir) if args.apply else contextlib.nullcontext():
+        return _migrate(args, data_dir)
+
+
+def _migrate(args, data_dir: Path) -> int:
     from iolab.campaign import source
     from iolab.core import migrate
     from iolab.core.store import campaigns, open_store
     from iolab.importers.aisio import PREFIX
 
-    data_dir = resolve_data_dir(args.data)
     chosen = [(e, v) for e, v in campaigns(data_dir)
               if (args.experiment in (None, e)) and (args.env in (None, v))]
     pending = 0
@@ -243,6 +335,7 @@ def cmd_migrate(args) -> int:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iolab", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     p = sub.add_parser("plan", help="show what a campaign would run, with counts, an ETA and "
@@ -267,7 +360,17 @@ def make_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("restore", help="restore knobs a crashed campaign left changed")
+    p = sub.add_parser("verify", help="check every stored run's raw files against the sha256 "
+                       "sums in its run.json (exit 1 when any run is corrupt)")
+    p.add_argument("experiment", nargs="?", help="only this campaign name")
+    p.add_argument("--env", help="only this environment")
+    p.add_argument("--quarantine", action="store_true", help="move corrupt runs to partial/ "
+                   "(never deleted) so that 'iolab run' measures them again")
+    _add_common(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("restore", help="end a killed campaign's leftover processes and restore "
+                       "the knobs it left changed")
     _add_common(p)
     p.add_argument("--journal", help="journal file (default: DATA/.knob-journal.json)")
     p.set_defaults(func=cmd_restore)
@@ -277,6 +380,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
     p.add_argument("-o", "--output", help="output file (default: CSV on stdout)")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
+    p.add_argument("--skip-corrupt", action="store_true", help="leave out corrupt runs (say "
+                   "how many) instead of failing")
     p.set_defaults(func=cmd_tidy)
 
     p = sub.add_parser("import-cijoe", help="import an AiSIO CIJOE result archive, re-deriving "
@@ -294,6 +399,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--render-only", action="store_true", help="replay the notebooks, do not build")
     p.add_argument("--lenient", action="store_true", help="build without -W -n (warnings do not fail)")
     p.add_argument("--clean", action="store_true", help="remove the rendered notebooks and _build/")
+    p.add_argument("--skip-corrupt", action="store_true", help="leave corrupt runs out of the "
+                   "chapters (each says how many) instead of failing")
     p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "
                    "to FILE (JSON), e.g. tests/fixtures/glued_values.json after an intended change")
     p.set_defaults(func=cmd_book)
@@ -323,17 +430,30 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from iolab.core.datadir import from_os_error
+
+    args = make_parser().parse_args(argv)
     try:
-        args = make_parser().parse_args(argv)
         return args.func(args)
     except IolabError as exc:
+        if args.debug:
+            raise
         print(f"iolab: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # the reader went away (`iolab tidy ... | head`): no traceback, and no second error
-        # when Python flushes stdout at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return _broken_pipe()
+    except OSError as exc:  # a file system's refusal is the user's to fix, not a bug
+        if args.debug:
+            raise
+        print(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
+        return 2
+
+
+def _broken_pipe() -> int:
+    # the reader went away (`iolab tidy ... | head`): no traceback, and no second error when
+    # Python flushes stdout at exit
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """Where things live in the repository: the package root, notebooks, drivers and data.
 
 Responsible for: default locations, overridable by every caller (``--data DIR``).
+Also: :func:`check_name`, for every name that becomes a folder (an experiment, an
+environment), so that no name leads outside the data directory.
 Not responsible for: creating or validating anything at those places.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -24,3 +27,17 @@ def default_data_dir() -> Path:
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
     return Path(data_dir).resolve() if data_dir else default_data_dir()
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAME_RULE = ("letters, digits, '.', '_' and '-', starting with a letter or digit (it names a "
+             "folder)")
+
+
+def check_name(kind: str, name: object) -> str:
+    """``name`` if it is a safe folder name (no separators, no '..'); else InputError."""
+    from iolab.errors import InputError
+
+    if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
+        raise InputError(None, kind, f"{name!r} is not a usable {kind} name", allowed=NAME_RULE)
+    return name

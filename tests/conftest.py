@@ -11,13 +11,29 @@ root nor particular hardware:
 - ``vm_topology``: a 2-CPU virtual machine without SMT.
 
 Topologies are lists of (cpu, core, package) tuples.
+
+Every test session keeps its locks (``iolab.core.locks``) in a folder of its own
+(``$IOLAB_LOCK_DIR``), so that a test never waits for, or takes, the locks of a real campaign
+on this host.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_lock_dir(tmp_path_factory):
+    saved = os.environ.get("IOLAB_LOCK_DIR")
+    os.environ["IOLAB_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+    yield
+    if saved is None:
+        os.environ.pop("IOLAB_LOCK_DIR", None)
+    else:
+        os.environ["IOLAB_LOCK_DIR"] = saved
 
 from iolab.host.knobs import SysRoot, format_cpulist
 

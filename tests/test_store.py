@@ -52,20 +52,57 @@ def test_unfinished_tmp_folder_is_not_complete(store):
     tmp = store.begin("abc123def456-r1")
     (tmp / "stdout").write_text("half")
     assert store.complete_ids() == set()
-    assert store.incomplete_runs() == []  # tmp folders are not runs
+    assert store.corrupt_runs() == []  # tmp folders are not runs
 
 
-def test_half_written_run_is_quarantined_not_deleted(store):
+def test_a_run_folder_without_manifest_is_corrupt_and_moved_aside_not_deleted(store):
+    """Runs are renamed into place with their manifest, so a folder under runs/ without one
+    was damaged later: corrupt, named with its reason, never silently "not run yet"."""
     commit_one(store)
     broken = store.runs_dir / "ffffffffffff-r0"
     broken.mkdir()
     (broken / "stdout").write_text("precious partial output")
-    assert store.incomplete_runs() == [broken]
-    messages = store.quarantine()
-    assert len(messages) == 1 and "half-written" in messages[0]
+    [corrupt] = store.corrupt_runs()
+    assert corrupt.path == broken and corrupt.reason == "run.json cannot be read (missing)"
+    assert store.quarantine() == []  # only interrupted runs move by themselves
+    messages = store.quarantine_corrupt([corrupt])
+    assert len(messages) == 1 and "corrupt run" in messages[0]
     moved = list(store.partial_dir.iterdir())
     assert len(moved) == 1 and (moved[0] / "stdout").read_text() == "precious partial output"
+    assert store.complete_ids() == {"abc123def456-r0"} and store.corrupt_runs() == []
+
+
+def test_a_truncated_manifest_makes_the_run_corrupt(store):
+    final = commit_one(store)
+    text = (final / "run.json").read_text()
+    (final / "run.json").write_text(text[: len(text) // 2])
+    [corrupt] = store.corrupt_runs()
+    assert corrupt.reason.startswith("run.json cannot be read (not valid JSON, cut off or altered")
+    assert store.complete_ids() == set()
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda f: f.unlink(), "stdout is missing (run.json records it)"),
+    (lambda f: f.write_bytes(b"raw OUTPUT\n"), "differs from what run.json records"),
+    (lambda f: f.write_bytes(b"raw"), "stdout has 3 bytes, run.json records 11 (truncated or altered)"),
+])
+def test_a_missing_or_altered_raw_file_makes_the_run_corrupt(store, damage, reason):
+    final = commit_one(store)
+    assert store.corrupt_runs() == []  # verified once: remembered by size and mtime
+    damage(final / "stdout")
+    [corrupt] = store.corrupt_runs()
+    assert reason in corrupt.reason and corrupt.path == final
+    assert store.complete_ids() == set()
+
+
+def test_verified_files_are_not_hashed_again(store, monkeypatch):
+    from iolab.core import integrity
+
+    commit_one(store)
     assert store.complete_ids() == {"abc123def456-r0"}
+    calls = []
+    monkeypatch.setattr(integrity, "sha256_file", lambda p: calls.append(p) or "x")
+    assert store.complete_ids() == {"abc123def456-r0"} and calls == []
 
 
 def test_run_killed_with_sigkill_leaves_nothing_complete(store, tmp_path):
@@ -134,4 +171,3 @@ def test_a_version_1_manifest_needs_an_experiment_to_read_it(store):
                                                 "status": "ok"}))
     with pytest.raises(InputError, match="iolab migrate"):
         store.complete_runs()
-    assert store.count_complete() == 1  # counting needs no experiment

@@ -46,7 +46,12 @@ FILE = "run.json"
 
 
 class UnreadableManifest(Exception):
-    """A run.json that is missing, truncated or not JSON: the run is incomplete, not refused."""
+    """A run.json that is missing, truncated or not JSON; ``reason`` says which."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 @dataclass
@@ -101,9 +106,12 @@ def load_json(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise UnreadableManifest(f"{path}: {exc}") from None
+        reason = ("missing" if isinstance(exc, FileNotFoundError) else
+                  f"not valid JSON, cut off or altered: {exc}" if isinstance(exc, ValueError)
+                  else str(exc))
+        raise UnreadableManifest(path, reason) from None
     if not isinstance(doc, dict):
-        raise UnreadableManifest(f"{path}: not a JSON object")
+        raise UnreadableManifest(path, "not a JSON object")
     return doc
 
 

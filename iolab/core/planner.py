@@ -18,13 +18,16 @@ point) or running anything.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from iolab.core.identity import canonical_json, run_id
 from iolab.core.spec import Spec
+from iolab.errors import InputError
 
 ASIS = "asis"  # a knob-backed variable left as the host has it (read back and recorded)
+MAX_RUNS = 1_000_000  # a design beyond this is refused before it is expanded (--max-runs)
 STATUSES = ("stored", "to run", "excluded", "blocked")
 
 
@@ -40,6 +43,26 @@ class Point:
 
 def _matches(rule: dict[str, list[Any]], params: dict[str, Any]) -> bool:
     return all(params.get(var) in values for var, values in rule.items())
+
+
+def design_size(spec: Spec) -> int:
+    """Runs of the design before duplicates between grids are merged (an upper bound),
+    counted without expanding anything."""
+    points = sum(math.prod(len(values) for values in grid["vary"].values())
+                 for grid in spec.grids.values())
+    return points * spec.repetitions
+
+
+def check_size(spec: Spec, max_runs: int = MAX_RUNS) -> None:
+    """Refuse a design too large to plan, with its size, before it takes any memory."""
+    size = design_size(spec)
+    if size > max_runs:
+        per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} points"
+                             for name, g in spec.grids.items())
+        raise InputError(spec.params_file, "grids", f"the design has up to {size:,} runs "
+                         f"({per_grid}; x {spec.repetitions} repetitions), more than the limit "
+                         f"of {max_runs:,}; shrink the grids or raise the limit with --max-runs",
+                         allowed=f"at most {max_runs:,} runs")
 
 
 def expand(spec: Spec) -> list[Point]:
@@ -96,6 +119,8 @@ class Plan:
     stored_outside: list[str] = field(default_factory=list)  # stored ids this plan does not have
     programs: list[dict[str, Any]] = field(default_factory=list)  # tools and collectors needed
     scratch: list[str] = field(default_factory=list)             # files runs create and leave
+    corrupt: list[Any] = field(default_factory=list)   # stored runs failing verification
+                                                       # (iolab.core.store.CorruptRun)
 
     def by_status(self, status: str) -> list[PlannedRun]:
         return [r for r in self.runs if r.status == status]
@@ -154,7 +179,7 @@ class Plan:
             "eta_s": round(self.eta_s, 1), "eta_all_s": round(self.eta_all_s, 1),
             "seconds_per_run": round(self.seconds_per_run, 2),
             "blockers": self.blockers(), "exclusions": excluded,
-            "programs": self.programs, "scratch": self.scratch,
+            "programs": self.programs, "scratch": self.scratch, "corrupt": [c.describe() for c in self.corrupt],
         }
 
     def summary(self) -> str:
@@ -173,6 +198,9 @@ class Plan:
         if self.stored_outside:
             lines.append(f"  {len(self.stored_outside)} further stored runs are not part of this "
                          f"plan (other settings or points, or repetitions beyond its count)")
+        if self.corrupt:
+            lines.append(f"  CORRUPT: {len(self.corrupt)} stored runs fail verification and "
+                         f"count as not stored; 'iolab verify' names them")
         if self.limit is not None:
             lines.append(f"  --limit {self.limit}: {len(self.selected())} runs would run now")
         lines.append(f"  time for the runs to do: {format_duration(self.eta_s)} "
@@ -214,12 +242,14 @@ def format_duration(seconds: float) -> str:
 def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]],
               seconds_per_run: float, stored_ids: Iterable[str] = (),
               blockers: Callable[[dict[str, Any]], list[str]] | None = None,
-              where: dict[str, list[Any]] | None = None, limit: int | None = None) -> Plan:
-    """Classify every (point, repetition) of the spec.
+              where: dict[str, list[Any]] | None = None, limit: int | None = None,
+              max_runs: int = MAX_RUNS) -> Plan:
+    """Classify every (point, repetition) of the spec (refused beyond ``max_runs``).
 
     ``identity(params)`` gives a point's identity (see :mod:`iolab.core.identity`);
     ``blockers(params)`` every reason this host cannot run the point (empty if it can).
     """
+    check_size(spec, max_runs)
     stored = set(stored_ids)
     where = where or {}
     runs: list[PlannedRun] = []

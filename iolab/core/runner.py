@@ -32,10 +32,12 @@ from typing import Any, Protocol
 from iolab import __version__
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
-from iolab.core.planner import ASIS, Plan, PlannedRun, knob_needs, make_plan
+from iolab.core import datadir, locks, procs
+from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, knob_needs,
+                                 make_plan)
 from iolab.core.spec import Spec
 from iolab.core.tidy import WINDOW_FILE
-from iolab.core.store import open_store
+from iolab.core.store import corrupt_message, open_store
 from iolab.errors import IolabError, ParseError, ToolError
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
 from iolab.host.journal import KnobSession, restore_from_journal
@@ -65,6 +67,7 @@ class RunnableExperiment(Protocol):
     def campaign_knobs(self, settings: dict) -> dict: ...
     def knob_value(self, variable: str, value: Any) -> Any: ...
     def scratch(self, settings: dict) -> list[str]: ...
+    def scratch_paths(self, settings: dict) -> list[tuple[str, Path]]: ...
     def prepare_host(self, settings: dict) -> None: ...
     def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> RunManifest: ...
 
@@ -85,17 +88,18 @@ def default_journal(data_dir: Path) -> Path:
     return Path(data_dir) / ".knob-journal.json"
 
 
-def design_plan(experiment: RunnableExperiment, spec: Spec) -> Plan:
+def design_plan(experiment: RunnableExperiment, spec: Spec, max_runs: int = MAX_RUNS) -> Plan:
     """The whole design's cost, as if nothing were stored and the host could run everything."""
     settings = spec.settings
     return make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
-                     seconds_per_run=experiment.seconds_per_run(settings, spec.base))
+                     seconds_per_run=experiment.seconds_per_run(settings, spec.base),
+                     max_runs=max_runs)
 
 
 def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
              where: dict[str, list[Any]] | None = None, limit: int | None = None,
              knobs: dict | None = None, topo: list[dict] | None = None,
-             recorded_host: dict | None = None) -> Plan:
+             recorded_host: dict | None = None, max_runs: int = MAX_RUNS) -> Plan:
     """The plan against the store, with this host's knobs and topology, and the programs
     the selected runs need.
 
@@ -104,8 +108,10 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     says the same about the campaign.
     """
     settings = spec.settings
+    check_size(spec, max_runs)  # before reading the store: a design too large is refused at once
     store = open_store(experiment, spec.environment, data_dir)
-    stored = store.complete_runs()
+    stored, corrupt = store.scan()
+    unwritable = [] if recorded_host is not None else scratch_problems(experiment, spec)
     if recorded_host is not None:
         topo = recorded_host.get("topology") or []
         refused = recorded_host.get("knobs_not_controllable") or {}
@@ -129,12 +135,12 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
             out.append(f"{invocation.tool} has no driver in scripts/drivers/ yet (this package "
                        "only reads its output from archives so far)")
         host = experiment.host_block(settings, params, topo)
-        return out + ([host] if host else [])
+        return out + ([host] if host else []) + unwritable
 
     plan = make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
                      seconds_per_run=experiment.seconds_per_run(settings, spec.base),
                      stored_ids={r.run_id for r in stored}, blockers=blockers, where=where,
-                     limit=limit)
+                     limit=limit, max_runs=max_runs)
     # once runs of this very design are stored, their measured durations are the estimate
     planned = {r.run_id for r in plan.by_status("stored")}
     durations = [r.manifest.duration_s for r in stored
@@ -146,7 +152,40 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
     plan.programs = program_status(experiment, settings, runnable, topo)
     plan.scratch = experiment.scratch(settings)
+    plan.corrupt = corrupt
     return plan
+
+
+def _writable_problem(path: Path) -> str | None:
+    """Why this user cannot create or write ``path`` (a file, or a folder and its files)."""
+    if path.exists():
+        targets = [path] + (sorted(p for p in path.iterdir() if p.is_file())[:1000]
+                            if path.is_dir() else [])
+        for target in targets:
+            mode = os.W_OK | (os.X_OK if target.is_dir() else os.R_OK)
+            if not os.access(target, mode):
+                st = target.stat()
+                return (f"{target} is not writable by uid {os.getuid()} (owner uid "
+                        f"{st.st_uid}, mode {st.st_mode & 0o7777:04o}); another user's run made "
+                        f"it? Delete it, run as that user, or choose another path")
+        return None
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path} cannot be created: {parent} is not a folder this user (uid " \
+               f"{os.getuid()}) may write"
+    return None
+
+
+def scratch_problems(experiment: RunnableExperiment, spec: Spec) -> list[str]:
+    """Every scratch path of the campaign this user cannot write, naming its params key."""
+    out = []
+    for key, path in experiment.scratch_paths(spec.settings):
+        problem = _writable_problem(Path(path))
+        if problem:
+            out.append(f"{spec.params_file}: key '{key}': {problem}")
+    return out
 
 
 def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
@@ -275,16 +314,22 @@ class _Campaign:
         start_ns = time.time_ns()
         try:
             with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
+                # IOLAB_RUN names the run in every process of its tree, setsid'd fio workers
+                # included, so that a timeout or an abort finds them all
                 self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                             cwd=tmp, start_new_session=True)
+                                             cwd=tmp, start_new_session=True,
+                                             env={**os.environ, procs.RUN_VAR: str(tmp)})
                 for c in collectors:
                     c.attach(self.proc.pid)
                 try:
                     exit_code = self.proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.end_driver(tmp)
                     exit_code = self.proc.wait()
                     reason = f"timed out after {timeout:.0f} s"
+                except BaseException:
+                    self.end_driver(tmp)  # before the collectors stop: nothing may run on
+                    raise
             self.proc = None
         finally:
             end_ns = time.time_ns()
@@ -293,12 +338,29 @@ class _Campaign:
         (tmp / WINDOW_FILE).write_text(json.dumps({"start_ns": start_ns, "end_ns": end_ns}) + "\n")
         return exit_code, reason
 
-    def abort(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+    def end_driver(self, tmp: Path) -> None:
+        """Kill the driver's whole tree (its process group and every process naming its run)
+        and wait for it."""
+        if self.proc is None:
+            return
+        try:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        left = procs.end(procs.find(run=str(tmp)))
+        if left:
+            raise IolabError(f"processes of run {tmp.name} could not be ended: "
+                             + ", ".join(p.describe() for p in left))
+
+    def abort(self, owner: procs.Owned) -> None:
+        """End every process this campaign started and discard the unfinished run."""
+        if self.proc is not None and self.tmp is not None:
+            self.end_driver(self.tmp)
+        procs.end(owner.children())
         if self.tmp is not None:
             self.store.discard(self.tmp)
+            self.tmp = None
 
 
 def _missing_programs(plan: Plan) -> None:
@@ -316,22 +378,55 @@ def _missing_programs(plan: Plan) -> None:
 def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                  where: dict[str, list[Any]] | None = None, limit: int | None = None,
                  keep_going: bool = False, progress: bool = True, allow_host_change: bool = False,
-                 knobs: dict | None = None, journal_path: Path | None = None) -> CampaignResult:
-    """Run every selected run of the plan (all runs still to do, or ``limit`` of them)."""
+                 knobs: dict | None = None, journal_path: Path | None = None,
+                 max_runs: int = MAX_RUNS) -> CampaignResult:
+    """Run every selected run of the plan (all runs still to do, or ``limit`` of them).
+
+    Holds the data directory's lock and the host lock throughout; before anything else it
+    ends what a killed campaign on the same data left running and restores its knobs.
+    """
+    data_dir = datadir.check(Path(data_dir))
+    check_size(spec, max_runs)
+    result = CampaignResult()
+    try:
+        with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock, \
+                procs.Owned(data_dir) as owner:
+            result.messages += dlock.messages + hlock.messages
+            _run_locked(experiment, spec, data_dir, result, owner, where=where, limit=limit,
+                        keep_going=keep_going, progress=progress,
+                        allow_host_change=allow_host_change, knobs=knobs,
+                        journal_path=journal_path, max_runs=max_runs)
+    except OSError as exc:
+        # e.g. a full disk: the unfinished run was discarded and the knobs restored on the
+        # way out; what is stored is complete
+        raise datadir.from_os_error(exc, "while running the campaign") from exc
+    return result
+
+
+def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
+                result: CampaignResult, owner: procs.Owned, *, where, limit, keep_going,
+                progress, allow_host_change, knobs, journal_path, max_runs) -> None:
     from tqdm.auto import tqdm
 
+    # a killed campaign's fio would still be measuring beside this one's
+    result.messages += procs.end_leftovers(data_dir)
     knobs = make_knobs() if knobs is None else knobs
     topo = topology()
-    plan = plan_for(experiment, spec, data_dir, where=where, limit=limit, knobs=knobs, topo=topo)
+    plan = plan_for(experiment, spec, data_dir, where=where, limit=limit, knobs=knobs, topo=topo,
+                    max_runs=max_runs)
+    if plan.corrupt:
+        raise IolabError(corrupt_message(plan.corrupt, "this campaign") + ". Nothing was run.")
+    unwritable = scratch_problems(experiment, spec)
+    if unwritable:
+        raise IolabError("; ".join(unwritable) + ". Nothing was run.")
     _missing_programs(plan)
+    datadir.check(data_dir, write=True)  # only now: a refused campaign leaves no folder behind
     camp = _Campaign(experiment, spec, data_dir, knobs, topo)
-    result = CampaignResult()
 
     journal = journal_path or default_journal(data_dir)
     if journal.exists():
         # A campaign killed with SIGKILL could not restore its knobs; do it before resuming,
         # and before the inventory, whose fingerprint depends on knob-driven state like SMT.
-        # restore_from_journal refuses while the process that wrote the journal still runs.
         result.messages += restore_from_journal(journal, knobs)
 
     # Only the benchmark tools enter the host's fingerprint; collectors' versions do not
@@ -347,7 +442,7 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
 
     result.messages += camp.store.quarantine()
     todo = plan.selected()
-    camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(),
+    camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(), "owner": owner.owner,
                     "params": spec.sources, "overrides": spec.overrides, "where": where or {},
                     "limit": limit, "selected": len(todo), "iolab_version": __version__})
     if todo:
@@ -368,7 +463,11 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                     raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
                 result.messages.append(f"{name}: set to {value!r} for this campaign")
             for planned in todo:
-                ok, reason, metrics = camp.run_one(session, planned)
+                try:
+                    ok, reason, metrics = camp.run_one(session, planned)
+                except BaseException:
+                    camp.abort(owner)
+                    raise
                 note = metrics.get("note")
                 if note and note not in result.messages:
                     result.messages.append(note)  # said once per campaign, not per run
@@ -386,13 +485,15 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                 bar.update(1)
     except KeyboardInterrupt:
         result.interrupted = True
-        camp.abort()
-        result.messages.append("interrupted: the unfinished run was discarded and knobs restored; "
-                               "run the same command again to resume")
+        result.messages.append("interrupted: the unfinished run was discarded, its processes "
+                               "ended and knobs restored; run the same command again to resume")
     finally:
         bar.close()
         signal.signal(signal.SIGTERM, old_term)
-        camp.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
-                        "completed": result.completed, "failed": len(result.failed),
-                        "interrupted": result.interrupted})
-    return result
+        try:
+            camp.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
+                            "completed": result.completed, "failed": len(result.failed),
+                            "interrupted": result.interrupted})
+        except OSError:
+            pass  # a full disk must not hide why the campaign stopped
+

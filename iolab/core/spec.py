@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,12 +35,11 @@ import yaml
 
 from iolab.core.schema import Field, Int, Schema, in_order, type_name
 from iolab.errors import InputError
-from iolab.paths import PARAMS_DIR
+from iolab.paths import PARAMS_DIR, check_name
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
 STRUCTURE_KEYS = ("experiment", "repetitions", "base", "grids", "exclusions", "analysis")
 REPETITIONS = Int(1, 1000, help="repetitions of every point")
-ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class HasSchema(Protocol):
@@ -85,11 +83,7 @@ def environments(experiment: str | None = None, params_dir: Path = PARAMS_DIR) -
 
 
 def check_environment_name(name: str) -> str:
-    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-        raise InputError(None, "environment", f"{name!r} is not a usable environment name",
-                         allowed="letters, digits, '.', '_' and '-', starting with a letter or "
-                                 "digit (it names a folder)")
-    return name
+    return check_name("environment", name)
 
 
 def parse_assignment(text: str, flag: str) -> tuple[str, Any]:

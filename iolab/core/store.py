@@ -25,7 +25,6 @@ fields (``iolab.core.manifest``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,20 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iolab.core import integrity
+from iolab.core.integrity import sha256_file
 from iolab.core import manifest as mf
 from iolab.core.durable import fsync_dir, write_json_atomic
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.errors import InputError, IolabError
+from iolab.paths import check_name
 
 TMP_PREFIX = ".tmp-"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _stamp() -> str:
@@ -75,11 +69,33 @@ class StoredRun:
         return self.manifest.run_id
 
 
+@dataclass
+class CorruptRun:
+    path: Path
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def corrupt_message(corrupt: list[CorruptRun], what: str, shown: int = 10) -> str:
+    lines = [f"{len(corrupt)} stored run(s) are corrupt, so {what} would be wrong or "
+             "incomplete:"]
+    lines += [f"  {c.describe()}" for c in corrupt[:shown]]
+    if len(corrupt) > shown:
+        lines.append(f"  ... and {len(corrupt) - shown} more ('iolab verify' lists them all)")
+    lines.append("restore them (e.g. 'git checkout -- FOLDER' or from a backup), or move them "
+                 "aside with 'iolab verify --quarantine' so that 'iolab run' measures them again")
+    return "\n".join(lines)
+
+
 class Store:
     def __init__(self, data_dir: Path, experiment: str, environment: str,
                  upgrade: Upgrade | None = None):
         self.data_dir = Path(data_dir)
-        self.experiment = experiment
+        # both become folders under the data directory: no separators, no '..'
+        self.experiment = check_name("experiment", experiment)
+        check_name("environment", environment)
         self.environment = environment
         self.upgrade = upgrade
         self._host: dict[str, Any] | None = None  # read once, for upgrading version-1 manifests
@@ -88,6 +104,8 @@ class Store:
         self.failed_dir = self.root / "failed"
         self.partial_dir = self.root / "partial"
         self.host_path = self.root / "host.json"
+        self.verify_cache_path = (self.data_dir / "cache" / "verified" / experiment
+                                  / f"{environment}.json")
 
     # -- host record -------------------------------------------------------------------
     def read_host(self) -> dict[str, Any] | None:
@@ -135,58 +153,84 @@ class Store:
         return [d for d in sorted(self.runs_dir.iterdir())
                 if d.is_dir() and not d.name.startswith(".")]
 
-    @staticmethod
-    def _is_complete(run_dir: Path, doc: dict[str, Any]) -> bool:
-        """A committed run: status ok, and the folder named by the id its manifest was written with."""
-        return doc.get("status") == "ok" and doc.get("run_id") == run_dir.name
-
-    def _doc(self, run_dir: Path) -> dict[str, Any] | None:
-        """The manifest's JSON, None when unreadable; InputError for a version not read here."""
-        try:
-            doc = mf.load_json(run_dir / mf.FILE)
-        except UnreadableManifest:
-            return None
+    def _doc(self, run_dir: Path) -> dict[str, Any]:
+        """The manifest's JSON; UnreadableManifest when cut off or missing, InputError for a
+        version not read here."""
+        doc = mf.load_json(run_dir / mf.FILE)
         mf.check_version(doc, run_dir / mf.FILE)
         return doc
 
-    def complete_runs(self) -> list[StoredRun]:
-        """Every committed run with its manifest (version-1 manifests upgraded in memory)."""
-        out = []
+    def _manifest(self, run_dir: Path, doc: dict[str, Any]) -> RunManifest:
+        path = run_dir / mf.FILE
+        if doc["schema_version"] == mf.SCHEMA_VERSION:
+            return mf.from_json(doc, path)
+        if self.upgrade is None:
+            raise InputError(path, "schema_version", "a version-1 manifest, and no experiment "
+                             "to read it with; run 'iolab migrate'")
+        if self._host is None:
+            self._host = self.read_host() or {}
+        return self.upgrade(doc, path, self._host)
+
+    def scan(self, verify: bool = True) -> tuple[list[StoredRun], list[CorruptRun]]:
+        """Every committed run with its manifest (version-1 manifests upgraded in memory), and
+        every folder under runs/ that is not one: an unreadable ``run.json``, or (``verify``)
+        a raw file that is missing or differs from the size and sha256 its manifest records.
+
+        Runs are committed by renaming a finished folder into place, so a folder under runs/
+        without a valid manifest was damaged afterwards: it is *corrupt*, never "not run yet".
+        """
+        out: list[StoredRun] = []
+        corrupt: list[CorruptRun] = []
+        checker = integrity.Checker(self.verify_cache_path) if verify else None
         run_dirs = self.run_folders()
         names = {d.name for d in run_dirs}
         for run_dir in run_dirs:
-            doc = self._doc(run_dir)
-            if doc is None or not self._is_complete(run_dir, doc):
+            try:
+                doc = self._doc(run_dir)
+            except UnreadableManifest as exc:
+                corrupt.append(CorruptRun(run_dir, f"run.json cannot be read ({exc.reason})"))
                 continue
-            path = run_dir / mf.FILE
-            if doc["schema_version"] == mf.SCHEMA_VERSION:
-                out.append(StoredRun(run_dir, mf.from_json(doc, path)))
-            elif self.upgrade is None:
-                raise InputError(path, "schema_version", "a version-1 manifest, and no experiment "
-                                 "to read it with; run 'iolab migrate'")
-            else:
-                if self._host is None:
-                    self._host = self.read_host() or {}
-                run = StoredRun(run_dir, self.upgrade(doc, path, self._host))
-                # a migration that stopped after its copy was renamed into place: the copy
-                # wins; two old runs of one identity (they differed only in what is no longer
-                # part of it): the first wins, the other is reported by 'iolab migrate'
-                if run.run_id not in names and run.run_id not in {r.run_id for r in out}:
-                    out.append(run)
-        return out
+            if doc.get("status") != "ok":
+                corrupt.append(CorruptRun(run_dir, f"run.json says status {doc.get('status')!r}; "
+                                          "only committed runs belong under runs/"))
+                continue
+            if doc.get("run_id") != run_dir.name:
+                corrupt.append(CorruptRun(run_dir, f"run.json is the manifest of run "
+                                          f"{doc.get('run_id')!r}, not of this folder"))
+                continue
+            run = StoredRun(run_dir, self._manifest(run_dir, doc))
+            problem = checker.check(run_dir, run.manifest.files) if checker else None
+            if problem:
+                corrupt.append(CorruptRun(run_dir, problem))
+                continue
+            # a migration that stopped after its copy was renamed into place: the copy wins;
+            # two old runs of one identity (they differed only in what is no longer part of
+            # it): the first wins, the other is reported by 'iolab migrate'
+            if run_dir.name != run.run_id and (run.run_id in names
+                                               or run.run_id in {r.run_id for r in out}):
+                continue
+            out.append(run)
+        if checker:
+            checker.save()
+        return out, corrupt
+
+    def complete_runs(self, verify: bool = True) -> list[StoredRun]:
+        """Every committed, intact run (see :meth:`scan`)."""
+        return self.scan(verify)[0]
+
+    def corrupt_runs(self) -> list[CorruptRun]:
+        return self.scan()[1]
 
     def complete_ids(self) -> set[str]:
         return {r.run_id for r in self.complete_runs()}
 
-    def count_complete(self) -> int:
-        """How many runs are committed (reads only the status and id of each manifest)."""
-        return sum(1 for d in self.run_folders()
-                   if (doc := self._doc(d)) is not None and self._is_complete(d, doc))
-
-    def incomplete_runs(self) -> list[Path]:
-        """Folders under runs/ that look like runs but have no valid manifest."""
-        return [d for d in self.run_folders()
-                if (doc := self._doc(d)) is None or not self._is_complete(d, doc)]
+    def require_intact(self, what: str) -> list[StoredRun]:
+        """The complete runs; IolabError naming every corrupt one (``what``: the caller's
+        verb, for the message)."""
+        runs, corrupt = self.scan()
+        if corrupt:
+            raise IolabError(corrupt_message(corrupt, what))
+        return runs
 
     def stale_tmp_dirs(self) -> list[Path]:
         if not self.runs_dir.exists():
@@ -209,18 +253,24 @@ class Store:
                       and not d.name.startswith("."))
 
     def quarantine(self) -> list[str]:
-        """Move leftovers of killed runs and half-written runs to ``partial/``; never delete.
+        """Move the leftovers of runs interrupted before their commit to ``partial/``; never
+        delete. Returns one line per move, for the user."""
+        return [self._move_aside(d, "interrupted run") for d in self.stale_tmp_dirs()]
 
-        Returns one line per move, for the user.
-        """
-        messages = []
-        for d in self.stale_tmp_dirs() + self.incomplete_runs():
-            self.partial_dir.mkdir(parents=True, exist_ok=True)
-            dest = self.partial_dir / f"{d.name.lstrip('.')}@{_stamp()}"
-            os.rename(d, dest)
-            kind = "interrupted run" if d.name.startswith(TMP_PREFIX) else "half-written run (no valid run.json)"
-            messages.append(f"moved {kind} {d} to {dest}; it will be run again")
-        return messages
+    def quarantine_corrupt(self, corrupt: list[CorruptRun]) -> list[str]:
+        """Move corrupt runs to ``partial/`` (so the next campaign runs them again)."""
+        lines = []
+        for c in corrupt:
+            lines.append(self._move_aside(c.path, f"corrupt run ({c.reason})"))
+            self.log({"event": "quarantined", "at": _stamp(), "run": c.path.name,
+                      "reason": c.reason})
+        return lines
+
+    def _move_aside(self, folder: Path, kind: str) -> str:
+        self.partial_dir.mkdir(parents=True, exist_ok=True)
+        dest = self.partial_dir / f"{folder.name.lstrip('.')}@{_stamp()}"
+        os.rename(folder, dest)
+        return f"moved {kind} {folder} to {dest}; it will be run again"
 
     # -- writing -------------------------------------------------------------------------
     def begin(self, run_id: str) -> Path:

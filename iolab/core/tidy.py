@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import pandas as pd
 
-from iolab.core.store import StoredRun, open_store
+from iolab.core.manifest import FILE as MANIFEST
+from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.errors import IolabError
 from iolab.tools import registry
 
+SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
 _PACKAGE = Path(__file__).resolve().parent.parent
 # Code whose change can change a row; the experiment's own package is added per table.
@@ -94,12 +97,12 @@ def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, An
 
 
 def _digest(runs: list[StoredRun], code: str) -> str:
+    """Of the code and every manifest: the runs were verified against their manifests'
+    sha256 sums, so the manifests stand for the raw bytes."""
     h = hashlib.sha256(code.encode())
     for run in runs:
         h.update(run.run_id.encode())
-        for f in sorted(run.path.iterdir()):
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
+        h.update((run.path / MANIFEST).read_bytes())
     return h.hexdigest()
 
 
@@ -122,8 +125,17 @@ def build(source: TidySource, runs: list[StoredRun]) -> pd.DataFrame:
 
 
 def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
-         allow_mixed_hosts: bool = False, use_cache: bool = True) -> pd.DataFrame:
-    """The tidy table of one or more environments; refuses to pool different hosts."""
+         allow_mixed_hosts: bool = False, use_cache: bool = True,
+         skip_corrupt: bool | None = None) -> pd.DataFrame:
+    """The tidy table of one or more environments; refuses to pool different hosts.
+
+    Every run's raw files are verified against its manifest first; a corrupt run fails the
+    table, naming it, unless ``skip_corrupt`` (default: ``$IOLAB_SKIP_CORRUPT``, which
+    ``iolab book --skip-corrupt`` sets), and then ``df.attrs["corrupt_skipped"]`` counts them.
+    """
+    if skip_corrupt is None:
+        skip_corrupt = os.environ.get(SKIP_CORRUPT_VAR) == "1"
+    skipped = 0
     envs = [environments] if isinstance(environments, str) else list(environments)
     code = _code(source)
     frames = []
@@ -132,7 +144,11 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         if not store.root.exists():
             raise IolabError(f"{store.root}: no stored campaign for experiment '{source.name}', "
                              f"environment '{env}'")
-        runs = store.complete_runs()
+        runs, corrupt = store.scan()
+        if corrupt and not skip_corrupt:
+            raise IolabError(corrupt_message(corrupt, "its table") + "; or pass "
+                             "--skip-corrupt to leave them out")
+        skipped += len(corrupt)
         digest = _digest(runs, code)
         cpath = cache_path(data_dir, source.name, env)
         dpath = cpath.with_suffix(".digest")
@@ -152,6 +168,7 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         raise IolabError(f"experiment '{source.name}' environments {envs}: rows come from "
                          f"different hosts ({found}); pass allow_mixed_hosts=True (CLI: "
                          "--allow-mixed-hosts) to pool them deliberately")
+    df.attrs["corrupt_skipped"] = skipped
     return df
 
 

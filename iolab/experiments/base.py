@@ -112,6 +112,11 @@ class Experiment:
         """Files the runs create and leave in place, in words, for the plan to announce."""
         return []
 
+    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
+        """The files or folders the runs write, each with the params key that names it, so
+        that a plan can say which one this user may not write before any run fails on it."""
+        return []
+
     def prepare_host(self, settings: dict[str, Any]) -> None:
         """Once before a campaign's first run: e.g. create the folder of its scratch files."""
 

@@ -61,6 +61,8 @@ class Chapter:
         # A replayed chapter describes the campaign's host, not the one that builds the book.
         self.plan = self.campaign.plan(as_recorded=mode == "replay")
         rows = self.campaign.tidy()
+        # only with 'iolab book --skip-corrupt'; otherwise a corrupt run fails the chapter
+        self.corrupt_skipped = rows.attrs.get("corrupt_skipped", 0)
         if rows.empty:
             self.df, self.others = rows, rows
         else:
@@ -130,6 +132,10 @@ class Chapter:
                                   f"{cpu.get('logical_cpus')} logical CPUs, kernel "
                                   f"{self.host.get('kernel_release')} (fingerprint "
                                   f"{self.host.get('fingerprint')})"))
+        if self.corrupt_skipped:
+            items.append(("left out", f"{self.corrupt_skipped} stored runs whose raw files do "
+                                      "not match their manifests (corrupt; 'iolab verify' "
+                                      "names them)"))
         if not self.others.empty:
             items.append(("not shown", f"{len(self.others)} stored runs that this params file "
                                        "does not plan (other settings or points)"))

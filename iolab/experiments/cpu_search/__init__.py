@@ -170,6 +170,9 @@ class CpuSearch(Experiment):
         if settings["tool"] == "fio":
             Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
 
+    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
+        return [("file_dir", Path(settings["file_dir"]))] if settings["tool"] == "fio" else []
+
     def scratch(self, settings: dict[str, Any]) -> list[str]:
         if settings["tool"] != "fio":
             return []

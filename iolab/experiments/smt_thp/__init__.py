@@ -117,6 +117,9 @@ class SmtThp(Experiment):
     def prepare_host(self, settings: dict[str, Any]) -> None:
         Path(settings["target_path"]).parent.mkdir(parents=True, exist_ok=True)
 
+    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
+        return [("target_path", Path(settings["target_path"]))]
+
     def scratch(self, settings: dict[str, Any]) -> list[str]:
         return [f"{settings['target_path']} ({settings['target_size']}): fio creates it on the "
                 "first run and later runs reuse it; delete it when the campaign is done"]

@@ -1,0 +1,76 @@
+"""Checks on a data directory before anything reads or writes it, with one-line reasons.
+
+A data directory holds ``raw/<experiment>/<environment>/`` and ``cache/``. Before a command
+uses one it must be a folder (not a file), not the ``raw/`` folder of another data directory
+(that would plan a second campaign under ``raw/raw``), and, for commands that write, a
+folder this user can create files in.
+
+Responsible for: those checks and their messages, and turning an OSError met while writing
+into one line that names the path and the cause. Not responsible for: the layout inside
+(``iolab.core.store``) or locking (``iolab.core.locks``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from iolab.errors import InputError, IolabError
+
+ALLOWED = "a folder holding raw/ (created when missing), or $IOLAB_DATA"
+
+
+def _looks_like_raw(path: Path) -> bool:
+    """``raw/`` itself: its children are experiment folders holding environment folders with
+    a ``runs/`` folder or a ``host.json``."""
+    if path.name == "raw" and not (path / "raw").exists():
+        return True
+    try:
+        for exp in path.iterdir():
+            if exp.is_dir() and exp.name not in ("raw", "cache") and any(
+                    (env / "runs").is_dir() or (env / "host.json").is_file()
+                    for env in exp.iterdir() if env.is_dir()):
+                return True
+    except OSError:
+        return False
+    return False
+
+
+def check(data_dir: Path, *, write: bool = False) -> Path:
+    """``data_dir`` if it can serve as a data directory; InputError saying why not."""
+    path = Path(data_dir)
+    if path.exists() and not path.is_dir():
+        raise InputError(path, None, "is a file, not a data directory", ALLOWED)
+    if path.is_dir() and _looks_like_raw(path):
+        raise InputError(path, None, f"is the raw/ folder of a data directory, not a data "
+                         f"directory; pass its parent, --data {path.parent}", ALLOWED)
+    if write:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise from_os_error(exc, "cannot create the data directory") from None
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise IolabError(f"{path}: the data directory is not writable by this user "
+                             f"(uid {os.getuid()}); nothing was changed")
+    return path
+
+
+HINTS = {
+    errno.ENOSPC: "the disk is full; free space and run the same command again (stored runs "
+                  "are kept; an unfinished one is discarded)",
+    errno.EDQUOT: "the disk quota is exceeded; free space and run the same command again",
+    errno.EROFS: "the file system is read-only; use a writable --data folder",
+    errno.EACCES: "permission denied; run as a user who may write there or choose another "
+                  "--data folder",
+    errno.EPERM: "operation not permitted",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+}
+
+
+def from_os_error(exc: OSError, doing: str = "") -> IolabError:
+    """An OSError as one line: the path, what was being done, the cause and what to do."""
+    where = exc.filename or ""
+    cause = HINTS.get(exc.errno, exc.strerror or str(exc))
+    text = ": ".join(part for part in (str(where), doing, cause) if part)
+    return IolabError(text)

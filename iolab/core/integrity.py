@@ -1,0 +1,92 @@
+"""Checking a run's raw files against the sizes and sha256 sums its manifest recorded.
+
+Hashing every raw byte on every ``tidy`` would make a warm table slow, so what was verified
+is remembered in ``data/cache/verified/<experiment>/<environment>.json``: per file its size,
+modification time (ns) and sha256. A file whose size and mtime match a remembered entry with
+the recorded sha256 is not read again; any other file is hashed. The cache is a convenience:
+deleting it only costs one re-hash, and a cache that cannot be written (a read-only data
+directory) is not an error.
+
+Responsible for: the per-file check and its cache. Not responsible for: deciding what a
+corrupt run means for a command (``iolab.core.store`` and the callers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CACHE_VERSION = 1
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Checker:
+    """Verifies run folders, remembering verified files in ``cache_path``."""
+
+    def __init__(self, cache_path: Path):
+        self.cache_path = Path(cache_path)
+        self._old = self._load()
+        self._new: dict[str, list[Any]] = {}
+
+    def _load(self) -> dict[str, list[Any]]:
+        try:
+            doc = json.loads(self.cache_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
+            return {}
+        files = doc.get("files")
+        return files if isinstance(files, dict) else {}
+
+    def check(self, run_dir: Path, files: dict[str, dict[str, Any]]) -> str | None:
+        """What is wrong with the run's raw files, or None when each matches its record."""
+        for name, record in sorted(files.items()):
+            path = Path(run_dir) / name
+            key = f"{Path(run_dir).name}/{name}"
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                return f"{name} is missing (run.json records it)"
+            except OSError as exc:
+                return f"{name} cannot be read ({exc.strerror})"
+            want_size, want_sha = record.get("bytes"), record.get("sha256")
+            if want_size is not None and st.st_size != want_size:
+                return (f"{name} has {st.st_size} bytes, run.json records {want_size} "
+                        f"(truncated or altered)")
+            stamp = [st.st_size, st.st_mtime_ns, want_sha]
+            if self._old.get(key) == stamp:
+                self._new[key] = stamp
+                continue
+            try:
+                sha = sha256_file(path)
+            except OSError as exc:
+                return f"{name} cannot be read ({exc.strerror})"
+            if want_sha is not None and sha != want_sha:
+                return f"{name} differs from what run.json records (sha256 {sha[:12]}..., " \
+                       f"recorded {want_sha[:12]}...): altered"
+            self._new[key] = stamp
+        return None
+
+    def save(self) -> None:
+        if self._new == self._old:
+            return
+        tmp = self.cache_path.with_name(f".{self.cache_path.name}.{os.getpid()}.tmp")
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"version": CACHE_VERSION, "files": self._new}))
+            os.replace(tmp, self.cache_path)
+        except OSError:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass

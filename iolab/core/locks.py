@@ -1,0 +1,170 @@
+"""Locks that keep two iolab processes apart: one per data directory, one per host.
+
+* The **data lock** is held by every command that writes a data directory's runs (``run``,
+  ``restore``, ``migrate --apply``, ``import-cijoe``, ``verify --quarantine``): two
+  campaigns on one data directory would quarantine each other's unfinished runs. It lives
+  beside the host lock (``iolab-data-<hash of the folder's real path>.lock``), not in the
+  data directory, so that a refused command leaves the data directory as it was and a
+  read-only one can still be checked.
+* The **host lock** (``/run/lock/iolab-host.lock``, else ``/var/lock``; ``$IOLAB_LOCK_DIR``
+  moves it) is held by every command that may change a system setting (``run`` and
+  ``restore``), whatever its data directory: two campaigns changing THP at once would each
+  restore what the other set. It also keeps two measurements off one host at the same time.
+
+Both are ``flock`` locks on a small file that names the holder (pid, command line, data
+directory, since when), so a refusal can say who holds it. The kernel drops a flock when its
+holder dies, so a lock file naming a process that is gone is stale: it is taken over, and
+the caller is told.
+
+Responsible for: taking, describing and releasing the two locks. Not responsible for: what
+is done under them.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from iolab.errors import IolabError
+
+HOST_LOCK = "iolab-host.lock"
+HOST_LOCK_DIRS = (Path("/run/lock"), Path("/var/lock"))
+
+
+class LockHeld(IolabError):
+    """Another live iolab process holds the lock."""
+
+
+def lock_dir() -> Path:
+    """Where the locks live: ``$IOLAB_LOCK_DIR``, else the first writable system lock folder."""
+    override = os.environ.get("IOLAB_LOCK_DIR")
+    if override:
+        return Path(override)
+    for folder in HOST_LOCK_DIRS:
+        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    # an unprivileged user on a host without a shared lock folder cannot change system
+    # settings anyway; a per-user folder still keeps that user's campaigns apart
+    return Path(f"/tmp/iolab-locks.{os.getuid()}")
+
+
+def data_lock_path(data_dir: Path) -> Path:
+    digest = hashlib.sha256(os.path.realpath(data_dir).encode()).hexdigest()[:16]
+    return lock_dir() / f"iolab-data-{digest}.lock"
+
+
+def _holder_text(info: dict[str, Any]) -> str:
+    if not info:
+        return "a process that did not say who it is"
+    cmd = " ".join(info.get("argv") or []) or "?"
+    return (f"pid {info.get('pid')} ('{cmd}', data {info.get('data_dir')}, since "
+            f"{info.get('since')})")
+
+
+def _read_info(fd: int) -> dict[str, Any]:
+    try:
+        text = os.pread(fd, 65536, 0).decode(errors="replace")
+        info = json.loads(text) if text.strip() else {}
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+class Lock:
+    """One lock file; use as a context manager or with :meth:`acquire` / :meth:`release`.
+
+    ``what`` says in words what the lock protects, for the refusal message.
+    """
+
+    def __init__(self, path: Path, what: str, data_dir: Path | None = None):
+        self.path = Path(path)
+        self.what = what
+        self.data_dir = data_dir
+        self.messages: list[str] = []   # what the caller should tell the user (a takeover)
+        self._fd: int | None = None
+
+    def acquire(self) -> Lock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            # a host lock file another user created: locking needs no write access
+            fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            info = _read_info(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise LockHeld(f"{self.path}: {self.what} is held by {_holder_text(info)}; "
+                               f"wait for it to end, or stop it (its knobs are restored when "
+                               f"it ends)") from None
+            raise
+        previous = _read_info(fd)
+        if previous.get("pid") not in (None, os.getpid()):
+            self.messages.append(f"took over {self.path} from {_holder_text(previous)}, "
+                                 f"which is no longer running")
+        info = {"pid": os.getpid(), "argv": sys.argv, "since":
+                datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "data_dir": str(self.data_dir) if self.data_dir else None}
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        except OSError:
+            pass  # a read-only lock file still locks; only the holder's name is missing
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)  # an empty file: nobody holds it
+        except OSError:
+            pass
+        os.close(self._fd)  # closing drops the flock
+        self._fd = None
+
+    def __enter__(self) -> Lock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def data_lock(data_dir: Path) -> Lock:
+    lock_dir().mkdir(parents=True, exist_ok=True)
+    return Lock(data_lock_path(data_dir), f"the data directory {data_dir}", data_dir)
+
+
+def host_lock(data_dir: Path | None) -> Lock:
+    lock_dir().mkdir(parents=True, exist_ok=True)
+    return Lock(lock_dir() / HOST_LOCK, "this host's system settings (knobs) and measurements",
+                data_dir)
+
+
+def holder(path: Path) -> dict[str, Any] | None:
+    """Who holds the lock at ``path`` now, or None when nobody does (for ``status``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return _read_info(fd) or {"pid": None}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def describe(info: dict[str, Any]) -> str:
+    return _holder_text(info)
