@@ -107,6 +107,12 @@ def _stores(data_dir: Path, experiment: str | None = None, env: str | None = Non
     stores of registered experiments and imports read version-1 manifests too."""
     from iolab.campaign import source
     from iolab.core.store import Store, campaigns, open_store
+    from iolab.paths import check_name
+
+    if experiment is not None:
+        check_name("experiment", experiment)
+    if env is not None:
+        check_name("environment", env)
 
     for exp, environment in campaigns(data_dir):
         if experiment not in (None, exp) or env not in (None, environment):
@@ -225,7 +231,11 @@ def cmd_import_cijoe(args) -> int:
     from iolab.importers.cijoe import import_archive
 
     from iolab.core import locks
+    from iolab.paths import check_name
 
+    # both become folders: checked before the archive is read or anything is written
+    check_name("experiment", args.experiment)
+    specmod.check_environment_name(args.env)
     data_dir = _data_dir(args, write=True)
     with locks.data_lock(data_dir):
         report = import_archive(Path(args.archive), args.experiment, args.env, data_dir,
@@ -253,6 +263,21 @@ def cmd_book(args) -> int:
     if args.render_only:
         return 0
     return build(strict=not args.lenient)
+
+
+def cmd_notebook(args) -> int:
+    from iolab.report.book import execute
+
+    exp = experiments.get(args.experiment)
+    specmod.load(exp, args.env, params_dir=exp.params_dir, overrides=args.overrides)  # fail early
+    out = Path(args.output or f"{exp.name}-{args.env}-{args.mode}.ipynb")
+    params = {"environment": args.env, "mode": args.mode,
+              "overrides": dict(specmod.parse_assignment(o, "--set") for o in args.overrides)}
+    if args.data:
+        params["data_dir"] = str(_data_dir(args))
+    execute(exp.notebook, out, params)
+    print(f"wrote {out}")
+    return 0
 
 
 def cmd_experiments(args) -> int:
@@ -404,6 +429,17 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "
                    "to FILE (JSON), e.g. tests/fixtures/glued_values.json after an intended change")
     p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("notebook", help="execute an experiment's notebook (e.g. as a batch job "
+                       "that runs the campaign and renders it), bounded by the cell and kernel "
+                       "start timeouts of its params")
+    _add_campaign(p)
+    p.add_argument("--mode", choices=["replay", "plan", "run"], default="replay")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a params key, as for 'plan' and 'run'")
+    p.add_argument("-o", "--output", help="the executed notebook (default: "
+                   "EXPERIMENT-ENV-MODE.ipynb here)")
+    p.set_defaults(func=cmd_notebook)
 
     p = sub.add_parser("experiments", help="list the experiments, their chapters, notebooks "
                        "and the environments that have params")

@@ -64,7 +64,8 @@ def test_it_plans(blocksize, tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 def test_it_runs_tidies_and_renders(blocksize, tmp_path):
-    papermill = pytest.importorskip("papermill")
+    from iolab.report.book import execute
+
     overrides = {"target_path": str(tmp_path / "blocksize.dat"), "target_size": "16M"}
     camp = Campaign(blocksize, "kvm-2vcpu", data_dir=tmp_path / "data", overrides=overrides)
     result = camp.run(progress=False)
@@ -72,10 +73,7 @@ def test_it_runs_tidies_and_renders(blocksize, tmp_path):
     df = camp.tidy()
     assert len(df) == 8 and (df["mibs"] > 0).all() and (df["fio.mibs"] == df["mibs"]).all()
     out = tmp_path / "blocksize.ipynb"
-    papermill.execute_notebook(str(blocksize.notebook), str(out),
-                               parameters={"data_dir": str(camp.data_dir), "overrides": overrides},
-                               cwd=str(blocksize.notebook.parent), kernel_name="python3",
-                               progress_bar=False)
+    execute(blocksize.notebook, out, {"data_dir": str(camp.data_dir), "overrides": overrides})
     cells = json.loads(out.read_text())["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

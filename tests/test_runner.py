@@ -23,7 +23,7 @@ from iolab.campaign import Campaign
 from iolab.core.store import sha256_file
 from iolab.errors import IolabError, ToolError
 from iolab.experiments import get
-from iolab.paths import NOTEBOOKS_DIR, REPO_ROOT
+from iolab.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
@@ -201,14 +201,13 @@ def test_truncated_fio_json_fails_the_run(tiny, monkeypatch):
 
 def test_papermill_replay_of_the_chapter(tiny):
     """The real chapter notebook replays from the tiny campaign, given the same overrides."""
-    papermill = pytest.importorskip("papermill")
+    from iolab.report.book import execute
+
     camp, overrides = tiny
     camp.run(progress=False)
     out = camp.data_dir.parent / "replayed.ipynb"
-    papermill.execute_notebook(str(get("smt_thp").notebook), str(out),
-                               parameters={"environment": ENV, "data_dir": str(camp.data_dir),
-                                           "overrides": overrides},
-                               cwd=str(NOTEBOOKS_DIR), kernel_name="python3", progress_bar=False)
+    execute(get("smt_thp").notebook, out, {"environment": ENV, "data_dir": str(camp.data_dir),
+                                           "overrides": overrides})
     nb = json.loads(out.read_text())
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

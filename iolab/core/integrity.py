@@ -78,12 +78,16 @@ class Checker:
         return None
 
     def save(self) -> None:
-        if self._new == self._old:
+        """Add what was verified now to the cache; written only when something is new, so a
+        command that finds nothing new to verify leaves the data directory as it was. Entries
+        are never removed: an outdated one matches no file's size and mtime."""
+        if all(self._old.get(key) == stamp for key, stamp in self._new.items()):
             return
         tmp = self.cache_path.with_name(f".{self.cache_path.name}.{os.getpid()}.tmp")
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"version": CACHE_VERSION, "files": self._new}))
+            tmp.write_text(json.dumps({"version": CACHE_VERSION,
+                                       "files": {**self._old, **self._new}}))
             os.replace(tmp, self.cache_path)
         except OSError:
             try:

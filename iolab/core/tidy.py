@@ -115,6 +115,17 @@ def _code(source: TidySource) -> str:
     return "\n".join(p.read_text() for p in paths)
 
 
+def _write_cache(frame: pd.DataFrame, cpath: Path, dpath: Path, digest: str) -> None:
+    """Best effort: a data directory that cannot be written (read-only, full) still gives
+    its table, only without the cache."""
+    try:
+        cpath.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(cpath, index=False)
+        dpath.write_text(digest)
+    except OSError:
+        pass  # the digest is written last: a cache without its current digest is never read
+
+
 def cache_path(data_dir: Path, experiment: str, environment: str) -> Path:
     return Path(data_dir) / "cache" / "tidy" / experiment / f"{environment}.parquet"
 
@@ -157,9 +168,7 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         else:
             frame = build(source, runs)
             if use_cache:
-                cpath.parent.mkdir(parents=True, exist_ok=True)
-                frame.to_parquet(cpath, index=False)
-                dpath.write_text(digest)
+                _write_cache(frame, cpath, dpath, digest)
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not df.empty and df["run.host_fingerprint"].nunique() > 1 and not allow_mixed_hosts:

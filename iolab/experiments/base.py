@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
-from iolab.core.schema import Choice, Field, Number, Schema, in_order
+from iolab.core.schema import Choice, Field, Int, Number, Schema, in_order
 from iolab.core.store import StoredRun
 from iolab.core.tidy import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
@@ -40,6 +40,11 @@ COMMON_ANALYSIS: dict[str, Field] = {
     "confidence": Number(0.5, 0.999, default=0.95, help="confidence level of every interval"),
     "palette": Choice(*PALETTES, default="colorblind", help="seaborn colour palette"),
     "figure_width": Number(4, 20, default=11, help="width of wide figures, inches"),
+    "cell_timeout_s": Int(5, 30 * 86400, default=900, help="longest a notebook cell may run "
+                          "before its execution fails (a batch job running a campaign in one "
+                          "cell needs the campaign's time)"),
+    "kernel_start_timeout_s": Int(5, 3600, default=120, help="longest a notebook's kernel may "
+                                  "take to start"),
 }
 
 # Collector names of version-1 manifests that changed.

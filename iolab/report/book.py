@@ -22,9 +22,13 @@ from pathlib import Path
 import nbformat
 
 from iolab import experiments
+from iolab.errors import IolabError
 from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
 
-CELL_TIMEOUT_S = 900  # seconds; replaying a cell from stored data takes a few at most
+# Defaults of the analysis keys cell_timeout_s and kernel_start_timeout_s (every params
+# file may set them; a batch job that runs a campaign inside one cell needs a longer one).
+CELL_TIMEOUT_S = 900          # replaying a cell from stored data takes a few seconds at most
+KERNEL_START_TIMEOUT_S = 120
 
 # Notebooks that are pages but not experiments: notebook name -> page in book/ (no suffix).
 PAGES = {"inventory": "environments/inventory"}
@@ -51,9 +55,67 @@ def strip_volatile_metadata(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def render(data_dir: Path | None = None, only: list[str] | None = None, log=print) -> list[Path]:
+def _default_environment(notebook: Path) -> str | None:
     import papermill
 
+    default = papermill.inspect_notebook(str(notebook)).get("environment", {}).get("default")
+    return default.strip("'\"") if default else None
+
+
+def timeouts(notebook: Path, environment: str | None = None,
+             overrides: dict | None = None) -> tuple[int, int]:
+    """(cell, kernel start) timeouts in seconds for executing ``notebook``: from the analysis
+    section of its experiment's params for ``environment`` (default: the notebook's own)
+    with ``overrides``, else the defaults."""
+    exp = next((e for e in experiments.all_experiments() if e.notebook == notebook), None)
+    environment = environment or _default_environment(notebook)
+    if exp is None or environment is None:
+        return CELL_TIMEOUT_S, KERNEL_START_TIMEOUT_S
+    from iolab.core import spec as specmod
+
+    analysis = specmod.load(exp, environment, params_dir=exp.params_dir,
+                            overrides=overrides).analysis
+    return analysis["cell_timeout_s"], analysis["kernel_start_timeout_s"]
+
+
+def _cell_of(notebook: Path, preview: str) -> str:
+    """Which cell of ``notebook`` (1-based, its first line) has the source ``preview``."""
+    nb = nbformat.read(notebook, as_version=4)
+    for i, cell in enumerate(nb.cells, 1):
+        if cell.cell_type == "code" and cell.source.strip() and cell.source.strip() in preview:
+            return f"cell {i} ('{cell.source.strip().splitlines()[0][:60]}')"
+    return "a cell"
+
+
+def execute(src: Path, dst: Path, parameters: dict) -> None:
+    """Execute one notebook with papermill, bounded: a kernel that does not start, or a cell
+    that does not finish, within its timeout (see :func:`timeouts`; the notebook's
+    ``environment`` and ``overrides`` parameters choose the params) ends with an IolabError
+    naming the notebook and the cell instead of hanging forever."""
+    import papermill
+
+    cell_s, start_s = timeouts(src, parameters.get("environment"), parameters.get("overrides"))
+    try:
+        papermill.execute_notebook(str(src), str(dst), parameters=parameters, cwd=str(src.parent),
+                                   kernel_name="python3", progress_bar=False, log_output=False,
+                                   execution_timeout=cell_s, start_timeout=start_s)
+    except papermill.PapermillExecutionError as exc:
+        # the error as one line; the traceback stays in the executed notebook
+        raise IolabError(f"{src}: cell [{exc.exec_count}] raised {exc.ename}: {exc.evalue} "
+                         f"(the executed notebook, with the traceback, is {dst})") from None
+    except TimeoutError as exc:  # nbclient's, for a cell and for the kernel's start
+        text = str(exc)
+        if "cell timed out" in text:
+            preview = text.split("-------------------")[1] if "-----" in text else ""
+            what = (f"{_cell_of(src, preview)} did not finish within {cell_s} s "
+                    f"(analysis key cell_timeout_s)")
+        else:
+            what = (f"the kernel did not start within {start_s} s (analysis key "
+                    f"kernel_start_timeout_s)")
+        raise IolabError(f"{src}: {what}; the executed part is in {dst}") from None
+
+
+def render(data_dir: Path | None = None, only: list[str] | None = None, log=print) -> list[Path]:
     written = []
     for src, dst in rendered().items():
         if only and src.stem not in only:
@@ -63,10 +125,7 @@ def render(data_dir: Path | None = None, only: list[str] | None = None, log=prin
         if data_dir is not None:
             params["data_dir"] = str(data_dir)
         log(f"replaying {src.relative_to(REPO_ROOT)} -> {dst.relative_to(REPO_ROOT)}")
-        # a cell that hangs fails the build after this long instead of blocking it for good
-        papermill.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
-                                   kernel_name="python3", progress_bar=False, log_output=False,
-                                   execution_timeout=CELL_TIMEOUT_S)
+        execute(src, dst, params)
         strip_volatile_metadata(dst)
         written.append(dst)
     return written

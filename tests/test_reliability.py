@@ -1,0 +1,421 @@
+"""Reliability: a catalogue of bad inputs and faults, each refused with its own message.
+
+Every case runs one CLI command against a data directory holding a copy of committed runs
+(their sha256 sums verified once, as a user's would be), and asserts that the command
+* exits non-zero, with no traceback,
+* prints the expected message (a fragment of its one line, quoted exactly), and
+* leaves the data directory byte for byte as it was (file names, contents and modes).
+
+The randomized kill-and-resume trials and the full-disk case, which need fio, are in
+``test_faults.py``.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from iolab.cli import main
+from iolab.core import locks
+from iolab.paths import REPO_ROOT
+
+SOURCE = REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
+ENV = ["--env", "kvm-2vcpu"]
+PLAN = ["plan", "smt_thp", *ENV]
+RUN = ["run", "smt_thp", *ENV, "--no-progress"]
+TIDY = ["tidy", "smt_thp", *ENV]
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its mode and content hash (folders: mode only)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        rel = str(path.relative_to(root))
+        if path.is_file():
+            out[rel] = f"{st.st_mode:o} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+        else:
+            out[rel] = f"{st.st_mode:o}"
+    return out
+
+
+def cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own refusals
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """A data directory with six committed runs and their host record, verified once."""
+    if not SOURCE.exists():
+        pytest.skip(f"no committed campaign at {SOURCE}")
+    data = tmp_path_factory.mktemp("template") / "data"
+    target = data / "raw" / "smt_thp" / "kvm-2vcpu"
+    (target / "runs").mkdir(parents=True)
+    shutil.copy2(SOURCE / "host.json", target / "host.json")
+    for run in sorted((SOURCE / "runs").iterdir())[:6]:
+        shutil.copytree(run, target / "runs" / run.name)
+    assert cli(["verify", "--data", str(data)])[0] == 0
+    return data
+
+
+@pytest.fixture
+def data(template, tmp_path) -> Path:
+    copy = tmp_path / "data"
+    shutil.copytree(template, copy)
+    return copy
+
+
+def first_run(data: Path) -> Path:
+    return sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir())[0]
+
+
+def edit_manifest(data: Path, **changes) -> None:
+    path = first_run(data) / "run.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, **changes}))
+
+
+def truncate(path: Path) -> None:
+    text = path.read_bytes()
+    path.write_bytes(text[: len(text) // 2])
+
+
+def same_size_garbage(path: Path) -> None:
+    path.write_bytes(b"x" * path.stat().st_size)
+
+
+def tarball(tmp: Path) -> Path:
+    """A tar.gz that is a valid archive but not a CIJOE result."""
+    (tmp / "src").mkdir()
+    (tmp / "src" / "hello.txt").write_text("not a result archive\n")
+    out = tmp / "not-cijoe.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(tmp / "src", arcname="src")
+    return out
+
+
+@dataclass
+class Case:
+    """``argv(data, tmp)``: the command; ``setup(data, tmp)``: the fault, before the snapshot."""
+
+    id: str
+    argv: Callable[[Path, Path], list[str]]
+    message: str
+    setup: Callable[[Path, Path], object] | None = None
+    code: int = 2
+
+
+def d(*argv: str) -> Callable[[Path, Path], list[str]]:
+    """A command with ``--data`` the case's data directory."""
+    return lambda data, tmp: [*argv, "--data", str(data)]
+
+
+CASES = [
+    # -- params and overrides: types, ranges, bounds ---------------------------------------
+    Case("repetitions-huge", d(*PLAN, "--set", "repetitions=1000000000"),
+         "key 'repetitions': 1000000000 is out of range (allowed: a whole number >=1 and <=1000)"),
+    Case("ramp-negative", d(*PLAN, "--set", "ramp_s=-3"),
+         "key 'ramp_s': -3 is out of range (allowed: a whole number >=0 and <=3600)"),
+    Case("runtime-negative", d(*RUN, "--set", "runtime_s=-1"),
+         "key 'runtime_s': -1 is out of range (allowed: a whole number >=1 and <=86400)"),
+    Case("runtime-text", d(*PLAN, "--set", "runtime_s=abc"),
+         "key 'runtime_s': 'abc' is a string (allowed: a whole number >=1 and <=86400)"),
+    Case("size-with-space", d(*PLAN, "--set", "target_size=1 GB"),
+         "key 'target_size': '1 GB' is not a size (allowed: a size such as 1G"),
+    Case("size-zero", d(*RUN, "--set", "target_size=0"),
+         "key 'target_size': 0 is not a size"),
+    Case("misspelt-key", d(*PLAN, "--set", "runtime=3"),
+         "key 'runtime': unknown top-level key; did you mean 'runtime_s'?"),
+    Case("not-key-value", d(*PLAN, "--set", "runtime_s"),
+         "--set: 'runtime_s' is not KEY=VALUE (allowed: e.g. runtime_s=1)"),
+    Case("bad-yaml", d(*PLAN, "--set", "runtime_s=[1"), "--set runtime_s: value '[1' is not valid YAML"),
+    Case("concurrency-zero", d(*PLAN, "--set", "base.concurrency=0"),
+         "key 'base.concurrency': 0 is out of range (allowed: a whole number >=1 and <=4096)"),
+    Case("engine-unknown", d(*PLAN, "--set", "base.engine=foo"),
+         "key 'base.engine': 'foo' is not one of the allowed values (allowed: psync, io_uring)"),
+    Case("grid-unknown-variable", d(*PLAN, "--set", "grids={g: {vary: {colour: [1]}}}"),
+         "key 'grids.g.vary.colour': names an unknown variable"),
+    Case("where-unknown-variable", d(*PLAN, "--where", "colour=1"),
+         "--where: key 'colour': is not a variable of this experiment"),
+    Case("where-bad-value", d(*PLAN, "--where", "engine=spdk"),
+         "--where: key 'engine': 'spdk' is not one of the allowed values (allowed: psync, io_uring)"),
+    Case("limit-negative", d(*RUN, "--limit", "-1"), "--limit: -1 is negative (allowed: 0 or more)"),
+    Case("max-runs-zero", d(*PLAN, "--max-runs", "0"), "--max-runs: 0 is not positive"),
+    Case("design-over-limit", d(*PLAN, "--max-runs", "50"),
+         "key 'grids': the design has up to 90 runs (concurrency: 14 points, affinity: 8 "
+         "points, smt: 4 points, thp: 4 points; x 3 repetitions), more than the limit of 50"),
+    Case("design-over-default-limit",
+         d(*PLAN, "--set", "repetitions=1000", "--set",
+           "grids={g: {vary: {concurrency: " + str(list(range(1, 1002))) + "}}}"),
+         "key 'grids': the design has up to 1,001,000 runs (g: 1,001 points; x 1000 "
+         "repetitions), more than the limit of 1,000,000"),
+    # -- names that become paths -----------------------------------------------------------
+    Case("env-traversal-plan", d("plan", "smt_thp", "--env", "../../x"),
+         "key 'environment': '../../x' is not a usable environment name"),
+    Case("env-traversal-run", d("run", "smt_thp", "--env", "../../x"),
+         "key 'environment': '../../x' is not a usable environment name"),
+    Case("env-traversal-tidy", d("tidy", "smt_thp", "--env", "../x"),
+         "key 'environment': '../x' is not a usable environment name"),
+    Case("env-traversal-import", lambda data, tmp: ["import-cijoe", str(tarball(tmp)),
+                                                    "--experiment", "aisio-x", "--env",
+                                                    "../../x", "--data", str(data)],
+         "key 'environment': '../../x' is not a usable environment name"),
+    Case("experiment-traversal-import", lambda data, tmp: ["import-cijoe", str(tarball(tmp)),
+                                                           "--experiment", "aisio-../x", "--env",
+                                                           "lab", "--data", str(data)],
+         "key 'experiment': 'aisio-../x' is not a usable experiment name"),
+    Case("env-traversal-verify", d("verify", "--env", "../x"),
+         "key 'environment': '../x' is not a usable environment name"),
+    Case("misspelt-experiment", d("plan", "smt_thq", *ENV),
+         "key 'experiment': unknown experiment 'smt_thq' (allowed: cpu_search, smt_thp)"),
+    Case("unknown-environment", d("plan", "smt_thp", "--env", "nowhere"),
+         "no params file for environment 'nowhere'; create one with 'iolab env new nowhere'"),
+    # -- the data directory ----------------------------------------------------------------
+    Case("data-is-a-file-plan", lambda data, tmp: [*PLAN, "--data", str(data / "raw" / "smt_thp"
+                                                                        / "kvm-2vcpu" / "host.json")],
+         "host.json: is a file, not a data directory"),
+    Case("data-is-a-file-run", lambda data, tmp: [*RUN, "--data", str(data / "raw" / "smt_thp"
+                                                                      / "kvm-2vcpu" / "host.json")],
+         "host.json: is a file, not a data directory"),
+    Case("data-is-a-file-status", lambda data, tmp: ["status", "--data", str(
+        data / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json")], "is a file, not a data directory"),
+    Case("data-is-raw-plan", lambda data, tmp: [*PLAN, "--data", str(data / "raw")],
+         "raw: is the raw/ folder of a data directory, not a data directory; pass its parent"),
+    Case("data-is-raw-run", lambda data, tmp: [*RUN, "--data", str(data / "raw")],
+         "raw: is the raw/ folder of a data directory, not a data directory; pass its parent"),
+    Case("data-is-raw-tidy", lambda data, tmp: [*TIDY, "--data", str(data / "raw")],
+         "is the raw/ folder of a data directory"),
+    # -- stored runs damaged after they were committed -------------------------------------
+    Case("truncated-manifest-tidy", d(*TIDY), "run.json cannot be read (not valid JSON, cut off",
+         setup=lambda data, tmp: truncate(first_run(data) / "run.json")),
+    Case("truncated-manifest-run", d(*RUN, "--limit", "1"),
+         "1 stored run(s) are corrupt, so this campaign would be wrong or incomplete",
+         setup=lambda data, tmp: truncate(first_run(data) / "run.json")),
+    Case("truncated-manifest-chapter",
+         lambda data, tmp: ["notebook", "smt_thp", *ENV, "--data", str(data), "-o",
+                            str(tmp / "out.ipynb")],
+         "raised IolabError: 1 stored run(s) are corrupt, so its table would be wrong",
+         setup=lambda data, tmp: truncate(first_run(data) / "run.json")),
+    Case("garbage-output-tidy", d(*TIDY), "fio.json differs from what run.json records",
+         setup=lambda data, tmp: same_size_garbage(first_run(data) / "fio.json")),
+    Case("garbage-output-verify", d("verify"), "fio.json differs from what run.json records",
+         setup=lambda data, tmp: same_size_garbage(first_run(data) / "fio.json"), code=1),
+    Case("truncated-output-tidy", d(*TIDY), "(truncated or altered)",
+         setup=lambda data, tmp: truncate(first_run(data) / "fio.json")),
+    Case("deleted-output-tidy", d(*TIDY), "fio.json is missing (run.json records it)",
+         setup=lambda data, tmp: (first_run(data) / "fio.json").unlink()),
+    Case("deleted-output-run", d(*RUN), "fio.json is missing (run.json records it)",
+         setup=lambda data, tmp: (first_run(data) / "fio.json").unlink()),
+    Case("deleted-output-verify", d("verify", "smt_thp"), "1 corrupt runs; restore them",
+         setup=lambda data, tmp: (first_run(data) / "fio.json").unlink(), code=1),
+    Case("deleted-collector-file", d(*TIDY), "procstat.after is missing",
+         setup=lambda data, tmp: (first_run(data) / "procstat.after").unlink()),
+    Case("failed-run-under-runs", d(*TIDY), "run.json says status 'failed'; only committed runs",
+         setup=lambda data, tmp: edit_manifest(data, status="failed")),
+    Case("manifest-of-another-run", d(*TIDY), "run.json is the manifest of run 'ffffffffffff-r0'",
+         setup=lambda data, tmp: edit_manifest(data, run_id="ffffffffffff-r0")),
+    Case("manifest-from-the-future", d(*TIDY),
+         "key 'schema_version': 999 is not a manifest version this iolab reads",
+         setup=lambda data, tmp: edit_manifest(data, schema_version=999)),
+    Case("corrupt-host-record", d(*RUN, "--limit", "1"), "host.json: not valid JSON",
+         setup=lambda data, tmp: (data / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json")
+         .write_text("{oops")),
+    Case("garbage-knob-journal", d("restore"), ".knob-journal.json: not a readable knob journal",
+         setup=lambda data, tmp: (data / ".knob-journal.json").write_text("{oops")),
+    # -- concurrency ---------------------------------------------------------------------
+    Case("data-locked-run", d(*RUN, "--limit", "1"), "is held by pid",
+         setup=lambda data, tmp: locks.data_lock(data).acquire()),
+    Case("host-locked-run", d(*RUN, "--limit", "1"), "this host's system settings (knobs) and "
+         "measurements is held by pid", setup=lambda data, tmp: locks.host_lock(None).acquire()),
+    Case("host-locked-restore", d("restore"), "is held by pid",
+         setup=lambda data, tmp: locks.host_lock(None).acquire()),
+    Case("data-locked-verify-quarantine", d("verify", "--quarantine"), "is held by pid",
+         setup=lambda data, tmp: locks.data_lock(data).acquire()),
+    # -- other commands --------------------------------------------------------------------
+    Case("parquet-to-stdout", d(*TIDY, "--format", "parquet"), "--format parquet needs -o FILE"),
+    Case("tidy-of-nothing", d("tidy", "cpu_search", *ENV), "no stored campaign for experiment "
+         "'cpu_search', environment 'kvm-2vcpu'"),
+    Case("import-not-an-archive", lambda data, tmp: ["import-cijoe", str(data / "raw" / "smt_thp"
+                                                                        / "kvm-2vcpu" / "host.json"),
+                                                     "--experiment", "aisio-x", "--env", "lab",
+                                                     "--data", str(data)],
+         "host.json: not a readable tar archive"),
+    Case("import-missing-archive", lambda data, tmp: ["import-cijoe", str(tmp / "nope.tar.gz"),
+                                                      "--experiment", "aisio-x", "--env", "lab",
+                                                      "--data", str(data)],
+         "nope.tar.gz: no such archive or folder"),
+    Case("import-wrong-name", lambda data, tmp: ["import-cijoe", str(tarball(tmp)), "--experiment",
+                                                 "x", "--env", "lab", "--data", str(data)],
+         "imported campaigns are named 'aisio-<name>'"),
+    Case("unknown-mode", d("notebook", "smt_thp", *ENV, "--mode", "measure"),
+         "argument --mode: invalid choice: 'measure'"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _release_locks():
+    """A case that holds a lock releases it at the end (its file descriptor is closed)."""
+    held = []
+    real = locks.Lock.acquire
+
+    def tracking(self):
+        held.append(self)
+        return real(self)
+
+    locks.Lock.acquire = tracking
+    yield
+    locks.Lock.acquire = real
+    for lock in held:
+        lock.release()
+
+
+def test_the_catalogue_is_large_enough():
+    assert len(CASES) >= 40 and len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_and_faults_are_refused_clearly_and_change_nothing(case, data, tmp_path):
+    if case.setup:
+        case.setup(data, tmp_path)
+    before = tree_digest(data)
+    code, out, err = cli(case.argv(data, tmp_path))
+    assert code == case.code and code != 0, (out, err)
+    assert case.message in out + err, f"expected {case.message!r} in:\n{out}{err}"
+    assert "Traceback" not in out + err
+    assert tree_digest(data) == before, "the data directory changed"
+
+
+# -- cases that need their own set-up -------------------------------------------------------
+
+
+def test_a_read_only_data_directory_is_one_line(data, tmp_path):
+    """chmod stops other users; root is stopped only by a read-only file system, so as root
+    the data directory is a read-only bind mount of the copy."""
+    target = data
+    if os.geteuid() == 0:
+        target = tmp_path / "ro"
+        target.mkdir()
+        if subprocess.run(["mount", "--bind", "-o", "ro", str(data), str(target)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot make a read-only bind mount here")
+        # older util-linux ignores ro on the first bind: remount to be sure
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], capture_output=True)
+    else:
+        for path in [data, *data.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        before = tree_digest(target)
+        code, out, err = cli([*RUN, "--limit", "1", "--data", str(target)])
+        assert code == 2 and "the data directory is not writable by this user" in err, err
+        code2, out2, err2 = cli(["verify", "--quarantine", "--data", str(target)])
+        assert code2 == 2 and "not writable" in err2, err2
+        assert "Traceback" not in err + err2 and tree_digest(target) == before
+        # reading still works
+        assert cli([*TIDY, "--data", str(target), "-o", str(tmp_path / "t.csv")])[0] == 0
+    finally:
+        if target != data:
+            subprocess.run(["umount", str(target)])
+
+
+def test_an_os_error_is_one_line_and_debug_shows_the_traceback(tmp_path, monkeypatch):
+    from iolab.core import store
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x"))
+
+    monkeypatch.setattr(store.Store, "scan", full)
+    (tmp_path / "raw" / "smt_thp" / "kvm-2vcpu").mkdir(parents=True)
+    code, _, err = cli([*TIDY, "--data", str(tmp_path)])
+    assert code == 2 and err.strip() == (f"iolab: error: {tmp_path / 'x'}: the disk is full; free "
+                                         "space and run the same command again (stored runs are "
+                                         "kept; an unfinished one is discarded)")
+    with pytest.raises(OSError):
+        cli(["--debug", *TIDY, "--data", str(tmp_path)])
+
+
+def test_status_names_corrupt_runs_and_agrees_with_tidy(data):
+    (first_run(data) / "fio.json").unlink()
+    code, out, _ = cli(["status", "--data", str(data)])
+    assert code == 0 and "smt_thp/kvm-2vcpu: 5 complete, 1 corrupt" in out
+    assert f"corrupt: {first_run(data)}: fio.json is missing" in out
+    code, out, err = cli([*TIDY, "--data", str(data), "--skip-corrupt"])
+    assert code == 0 and len(out.strip().splitlines()) == 1 + 5
+    assert "left out 1 corrupt runs" in err
+
+
+def test_verify_quarantine_moves_corrupt_runs_aside_for_a_rerun(data):
+    broken = first_run(data)
+    (broken / "fio.json").unlink()
+    code, out, _ = cli(["verify", "--quarantine", "--data", str(data)])
+    assert code == 0 and "moved corrupt run" in out and not broken.exists()
+    partial = list((broken.parent.parent / "partial").iterdir())
+    assert len(partial) == 1 and (partial[0] / "run.json").exists()
+    assert cli(["verify", "--data", str(data)])[0] == 0
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+    lock = locks.data_lock(tmp_path)
+    proc = subprocess.run(["true"])
+    assert proc.returncode == 0
+    dead = 2 ** 22 + 7  # above pid_max's default: no such process
+    lock.path.write_text(json.dumps({"pid": dead, "argv": ["iolab", "run"], "data_dir": "x",
+                                     "since": "earlier"}))
+    with lock:
+        assert lock.messages == [f"took over {lock.path} from pid {dead} ('iolab run', data x, "
+                                 "since earlier), which is no longer running"]
+        assert locks.holder(lock.path)["pid"] == os.getpid()
+    assert locks.holder(lock.path) is None
+
+
+def test_two_campaigns_on_one_data_directory_name_the_running_one(data):
+    with locks.data_lock(data):
+        code, _, err = cli([*RUN, "--limit", "1", "--data", str(data)])
+        status = cli(["status", "--data", str(data)])[1]
+    assert code == 2 and f"is held by pid {os.getpid()}" in err
+    assert "previous run did not restore" not in err
+    assert f"a campaign is running on this data directory: pid {os.getpid()}" in status
+
+
+def test_an_unwritable_target_is_named_before_anything_runs(tmp_path):
+    """A file left by another user's run (here: root's, read by 'nobody')."""
+    target = tmp_path / "target.dat"
+    target.write_bytes(b"")
+    target.chmod(0o600)
+    data = tmp_path / "data"
+    argv = ["plan", "smt_thp", *ENV, "--data", str(data), "--set", f"target_path={target}"]
+    if os.geteuid() == 0:
+        tmp_path.chmod(0o755)
+        for parent in tmp_path.parents:  # pytest's folders are private to root
+            if parent.stat().st_mode & 0o001 == 0 and parent != Path("/"):
+                parent.chmod(parent.stat().st_mode | 0o001)
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               str(REPO_ROOT / ".venv" / "bin" / "iolab"), *argv],
+                              capture_output=True, text=True,
+                              env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "locks")})
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        target.chmod(0o400)
+        code, out, err = cli(argv)
+    assert code == 0, err
+    assert (f"key 'target_path': {target} is not writable by uid {65534 if os.geteuid() == 0 else os.getuid()}"
+            in out), out
+    assert "to run 0" in out
+    assert not data.exists()
