@@ -471,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C before a campaign began (a campaign handles its own)
+        print("iolab: interrupted", file=sys.stderr)
+        return 130
     except IolabError as exc:
         if args.debug:
             raise

@@ -68,7 +68,7 @@ def timeouts(notebook: Path, environment: str | None = None,
     section of its experiment's params for ``environment`` (default: the notebook's own)
     with ``overrides``, else the defaults."""
     exp = next((e for e in experiments.all_experiments() if e.notebook == notebook), None)
-    environment = environment or _default_environment(notebook)
+    environment = environment or (exp and _default_environment(notebook))
     if exp is None or environment is None:
         return CELL_TIMEOUT_S, KERNEL_START_TIMEOUT_S
     from iolab.core import spec as specmod

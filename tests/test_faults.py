@@ -1,0 +1,221 @@
+"""Faults during real campaigns: kills at random moments, stop signals, a full disk, a hung
+notebook cell, two campaigns at once.
+
+The kill-and-resume trials run ``iolab run`` as a child, stop it with SIGKILL, SIGTERM or
+SIGINT after a random delay (seeded, so a failure can be replayed), and then run the same
+command again. They assert what a user relies on:
+
+* no run is lost (every run complete before the kill is still there, unchanged),
+  duplicated (one folder per run id, one run id per point and repetition) or half-written
+  (every stored run verifies against its manifest; no temporary folder remains);
+* no tool process of the stopped campaign outlives the next command, and that command ends
+  them before it measures anything (it names each one it ended);
+* a stop signal ends the whole process tree, fio's setsid workers included, before
+  ``iolab`` exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iolab.cli import main
+from iolab.core import procs
+from iolab.core.store import Store
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
+
+IOLAB = [sys.executable, "-m", "iolab"]
+TRIALS = 10
+
+
+def campaign_argv(tmp: Path, data: Path) -> list[str]:
+    """Runs of about 1 s with 2 and 4 fio worker processes (psync: one per job)."""
+    return ["run", "smt_thp", "--env", "kvm-2vcpu", "--data", str(data), "--no-progress",
+            "--set", "runtime_s=1", "--set", "ramp_s=0", "--set", "repetitions=20",
+            "--set", "target_size=8M", "--set", f"target_path={tmp / 'target.dat'}",
+            "--set", "grids={c: {vary: {concurrency: [2, 4]}}}", "--set", "base.engine=psync"]
+
+
+def snapshot(store: Store) -> dict[str, str]:
+    """Run id -> its manifest's text, for every complete run."""
+    return {r.run_id: (r.path / "run.json").read_text() for r in store.complete_runs()}
+
+
+def wait_until(predicate, timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_kill_and_resume_trials(tmp_path):
+    data = tmp_path / "data"
+    store = Store(data, "smt_thp", "kvm-2vcpu")
+    argv = campaign_argv(tmp_path, data)
+    rng = random.Random(20261123)
+    for trial in range(TRIALS):
+        how = [signal.SIGKILL, signal.SIGTERM, signal.SIGINT][trial % 3]
+        delay = rng.uniform(0.2, 4.0)
+        context = f"trial {trial}: {how.name} after {delay:.2f} s"
+        before = snapshot(store) if store.root.exists() else {}
+        proc = subprocess.Popen([*IOLAB, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        time.sleep(delay)
+        proc.send_signal(how)
+        out, _ = proc.communicate(timeout=120)
+        left = procs.find(data_dir=data)
+        for p in left:  # frozen, so that none can end by itself before the next command
+            os.kill(p.pid, signal.SIGSTOP)
+        if how != signal.SIGKILL:
+            assert proc.returncode in (130, 1, 2, -how), f"{context}: exit {proc.returncode}\n{out}"
+            assert left == [], f"{context}: a stopped campaign left {left}\n{out}"
+        assert "Traceback" not in out, f"{context}\n{out}"
+
+        # the next command: resume two runs
+        resumed = subprocess.run([*IOLAB, *argv, "--limit", "2"], capture_output=True, text=True,
+                                 timeout=180)
+        assert resumed.returncode == 0, f"{context}\n{resumed.stdout}{resumed.stderr}"
+        for p in left:  # named as ended (before the first run, which the order guarantees)
+            assert f"ended leftover process pid {p.pid} ({p.command})" in resumed.stdout, context
+        assert procs.find(data_dir=data) == [], context
+        after = snapshot(store)
+        assert {k: after.get(k) for k in before} == before, f"{context}: a stored run was lost or changed"
+        assert len(after) >= len(before) + 2 or "to run 0" in resumed.stdout, context
+        folders = [d.name for d in store.runs_dir.iterdir()]
+        assert not [f for f in folders if f.startswith(".")], f"{context}: a temporary run remains"
+        assert sorted(folders) == sorted(after), f"{context}: a folder that is not a complete run"
+        assert store.corrupt_runs() == [], context
+    # one run per (point, repetition): run ids are that identity, so no id may repeat
+    identities = [(json.loads(t)["point"]["concurrency"], json.loads(t)["rep"])
+                  for t in snapshot(store).values()]
+    assert len(identities) == len(set(identities))
+
+
+def test_sigterm_ends_the_whole_tree_before_iolab_exits(tmp_path):
+    data = tmp_path / "data"
+    proc = subprocess.Popen([*IOLAB, *campaign_argv(tmp_path, data), "--set",
+                             "runtime_s=30", "--limit", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: len([p for p in procs.find(data_dir=data)
+                                   if p.command == "fio"]) >= 3), "fio and its workers started"
+    workers = [p for p in procs.find(data_dir=data) if p.command == "fio"]
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 10, "stopping took too long"
+    assert proc.returncode == 130 and "interrupted" in out
+    assert [p for p in workers if not procs._zombie_or_gone(p.pid)] == []
+    assert not list((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").glob(".tmp-*"))
+
+
+def test_status_and_restore_find_what_a_killed_campaign_left(tmp_path):
+    data = tmp_path / "data"
+    proc = subprocess.Popen([*IOLAB, *campaign_argv(tmp_path, data), "--set", "runtime_s=30",
+                             "--limit", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(lambda: len(procs.find(data_dir=data)) >= 3)
+    proc.kill()
+    proc.wait()
+    left = procs.find(data_dir=data)
+    assert left and all(p.command == "fio" for p in left), "fio's workers outlive a SIGKILL"
+    status = subprocess.run([*IOLAB, "status", "--data", str(data)], capture_output=True,
+                            text=True)
+    for p in left:
+        assert f"leftover process of a killed campaign: pid {p.pid} (fio)" in status.stdout
+    restore = subprocess.run([*IOLAB, "restore", "--data", str(data)], capture_output=True,
+                             text=True)
+    assert restore.returncode == 0, restore.stderr
+    for p in left:
+        assert f"ended leftover process pid {p.pid} (fio)" in restore.stdout
+    assert procs.find(data_dir=data) == []
+
+
+def test_a_second_campaign_on_another_data_directory_is_refused_by_the_host_lock(tmp_path):
+    first = subprocess.Popen([*IOLAB, *campaign_argv(tmp_path, tmp_path / "a"), "--set",
+                              "runtime_s=30", "--limit", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: procs.find(data_dir=tmp_path / "a") != [])
+        second = subprocess.run([*IOLAB, *campaign_argv(tmp_path, tmp_path / "b"), "--limit", "1"],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert (f"this host's system settings (knobs) and measurements is held by pid "
+                f"{first.pid} ('") in second.stderr
+        assert f"data {tmp_path / 'a'}" in second.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+    assert procs.find(data_dir=tmp_path / "a") == []
+
+
+def test_a_full_disk_during_a_run_is_one_line_and_leaves_no_half_run(tmp_path):
+    """The data directory on a 1 MiB tmpfs: host.json and a first run fit, later fio reports
+    do not."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    data = tmp_path / "small"
+    data.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(data)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        argv = [*campaign_argv(tmp_path, data), "--limit", "40"]
+        proc = subprocess.run([*IOLAB, *argv], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "the disk is full; free space and run the same command again" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        store = Store(data, "smt_thp", "kvm-2vcpu")
+        assert store.corrupt_runs() == [] and not list(store.runs_dir.glob(".tmp-*"))
+        assert not (data / ".knob-journal.json").exists()
+        assert procs.find(data_dir=data) == []
+    finally:
+        subprocess.run(["umount", str(data)])
+
+
+def test_a_hung_notebook_cell_ends_with_the_notebook_and_cell_named(tmp_path, monkeypatch):
+    import nbformat
+
+    from iolab.errors import IolabError
+    from iolab.report import book
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("import time\ntime.sleep(600)")]
+    src = tmp_path / "hangs.ipynb"
+    nbformat.write(nb, src)
+    monkeypatch.setattr(book, "CELL_TIMEOUT_S", 3)
+    with pytest.raises(IolabError) as info:
+        book.execute(src, tmp_path / "out.ipynb", {})
+    assert str(info.value).startswith(f"{src}: cell 2 ('import time') did not finish within 3 s "
+                                      "(analysis key cell_timeout_s)")
+
+
+def test_ctrl_c_in_process_returns_130_and_leaves_nothing_running(tmp_path):
+    data = tmp_path / "data"
+    argv = [*campaign_argv(tmp_path, data), "--set", "runtime_s=30", "--limit", "1"]
+
+    def ctrl_c(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, ctrl_c)
+    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    try:
+        code = main(argv)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert code == 130
+    assert procs.find(data_dir=data) == []
+    assert os.environ.get(procs.OWNER_VAR) is None, "the owner's name is not left in this process"

@@ -1,0 +1,68 @@
+"""Process ownership: what a campaign starts carries its owner, and is found when the owner
+is gone, even after the process left its process group (setsid)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from iolab.core import procs
+
+
+def test_a_setsid_grandchild_of_a_killed_owner_is_found_and_ended(tmp_path):
+    data = tmp_path / "data"
+    script = textwrap.dedent(f"""
+        import os, signal, subprocess, sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from pathlib import Path
+        from iolab.core import procs
+        with procs.Owned(Path({str(data)!r})):
+            # like fio's workers: a new session, out of reach of the group's kill
+            quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.Popen(["setsid", "sleep", "300"], **quiet)
+            subprocess.Popen(["sleep", "300"], start_new_session=True, **quiet)
+            time.sleep(0.5)
+            print(os.getpid(), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL
+    owner_pid = int(proc.stdout.split()[0])
+    left = procs.leftovers(data)
+    assert len(left) == 2 and {p.command for p in left} == {"sleep"}
+    assert all(p.owner.split("/")[1] == str(owner_pid) and p.data_dir == str(data) for p in left)
+    assert procs.leftovers(tmp_path / "elsewhere") == []  # another data directory's are not ours
+    lines = procs.end_leftovers(data)
+    assert [line.split(" of ")[0] for line in lines] == [
+        f"ended leftover process pid {p.pid} (sleep)" for p in left]
+    assert procs.leftovers(data) == [] and procs.end_leftovers(data) == []
+
+
+def test_a_live_owner_s_processes_are_not_leftovers(tmp_path):
+    with procs.Owned(tmp_path) as owner:
+        child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert [p.pid for p in owner.children()] == [child.pid]
+        assert procs.leftovers(tmp_path) == []
+    finally:
+        procs.end(owner.children())
+        child.wait()
+    assert os.environ.get(procs.OWNER_VAR) is None
+
+
+def test_an_owner_name_survives_pid_reuse():
+    me = procs.owner_name()
+    assert procs.owner_alive(me)
+    boot, pid, start = me.split("/")
+    assert not procs.owner_alive(f"{boot}/{pid}/{int(start) + 1}")  # same pid, other process
+    assert not procs.owner_alive(f"another-boot/{pid}/{start}")
+    assert not procs.owner_alive("garbage")
+
+
+def test_end_kills_and_waits_until_the_processes_are_gone():
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    assert procs.end([procs.Proc(child.pid, "sleep", "x", "", "")]) == []
+    assert child.wait(timeout=5) == -signal.SIGKILL
