@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from iolab.errors import InputError, IolabError
-from iolab.host.journal import KnobSession, _process_start, restore_from_journal, states
+from iolab.core.procs import start_ticks
+from iolab.host.journal import KnobSession, restore_from_journal, states
 from iolab.host.knobs import ThpKnob
 from iolab.host.knobset import make_knobs
 
@@ -210,7 +211,7 @@ def test_restore_refuses_under_a_running_session(host):
         journal.write_text(json.dumps({
             "schema_version": 1, "pid": sleeper.pid, "started_at": "2025-01-01T00:00:00+00:00",
             "boot_id": open("/proc/sys/kernel/random/boot_id").read().strip(),
-            "pid_start": _process_start(sleeper.pid),
+            "pid_start": start_ticks(sleeper.pid),
             "changes": [{"knob": "thp", "before": "always"}]}))
         with pytest.raises(IolabError, match="still running"):
             restore_from_journal(journal, knobs)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.core.durable import fsync_dir, write_json_atomic
+from iolab.core.procs import boot_id, start_ticks
 from iolab.errors import InputError, IolabError
 from iolab.host.knobs import Knob
 
@@ -54,30 +55,12 @@ def _remove_journal(path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-
-
-def _process_start(pid: int) -> str | None:
-    """Start time of a process in clock ticks after boot; with the boot id it names one process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses, so fields are counted after the last ')'.
-    return stat.rpartition(")")[2].split()[19]
-
-
 def _owner_running(journal: dict[str, Any]) -> bool:
     pid = journal.get("pid")
     if not isinstance(pid, int) or pid == os.getpid():
         return False
-    boot = _boot_id()
-    return (boot is not None and journal.get("boot_id") == boot
-            and _process_start(pid) == journal.get("pid_start"))
+    return (journal.get("boot_id") == boot_id()
+            and start_ticks(pid) == journal.get("pid_start"))
 
 
 def _load_journal(path: Path) -> dict[str, Any]:
@@ -161,8 +144,8 @@ class KnobSession:
             "schema_version": SCHEMA_VERSION,
             "pid": os.getpid(),
             "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "boot_id": _boot_id(),
-            "pid_start": _process_start(os.getpid()),
+            "boot_id": boot_id(),
+            "pid_start": start_ticks(os.getpid()),
             "changes": [],
         }
         try:
