@@ -419,3 +419,18 @@ def test_an_unwritable_target_is_named_before_anything_runs(tmp_path):
             in out), out
     assert "to run 0" in out
     assert not data.exists()
+
+
+def test_a_chapter_built_with_skip_corrupt_says_how_many_it_left_out(data, monkeypatch):
+    from iolab.core.tidy import SKIP_CORRUPT_VAR
+    from iolab.errors import IolabError
+    from iolab.report.chapter import Chapter
+
+    (first_run(data) / "fio.json").unlink()
+    with pytest.raises(IolabError, match="fio.json is missing"):
+        Chapter("smt_thp", "kvm-2vcpu", data_dir=data)
+    monkeypatch.setenv(SKIP_CORRUPT_VAR, "1")  # what 'iolab book --skip-corrupt' sets
+    chapter = Chapter("smt_thp", "kvm-2vcpu", data_dir=data)
+    table = chapter.what_ran()
+    [left_out] = table[table.iloc[:, 0] == "left out"].iloc[:, 1]
+    assert left_out.startswith("1 stored runs whose raw files do not match their manifests")
