@@ -115,3 +115,15 @@ def test_no_file_outside_an_experiments_own_names_it():
             if any(n in text for n in _names(exp)):
                 offenders.append(f"{rel} names {exp.name}")
     assert not offenders, "take the list of experiments from the registry:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("experiment", experiments.all_experiments(), ids=lambda e: e.name)
+def test_every_numeric_key_is_bounded_on_both_sides(experiment):
+    """A runtime, a ramp or a count without an upper bound lets one typo plan for ever."""
+    schema = experiment.schema()
+    fields = {**schema.settings, **schema.variables, **schema.analysis}
+    for name, field in fields.items():
+        field = field.item if field.kind == "list" else field
+        if field.kind in ("int", "number"):
+            assert field.minimum is not None or field.positive, f"{name} has no lower bound"
+            assert field.maximum is not None, f"{name} has no upper bound"
