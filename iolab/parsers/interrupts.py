@@ -1,0 +1,84 @@
+"""Parser of ``/proc/interrupts``: per-CPU interrupt counts by row, and the change between two
+snapshots.
+
+The first line names the CPUs (``CPU0 CPU1 ...``; offline CPUs are left out, so the ids need
+not be contiguous). Each further line is ``<row>: <count per CPU> <description>``, where a
+row is an IRQ number (its description: the chip, the hardware IRQ, the trigger type and the
+handlers' names, e.g. ``PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0``) or a mnemonic of an
+architecture interrupt (``RES`` rescheduling IPIs, ``CAL`` function-call IPIs, ``LOC`` local
+timer, ``NMI``, ...). Some mnemonic rows have one count for the whole system instead of one
+per CPU (``ERR``, ``MIS``): they are kept with ``counts`` of length one and ``per_cpu`` False.
+
+Result of :func:`parse_interrupts`: ``{"cpus": [0, 1], "rows": {"36": {"counts": [0, 9205310],
+"description": "PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0", "per_cpu": True}, "RES": {...}}}``.
+
+Responsible for: the text format and :func:`delta`. Not responsible for: which rows belong to
+a device (``iolab.host.irqs``) or reading the file (the collector does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iolab.errors import ParseError
+
+SYSTEM_WIDE = ("ERR", "MIS")  # rows with one count for the whole system
+
+
+def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, Any]:
+    lines = text.splitlines()
+    if not lines or not lines[0].split():
+        raise ParseError(source, "empty: no CPU header line")
+    header = lines[0].split()
+    if not all(h.startswith("CPU") and h[3:].isdigit() for h in header):
+        raise ParseError(source, f"first line is not a CPU header: {lines[0].strip()[:60]!r}")
+    cpus = [int(h[3:]) for h in header]
+    rows: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        name, colon, rest = line.partition(":")
+        name = name.strip()
+        if not colon or not name or " " in name:
+            raise ParseError(source, f"line {number}: no '<row>:' at its start: {line.strip()[:60]!r}")
+        fields = rest.split()
+        counts = []
+        for field in fields[:len(cpus) if name not in SYSTEM_WIDE else 1]:
+            if not field.isdigit():
+                break
+            counts.append(int(field))
+        if not counts:
+            raise ParseError(source, f"line {number} ({name}): no count")
+        if name in rows:
+            raise ParseError(source, f"line {number}: row {name} appears twice")
+        per_cpu = name not in SYSTEM_WIDE
+        if per_cpu and len(counts) != len(cpus):
+            raise ParseError(source, f"line {number} ({name}): {len(counts)} counts for "
+                             f"{len(cpus)} CPUs (cut off?)")
+        rows[name] = {"counts": counts, "description": " ".join(fields[len(counts):]),
+                      "per_cpu": per_cpu}
+    return {"cpus": cpus, "rows": rows}
+
+
+def delta(before: dict[str, Any], after: dict[str, Any], source: str = "interrupts") \
+        -> dict[str, dict[int, int]]:
+    """Interrupts per row and CPU between two snapshots: ``{row: {cpu: count}}``.
+
+    Rows present in both snapshots only (a device may come or go); a system-wide row has the
+    single key -1. A count that went down (a CPU went offline and came back) is an error:
+    the difference would not be a count of interrupts.
+    """
+    if before["cpus"] != after["cpus"]:
+        raise ParseError(source, f"the CPUs changed between the snapshots ({before['cpus']} -> "
+                         f"{after['cpus']})")
+    out: dict[str, dict[int, int]] = {}
+    for name, row in after["rows"].items():
+        old = before["rows"].get(name)
+        if old is None or len(old["counts"]) != len(row["counts"]):
+            continue
+        keys = after["cpus"] if row["per_cpu"] else [-1]
+        diff = {cpu: b - a for cpu, a, b in zip(keys, old["counts"], row["counts"])}
+        if any(v < 0 for v in diff.values()):
+            raise ParseError(source, f"row {name}: a count went down between the snapshots")
+        out[name] = diff
+    return out
