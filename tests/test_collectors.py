@@ -353,3 +353,44 @@ def test_parse_gnu_time_values_and_unknown_cpu():
 def test_parse_gnu_time_rejects(text, problem):
     with pytest.raises(ParseError, match=problem):
         parse_gnu_time_kv(text, "run/time.out")
+
+
+def test_interrupts_counts_the_device_vectors_and_ipis_per_cpu(tmp_path):
+    """Two real snapshots of this machine around a burst of disk reads (virtio1-req.0 is
+    IRQ 36 there); the device's vectors come from the run's irqs.json."""
+    import json
+
+    from iolab.tools.interrupts import Interrupts
+
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    snapshot = (Path(__file__).parent / "fixtures/interrupts/kvm-2vcpu.txt").read_text()
+    collector = Interrupts(proc)
+    (proc / "interrupts").write_text(snapshot)
+    collector.start(run)
+    later = snapshot.replace(" 36:          0    9205477", " 36:          5    9205577")
+    later = later.replace("RES:    1821497      40639", "RES:    1821507      40639")
+    assert later != snapshot
+    (proc / "interrupts").write_text(later)
+    collector.stop(run)
+    (run / "irqs.json").write_text(json.dumps({"vectors": [
+        {"irq": 35, "queue": False}, {"irq": 36, "queue": True}]}))
+    metrics = Interrupts.parse(run, None)
+    assert metrics["device_irqs"] == '{"0": 5, "1": 100}' and metrics["device_irqs_total"] == 105
+    assert metrics["res_ipis"] == '{"0": 10, "1": 0}' and metrics["res_ipis_total"] == 10
+    assert metrics["cal_ipis_total"] == 0 and metrics["window_s"] >= 0
+    (run / "irqs.json").unlink()
+    assert Interrupts.parse(run, None)["device_irqs"] is None  # IPIs still counted
+
+
+def test_interrupts_refuses_snapshots_it_cannot_read():
+    from iolab.errors import ParseError
+    from iolab.tools.interrupts import parse_snapshots
+
+    good = "# time_ns 1\n   CPU0\n 40: 1 nvme0q1\n"
+    with pytest.raises(ParseError, match="interrupts.before: missing '# time_ns' header line"):
+        parse_snapshots("   CPU0\n 40: 1 nvme0q1\n", good, ["40"])
+    with pytest.raises(ParseError, match="IRQ\\(s\\) 41 of the device are not in both snapshots"):
+        parse_snapshots(good, good, ["40", "41"])

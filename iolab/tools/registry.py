@@ -14,6 +14,7 @@ from iolab.tools.dcgmi import DcgmDmon
 from iolab.tools.fio import Fio
 from iolab.tools.gnu_time import GnuTime
 from iolab.tools.hugepages import Hugepages
+from iolab.tools.interrupts import Interrupts
 from iolab.tools.marker import OutputMarker
 from iolab.tools.p2p_bandwidth import P2pBandwidth
 from iolab.tools.procstat import ProcStat
@@ -25,7 +26,8 @@ from iolab.tools.xnvmeperf import Xnvmeperf
 ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
     Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace())}
 COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
-    ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon)}
+    ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon,
+    Interrupts)}
 
 
 def adapter(name: str) -> ToolAdapter:
