@@ -49,9 +49,16 @@ class Program:
     # check that the program starts).
     version_pattern: str | None = None
     reports_version: bool = True
+    # What the program needs besides itself to work (a program built on first use needs
+    # its compiler and headers): commands looked up on PATH, or absolute paths; any one
+    # missing counts as the program missing.
+    needs: tuple[str, ...] = ()
 
     def find(self) -> str | None:
-        """The program's path, or None when it is not there."""
+        """The program's path, or None when it (or anything it needs) is not there."""
+        for need in self.needs:
+            if not (Path(need).exists() if need.startswith("/") else shutil.which(need)):
+                return None
         if "/" in self.executable:
             return self.executable if Path(self.executable).is_file() else None
         return shutil.which(self.executable)

@@ -21,10 +21,11 @@ from iolab.tools.procstat import ProcStat
 from iolab.tools.proctree import ProcTreeCpu
 from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
 from iolab.tools.stress_ng import StressNg
+from iolab.tools.uring_reader import UringReader
 from iolab.tools.xnvmeperf import Xnvmeperf
 
 ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
-    Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace())}
+    Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace(), UringReader())}
 COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
     ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon,
     Interrupts)}

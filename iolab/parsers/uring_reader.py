@@ -1,0 +1,72 @@
+"""Parser of the JSON report of the project's io_uring reader (``scripts/src/uring_reader.c``).
+
+The report (``schema_version`` 1) holds the arguments, the ring setup flags the kernel
+accepted, per-thread I/O counts, totals, read errors and completion latency in ns (mean and
+percentiles of a log-linear histogram). The parser checks that every field is present with
+its type, that the threads' I/Os add up to the total, and converts latencies to µs.
+
+Result: ``iops``, ``mibs``, ``ios``, ``threads`` (number), ``cpus`` (their CPU ids),
+``setup_flags`` (list), ``clat_mean_us``, ``clat_p50_us``, ``clat_p90_us``, ``clat_p99_us``,
+``clat_p999_us``, ``clat_max_us``, ``errors``, ``first_error``, ``short_reads``, ``bs``,
+``qdepth``, ``runtime_s``, ``direct``, ``version``, ``liburing``.
+
+Responsible for: the format. Not responsible for: running the reader (its adapter).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from iolab.errors import ParseError
+
+_FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, "file": str,
+           "bytes": int, "bs": int, "qdepth": int, "runtime_s": (int, float),
+           "ramp_s": (int, float), "direct": bool, "seed": int, "setup_flags": list,
+           "threads": list, "ios": int, "iops": (int, float), "mibs": (int, float),
+           "errors": int, "first_errno": int, "first_error": str, "short_reads": int,
+           "lat_ns": dict}
+_LATENCIES = ("mean", "p50", "p90", "p99", "p999", "max")
+
+
+def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(source, f"not valid JSON (cut off?): {exc}") from None
+    if not isinstance(doc, dict):
+        raise ParseError(source, "not a JSON object")
+    if doc.get("schema_version") != 1 or doc.get("tool") != "uring_reader":
+        raise ParseError(source, f"not a uring_reader report of schema version 1 (tool "
+                         f"{doc.get('tool')!r}, schema_version {doc.get('schema_version')!r})")
+    for key, kind in _FIELDS.items():
+        if key not in doc:
+            raise ParseError(source, f"key '{key}' is missing")
+        if not isinstance(doc[key], kind) or (kind is int and isinstance(doc[key], bool)):
+            raise ParseError(source, f"key '{key}': {doc[key]!r} has the wrong type")
+    lat = doc["lat_ns"]
+    if any(not isinstance(lat.get(k), (int, float)) for k in _LATENCIES):
+        raise ParseError(source, f"key 'lat_ns' needs numbers {', '.join(_LATENCIES)}")
+    threads = doc["threads"]
+    if not threads or any(not isinstance(t, dict) or not isinstance(t.get("ios"), int)
+                          or not isinstance(t.get("cpu"), int) for t in threads):
+        raise ParseError(source, "key 'threads': needs at least one {cpu, ios} object")
+    if sum(t["ios"] for t in threads) != doc["ios"]:
+        raise ParseError(source, f"the threads' I/Os add up to {sum(t['ios'] for t in threads)}, "
+                         f"not to the total {doc['ios']}")
+    out = {key: doc[key] for key in ("iops", "mibs", "ios", "setup_flags", "errors", "first_error",
+                                     "short_reads", "bs", "qdepth", "runtime_s", "direct",
+                                     "version", "liburing")}
+    out["threads"] = len(threads)
+    out["cpus"] = [t["cpu"] for t in threads]
+    out.update({f"clat_{k}_us": lat[k] / 1000.0 for k in _LATENCIES})
+    return out
+
+
+def parse_uring_reader_file(path: Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ParseError(path, f"cannot be read: {exc.strerror or exc}") from None
+    return parse_uring_reader(text, str(path))
