@@ -15,6 +15,7 @@ from iolab.tools.fio import Fio
 from iolab.tools.gnu_time import GnuTime
 from iolab.tools.hugepages import Hugepages
 from iolab.tools.interrupts import Interrupts
+from iolab.tools.irqtrace import IrqTrace
 from iolab.tools.marker import OutputMarker
 from iolab.tools.p2p_bandwidth import P2pBandwidth
 from iolab.tools.procstat import ProcStat
@@ -28,7 +29,7 @@ ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
     Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace(), UringReader())}
 COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
     ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon,
-    Interrupts)}
+    Interrupts, IrqTrace)}
 
 
 def adapter(name: str) -> ToolAdapter:

@@ -1,0 +1,130 @@
+"""The irqtrace collector: its bpftrace program, the parser's window arithmetic (on a real
+trace and on hand-made ones), malformed output, and a real trace where bpftrace can run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from iolab.errors import IolabError, ParseError, ToolError
+from iolab.parsers.irqtrace import parse_irqtrace
+from iolab.tools import irqtrace
+from iolab.tools.base import Program
+from iolab.tools.irqtrace import IrqTrace, program
+
+FIXTURES = Path(__file__).parent / "fixtures" / "irqtrace"
+ALL = {tp for tp, _, _ in irqtrace.PROBES.values()}
+
+
+def test_the_program_filters_the_device_irqs_and_uses_what_the_kernel_has():
+    text = program([36, 40], ALL)
+    assert "tracepoint:irq:irq_handler_entry /args->irq == 36 || args->irq == 40/ " \
+           "{ @irq[cpu, args->irq] = count(); }" in text
+    assert "tracepoint:ipi:ipi_send_cpu /args->callback == 0/ { @resched[args->cpu] = count(); }" in text
+    assert text.count('printf("@@tick %lld\\n", nsecs);') == 2  # every tick, and at the end
+    without = program([36], ALL - {"io_uring:io_uring_task_add"})
+    assert "@task_add" not in without and "@task_run" in without
+    assert "@irq" not in program([], ALL)  # no IRQ of the device: nothing to filter on
+
+
+def test_the_committed_trace_shows_remote_completions():
+    """The fixture's story (see its README): interrupts on CPU 1, task work and IPIs on CPU 0."""
+    meta = json.loads((FIXTURES / "irqtrace.meta.json").read_text())
+    metrics = IrqTrace.parse(FIXTURES, None)
+    assert metrics["traced"] and metrics["probes"] == 9 and metrics["missing_probes"] is None
+    assert json.loads(metrics["irqs"]) == {"1": metrics["irqs_total"]}
+    assert metrics["task_run_total"] > 0 and json.loads(metrics["task_run"]).keys() == {"0"}
+    assert json.loads(metrics["call_ipis"])["0"] >= 0.9 * metrics["irqs_total"]
+    assert metrics["task_add"] == "{}" and metrics["task_add_total"] == 0
+    assert meta["irqs"] == [35, 36]
+
+
+def trace(*ticks: tuple[int, dict]) -> str:
+    lines = ['{"type": "attached_probes", "data": {"probes": 3}}']
+    for t, maps in ticks:
+        lines.append(json.dumps({"type": "printf", "data": f"@@tick {t}\n"}))
+        lines += [json.dumps({"type": "map", "data": {name: m}}) for name, m in maps.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_counts_are_cut_to_whole_ticks_around_the_window():
+    text = trace((100, {"@irq": {"1,36": 5}}), (200, {"@irq": {"1,36": 50}, "@resched": {"0": 2}}),
+                 (300, {"@irq": {"1,36": 90}, "@resched": {"0": 9}}),
+                 (400, {"@irq": {"1,36": 95}, "@resched": {"0": 9}}))
+    offset = 1000
+    cut = parse_irqtrace(text, offset, (1000 + 150, 1000 + 300))
+    assert cut["window_ns"] == [1100, 1300] and cut["ticks"] == 4
+    assert cut["counts"] == {"@irq": {(1, 36): 85}, "@resched": {(0,): 9}}
+    whole = parse_irqtrace(text, offset, None)
+    assert whole["counts"]["@irq"] == {(1, 36): 95} and whole["window_ns"] is None
+    early = parse_irqtrace(text, offset, (1000 + 50, 1000 + 150))  # before the first tick
+    assert early["window_ns"] == [None, 1200] and early["counts"]["@irq"] == {(1, 36): 50}
+
+
+@pytest.mark.parametrize("text, window, problem", [
+    ('{"type": "attached_probes", "data": {"probes": 3}}\n', None, "no tick"),
+    (trace((100, {})), (0, 500), "the trace ends before the measurement window does"),
+    (trace((100, {"@irq": {"0,1": 5}}), (200, {"@irq": {"0,1": 4}})), None, None),
+    (trace((100, {"@irq": {"0,1": 5}})) + '{"type": "map", "da', None, "not a JSON object"),
+    ('{"type": "printf", "data": "@@tick soon\\n"}\n', None, "a tick without a time"),
+])
+def test_malformed_traces_are_refused(text, window, problem):
+    if problem is None:  # a count that went down only shows inside a window
+        with pytest.raises(ParseError, match="map @irq: a count went down between ticks"):
+            parse_irqtrace(text, 0, (150, 200))
+        return
+    with pytest.raises(ParseError, match=problem):
+        parse_irqtrace(text, 0, window, "t.json")
+
+
+def test_without_bpftrace_an_optional_trace_is_skipped_and_a_required_one_refused(tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(irqtrace, "BPFTRACE", Program(
+        "bpftrace", str(tmp_path / "no-bpftrace"), install="install it with 'apt-get install bpftrace'"))
+    with pytest.raises(ToolError, match="bpftrace not found at .*no-bpftrace; install it"):
+        IrqTrace([36]).start(tmp_path)
+    optional = IrqTrace([36], optional=True)
+    assert optional.programs() == []  # the plan does not require it either
+    optional.start(tmp_path)
+    optional.stop(tmp_path)
+    metrics = IrqTrace.parse(tmp_path, None)
+    assert metrics["traced"] is False
+    assert metrics["why_not_traced"].startswith("bpftrace not found at")
+
+
+CAN_TRACE = os.geteuid() == 0 and shutil.which("bpftrace") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_TRACE, reason="needs root and bpftrace")
+def test_a_real_trace_counts_interrupts_of_real_reads(tmp_path):
+    from iolab.host.irqs import placement
+    from iolab.host.knobs import SysRoot
+
+    disk = Path(os.path.realpath("/dev/root" if Path("/dev/root").exists() else "/dev/vda"))
+    try:
+        vectors = placement(SysRoot(), disk.name, [0])["vectors"]
+    except (IolabError, OSError) as exc:
+        pytest.skip(f"no interrupt vectors for {disk.name}: {exc}")
+    tracing_before = sorted(os.listdir(irqtrace.TRACING)) if irqtrace.TRACING.exists() else None
+    collector = IrqTrace([v["irq"] for v in vectors])
+    target = tmp_path / "t.dat"
+    target.write_bytes(os.urandom(8 << 20))
+    collector.start(tmp_path)
+    t0 = time.time_ns()
+    subprocess.run(["dd", f"if={target}", "of=/dev/null", "bs=4k", "iflag=direct"],
+                   check=True, capture_output=True)
+    t1 = time.time_ns()
+    collector.stop(tmp_path)
+    metrics = IrqTrace.parse(tmp_path, (t0, t1))
+    assert metrics["traced"] and metrics["probes"] and metrics["lost_events"] == 0
+    assert metrics["irqs_total"] > 0, "2048 direct reads raised no interrupt of the disk"
+    # tracefs is left as it was found (mounted or not)
+    assert (sorted(os.listdir(irqtrace.TRACING)) if irqtrace.TRACING.exists() else None) \
+        == tracing_before
