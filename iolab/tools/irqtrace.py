@@ -17,9 +17,9 @@ Metrics (per CPU as JSON ``{"cpu": n}``, and totals): ``irqs``/``irqs_total`` (t
 interrupts handled), ``resched_ipis``, ``call_ipis``, ``call_mask_ipis`` (by sending CPU),
 ``task_add``, ``task_run``, ``local_run``; ``probes``, ``lost_events``, ``missing_probes``.
 
-Responsible for: the program, running bpftrace beside the driver, and the metrics. Not
-responsible for: the output format (``iolab.parsers.irqtrace``), or which IRQs a device has
-(``iolab.host.irqs``).
+Responsible for: the program, running bpftrace beside the driver, and the metrics.
+Not responsible for: the output format (``iolab.parsers.irqtrace``), or which IRQs a device
+has (``iolab.host.irqs``).
 """
 
 from __future__ import annotations
