@@ -23,10 +23,16 @@ CAN_BUILD = shutil.which("cc") is not None and Path("/usr/include/liburing.h").e
 
 def test_a_real_report_parses():
     """coop-2cpus.json: two pinned threads, COOP_TASKRUN, 4 KiB direct reads on this machine."""
+    from iolab.tools.uring_reader import reader_version
+
+    assert reader_version() == json.loads(FIXTURE.read_text())["version"], \
+        "the golden report was made by another version of the reader"
     r = parse_uring_reader_file(FIXTURE)
-    assert (r["iops"], r["ios"], r["threads"], r["cpus"]) == (62126.0, 62126, 2, [0, 1])
+    assert (r["iops"], r["ios"], r["threads"], r["cpus"]) == (56588.0, 56588, 2, [0, 1])
     assert r["setup_flags"] == ["COOP_TASKRUN"] and r["errors"] == 0
-    assert (r["clat_p50_us"], r["clat_p99_us"]) == (499.711, 1114.111)
+    assert (r["clat_p50_us"], r["clat_p99_us"]) == (557.055, 835.583)
+    start, end = r["window_ns"]
+    assert end - start == pytest.approx(1e9, abs=1e6)  # --runtime 1, no ramp
     assert r["liburing"] == "2.3" and r["direct"] is True
 
 
@@ -48,7 +54,8 @@ def _broken(**changes) -> str:
     (_broken(ios="many"), "key 'ios': 'many' has the wrong type"),
     (_broken(lat_ns={"mean": 1}), "key 'lat_ns' needs numbers mean, p50, p90, p99, p999, max"),
     (_broken(threads=[]), "key 'threads': needs at least one {cpu, ios} object"),
-    (_broken(ios=5), "the threads' I/Os add up to 62126, not to the total 5"),
+    (_broken(ios=5), "the threads' I/Os add up to 56588, not to the total 5"),
+    (_broken(window_ns=[2, 1]), "key 'window_ns': [2, 1] is not [start, end]"),
 ])
 def test_malformed_reports_are_refused(text, problem):
     with pytest.raises(ParseError) as info:
@@ -95,7 +102,7 @@ class TestTheRealReader:
 
     def test_it_builds_once_and_measures(self):
         version = self.run("--version")
-        assert version.returncode == 0 and version.stdout.startswith("uring_reader 1 (liburing ")
+        assert version.returncode == 0 and version.stdout.startswith("uring_reader 2 (liburing ")
         stamp = (self.tmp / "build" / "uring_reader.stamp").stat().st_mtime_ns
         out = self.tmp / "r.json"
         done = self.run("--file", str(self.file), "--output", str(out), "--cpus", "0",

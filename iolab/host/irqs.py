@@ -10,7 +10,11 @@ vector is a *queue* vector when it serves I/O completions: not NVMe's admin queu
 are its ``effective_affinity_list`` (where the kernel delivers it), else its
 ``smp_affinity_list`` (where it may).
 
-Responsible for: discovery and :func:`placement`. Not responsible for: changing affinities
+:class:`IrqCpus` names a run's CPUs by their side of that split (``irq_cores`` or
+``other_cores``), so that a run's identity does not depend on CPU ids; it is resolved on the
+host that runs.
+
+Responsible for: discovery, :func:`placement` and :class:`IrqCpus`. Not responsible for: changing affinities
 or queues (knobs in ``iolab.host.knobs``) or counting interrupts (``iolab.parsers.interrupts``).
 """
 
@@ -128,3 +132,46 @@ def placement(root: SysRoot, device: str, cpus: list[int]) -> dict[str, Any]:
             "vectors": [asdict(v) for v in found],
             "irq_cpus": sorted(set(cpus) & delivered),
             "other_cpus": sorted(set(cpus) - delivered)}
+
+
+SIDES = ("irq_cores", "other_cores")
+
+
+@dataclass(frozen=True)
+class IrqCpus:
+    """``count`` CPUs on one side of ``device``'s interrupt split: ``irq_cores`` (a queue
+    vector of the device is delivered there) or ``other_cores``; the lowest ids first, taken
+    from ``pool`` (a CPU list such as ``10-13``, e.g. the device's NUMA node, or ``all``)."""
+
+    device: str
+    side: str
+    count: int
+    pool: str = "all"
+
+    def cpus(self, root: SysRoot, candidates: list[int]) -> list[int]:
+        if self.side not in SIDES:
+            raise InputError(None, "placement", f"unknown side {self.side!r}", ", ".join(SIDES))
+        device_path(root, self.device)  # the device first: the likeliest thing to be missing
+        if self.pool != "all":
+            try:
+                pool = parse_cpulist(self.pool)
+            except ValueError as exc:
+                raise InputError(None, "cpu_pool", str(exc), "a CPU list such as 10-13, or all") \
+                    from None
+            outside = sorted(set(pool) - set(candidates))
+            if outside:
+                raise InputError(None, "cpu_pool", f"CPU(s) {outside} are not online here",
+                                 allowed=f"a subset of {candidates}")
+            candidates = pool
+        found = placement(root, self.device, candidates)
+        side = found["irq_cpus" if self.side == "irq_cores" else "other_cpus"]
+        if len(side) < self.count:
+            raise IolabError(f"device {self.device}: {self.side} has {len(side)} CPU(s) "
+                             f"({side}), {self.count} needed")
+        return side[:self.count]
+
+    def resolve(self, topology: list[dict[str, Any]]) -> list[int]:
+        return self.cpus(SysRoot(), sorted(entry["cpu"] for entry in topology))
+
+    def canonical(self) -> dict[str, Any]:
+        return {"device": self.device, "side": self.side, "count": self.count, "pool": self.pool}

@@ -1,11 +1,11 @@
 """Parser of the JSON report of the project's io_uring reader (``scripts/src/uring_reader.c``).
 
-The report (``schema_version`` 1) holds the arguments, the ring setup flags the kernel
+The report (``schema_version`` 1; ``window_ns`` since reader version 2) holds the arguments, the ring setup flags the kernel
 accepted, per-thread I/O counts, totals, read errors and completion latency in ns (mean and
 percentiles of a log-linear histogram). The parser checks that every field is present with
 its type, that the threads' I/Os add up to the total, and converts latencies to µs.
 
-Result: ``iops``, ``mibs``, ``ios``, ``threads`` (number), ``cpus`` (their CPU ids),
+Result: ``window_ns`` (CLOCK_REALTIME start and end of the measurement), ``iops``, ``mibs``, ``ios``, ``threads`` (number), ``cpus`` (their CPU ids),
 ``setup_flags`` (list), ``clat_mean_us``, ``clat_p50_us``, ``clat_p90_us``, ``clat_p99_us``,
 ``clat_p999_us``, ``clat_max_us``, ``errors``, ``first_error``, ``short_reads``, ``bs``,
 ``qdepth``, ``runtime_s``, ``direct``, ``version``, ``liburing``.
@@ -26,7 +26,7 @@ _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, 
            "ramp_s": (int, float), "direct": bool, "seed": int, "setup_flags": list,
            "threads": list, "ios": int, "iops": (int, float), "mibs": (int, float),
            "errors": int, "first_errno": int, "first_error": str, "short_reads": int,
-           "lat_ns": dict}
+           "lat_ns": dict, "window_ns": list}
 _LATENCIES = ("mean", "p50", "p90", "p99", "p999", "max")
 
 
@@ -58,6 +58,11 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     out = {key: doc[key] for key in ("iops", "mibs", "ios", "setup_flags", "errors", "first_error",
                                      "short_reads", "bs", "qdepth", "runtime_s", "direct",
                                      "version", "liburing")}
+    window = doc["window_ns"]
+    if len(window) != 2 or not all(isinstance(t, (int, float)) for t in window) \
+            or window[0] > window[1]:
+        raise ParseError(source, f"key 'window_ns': {window!r} is not [start, end]")
+    out["window_ns"] = (int(window[0]), int(window[1]))
     out["threads"] = len(threads)
     out["cpus"] = [t["cpu"] for t in threads]
     out.update({f"clat_{k}_us": lat[k] / 1000.0 for k in _LATENCIES})

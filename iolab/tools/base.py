@@ -164,12 +164,15 @@ class CpuCount:
         return {"cpus_of": self.request.canonical()}
 
 
-HOST_VALUES = (CpuRequest, CpuCount)
+def is_host_value(value: Any) -> bool:
+    """A value resolved on the host that runs (CpuRequest, CpuCount, or an experiment's own
+    such as ``iolab.host.irqs.IrqCpus``): it has ``resolve(topology)`` and ``canonical()``."""
+    return callable(getattr(value, "resolve", None)) and callable(getattr(value, "canonical", None))
 
 
 def canonical_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Options as JSON-ready data, host-resolved values by their request, for a run's identity."""
-    return {k: v.canonical() if isinstance(v, HOST_VALUES) else v for k, v in options.items()}
+    return {k: v.canonical() if is_host_value(v) else v for k, v in options.items()}
 
 
 @dataclass(frozen=True)

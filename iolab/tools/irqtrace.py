@@ -33,9 +33,10 @@ from typing import Any
 from iolab.errors import InputError, ToolError
 from iolab.parsers.irqtrace import TICK, parse_irqtrace
 from iolab.tools.base import Collector, Program, end_process_group
-from iolab.tools.bpftrace import PROGRAM as BPFTRACE
 
 TRACING = Path("/sys/kernel/tracing")
+BPFTRACE = Program("bpftrace", "bpftrace", ("--version",), role="tracing",
+                   install="install it with 'apt-get install bpftrace' (needs root to run)")
 OUTPUT, PROGRAM_FILE, META, STDERR = ("irqtrace.json", "irqtrace.bt", "irqtrace.meta.json",
                                       "irqtrace.stderr")
 ATTACH_TIMEOUT_S = 30.0

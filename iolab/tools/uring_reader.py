@@ -14,15 +14,17 @@ a stored run. Not responsible for: the report's format (:mod:`iolab.parsers.urin
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError
+from iolab.errors import InputError, ToolError
 from iolab.parsers.uring_reader import parse_uring_reader_file
 from iolab.paths import DRIVERS_DIR
-from iolab.tools.base import Invocation, Launch, Program, ToolAdapter
+from iolab.tools.base import Invocation, Launch, Program, ToolAdapter, is_host_value
 
 OUTPUT = "uring.json"
+SOURCE = Path(__file__).resolve().parents[2] / "scripts" / "src" / "uring_reader.c"
 VALUES = ("file", "bs", "qdepth", "runtime", "ramp", "cpus", "seed")
 FLAGS = ("coop_taskrun", "single_issuer", "defer_taskrun", "iopoll", "direct")
 METRICS = ("iops", "mibs", "ios", "threads", "clat_mean_us", "clat_p50_us", "clat_p90_us",
@@ -52,7 +54,7 @@ class UringReader(ToolAdapter):
                 if value:
                     argv.append(f"--{key.replace('_', '-')}")
             elif key == "cpus":
-                cpus = value.resolve(topology) if hasattr(value, "resolve") else list(value)
+                cpus = value.resolve(topology) if is_host_value(value) else list(value)
                 argv += ["--cpus", ",".join(map(str, cpus))]
             elif key in VALUES:
                 argv += [f"--{key}", str(value)]
@@ -60,6 +62,15 @@ class UringReader(ToolAdapter):
                 raise InputError(None, f"uring_reader option '{key}'", "unknown option",
                                  allowed=", ".join(VALUES + FLAGS))
         return Launch(argv, cpus=cpus)
+
+    def identity(self, invocation: Invocation) -> dict[str, Any]:
+        """Also the reader's own version: the driver builds whatever source is there, so a
+        changed reader must give new runs (its ``iolab-reader-version`` line)."""
+        return {**super().identity(invocation), "reader_version": reader_version()}
+
+    def window(self, run_dir: Path) -> tuple[int, int] | None:
+        path = Path(run_dir) / OUTPUT
+        return parse_uring_reader_file(path)["window_ns"] if path.exists() else None
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         report = parse_uring_reader_file(Path(run_dir) / OUTPUT)
@@ -70,3 +81,10 @@ class UringReader(ToolAdapter):
                               if report["errors"] else None)
         metrics["note"] = None
         return metrics
+
+
+def reader_version() -> str:
+    match = re.search(r"iolab-reader-version:\s*(\S+)", SOURCE.read_text())
+    if not match:
+        raise ToolError(f"{SOURCE}: no 'iolab-reader-version: N' line")
+    return match.group(1)

@@ -5,7 +5,8 @@
  * can compare task-run modes with everything else equal. One thread per CPU in --cpus, each
  * pinned to its CPU with a ring of its own, keeps --qdepth reads of --bs bytes in flight at
  * random aligned offsets of --file (a file or a block device) for --ramp then --runtime seconds.
- * Only completions inside the measured --runtime count.
+ * Only completions inside the measured --runtime count; the report gives that window in
+ * CLOCK_REALTIME ns ("window_ns": from the earliest thread's start to the latest's end).
  *
  * Output: one JSON object written to --output (schema_version 1): the arguments, the setup
  * flags the kernel accepted, per-thread and total I/Os and IOPS, and completion latency (submit
@@ -16,7 +17,7 @@
  * Exit status: 0 measured, 1 an I/O or system error (message on stderr), 2 a usage error.
  * Build: cc -O2 -pthread uring_reader.c -luring (scripts/drivers/uring_reader.sh does it).
  *
- * iolab-reader-version: 1
+ * iolab-reader-version: 2
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,7 +35,7 @@
 #include <unistd.h>
 #include <linux/fs.h>
 
-#define READER_VERSION "1"
+#define READER_VERSION "2"
 #ifndef LIBURING_VERSION                 /* the build passes pkg-config's answer */
 #define LIBURING_VERSION "unknown"
 #endif
@@ -60,6 +61,7 @@ struct worker {
 	int first_errno;
 	double sum_ns;
 	uint64_t hist[NBUCKETS];
+	double measure_from, measure_to;     /* CLOCK_MONOTONIC seconds */
 	unsigned setup_flags;
 	int failed;
 	char message[256];
@@ -244,6 +246,8 @@ static void *work(void *arg)
 	io_uring_submit(&ring);
 
 	double start = now_s(), measure_from = start + o->ramp_s, end = measure_from + o->runtime_s;
+	w->measure_from = measure_from;
+	w->measure_to = end;
 	unsigned inflight = o->qdepth, slot = 0;
 	while (inflight) {
 		struct io_uring_cqe *cqe;
@@ -353,6 +357,11 @@ int main(int argc, char **argv)
 			o.file, size, o.bs);
 		return 1;
 	}
+	struct timespec real, mono;
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	/* realtime = monotonic + offset, to report the window on the clock other tools use */
+	double offset_s = (real.tv_sec - mono.tv_sec) + (real.tv_nsec - mono.tv_nsec) / 1e9;
 	struct worker *w = calloc(o.ncpus, sizeof *w);
 	for (int i = 0; i < o.ncpus; i++) {
 		w[i] = (struct worker){.opt = &o, .cpu = o.cpus[i], .fd = fd, .size = size};
@@ -364,7 +373,7 @@ int main(int argc, char **argv)
 	}
 	static uint64_t hist[NBUCKETS];
 	uint64_t ios = 0, errors = 0, short_reads = 0;
-	double sum_ns = 0;
+	double sum_ns = 0, window_from = 0, window_to = 0;
 	int failed = 0, first_errno = 0;
 	for (int i = 0; i < o.ncpus; i++) {
 		pthread_join(w[i].thread, NULL);
@@ -378,6 +387,10 @@ int main(int argc, char **argv)
 		sum_ns += w[i].sum_ns;
 		if (!first_errno)
 			first_errno = w[i].first_errno;
+		if (!i || w[i].measure_from < window_from)
+			window_from = w[i].measure_from;
+		if (!i || w[i].measure_to > window_to)
+			window_to = w[i].measure_to;
 		for (unsigned b = 0; b < NBUCKETS; b++)
 			hist[b] += w[i].hist[b];
 	}
@@ -395,6 +408,8 @@ int main(int argc, char **argv)
 	fprintf(f, ", \"bytes\": %" PRIu64 ", \"bs\": %u, \"qdepth\": %u, "
 		"\"runtime_s\": %g, \"ramp_s\": %g, \"direct\": %s, \"seed\": %" PRIu64 ",\n",
 		size, o.bs, o.qdepth, o.runtime_s, o.ramp_s, o.direct ? "true" : "false", o.seed);
+	fprintf(f, " \"window_ns\": [%.0f, %.0f],\n", (window_from + offset_s) * 1e9,
+		(window_to + offset_s) * 1e9);
 	fprintf(f, " \"setup_flags\": ");
 	flags_json(f, w[0].setup_flags);
 	fprintf(f, ",\n \"threads\": [");
