@@ -1,0 +1,105 @@
+"""Analysis of the IRQ affinity chapter: pure functions over its tidy table.
+
+Definitions:
+
+- the *placement effect* of a task-run mode is the % change of a metric's mean when the
+  reader runs beside the interrupt CPUs (``other_cores``) instead of on them
+  (``irq_cores``), with a delta-method interval (:func:`iolab.analysis.stats.pct_change`);
+- the *mode effect* at a placement is the % change of a metric's mean with a task-run mode
+  against ``default``;
+- a *verdict* reads an interval against zero: ``higher``, ``lower`` or ``no clear change``;
+- *per CPU* counts come from bpftrace's per-CPU maps (JSON columns such as
+  ``irqtrace.call_ipis``), averaged over the repetitions of a point.
+
+Responsible for: those numbers. Not responsible for: loading (``iolab.core.tidy``), wording
+or figures (the notebook and ``iolab.report``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from iolab.analysis import stats
+
+PLACEMENTS = ("irq_cores", "other_cores")
+MODES = ("default", "coop", "defer")
+
+
+def interrupt_driven(df: pd.DataFrame) -> pd.DataFrame:
+    """The runs with interrupt completions (the polled ones, where stored, are apart)."""
+    return df[df["completion"] == "interrupt"] if not df.empty else df
+
+
+def _values(df: pd.DataFrame, metric: str, **where) -> pd.Series:
+    mask = pd.Series(True, index=df.index)
+    for key, value in where.items():
+        mask &= df[key] == value
+    return df.loc[mask, metric].dropna()
+
+
+def verdict(change: dict[str, float]) -> str:
+    if change["ci_low"] > 0:
+        return "higher"
+    if change["ci_high"] < 0:
+        return "lower"
+    return "no clear change"
+
+
+def placement_effects(df: pd.DataFrame, metric: str, confidence: float) -> pd.DataFrame:
+    """Per task-run mode: both placements' means and n, and the placement effect."""
+    out = []
+    for mode in [m for m in MODES if m in set(df["taskrun"])] if not df.empty else []:
+        on = _values(df, metric, taskrun=mode, placement="irq_cores")
+        beside = _values(df, metric, taskrun=mode, placement="other_cores")
+        if len(on) >= 2 and len(beside) >= 2:
+            change = stats.pct_change(beside, on, confidence)
+            out.append({"taskrun": mode, "irq_cores": on.mean(), "other_cores": beside.mean(),
+                        "n_irq_cores": len(on), "n_other_cores": len(beside), **change,
+                        "verdict": verdict(change)})
+    return pd.DataFrame(out)
+
+
+def mode_effects(df: pd.DataFrame, metric: str, confidence: float) -> pd.DataFrame:
+    """Per placement and non-default mode: the mode effect against ``default``."""
+    out = []
+    for placement in [p for p in PLACEMENTS if p in set(df["placement"])] if not df.empty else []:
+        base = _values(df, metric, placement=placement, taskrun="default")
+        for mode in [m for m in MODES[1:] if m in set(df["taskrun"])]:
+            new = _values(df, metric, placement=placement, taskrun=mode)
+            if len(base) >= 2 and len(new) >= 2:
+                change = stats.pct_change(new, base, confidence)
+                out.append({"placement": placement, "taskrun": mode, "default": base.mean(),
+                            "mode": new.mean(), **change, "verdict": verdict(change)})
+    return pd.DataFrame(out)
+
+
+def per_cpu(df: pd.DataFrame, column: str, per_io: bool = True) -> pd.DataFrame:
+    """Long table of (placement, taskrun, cpu, value): the JSON per-CPU counts of ``column``
+    averaged over repetitions, per completed read when ``per_io``."""
+    rows = []
+    for _, r in df.iterrows():
+        counts = r.get(column)
+        if not isinstance(counts, str):
+            continue
+        ios = r["uring_reader.ios"]
+        for cpu, n in json.loads(counts).items():
+            rows.append({"placement": r["placement"], "taskrun": r["taskrun"], "cpu": int(cpu),
+                         "run": r["run.id"], "value": n / ios if per_io and ios else n})
+    long = pd.DataFrame(rows, columns=["placement", "taskrun", "cpu", "run", "value"])
+    if long.empty:
+        return long.drop(columns="run")
+    # a CPU that counted nothing in a run is absent from its map: count it as 0
+    runs = long[["placement", "taskrun", "run"]].drop_duplicates()
+    cpus = pd.DataFrame({"cpu": sorted(long["cpu"].unique())})
+    full = runs.merge(cpus, how="cross").merge(long, how="left",
+                                               on=["placement", "taskrun", "run", "cpu"])
+    full["value"] = full["value"].fillna(0.0)
+    return full.groupby(["placement", "taskrun", "cpu"], as_index=False)["value"].mean()
+
+
+def seed_share_prediction(share: float) -> float:
+    """The lab notes' arithmetic: freeing a share ``share`` of a CPU's time for the
+    application predicts ``1/(1-share) - 1`` more throughput (as a fraction)."""
+    return 1.0 / (1.0 - share) - 1.0

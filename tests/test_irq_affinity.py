@@ -1,0 +1,147 @@
+"""The IRQ affinity experiment: what a point runs, what blocks it, its scratch file, its tidy
+rows and analysis (on the committed runs of this machine class), the lab server's plan, and a
+real run where the reader can be built."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iolab.campaign import Campaign
+from iolab.experiments import get
+from iolab.experiments.irq_affinity import analysis as an
+from iolab.host.irqs import IrqCpus
+from iolab.paths import REPO_ROOT
+
+EXP = get("irq_affinity")
+SETTINGS = {"tool": "uring_reader", "device": "vda", "target_path": "/var/tmp/x.dat",
+            "target_size": "1M", "runtime_s": 3, "ramp_s": 1, "cpus_per_side": 1,
+            "trace": "optional", "cpu_pool": "all"}
+POINT = {"placement": "other_cores", "taskrun": "coop", "completion": "interrupt", "bs": 4096,
+         "qdepth": 32}
+STORED = REPO_ROOT / "data" / "raw" / "irq_affinity" / "kvm-2vcpu"
+
+
+def test_a_point_is_the_reader_with_its_ring_flags_and_cpus_by_side():
+    options = EXP.invocation(SETTINGS, POINT).options
+    assert options["coop_taskrun"] is True and options["iopoll"] is False and options["direct"]
+    assert options["cpus"] == IrqCpus("vda", "other_cores", 1, "all")
+    defer = EXP.invocation(SETTINGS, {**POINT, "taskrun": "defer", "completion": "polled"}).options
+    assert defer["single_issuer"] and defer["defer_taskrun"] and defer["iopoll"]
+    # the identity names the side, never CPU ids, so it is the same on any host
+    ident = EXP.identity("kvm-2vcpu", SETTINGS, POINT)
+    assert ident["invocation"]["options"]["cpus"] == {"device": "vda", "side": "other_cores",
+                                                      "count": 1, "pool": "all"}
+    assert ident["invocation"]["reader_version"] == "2"
+
+
+def test_polled_points_need_poll_queues_and_a_missing_device_is_named(monkeypatch):
+    import iolab.experiments.irq_affinity as module
+
+    topo = [{"cpu": 0, "core": 0, "package": 0}, {"cpu": 1, "core": 1, "package": 0}]
+    polled = {**POINT, "completion": "polled"}
+    monkeypatch.setattr(IrqCpus, "cpus", lambda self, root, cpus: [0])
+    monkeypatch.setattr(module, "_has_poll_queues", lambda device: False)
+    assert EXP.host_block(SETTINGS, polled, topo).startswith(
+        "polled completions need poll queues, and device vda has none")
+    monkeypatch.setattr(module, "_has_poll_queues", lambda device: True)
+    assert EXP.host_block(SETTINGS, polled, topo) is None
+    monkeypatch.undo()
+    message = EXP.host_block({**SETTINGS, "device": "nvme9"}, POINT, topo)
+    assert message.startswith("key 'device': no block device or NVMe controller 'nvme9'")
+
+
+def test_the_scratch_file_is_written_once_with_random_data(tmp_path):
+    target = tmp_path / "sub" / "t.dat"
+    settings = {**SETTINGS, "target_path": str(target), "target_size": "2M"}
+    EXP.prepare_host(settings)
+    data = target.read_bytes()
+    assert len(data) == 2 << 20 and data.count(0) < len(data) // 100  # not zeros, not sparse
+    assert os.stat(target).st_blocks * 512 >= 2 << 20
+    stamp = target.stat().st_mtime_ns
+    EXP.prepare_host(settings)
+    assert target.stat().st_mtime_ns == stamp, "an existing file of the size is reused"
+    assert EXP.scratch_paths(settings) == [("target_path", target)]
+    assert EXP.scratch_paths({**settings, "target_path": "/dev/nvme0n1"}) == []
+
+
+@pytest.fixture(scope="module")
+def stored():
+    if not STORED.exists():
+        pytest.skip(f"no committed campaign at {STORED}")
+    return Campaign("irq_affinity", "kvm-2vcpu").tidy()
+
+
+def test_the_committed_runs_tidy_with_layout_and_per_read_counts(stored):
+    assert len(stored) >= 12 and stored.groupby(EXP.spec_variables()
+                                                 if hasattr(EXP, "spec_variables")
+                                                 else list(EXP.variables)).size().min() >= 3
+    assert (stored["irqtrace.traced"] == True).all()  # noqa: E712 - every run has its trace
+    assert set(stored["layout.irq_cpus"].astype(str)) and set(stored["layout.other_cpus"].astype(str))
+    # the per-read metrics are the bpftrace totals over the reader's I/Os
+    row = stored.iloc[0]
+    assert row["irqs_per_io"] == pytest.approx(row["irqtrace.irqs_total"] / row["uring_reader.ios"])
+    assert np.isfinite(stored["iops"]).all() and (stored["iops"] > 0).all()
+    # the run's CPU is on the side its point names
+    for _, r in stored.iterrows():
+        side = r["layout.irq_cpus"] if r["placement"] == "irq_cores" else r["layout.other_cpus"]
+        assert str(r["run.cpus"]) in str(side).split(",")
+
+
+def test_the_analysis_of_the_committed_runs(stored):
+    effects = an.placement_effects(stored, "iops", 0.95)
+    assert set(effects["taskrun"]) == {"default", "coop", "defer"}
+    assert (effects["ci_low"] <= effects["pct"]).all() and (effects["pct"] <= effects["ci_high"]).all()
+    long = an.per_cpu(stored, "irqtrace.irqs")
+    # every (placement, mode) has a value for every CPU seen, zeros included
+    assert len(long) == long[["placement", "taskrun"]].drop_duplicates().shape[0] * \
+        long["cpu"].nunique()
+
+
+def test_per_cpu_counts_absent_cpus_as_zero_and_verdicts_read_intervals():
+    rows = pd.DataFrame([
+        {"placement": "irq_cores", "taskrun": "default", "run.id": "a", "uring_reader.ios": 100,
+         "c": json.dumps({"1": 10})},
+        {"placement": "irq_cores", "taskrun": "default", "run.id": "b", "uring_reader.ios": 100,
+         "c": json.dumps({"0": 4, "1": 20})}])
+    long = an.per_cpu(rows, "c")
+    assert long.set_index("cpu")["value"].to_dict() == pytest.approx({0: 0.02, 1: 0.15})
+    assert an.verdict({"ci_low": 1, "ci_high": 3}) == "higher"
+    assert an.verdict({"ci_low": -3, "ci_high": -1}) == "lower"
+    assert an.verdict({"ci_low": -1, "ci_high": 1}) == "no clear change"
+    assert an.seed_share_prediction(0.165) == pytest.approx(0.1976, abs=1e-4)
+
+
+def test_the_lab_server_plan_describes_the_notes_set_up(tmp_path):
+    camp = Campaign("irq_affinity", "hpc-server", data_dir=tmp_path)
+    s = camp.spec
+    assert (s.settings["device"], s.settings["cpu_pool"], s.settings["cpus_per_side"]) == \
+        ("nvme2", "10-13", 2)
+    assert (s.base["bs"], s.base["qdepth"], s.repetitions) == (512, 64, 5)
+    plan = camp.plan()
+    assert len(plan.points()) == 10 and plan.counts()["blocked"] + plan.counts()["to run"] == 50
+
+
+CAN_RUN = shutil.which("cc") is not None and Path("/usr/include/liburing.h").exists() \
+    and Path("/sys/block/vda").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_RUN, reason="needs a C compiler, liburing and the virtio disk vda")
+def test_a_real_run_stores_the_layout_and_counts(tmp_path):
+    camp = Campaign("irq_affinity", "kvm-2vcpu", data_dir=tmp_path / "data", overrides=[
+        f"target_path={tmp_path / 't.dat'}", "target_size=16M", "runtime_s=1", "ramp_s=0",
+        "grids={g: {vary: {placement: [other_cores]}}}", "repetitions=1"])
+    result = camp.run(progress=False)
+    assert result.completed == 1 and not result.failed, result.messages
+    [run] = camp.store.complete_runs()
+    layout = json.loads((run.path / "irqs.json").read_text())
+    assert layout["device"] == "vda" and run.manifest.cpus == layout["other_cpus"][:1]
+    row = camp.tidy().iloc[0]
+    assert row["uring_reader.ios"] > 0 and row["interrupts.device_irqs_total"] > 0
