@@ -21,6 +21,7 @@ from iolab.paths import REPO_ROOT
 
 EXP = get("irq_affinity")
 SETTINGS = {"tool": "uring_reader", "device": "vda", "target_path": "/var/tmp/x.dat",
+            "poll_queues": None, "stop_irqbalance": False,
             "target_size": "1M", "runtime_s": 3, "ramp_s": 1, "cpus_per_side": 1,
             "trace": "optional", "cpu_pool": "all"}
 POINT = {"placement": "other_cores", "taskrun": "coop", "completion": "interrupt", "bs": 4096,
@@ -145,3 +146,26 @@ def test_a_real_run_stores_the_layout_and_counts(tmp_path):
     assert layout["device"] == "vda" and run.manifest.cpus == layout["other_cpus"][:1]
     row = camp.tidy().iloc[0]
     assert row["uring_reader.ios"] > 0 and row["interrupts.device_irqs_total"] > 0
+
+
+def test_the_lab_server_campaign_reloads_nvme_and_stops_irqbalance(monkeypatch):
+    import iolab.experiments.irq_affinity as module
+
+    settings = {**SETTINGS, "poll_queues": 20, "stop_irqbalance": True}
+    assert EXP.campaign_knobs(settings) == {"irqbalance": "stopped", "nvme_poll_queues": 20}
+    assert EXP.campaign_knobs({**SETTINGS, "poll_queues": None, "stop_irqbalance": False}) == {}
+
+    class Refusing:
+        def available(self):
+            return False, "not here"
+
+    monkeypatch.setattr(module, "make_knobs", lambda: {"irqbalance": Refusing(),
+                                                       "nvme_poll_queues": Refusing()})
+    reason = EXP.host_block({**settings, "device": "nvme9"}, POINT,
+                            [{"cpu": 0, "core": 0, "package": 0}])
+    # every reason at once: the knobs this host cannot control, and the missing device
+    assert reason.split("; ")[:2] == [
+        "needs knob irqbalance=stopped for the campaign, which this host cannot control (not here)",
+        "needs knob nvme_poll_queues=20 for the campaign, which this host cannot control "
+        "(not here)"]
+    assert "no block device or NVMe controller 'nvme9'" in reason

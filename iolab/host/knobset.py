@@ -9,16 +9,21 @@ from __future__ import annotations
 from iolab.host.binding import DeviceBindingKnob
 from iolab.host.knobs import (GovernorKnob, IrqAffinityKnob, Knob, SmtKnob, SysRoot, ThpDefragKnob,
                               ThpKnob, TurboKnob)
+from iolab.host.modules import IrqbalanceKnob, NvmePollQueuesKnob
 
 # SMT first because it decides which CPUs are online, and the per-CPU knobs (governor, IRQ
-# affinity) can only name online CPUs. A session restores in reverse, so per-CPU settings go
-# back while their CPUs are still online. Devices are bound last and given back first.
+# affinity) can only name online CPUs. irqbalance is stopped, and the nvme module reloaded
+# (which creates its interrupts anew), before any interrupt affinity is written. A session
+# restores in reverse, so per-CPU settings go back while their CPUs are still online. Devices
+# are bound last and given back first.
 KNOB_CLASSES: tuple[type[Knob], ...] = (
     SmtKnob,
     ThpKnob,
     ThpDefragKnob,
     TurboKnob,
     GovernorKnob,
+    IrqbalanceKnob,
+    NvmePollQueuesKnob,
     IrqAffinityKnob,
     DeviceBindingKnob,
 )

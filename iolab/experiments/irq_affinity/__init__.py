@@ -32,6 +32,7 @@ from iolab.errors import IolabError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.irqs import SIDES, IrqCpus, placement
 from iolab.host.knobs import SysRoot
+from iolab.host.knobset import make_knobs
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
 from iolab.tools.interrupts import PLACEMENT_FILE, Interrupts
 from iolab.tools.irqtrace import BPFTRACE, IrqTrace
@@ -70,6 +71,9 @@ class IrqAffinity(Experiment):
         "cpus_per_side": Int(1, 4096, default=1, help="reader threads, one per CPU"),
         "trace": Choice("required", "optional", "off", default="optional",
                         help="bpftrace counts of interrupts, IPIs and task work"),
+        "poll_queues": Int(0, 4096, default=None, help="reload the nvme module with this many "
+                           "poll queues for the campaign (absent: leave it as loaded)"),
+        "stop_irqbalance": Flag(default=False, help="stop irqbalance for the campaign"),
     }
     analysis_fields = {
         "show_repetitions": Flag(default=True, help="draw every repetition beside the means"),
@@ -157,16 +161,33 @@ class IrqAffinity(Experiment):
 
     def host_block(self, settings: dict[str, Any], point: dict[str, Any],
                    topology: list[dict[str, Any]]) -> str | None:
-        cpus = sorted(c["cpu"] for c in topology)
+        reasons = []
+        knobs = make_knobs()
+        for name, value in self.campaign_knobs(settings).items():
+            ok, why = knobs[name].available()
+            if not ok:
+                reasons.append(f"needs knob {name}={value} for the campaign, which this host "
+                               f"cannot control ({why})")
         try:
             IrqCpus(settings["device"], point["placement"], settings["cpus_per_side"],
-                    settings["cpu_pool"]).cpus(SysRoot(), cpus)
+                    settings["cpu_pool"]).cpus(SysRoot(), sorted(c["cpu"] for c in topology))
         except IolabError as exc:
-            return str(exc)
-        if point["completion"] == "polled" and not _has_poll_queues(settings["device"]):
-            return (f"polled completions need poll queues, and device {settings['device']} "
-                    "has none (NVMe: the nvme module's poll_queues parameter)")
-        return None
+            reasons.append(str(exc))
+        if point["completion"] == "polled" and settings["poll_queues"] is None \
+                and not _has_poll_queues(settings["device"]):
+            reasons.append(f"polled completions need poll queues, and device "
+                           f"{settings['device']} has none (set poll_queues to reload nvme "
+                           f"with some)")
+        return "; ".join(reasons) or None
+
+    def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The module reload and irqbalance, once per campaign, journaled and restored."""
+        knobs: dict[str, Any] = {}
+        if settings["stop_irqbalance"]:
+            knobs["irqbalance"] = "stopped"
+        if settings["poll_queues"] is not None:
+            knobs["nvme_poll_queues"] = settings["poll_queues"]
+        return knobs
 
     def prepare_host(self, settings: dict[str, Any]) -> None:
         """Write the target file once, with random data (zeros or preallocated space would
