@@ -110,6 +110,7 @@ def fake_sysroot(tmp_path):
             _put(cpu_dir / "intel_pstate/no_turbo", "0")
         elif turbo == "boost":
             _put(cpu_dir / "cpufreq/boost", "1")
+        _put(root.sys / "module/nvme/parameters/poll_queues", "0")
         mm = root.sys / "kernel/mm/transparent_hugepage"
         if thp is not None:
             _put(mm / "enabled", thp)

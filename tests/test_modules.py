@@ -29,7 +29,7 @@ class FakeModules:
     def __init__(self, tmp_path: Path, poll_queues: int = 0):
         self.root = SysRoot(sys=tmp_path / "sys", proc=tmp_path / "proc")
         self.calls: list[list[str]] = []
-        self.irqbalance = "active"
+        _put(self.root.proc / "4242/comm", "irqbalance")
         self.fail: str | None = None
         _put(self.param, str(poll_queues))
         dev = self.root.sys / "bus/pci/devices" / BDF
@@ -61,10 +61,13 @@ class FakeModules:
         elif argv[0] == "modprobe":
             _put(self.param, argv[2].split("=")[1] if len(argv) > 2 else "0")
         elif argv[:2] == ["systemctl", "show"]:
-            state = "active" if self.irqbalance == "active" else "inactive"
-            return subprocess.CompletedProcess(argv, 0, f"LoadState=loaded\nActiveState={state}\n", "")
-        elif argv[0] == "systemctl":
-            self.irqbalance = "active" if argv[1] == "start" else "inactive"
+            return subprocess.CompletedProcess(argv, 0, "LoadState=loaded\n", "")
+        elif argv[0] == "systemctl":  # the service's process comes and goes
+            comm = self.root.proc / "4242/comm"
+            if argv[1] == "start":
+                _put(comm, "irqbalance")
+            else:
+                comm.unlink()
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     def poll_knob(self, is_root: bool = True) -> NvmePollQueuesKnob:
@@ -134,9 +137,8 @@ def test_irqbalance_is_stopped_and_started_again(host, tmp_path):
 
 def test_irqbalance_without_the_service(tmp_path):
     def missing(argv):
-        return subprocess.CompletedProcess(argv, 0, "LoadState=not-found\nActiveState=inactive\n", "")
+        return subprocess.CompletedProcess(argv, 0, "LoadState=not-found\n", "")
 
     knob = IrqbalanceKnob(SysRoot(sys=tmp_path, proc=tmp_path), run=missing)
     assert knob.available() == (False, "the irqbalance service is not installed")
-    with pytest.raises(IolabError, match="not installed"):
-        knob.read()
+    assert knob.read() == "stopped"
