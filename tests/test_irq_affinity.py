@@ -21,7 +21,7 @@ from iolab.paths import REPO_ROOT
 
 EXP = get("irq_affinity")
 SETTINGS = {"tool": "uring_reader", "device": "vda", "target_path": "/var/tmp/x.dat",
-            "poll_queues": None, "stop_irqbalance": False,
+            "poll_queues": None, "stop_irqbalance": False, "irq_cpus": None,
             "target_size": "1M", "runtime_s": 3, "ramp_s": 1, "cpus_per_side": 1,
             "trace": "optional", "cpu_pool": "all"}
 POINT = {"placement": "other_cores", "taskrun": "coop", "completion": "interrupt", "bs": 4096,
@@ -169,3 +169,15 @@ def test_the_lab_server_campaign_reloads_nvme_and_stops_irqbalance(monkeypatch):
         "needs knob nvme_poll_queues=20 for the campaign, which this host cannot control "
         "(not here)"]
     assert "no block device or NVMe controller 'nvme9'" in reason
+
+
+def test_the_campaign_s_system_settings_are_part_of_every_run_s_identity():
+    plain = EXP.identity("kvm-2vcpu", SETTINGS, POINT)
+    assert "campaign" not in plain  # the committed runs keep their ids
+    moved = EXP.identity("kvm-2vcpu", {**SETTINGS, "irq_cpus": [0]}, POINT)
+    reloaded = EXP.identity("kvm-2vcpu", {**SETTINGS, "poll_queues": 20,
+                                          "stop_irqbalance": True}, POINT)
+    assert moved["campaign"] == {"irq_cpus": [0]}
+    assert reloaded["campaign"] == {"poll_queues": 20, "stop_irqbalance": True}
+    knobs = EXP.campaign_knobs({**SETTINGS, "device": "nvme9", "irq_cpus": [11, 13]})
+    assert knobs == {"irq_affinity": {"irqs": "^nvme9 is not on this host$", "cpus": [11, 13]}}

@@ -27,10 +27,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Flag, Int, Size, Text
+from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text
 from iolab.errors import IolabError
 from iolab.experiments.base import Experiment, Metric
-from iolab.host.irqs import SIDES, IrqCpus, placement
+from iolab.host.irqs import SIDES, IrqCpus, placement, vectors
 from iolab.host.knobs import SysRoot
 from iolab.host.knobset import make_knobs
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
@@ -74,6 +74,10 @@ class IrqAffinity(Experiment):
         "poll_queues": Int(0, 4096, default=None, help="reload the nvme module with this many "
                            "poll queues for the campaign (absent: leave it as loaded)"),
         "stop_irqbalance": Flag(default=False, help="stop irqbalance for the campaign"),
+        "irq_cpus": ListOf(Int(0, 8191), default=None, help="deliver the device's completion "
+                           "vectors to these CPUs for the campaign, through smp_affinity where "
+                           "it is writable (NVMe queue vectors are kernel-managed and refuse; "
+                           "absent: as found)"),
     }
     analysis_fields = {
         "show_repetitions": Flag(default=True, help="draw every repetition beside the means"),
@@ -180,6 +184,17 @@ class IrqAffinity(Experiment):
                            f"with some)")
         return "; ".join(reasons) or None
 
+    def identity(self, environment: str, settings: dict[str, Any],
+                 point: dict[str, Any]) -> dict[str, Any]:
+        """Also the campaign's system settings, when it asks for any: a run made with the
+        module reloaded or the interrupts moved is not the run made without."""
+        ident = super().identity(environment, settings, point)
+        asked = {key: settings[key] for key in ("poll_queues", "irq_cpus")
+                 if settings[key] is not None}
+        if settings["stop_irqbalance"]:
+            asked["stop_irqbalance"] = True
+        return {**ident, "campaign": asked} if asked else ident
+
     def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
         """The module reload and irqbalance, once per campaign, journaled and restored."""
         knobs: dict[str, Any] = {}
@@ -187,6 +202,9 @@ class IrqAffinity(Experiment):
             knobs["irqbalance"] = "stopped"
         if settings["poll_queues"] is not None:
             knobs["nvme_poll_queues"] = settings["poll_queues"]
+        if settings["irq_cpus"] is not None:
+            knobs["irq_affinity"] = {"irqs": _queue_irqs(settings["device"]),
+                                     "cpus": settings["irq_cpus"]}
         return knobs
 
     def prepare_host(self, settings: dict[str, Any]) -> None:
@@ -216,6 +234,15 @@ class IrqAffinity(Experiment):
             return []
         return [f"{settings['target_path']} ({settings['target_size']}): written once with "
                 "random data before the first run, reused later; delete it when done"]
+
+
+def _queue_irqs(device: str) -> list[int] | str:
+    """The device's completion vectors; where the device is not here, a pattern that matches
+    nothing, so that the knob's refusal (not a discovery error) is what the plan shows."""
+    try:
+        return [v.irq for v in vectors(SysRoot(), device) if v.queue]
+    except IolabError:
+        return f"^{device} is not on this host$"
 
 
 def _is_device(path: Path) -> bool:
