@@ -33,6 +33,17 @@ REQUIRED: Any = _Required()
 _SIZE = re.compile(r"[1-9][0-9]*[KMGTP]?(i?B)?", re.IGNORECASE)
 
 
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+
+def size_bytes(value: str | int) -> int:
+    """A value a :func:`Size` field accepted, in bytes (``256M`` -> 268435456)."""
+    if isinstance(value, int):
+        return value
+    text = value.upper().removesuffix("B").removesuffix("I")
+    return int(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else int(text)
+
+
 def type_name(value: Any) -> str:
     return {bool: "boolean", int: "whole number", float: "number", str: "string", list: "list",
             dict: "mapping", type(None): "null"}.get(type(value), type(value).__name__)

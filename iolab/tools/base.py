@@ -22,12 +22,13 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from iolab.errors import InputError, ToolError
+from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.inventory import pick_cpus
 from iolab.paths import DRIVERS_DIR
 
@@ -267,6 +268,35 @@ class Collector:
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         return {}
+
+
+class Snapshots(Collector):
+    """A collector that copies one /proc file just before and just after the driver, each
+    copy headed by ``# time_ns <CLOCK_REALTIME ns>`` (``<name>.before``, ``<name>.after``).
+    Subclasses set ``name`` and ``source`` (the file's path under /proc) and parse."""
+
+    source: ClassVar[str]
+
+    def __init__(self, proc: Path = Path("/proc")):
+        self.proc = proc
+
+    def _snap(self, dest: Path) -> None:
+        dest.write_text(f"# time_ns {time.time_ns()}\n" + (self.proc / self.source).read_text())
+
+    def start(self, run_dir: Path) -> None:
+        self._snap(run_dir / f"{self.name}.before")
+
+    def stop(self, run_dir: Path) -> None:
+        self._snap(run_dir / f"{self.name}.after")
+
+
+def stamped(text: str, source: str) -> tuple[int, str]:
+    """(time_ns, the copied text) of one :class:`Snapshots` file; ParseError without a stamp."""
+    first, _, rest = text.partition("\n")
+    parts = first.split()
+    if len(parts) != 3 or parts[:2] != ["#", "time_ns"] or not parts[2].isdigit():
+        raise ParseError(source, "missing '# time_ns' header line")
+    return int(parts[2]), rest
 
 
 def end_process_group(proc: subprocess.Popen, grace_s: float) -> dict[str, Any]:

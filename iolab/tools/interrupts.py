@@ -20,32 +20,20 @@ Responsible for: the snapshots and their metrics. Not responsible for: the text 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError
 from iolab.parsers.interrupts import delta, parse_interrupts
-from iolab.tools.base import Collector
+from iolab.tools.base import Snapshots, stamped
 
 PLACEMENT_FILE = "irqs.json"
 IPI_ROWS = {"res_ipis": "RES", "cal_ipis": "CAL"}
 
 
-class Interrupts(Collector):
+class Interrupts(Snapshots):
     name = "interrupts"
-
-    def __init__(self, proc: Path = Path("/proc")):
-        self.proc = proc
-
-    def _snap(self, dest: Path) -> None:
-        dest.write_text(f"# time_ns {time.time_ns()}\n" + (self.proc / "interrupts").read_text())
-
-    def start(self, run_dir: Path) -> None:
-        self._snap(run_dir / "interrupts.before")
-
-    def stop(self, run_dir: Path) -> None:
-        self._snap(run_dir / "interrupts.after")
+    source = "interrupts"
 
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
@@ -59,10 +47,8 @@ class Interrupts(Collector):
 
 
 def _stamped(text: str, source: str) -> tuple[int, dict[str, Any]]:
-    first, _, rest = text.partition("\n")
-    if not first.startswith("# time_ns ") or not first.split()[2].isdigit():
-        raise ParseError(source, "missing '# time_ns' header line")
-    return int(first.split()[2]), parse_interrupts(rest, source)
+    stamp, rest = stamped(text, source)
+    return stamp, parse_interrupts(rest, source)
 
 
 def _per_cpu(counts: dict[int, int]) -> str:

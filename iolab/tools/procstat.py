@@ -7,15 +7,14 @@ Not responsible for: CPU time inside the tool's measurement window (``iolab.tool
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError
-from iolab.tools.base import Collector
+from iolab.tools.base import Snapshots, stamped
 
 
-class ProcStat(Collector):
+class ProcStat(Snapshots):
     """Snapshots of ``/proc/stat`` with a wall-clock stamp, just before and just after the driver.
 
     The delta covers the driver's whole lifetime (set-up, ramp and measurement), so it is
@@ -23,18 +22,7 @@ class ProcStat(Collector):
     """
 
     name = "procstat"
-
-    def __init__(self, proc: Path = Path("/proc")):
-        self.proc = proc
-
-    def _snap(self, dest: Path) -> None:
-        dest.write_text(f"# time_ns {time.time_ns()}\n" + (self.proc / "stat").read_text())
-
-    def start(self, run_dir: Path) -> None:
-        self._snap(run_dir / "procstat.before")
-
-    def stop(self, run_dir: Path) -> None:
-        self._snap(run_dir / "procstat.after")
+    source = "stat"
 
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
@@ -43,12 +31,9 @@ class ProcStat(Collector):
 
 
 def _cpu_lines(text: str, source: str) -> tuple[int, dict[str, list[int]]]:
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("# time_ns "):
-        raise ParseError(source, "missing '# time_ns' header line")
-    stamp = int(lines[0].split()[2])
+    stamp, rest = stamped(text, source)
     cpus = {}
-    for line in lines[1:]:
+    for line in rest.splitlines():
         if line.startswith("cpu"):
             name, *vals = line.split()
             cpus[name] = [int(v) for v in vals]

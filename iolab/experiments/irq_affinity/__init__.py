@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text
+from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
 from iolab.errors import IolabError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.irqs import SIDES, IrqCpus, placement, vectors
@@ -40,14 +40,6 @@ from iolab.tools.irqtrace import BPFTRACE, IrqTrace
 TASKRUN_FLAGS = {"default": {}, "coop": {"coop_taskrun": True},
                  "defer": {"single_issuer": True, "defer_taskrun": True}}
 _CHUNK = 1 << 20
-
-
-def _size_bytes(size: str | int) -> int:
-    if isinstance(size, int):
-        return size
-    text = size.upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-    return int(text[:-1]) * scale[text[-1]] if text[-1] in scale else int(text)
 
 
 class IrqAffinity(Experiment):
@@ -213,7 +205,7 @@ class IrqAffinity(Experiment):
         path = Path(settings["target_path"])
         if _is_device(path):
             return
-        size = _size_bytes(settings["target_size"])
+        size = size_bytes(settings["target_size"])
         if path.is_file() and path.stat().st_size >= size:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
