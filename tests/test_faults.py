@@ -206,8 +206,8 @@ def test_ctrl_c_in_process_returns_130_and_leaves_nothing_running(tmp_path):
     data = tmp_path / "data"
     argv = [*campaign_argv(tmp_path, data), "--set", "runtime_s=30", "--limit", "1"]
 
-    def ctrl_c(signum, frame):
-        raise KeyboardInterrupt
+    def ctrl_c(signum, frame):  # what a terminal does: SIGINT to the process
+        os.kill(os.getpid(), signal.SIGINT)
 
     signal.signal(signal.SIGALRM, ctrl_c)
     signal.setitimer(signal.ITIMER_REAL, 3.0)

@@ -66,3 +66,21 @@ def test_end_kills_and_waits_until_the_processes_are_gone():
     child = subprocess.Popen(["sleep", "30"], start_new_session=True)
     assert procs.end([procs.Proc(child.pid, "sleep", "x", "", "")]) == []
     assert child.wait(timeout=5) == -signal.SIGKILL
+
+
+def test_a_stop_signal_kills_the_driver_and_is_raised_only_where_the_campaign_checks():
+    """The campaign's SIGINT/SIGTERM handler must not raise at an arbitrary point (inside
+    subprocess's wait it would leave its lock held and the next wait would hang for ever);
+    it kills the driver's group and the campaign raises at its next check."""
+    import pytest
+
+    from iolab.core.runner import _Campaign, _Terminated
+
+    camp = _Campaign.__new__(_Campaign)
+    camp.proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    camp.stop_signal = None
+    camp.check_stop()  # nothing asked yet
+    camp.request_stop(signal.SIGTERM, None)  # returns: no exception from the handler
+    assert camp.proc.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(_Terminated):
+        camp.check_stop()

@@ -206,11 +206,8 @@ def program_status(experiment: RunnableExperiment, settings: dict, runs: list[Pl
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an exception so that knobs are restored on the way out."""
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated()
+    """Ctrl-C or SIGTERM during a campaign, raised where the campaign can stop cleanly, so
+    that its processes are ended and its knobs restored on the way out."""
 
 
 def _tail(path: Path, n: int = 5) -> str:
@@ -238,6 +235,23 @@ class _Campaign:
         self.originals: dict[str, Any] = {}
         self.proc: subprocess.Popen | None = None
         self.tmp: Path | None = None
+        self.stop_signal: int | None = None
+
+    def request_stop(self, signum: int, frame: Any) -> None:
+        """The handler of SIGINT and SIGTERM during a campaign. It raises nothing: an
+        exception raised at an arbitrary point can leave subprocess's internal lock held, and
+        the next wait for the driver then hangs for ever. It kills the driver's process group,
+        so that the wait returns, and the campaign stops at its next check."""
+        self.stop_signal = signum
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def check_stop(self) -> None:
+        if self.stop_signal is not None:
+            raise _Terminated()
 
     def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
         record: dict[str, Any] = {}
@@ -307,6 +321,7 @@ class _Campaign:
         return True, "", metrics
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path) -> tuple[int, str]:
+        self.check_stop()
         for c in collectors:
             c.start(tmp)
         reason = ""
@@ -330,6 +345,9 @@ class _Campaign:
                 except BaseException:
                     self.end_driver(tmp)  # before the collectors stop: nothing may run on
                     raise
+                if self.stop_signal is not None:  # the handler killed the driver's group
+                    self.end_driver(tmp)
+                    raise _Terminated()
             self.proc = None
         finally:
             end_ns = time.time_ns()
@@ -449,7 +467,8 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
         experiment.prepare_host(spec.settings)
         result.messages += [f"scratch: {item}" for item in plan.scratch]
 
-    old_term = signal.signal(signal.SIGTERM, _raise_terminated)
+    handlers = {sig: signal.signal(sig, camp.request_stop) for sig in (signal.SIGINT,
+                                                                       signal.SIGTERM)}
     bar = tqdm(total=len(todo), desc=f"{spec.experiment}/{spec.environment}", unit="run",
                disable=not progress)
     try:
@@ -463,6 +482,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                     raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
                 result.messages.append(f"{name}: set to {value!r} for this campaign")
             for planned in todo:
+                camp.check_stop()
                 try:
                     ok, reason, metrics = camp.run_one(session, planned)
                 except BaseException:
@@ -489,7 +509,8 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                                "ended and knobs restored; run the same command again to resume")
     finally:
         bar.close()
-        signal.signal(signal.SIGTERM, old_term)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         try:
             camp.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
                             "completed": result.completed, "failed": len(result.failed),
