@@ -37,6 +37,25 @@ pytestmark = [pytest.mark.slow,
 
 IOLAB = [sys.executable, "-m", "iolab"]
 TRIALS = 10
+_STARTED: list[subprocess.Popen] = []
+
+
+def spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    """An iolab child that is killed at the end of its test if it is still there, so that
+    one hung child (holding the host lock) cannot fail every later test."""
+    proc = subprocess.Popen(argv, **kwargs)
+    _STARTED.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def _no_child_outlives_its_test():
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def campaign_argv(tmp: Path, data: Path) -> list[str]:
@@ -71,7 +90,7 @@ def test_kill_and_resume_trials(tmp_path):
         delay = rng.uniform(0.2, 4.0)
         context = f"trial {trial}: {how.name} after {delay:.2f} s"
         before = snapshot(store) if store.root.exists() else {}
-        proc = subprocess.Popen([*IOLAB, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = spawn([*IOLAB, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
         time.sleep(delay)
         proc.send_signal(how)
@@ -106,7 +125,7 @@ def test_kill_and_resume_trials(tmp_path):
 
 def test_sigterm_ends_the_whole_tree_before_iolab_exits(tmp_path):
     data = tmp_path / "data"
-    proc = subprocess.Popen([*IOLAB, *campaign_argv(tmp_path, data), "--set",
+    proc = spawn([*IOLAB, *campaign_argv(tmp_path, data), "--set",
                              "runtime_s=30", "--limit", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert wait_until(lambda: len([p for p in procs.find(data_dir=data)
@@ -123,7 +142,7 @@ def test_sigterm_ends_the_whole_tree_before_iolab_exits(tmp_path):
 
 def test_status_and_restore_find_what_a_killed_campaign_left(tmp_path):
     data = tmp_path / "data"
-    proc = subprocess.Popen([*IOLAB, *campaign_argv(tmp_path, data), "--set", "runtime_s=30",
+    proc = spawn([*IOLAB, *campaign_argv(tmp_path, data), "--set", "runtime_s=30",
                              "--limit", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert wait_until(lambda: len(procs.find(data_dir=data)) >= 3)
     proc.kill()
@@ -143,7 +162,7 @@ def test_status_and_restore_find_what_a_killed_campaign_left(tmp_path):
 
 
 def test_a_second_campaign_on_another_data_directory_is_refused_by_the_host_lock(tmp_path):
-    first = subprocess.Popen([*IOLAB, *campaign_argv(tmp_path, tmp_path / "a"), "--set",
+    first = spawn([*IOLAB, *campaign_argv(tmp_path, tmp_path / "a"), "--set",
                               "runtime_s=30", "--limit", "1"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
