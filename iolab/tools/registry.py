@@ -17,6 +17,7 @@ from iolab.tools.hugepages import Hugepages
 from iolab.tools.interrupts import Interrupts
 from iolab.tools.irqtrace import IrqTrace
 from iolab.tools.marker import OutputMarker
+from iolab.tools.nvml import NvmlPcie
 from iolab.tools.p2p_bandwidth import P2pBandwidth
 from iolab.tools.procstat import ProcStat
 from iolab.tools.proctree import ProcTreeCpu
@@ -29,7 +30,7 @@ ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
     Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace(), UringReader())}
 COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
     ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon,
-    Interrupts, IrqTrace)}
+    Interrupts, IrqTrace, NvmlPcie)}
 
 
 def adapter(name: str) -> ToolAdapter:
