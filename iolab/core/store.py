@@ -224,14 +224,6 @@ class Store:
     def complete_ids(self) -> set[str]:
         return {r.run_id for r in self.complete_runs()}
 
-    def require_intact(self, what: str) -> list[StoredRun]:
-        """The complete runs; IolabError naming every corrupt one (``what``: the caller's
-        verb, for the message)."""
-        runs, corrupt = self.scan()
-        if corrupt:
-            raise IolabError(corrupt_message(corrupt, what))
-        return runs
-
     def stale_tmp_dirs(self) -> list[Path]:
         if not self.runs_dir.exists():
             return []
