@@ -412,7 +412,10 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import-cijoe", help="import an AiSIO CIJOE result archive, re-deriving "
                        "every metric from its raw output (exit 1 on disagreements or failures)")
     p.add_argument("archive", help="the archive (.tar.gz) or its extracted folder")
-    p.add_argument("--experiment", required=True, help="campaign name, aisio-<name>")
+    takers = ", ".join(e.name for e in experiments.all_experiments() if getattr(e, "aisio_kinds", ()))
+    p.add_argument("--experiment", required=True,
+                   help=f"aisio-<name> (a campaign of its own) or an experiment that takes "
+                        f"AiSIO's runs ({takers})")
     p.add_argument("--env", required=True, help="environment name")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(p)

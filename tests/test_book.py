@@ -53,7 +53,10 @@ def test_glued_values_are_unchanged(html):
 @pytest.mark.parametrize("exp", experiments.all_experiments(), ids=lambda e: e.name)
 def test_every_chapter_is_built_with_its_numbers_and_figures(html, exp):
     page = (html / f"{exp.chapter}.html").read_text()
-    assert page.count('class="pasted-text"') >= 20
+    # a chapter without stored runs (the GPU chapters here) glues its plan, model and the
+    # published values, fewer numbers than one with measurements
+    measured = (REPO_ROOT / "data" / "raw" / exp.name).is_dir()
+    assert page.count('class="pasted-text"') >= (20 if measured else 10)
     assert '<span class="pasted-text">n/a</span>' not in page, "a glued number is missing"
     assert "No measurement stored" not in page, "a figure is a placeholder"
     assert page.count("<img") >= 1

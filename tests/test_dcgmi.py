@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -248,3 +249,81 @@ def test_stop_without_start():
 
 def test_registered():
     assert collector("dcgmi") is DcgmDmon
+
+
+# --- the PCI address of the GPU watched --------------------------------------------------------
+
+def fake_nvidia_smi(folder: Path, script: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nvidia-smi"
+    path.write_text("\n".join(["#!/bin/sh", *script, ""]))
+    path.chmod(0o755)
+
+
+# answers only the query the collector should make, for GPU 1 (NVML's index)
+ANSWERS_GPU_1 = ['if [ "$*" != "--query-gpu=pci.bus_id --format=csv,noheader -i 1" ]; then',
+                 '  echo "unexpected arguments: $*"; exit 9', "fi", 'echo "00000000:CA:00.0"']
+
+
+def only_on_path(monkeypatch, *folders: Path) -> None:
+    """PATH holds only ``folders`` (and sleep for the fake dmon's loop), so a real nvidia-smi
+    on the test host cannot answer."""
+    system = folders[0].parent / "system"
+    system.mkdir(exist_ok=True)
+    if not (system / "sleep").exists():
+        (system / "sleep").symlink_to(shutil.which("sleep"))
+    monkeypatch.setenv("PATH", os.pathsep.join(map(str, [*folders, system])))
+
+
+@pytest.mark.parametrize("script, pci, problem", [
+    (ANSWERS_GPU_1, "0000:ca:00.0", None),
+    (['echo "No devices were found"', "exit 6"], None,
+     "failed with status 6: No devices were found"),
+    (['echo "[N/A]"'], None, "printed '[N/A]', not a PCI address"),
+    ([], None, "printed nothing, not a PCI address"),
+])
+def test_gpu_pci_asks_nvidia_smi(tmp_path, monkeypatch, script, pci, problem):
+    fake_nvidia_smi(tmp_path / "bin", script)
+    only_on_path(monkeypatch, tmp_path / "bin")
+    found = dcgmi.gpu_pci(1)
+    assert found["gpu_pci"] == pci
+    if problem is None:
+        assert found["gpu_pci_problem"] is None
+    else:
+        assert problem in found["gpu_pci_problem"]
+
+
+def test_gpu_pci_without_nvidia_smi(tmp_path, monkeypatch):
+    (tmp_path / "bin").mkdir()
+    only_on_path(monkeypatch, tmp_path / "bin")
+    assert dcgmi.gpu_pci(0) == {"gpu_pci": None, "gpu_pci_problem": "nvidia-smi not found on PATH"}
+
+
+@pytest.mark.parametrize("with_nvidia_smi", [True, False])
+def test_a_run_records_the_gpu_it_watched(tmp_path, monkeypatch, with_nvidia_smi):
+    fake_dcgmi(tmp_path / "bin", monkeypatch)
+    if with_nvidia_smi:
+        fake_nvidia_smi(tmp_path / "bin", ANSWERS_GPU_1)
+    only_on_path(monkeypatch, tmp_path / "bin")
+    run = tmp_path / "run"
+    run.mkdir()
+    dmon = DcgmDmon(1, 100)
+    dmon.start(run)
+    wait_for_lines(run / dcgmi.CAPTURE, 3)
+    dmon.stop(run)
+    record = json.loads((run / dcgmi.RECORD).read_text())
+    if with_nvidia_smi:
+        assert (record["gpu_pci"], record["gpu_pci_problem"]) == ("0000:ca:00.0", None)
+    else:  # the run went ahead all the same
+        assert record["gpu_pci"] is None
+        assert record["gpu_pci_problem"] == "nvidia-smi not found on PATH"
+    assert record["ended_before_stop"] is False
+
+
+def test_parse_gives_the_gpu_watched(tmp_path):
+    folder = stored_capture(tmp_path, [1, 2, 3], [10, 20, 30])
+    assert DcgmDmon.parse(folder, None)["gpu_pci"] is None  # a record made before it was kept
+    record = json.loads((folder / dcgmi.RECORD).read_text())
+    record.update(gpu_pci="0000:ca:00.0", gpu_pci_problem=None)
+    (folder / dcgmi.RECORD).write_text(json.dumps(record))
+    assert DcgmDmon.parse(folder, None)["gpu_pci"] == "0000:ca:00.0"

@@ -16,12 +16,16 @@ import pytest
 import yaml
 
 from iolab import experiments
+from iolab.experiments.gpu_io import GpuExperiment
 from iolab.core import spec as specmod
 from iolab.paths import REPO_ROOT
 from iolab.tools import registry
 
 EXPERIMENTS = experiments.all_experiments()
 REQUIRED_ENVS = ("kvm-2vcpu", "hpc-server")
+# The GPU experiments need NVMe SSDs and an NVIDIA GPU, which this machine class lacks: they
+# have lab-server params only, and their chapters say that nothing is measured here.
+GPU_ONLY_ENVS = ("hpc-server",)
 PARAMETERS = {"experiment", "environment", "mode", "data_dir", "overrides"}
 
 
@@ -45,7 +49,7 @@ def test_the_registry_finds_the_experiments():
 @pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
 def test_notebook_params_and_chapter_exist(exp):
     assert exp.notebook.exists(), f"{exp.name}: no notebook {exp.notebook}"
-    for env in REQUIRED_ENVS:
+    for env in GPU_ONLY_ENVS if isinstance(exp, GpuExperiment) else REQUIRED_ENVS:
         assert specmod.params_path(exp.name, env, exp.params_dir).exists(), \
             f"{exp.name}: no params for {env}"
     assert exp.chapter in toc_files(), f"{exp.name}: chapter {exp.chapter} is not in _toc.yml"

@@ -170,8 +170,9 @@ def test_settings_that_apply_only_with_another_value():
     assert info.value.key == "file_dir" and "only applies when tool is fio" in str(info.value)
 
 
-@pytest.mark.parametrize("experiment", all_experiments(), ids=lambda e: e.name)
-@pytest.mark.parametrize("env", ["kvm-2vcpu", "hpc-server"])
+@pytest.mark.parametrize("experiment, env", [
+    (e, env) for e in all_experiments() for env in specmod.environments(e.name, e.params_dir)],
+    ids=lambda v: getattr(v, "name", v))
 def test_repository_params_files_validate(experiment, env):
     spec = specmod.load(experiment, env)
     assert spec.experiment == experiment.name and spec.settings["runtime_s"] > 0

@@ -1,11 +1,13 @@
-"""What every adapter shares: finding a program and its version, CPU requests, core masks."""
+"""What every adapter shares: finding a program and its version, CPU requests, core masks,
+PCI addresses."""
 
 from __future__ import annotations
 
 import pytest
 
 from iolab.errors import InputError, ToolError
-from iolab.tools.base import CpuCount, CpuRequest, Program, canonical_options, cpu_mask
+from iolab.tools.base import (CpuCount, CpuRequest, Program, canonical_options, cpu_mask,
+                              pci_address)
 
 SMT = [{"cpu": c, "core": c % 2, "package": 0, "siblings": [c % 2, c % 2 + 2]} for c in range(4)]
 
@@ -47,3 +49,24 @@ def test_cpu_mask():
     for bad in ([], [1, 1], [-1]):
         with pytest.raises(InputError):
             cpu_mask(bad)
+
+
+@pytest.mark.parametrize("text, address", [
+    ("00000000:4B:00.0", "0000:4b:00.0"),   # NVML, nvidia-smi
+    ("00000000:ca:00.0", "0000:ca:00.0"),
+    ("0000:4a:00.0", "0000:4a:00.0"),       # sysfs, lspci -D
+    ("0000:4A:1F.7", "0000:4a:1f.7"),
+    (" 0001:00:06.1\n", "0001:00:06.1"),
+    ("10000:e1:00.0", "10000:e1:00.0"),     # a VMD domain keeps its fifth digit
+])
+def test_pci_address_has_one_spelling(text, address):
+    assert pci_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["4a:00.0", "0000:4a:00", "0000:4a:00.8", "0000:4a:20.0",
+                                  "0000:4g:00.0", "000000000:4a:00.0", "0000:4a:00.0 x", "",
+                                  "[N/A]", None, 0x4a])
+def test_what_is_not_a_pci_address_names_the_key(text):
+    with pytest.raises(InputError, match="is not a PCI address") as caught:
+        pci_address(text)
+    assert caught.value.key == "pci address" and "0000:4a:00.0" in caught.value.allowed

@@ -190,6 +190,11 @@ class Plan:
         spec = self.spec
         lines = [f"{spec.experiment} / {spec.environment}: {len(pts)} points ({n_excl} excluded) "
                  f"x {spec.repetitions} repetitions"]
+        for name, grid in spec.grids.items():
+            varied = " x ".join(f"{var} {', '.join(map(str, values))}"
+                                for var, values in grid["vary"].items())
+            fixed = ", ".join(f"{var} {value}" for var, value in grid.get("set", {}).items())
+            lines.append(f"  grid {name}: {varied}" + (f" (with {fixed})" if fixed else ""))
         if self.where:
             lines.append(f"  only points with {_where_text(self.where)} "
                          f"({self.filtered_out} points left out)")

@@ -63,6 +63,9 @@ from iolab.tools import dcgmi, xnvmeperf
 from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
 
 PREFIX = "aisio-"
+# How ``run.source`` starts for a run imported into a registered experiment (its chapter
+# keeps such runs apart from the package's own).
+IMPORTED_SOURCE = "AiSIO archive"
 
 # The benchmark kinds the importer recognises (value of "tool_kind" in run.json).
 XNVMEPERF_RUN = "xnvmeperf run"

@@ -200,20 +200,20 @@ class _Archive:
 def import_archive(archive: Path, experiment: str, environment: str, data_dir: Path, *,
                    progress: bool = True) -> ImportReport:
     """Import one AiSIO CIJOE archive (``.tar.gz`` or extracted folder) into
-    ``data/raw/<experiment>/<environment>/``; ``experiment`` must start with ``aisio-``.
+    ``data/raw/<experiment>/<environment>/``. ``experiment`` is a campaign of its own,
+    ``aisio-<name>`` (tidied by :mod:`iolab.importers.aisio`), or a registered experiment
+    with ``aisio_kinds`` (e.g. ``pcie_saturation``), whose chapter then shows the imported
+    runs apart from its own; benchmarks of other kinds are left out with a note.
 
     Re-importing is a no-op: runs already stored with the same raw output are skipped (and,
     having been checked when first imported, are not cross-checked again). A run id stored
     with different raw output (e.g. from another archive of the same parameters) counts as
     failed, with a note; nothing stored is ever overwritten.
     """
-    if not experiment.startswith(exp.PREFIX):
-        raise InputError(None, "experiment", f"imported campaigns are named '{exp.PREFIX}<name>' "
-                         f"so that 'iolab tidy' parses them with iolab.importers.aisio; "
-                         f"got {experiment!r}", allowed=f"{exp.PREFIX}<name>")
+    target = _target(experiment)
     arc = _open(Path(archive))
     report = ImportReport(arc.name, experiment, environment)
-    store = open_store(exp.ImportedCampaign(experiment), environment, data_dir)
+    store = open_store(target, environment, data_dir)
     commands = _index(arc, report)
     host, fingerprint = _host(arc, commands, report)
     stored = store.read_host()
@@ -231,10 +231,35 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
         from tqdm import tqdm
         iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
     stored = _stored_stdout_shas(store)
+    kinds = getattr(target, "aisio_kinds", None)
     for rep in iterator:
+        if kinds is not None and rep.bench.kind not in kinds:
+            report.notes.append(f"{rep.bench.path}: a '{rep.bench.kind}' benchmark, which "
+                                f"{experiment} does not take ({', '.join(kinds)}); not imported")
+            continue
         _import_one(rep, arc, store, stored, experiment, environment, fingerprint, topology,
                     ordinals, report)
     return report
+
+
+def _target(experiment: str) -> Any:
+    """Where an import goes: a campaign of its own (``aisio-<name>``), or a registered
+    experiment that declares which AiSIO benchmark kinds it takes (``aisio_kinds``)."""
+    if experiment.startswith(exp.PREFIX):
+        return exp.ImportedCampaign(experiment)
+    from iolab import experiments
+
+    takers = [e.name for e in experiments.all_experiments() if getattr(e, "aisio_kinds", ())]
+    allowed = f"{exp.PREFIX}<name>, or one of {', '.join(takers)}"
+    if experiment not in experiments.names():
+        raise InputError(None, "experiment", f"unknown experiment {experiment!r}: imported "
+                         f"campaigns are named '{exp.PREFIX}<name>' or go into an experiment "
+                         "that takes AiSIO's runs", allowed=allowed)
+    target = experiments.get(experiment)
+    if not getattr(target, "aisio_kinds", ()):
+        raise InputError(None, "experiment", f"{experiment} cannot take runs imported from "
+                         "AiSIO's archives", allowed=allowed)
+    return target
 
 
 # -- reading the archive ------------------------------------------------------------------

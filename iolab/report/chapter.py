@@ -2,7 +2,8 @@
 
 ``Chapter(experiment, environment, mode=..., data_dir=..., overrides=...)`` runs the campaign
 when ``mode == "run"``, plans it, and loads the tidy rows of the runs the params file plans,
-matched by run identity (any other stored run is kept apart and listed, never pooled). It
+matched by run identity (any other stored run is kept apart and listed, never pooled; runs
+imported from an AiSIO archive are kept in :attr:`imported`). It
 states what ran from the stored manifests (:meth:`what_ran`), summarises with the interval
 each metric calls for (:meth:`summarize`), collects the chapter's glued text and figures, and
 at the end glues every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a
@@ -25,10 +26,12 @@ import pandas as pd
 from iolab.analysis import stats
 from iolab.campaign import Campaign
 from iolab.errors import InputError
+from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report.figures import one_configuration, placeholder, theme
 
 MODES = ("replay", "plan", "run")
-_TEXT_KEY = re.compile(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)")
+# a key of this notebook (optionally with a format); `page.ipynb::key` is another page's
+_TEXT_KEY = re.compile(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)(?::[^`]*)?`")
 _FIGURE_KEY = re.compile(r"\{glue:figure\}\s*`?([A-Za-z0-9_]+)")
 
 
@@ -64,8 +67,14 @@ class Chapter:
         # only with 'iolab book --skip-corrupt'; otherwise a corrupt run fails the chapter
         self.corrupt_skipped = rows.attrs.get("corrupt_skipped", 0)
         if rows.empty:
-            self.df, self.others = rows, rows
+            self.df, self.others, self.imported = rows, rows, rows
         else:
+            # runs imported from another project's archive are kept apart, never pooled with
+            # this package's own (the chapter says which it shows)
+            imported = (rows["run.source"].fillna("").str.startswith(IMPORTED_SOURCE)
+                        if "run.source" in rows else pd.Series(False, index=rows.index))
+            self.imported = rows[imported].reset_index(drop=True)
+            rows = rows[~imported]
             # the runs this params file plans, by identity; any other stored run is listed
             planned = rows["run.id"].isin({r.run_id for r in self.plan.by_status("stored")})
             self.df, self.others = rows[planned].reset_index(drop=True), rows[~planned]
@@ -136,6 +145,10 @@ class Chapter:
             items.append(("left out", f"{self.corrupt_skipped} stored runs whose raw files do "
                                       "not match their manifests (corrupt; 'iolab verify' "
                                       "names them)"))
+        if not self.imported.empty:
+            archives = ", ".join(sorted(self.imported["run.source"].unique()))
+            items.append(("imported", f"{len(self.imported)} runs from {archives}, "
+                                      "re-derived from its raw files and shown apart"))
         if not self.others.empty:
             items.append(("not shown", f"{len(self.others)} stored runs that this params file "
                                        "does not plan (other settings or points)"))

@@ -67,3 +67,22 @@ def summary_table(summary: pd.DataFrame, keys: Sequence[str], metrics: dict[str,
             row[f"{title}: mean (sd; {ci})"] = cell(m, digits.get(metric, 0))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def design_table(spec, experiment) -> pd.DataFrame:
+    """The params file's design: each variable with the values its grids give it (the base
+    value where no grid varies it), and the grids that vary it."""
+    rows = []
+    for name in experiment.variables:
+        values, grids = [], []
+        for grid, body in spec.grids.items():
+            if name in body["vary"]:
+                values += body["vary"][name]
+                grids.append(grid)
+            elif name in body.get("set", {}):
+                values.append(body["set"][name])
+        values = list(dict.fromkeys([*values, spec.base[name]] if not grids else values))
+        rows.append({"variable": experiment.variable_labels.get(name, name),
+                     "values": ", ".join(experiment.describe(name, v) for v in values),
+                     "varied in": ", ".join(grids) or "(base value)"})
+    return pd.DataFrame(rows)

@@ -11,7 +11,8 @@ or wraps the driver's argv (GNU time); its parser is a pure function of the file
 
 Responsible for: :class:`Program` (find, version, install hint), :class:`CpuRequest` (a CPU
 set named by cores, resolved against a host's topology at run time), :class:`Invocation`,
-the :class:`ToolAdapter` and :class:`Collector` interfaces, and reading a driver's version.
+the :class:`ToolAdapter` and :class:`Collector` interfaces, reading a driver's version, and
+the one spelling of a PCI address (:func:`pci_address`).
 Not responsible for: running anything (``iolab.core.runner``), or any one tool.
 """
 
@@ -117,6 +118,26 @@ def _driver_version(driver: Path, mtime_ns: int) -> str:
     if not match:
         raise ToolError(f"{driver}: no '# iolab-driver-version: N' line")
     return match.group(1)
+
+
+# Domain, bus, device and function, as NVML and nvidia-smi print them (8-digit domain, upper
+# case) or as sysfs does (4 digits, lower case); device 00-1f and function 0-7 are all PCI has.
+_PCI_ADDRESS = re.compile(r"(?P<domain>[0-9a-fA-F]{1,8}):(?P<bus>[0-9a-fA-F]{2}):"
+                          r"(?P<device>[01][0-9a-fA-F])\.(?P<function>[0-7])")
+
+
+def pci_address(text: str) -> str:
+    """A PCI address in one spelling, ``dddd:bb:dd.f`` in lower case, whichever of NVML's
+    (``00000000:4B:00.0``) or sysfs's (``0000:4b:00.0``) it came in, so two tools' addresses
+    compare equal. InputError for text that is not a PCI address."""
+    match = _PCI_ADDRESS.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise InputError(None, "pci address", f"{text!r} is not a PCI address",
+                         allowed="domain:bus:device.function in hex, e.g. 0000:4a:00.0 or "
+                                 "00000000:4A:00.0")
+    # a domain above ffff (VMD, some hypervisors) keeps its extra digits: it needs them
+    return (f"{int(match['domain'], 16):04x}:{match['bus'].lower()}:"
+            f"{match['device'].lower()}.{match['function']}")
 
 
 def cpu_mask(cpus: list[int]) -> str:

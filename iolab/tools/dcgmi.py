@@ -13,8 +13,13 @@ Files in the run folder:
   the line arrived. dmon prints no timestamps but flushes every sample, so a line's arrival is
   when the sample was taken (pipe latency aside); the window is cut by these stamps.
 - ``dcgm.json``: ``{"argv", "pid", "started_ns", "stopped_ns", "exit_status", "signal",
-  "ended_before_stop", "killed"}`` like stress_ng's record: ``ended_before_stop`` true means
-  dmon failed or quit before the run ended (its reason is at the end of ``dcgm.txt``).
+  "ended_before_stop", "killed", "gpu_pci", "gpu_pci_problem"}`` like stress_ng's record:
+  ``ended_before_stop`` true means dmon failed or quit before the run ended (its reason is at
+  the end of ``dcgm.txt``). ``gpu_pci`` is the PCI address of the watched GPU
+  (``0000:4b:00.0``), asked of ``nvidia-smi -i <gpu_id>`` before dmon starts, since DCGM's GPU
+  ids follow NVML's indices as nvidia-smi's do: it lets a run check that the GPU watched is the
+  GPU its benchmark used. Without nvidia-smi, or when it fails, it is None and
+  ``gpu_pci_problem`` says why; the run goes ahead all the same.
 
 :func:`read_argv` reads a dmon command line (an argv list, or a shell line such as AiSIO's
 ``screen -dm bash -c "dcgmi dmon … > file"``) into ``{field_ids, gpu_ids, interval_ms}``;
@@ -32,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -40,7 +46,7 @@ from typing import Any, BinaryIO, Mapping, TextIO
 
 from iolab.errors import InputError, IolabError, ParseError, ToolError
 from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
-from iolab.tools.base import Collector, Program, end_process_group
+from iolab.tools.base import Collector, Program, end_process_group, pci_address
 
 TX_FIELD, RX_FIELD = 1009, 1010  # DCGM_FI_PROF_PCIE_TX_BYTES, DCGM_FI_PROF_PCIE_RX_BYTES
 FIELDS = (TX_FIELD, RX_FIELD)
@@ -168,6 +174,7 @@ class DcgmDmon(Collector):
         self._copier: threading.Thread | None = None
         self._argv: list[str] = []
         self._started_ns = 0
+        self._gpu_pci: dict[str, str | None] = {}
 
     def programs(self) -> list[Program]:
         return [PROGRAM]
@@ -201,6 +208,8 @@ class DcgmDmon(Collector):
 
     def start(self, run_dir: Path) -> None:
         self._argv = self.argv(self.check())
+        # asked before dmon starts, so nvidia-smi's own PCIe traffic is not in the capture
+        self._gpu_pci = gpu_pci(self.gpu_id)
         run_dir = Path(run_dir)
         capture = open(run_dir / CAPTURE, "wb")
         times = open(run_dir / TIMES, "w")
@@ -226,7 +235,7 @@ class DcgmDmon(Collector):
         ended = end_process_group(proc, GRACE_S)
         copier.join()  # the pipe is at its end once the whole group is gone
         record = {"argv": self._argv, "pid": proc.pid, "started_ns": self._started_ns,
-                  "stopped_ns": time.time_ns(), **ended}
+                  "stopped_ns": time.time_ns(), **ended, **self._gpu_pci}
         (Path(run_dir) / RECORD).write_text(json.dumps(record, indent=2) + "\n")
         self._proc = self._copier = None
 
@@ -256,7 +265,34 @@ class DcgmDmon(Collector):
         # AiSIO's figure, for comparison with its archives: every sample, idle ones included
         out["rx_aisio_p95_bytes_per_s"] = aisio_p95(measured) if len(measured) >= 2 else None
         out.update({key: record[key] for key in ("ended_before_stop", "killed")})
+        out["gpu_pci"] = record.get("gpu_pci")  # records made before it was recorded: None
         return out
+
+
+def gpu_pci(gpu_id: int) -> dict[str, str | None]:
+    """``{"gpu_pci", "gpu_pci_problem"}``: the PCI address of NVML's GPU ``gpu_id`` as
+    ``nvidia-smi`` reports it (normalised, see :func:`~iolab.tools.base.pci_address`), or None
+    and why not. Never raises: a run that cannot name its GPU is still a measurement."""
+    executable = shutil.which("nvidia-smi")
+    if executable is None:
+        return {"gpu_pci": None, "gpu_pci_problem": "nvidia-smi not found on PATH"}
+    argv = [executable, "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", str(gpu_id)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False,
+                              timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"gpu_pci": None, "gpu_pci_problem": f"{' '.join(argv)}: {exc}"}
+    said = (done.stdout or done.stderr).strip()
+    first = said.splitlines()[0] if said else ""
+    if done.returncode != 0:
+        return {"gpu_pci": None, "gpu_pci_problem": f"{' '.join(argv)} failed with status "
+                                                    f"{done.returncode}: {first or 'no output'}"}
+    try:
+        return {"gpu_pci": pci_address(first), "gpu_pci_problem": None}
+    except InputError:
+        return {"gpu_pci": None, "gpu_pci_problem": f"{' '.join(argv)} printed "
+                                                    f"{repr(first) if first else 'nothing'}, "
+                                                    "not a PCI address"}
 
 
 def _copy(pipe: BinaryIO, capture: BinaryIO, times: TextIO) -> None:

@@ -15,13 +15,18 @@ bandwidth and latency matrices (samples in tests/fixtures/aisio_formats/). Optio
 Metrics are means over ordered GPU pairs (i ≠ j) of one matrix each, in the matrix's unit
 (GB/s = 10^9 B/s, µs). A bidirectional cell counts the bytes of both directions, so
 ``bidir_p2p_gbs`` is a two-way aggregate, not a one-way ceiling; ``p2p_write_gbs`` is the
-one-way figure. :func:`aisio_reference` is AiSIO's "p2p ceiling" (cells (0,1) and (1,0) of the
-bidirectional P2P matrix), kept for comparing with AiSIO's archives.
+one-way figure, and ``p2p_write_min_gbs`` (the slowest ordered pair's P2P write) the one-way
+ceiling a figure should draw, since every pair must reach it. :func:`aisio_reference` is
+AiSIO's "p2p ceiling" (cells (0,1) and (1,0) of the bidirectional P2P matrix), kept for
+comparing with AiSIO's archives.
+
+Runs go through ``scripts/drivers/p2p_bandwidth.sh``, which prints provenance lines before the
+test's report (``p2pBandwidthLatencyTest: PATH`` and the host's GPUs from nvidia-smi, ``iolab-gpu:
+…``); :meth:`P2pBandwidth.parse` blanks them before parsing.
 
 Responsible for: the argv, finding the test, and the metrics of a stored run (via
 :mod:`iolab.parsers.p2p_bandwidth`). Not responsible for: parsing the report, or choosing
-which figure is a roofline for an experiment. There is no driver script yet (``driver`` is
-None).
+which figure is a roofline for an experiment.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ BIDIR_P2P = "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)"
 WRITE_LATENCY = "P2P=Enabled Latency (P2P Writes) Matrix (us) [GPU]"
 # Printed whatever the flags; a report without them was cut off.
 _REQUIRED = (UNIDIR_STAGED, UNIDIR_WRITE, BIDIR_P2P, WRITE_LATENCY)
+# Lines scripts/drivers/p2p_bandwidth.sh prints before the test's own.
+_PROVENANCE = (f"{EXECUTABLE}: ", "iolab-gpu: ")
 
 
 def check(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,12 +86,23 @@ def build_argv(options: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def _pairs_mean(matrix: dict[str, Any] | None) -> float | None:
-    """Mean of the off-diagonal cells (every ordered pair of different GPUs), or None."""
+def without_provenance(text: str) -> str:
+    """The test's output with the driver's provenance lines blanked (not removed, so the
+    parser's line numbers stay those of the file)."""
+    return "\n".join("" if line.startswith(_PROVENANCE) else line for line in text.split("\n"))
+
+
+def _pairs(matrix: dict[str, Any] | None) -> list[float]:
+    """The off-diagonal cells (every ordered pair of different GPUs)."""
     if matrix is None:
-        return None
-    cells = [value for row_id, row in zip(matrix["row_ids"], matrix["values"])
-             for col_id, value in zip(matrix["col_ids"], row) if row_id != col_id]
+        return []
+    return [value for row_id, row in zip(matrix["row_ids"], matrix["values"])
+            for col_id, value in zip(matrix["col_ids"], row) if row_id != col_id]
+
+
+def _pairs_mean(matrix: dict[str, Any] | None) -> float | None:
+    """Mean of the off-diagonal cells, or None."""
+    cells = _pairs(matrix)
     return statistics.mean(cells) if cells else None
 
 
@@ -108,6 +126,7 @@ def metrics(parsed: Mapping[str, Any], source: str) -> dict[str, Any]:
     denied = [(a["from"], a["to"]) for a in parsed["peer_access"] if not a["can"]]
     return {"gpus": gpus,
             "p2p_write_gbs": _pairs_mean(matrices[UNIDIR_WRITE]),
+            "p2p_write_min_gbs": min(_pairs(matrices[UNIDIR_WRITE]), default=None),
             "p2p_read_gbs": _pairs_mean(matrices.get(UNIDIR_READ)),
             "staged_gbs": _pairs_mean(matrices[UNIDIR_STAGED]),
             "bidir_p2p_gbs": _pairs_mean(matrices[BIDIR_P2P]),
@@ -123,7 +142,7 @@ def metrics(parsed: Mapping[str, Any], source: str) -> dict[str, Any]:
 
 class P2pBandwidth(ToolAdapter):
     name = "p2p_bandwidth"
-    driver = None
+    driver = "p2p_bandwidth.sh"
     # CUDA context creation on every GPU dominates; an estimate for the plan
     startup_s = 5.0
 
@@ -138,10 +157,11 @@ class P2pBandwidth(ToolAdapter):
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         options = dict(invocation.options)
-        return Launch(build_argv(options))
+        executable = self.program(options).find() or check(options)["executable"]
+        return Launch([str(self.driver_path), "--executable", executable, "--",
+                       *build_argv(options)[1:]])
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         stdout = Path(run_dir) / "stdout"
-        parsed = parse_p2p_bandwidth(stdout.read_text(encoding="utf-8", errors="replace"),
-                                     str(stdout))
-        return metrics(parsed, str(stdout))
+        text = without_provenance(stdout.read_text(encoding="utf-8", errors="replace"))
+        return metrics(parse_p2p_bandwidth(text, str(stdout)), str(stdout))

@@ -17,15 +17,25 @@ its command line names them:
 ``gpu_id``      GPU ordinal for the GPU back ends (None: xnvmeperf's default)
 ==============  ======================================================================
 
-There is no driver script yet: :meth:`Xnvmeperf.launch` gives xnvmeperf's own argv (its path
-first), and ``driver`` is None, so the runner cannot run it; the driver comes with the
-device-initiated experiment. :func:`read_argv` reads a recorded command line back into these
-options (the AiSIO importer uses it): ``read_argv(build_argv(o)) == check(o)``.
+Runs go through ``scripts/drivers/xnvmeperf.sh`` (:meth:`Xnvmeperf.launch`), which prints
+provenance lines before xnvmeperf's report: ``xnvmeperf: PATH`` and, for runs whose I/O lands
+in GPU memory (the upcie-cuda back end, cuda-run), the host's GPUs from nvidia-smi
+(``iolab-gpu: <index>, <pci.bus_id>, <name>, <link gen>, <link width>``) and ``iolab-gpu-used:
+<gpu_id>``; it runs xnvmeperf with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so ``gpu_id`` counts GPUs
+as nvidia-smi's and NVML's indices do. :func:`read_report` reads those lines into ``gpus`` and
+``gpu_used``, and :func:`metrics` names the GPU a run used by its PCI address (``gpu_pci``) and
+its link's line rate (``link_gbs``). Archived outputs (AiSIO's) have no such lines: those two
+are None for them. Options are checked when a plan is made (:meth:`Xnvmeperf.identity`), so a
+cuda-run with a queue depth cuda-run cannot take fails before anything runs.
+
+:func:`read_argv` reads a recorded command line back into these options (the AiSIO importer
+uses it): ``read_argv(build_argv(o)) == check(o)``.
 
 Responsible for: finding xnvmeperf and its version, checking options (every error names the
-key and what is allowed), the argv in both directions, and the metrics of a stored run (via
-:mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding devices to a user-space driver
-(``iolab.host.binding``), choosing CPUs (:meth:`CpuRequest.resolve`) or parsing the report.
+key and what is allowed), the argv in both directions, the driver's provenance lines, and the
+metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding
+devices to a user-space driver (``iolab.host.binding``), choosing CPUs
+(:meth:`CpuRequest.resolve`) or parsing the report.
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError
 from iolab.parsers.xnvmeperf import parse_xnvmeperf
-from iolab.tools.base import CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask
+from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask,
+                              pci_address)
 
 EXECUTABLE = "xnvmeperf"
 SUBCOMMANDS = ("run", "cuda-run")
@@ -61,6 +72,13 @@ _VERSION = re.compile(VERSION_PATTERN)
 _ERROR_LINE = re.compile(r"^(?:Failed|Error): ")
 # xNVMe reads at most 1024 CPU ids from a mask: 256 hex digits.
 _MASK = re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,256}$")
+# The driver's provenance lines (scripts/drivers/xnvmeperf.sh).
+GPU_LINE, GPU_USED_LINE = "iolab-gpu: ", "iolab-gpu-used: "
+# PCIe line rate per lane (GT/s) by generation, and the share of it that carries bits after
+# line coding: 8b/10b for Gen 1-2, 128b/130b for Gen 3-5. Gen 6 runs in flit mode, whose
+# 1b/1b coding takes nothing; its FEC and CRC bytes are protocol overhead, like TLP headers.
+_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 1.0}
 
 
 def version_in(text: str) -> str | None:
@@ -147,6 +165,11 @@ def _cpu_ids(value: Any) -> list[int]:
     return sorted(value)
 
 
+def uses_gpu(options: Mapping[str, Any]) -> bool:
+    """Whether a run's I/O lands in GPU memory, so the driver records the GPUs (checked options)."""
+    return options["subcommand"] == "cuda-run" or options["be"] == CUDA_BACKEND
+
+
 def build_argv(options: Mapping[str, Any], executable: str = EXECUTABLE) -> list[str]:
     """xnvmeperf's argv for checked options (see :func:`check`), the executable first."""
     o = check(options)
@@ -211,10 +234,59 @@ def _value(flag: str, value: str) -> Any:
     return value
 
 
+def link_gbs(gen: int | None, width: int | None) -> float | None:
+    """One direction's line rate of a PCIe link in GB/s (10^9 B/s) after line coding, the
+    ceiling no payload reaches (Gen5 x16: 63.015…); None for an unknown generation or width."""
+    if gen not in _GT_PER_S or not width:
+        return None
+    return _GT_PER_S[gen] * width * _ENCODING[gen] / 8
+
+
+def read_gpus(text: str, source: str) -> dict[str, Any]:
+    """The driver's GPU lines in a run's stdout: ``gpus`` (one {``index``, ``pci`` (see
+    :func:`~iolab.tools.base.pci_address`), ``name``, ``link_gen``, ``link_width``} per
+    ``iolab-gpu:`` line; the link fields None where nvidia-smi printed no number) and
+    ``gpu_used`` (the ``iolab-gpu-used:`` index; 0, xnvmeperf's default, when a listing has no
+    such line; None when it is not a number, or without a listing). ParseError names a GPU
+    line it cannot read. Archived outputs have neither line: ``gpus`` [], ``gpu_used`` None."""
+    gpus = []
+    used: int | None = 0  # xnvmeperf's default, for a listing without the line
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(GPU_USED_LINE):
+            value = line[len(GPU_USED_LINE):].strip()
+            # "unknown (…)" where the driver could not tell which GPU a CUDA ordinal meant
+            used = _whole(value)
+        elif line.startswith(GPU_LINE) and not line[len(GPU_LINE):].startswith("unavailable"):
+            gpus.append(_gpu_line(line[len(GPU_LINE):], number, source))
+    return {"gpus": gpus, "gpu_used": used if gpus else None}
+
+
+def _gpu_line(text: str, number: int, source: str) -> dict[str, Any]:
+    # index, pci.bus_id, name, link gen, link width; a name could hold ", " itself
+    parts = [part.strip() for part in text.split(", ")]
+    if len(parts) < 5 or _whole(parts[0]) is None:
+        raise ParseError(source, f"line {number}: expected 'iolab-gpu: <index>, <pci bus id>, "
+                         f"<name>, <link gen>, <link width>', got {text!r}")
+    try:
+        pci = pci_address(parts[1])
+    except InputError:
+        raise ParseError(source, f"line {number}: {parts[1]!r} is not a PCI address") from None
+    gen, width = parts[-2:]
+    # nvidia-smi prints "[N/A]" or "[Not Supported]" where it cannot tell
+    return {"index": int(parts[0]), "pci": pci, "name": ", ".join(parts[2:-2]),
+            "link_gen": _whole(gen), "link_width": _whole(width)}
+
+
+def _whole(text: str) -> int | None:
+    return int(text) if re.fullmatch(r"[0-9]+", text) else None
+
+
 def read_report(run_dir: Path) -> dict[str, Any]:
     """The parsed report of a stored run (``stdout``; see :func:`parse_xnvmeperf`) plus
     ``errors``: xnvmeperf's "Failed: …"/"Error: …" lines from stdout and, when the run kept it
-    apart, ``stderr``. A run without a result table raises ParseError quoting the first."""
+    apart, ``stderr``; ``version``; and the driver's GPU listing (:func:`read_gpus`), whose
+    lines the parser passes over. A run without a result table raises ParseError quoting the
+    first error line."""
     stdout = Path(run_dir) / "stdout"
     text = stdout.read_text(encoding="utf-8", errors="replace")
     stderr = Path(run_dir) / "stderr"
@@ -228,7 +300,8 @@ def read_report(run_dir: Path) -> dict[str, Any]:
             raise ParseError(stdout, f"{exc.problem}; stderr says: {on_stderr[0]!r}") from None
         raise
     errors = [line.strip() for line in text.splitlines() if _ERROR_LINE.match(line)] + on_stderr
-    return {**report, "errors": errors, "version": version_in(text + err_text)}
+    return {**report, "errors": errors, "version": version_in(text + err_text),
+            **read_gpus(text, str(stdout))}
 
 
 def metrics(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,16 +311,25 @@ def metrics(report: Mapping[str, Any]) -> dict[str, Any]:
         # for cuda-run, failed commands are inside the IOPS figure; for run they are not
         problems.append(f"{report['totals']['failed']} failed commands")
     problems += report["errors"]
+    gpu = _gpu_used(report)
     return {"subcommand": report["kind"], "iops": report["totals"]["iops"],
             "mibs": report["totals"]["mibs"], "failed": report["totals"]["failed"],
             "elapsed_s": report["elapsed_s"], "ndevs": len(report["devices"]),
             "version": report["version"],
+            "gpu_pci": gpu["pci"] if gpu else None,
+            "link_gbs": link_gbs(gpu["link_gen"], gpu["link_width"]) if gpu else None,
             "problem": "; ".join(problems) or None, "note": None}
+
+
+def _gpu_used(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The listed GPU whose index is the run's gpu_id, or None (no listing, or no such GPU)."""
+    used = report.get("gpu_used")
+    return next((g for g in report.get("gpus") or [] if g["index"] == used), None)
 
 
 class Xnvmeperf(ToolAdapter):
     name = "xnvmeperf"
-    driver = None
+    driver = "xnvmeperf.sh"
     # device attach and queue set-up before, teardown after; an estimate for the plan
     startup_s = 3.0
 
@@ -256,14 +338,26 @@ class Xnvmeperf(ToolAdapter):
                        install="build and install xNVMe (https://xnvme.io), which installs "
                                "xnvmeperf on PATH")
 
+    def identity(self, invocation: Invocation) -> dict[str, Any]:
+        """The base identity, once the options pass :func:`check`: a bad option (a cuda-run
+        queue depth that is not a power of two) fails when the plan is made, not mid-campaign."""
+        options = dict(invocation.options)
+        if isinstance(options.get("cpumask"), CpuRequest):
+            # which CPUs is decided on the host that runs; any valid list stands in here
+            options["cpumask"] = [0]
+        check(options)
+        return super().identity(invocation)
+
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         options = dict(invocation.options)
         request = options.get("cpumask")
         if isinstance(request, CpuRequest):
             options["cpumask"] = request.resolve(topology)
         checked = check(options)
-        return Launch(build_argv(checked, self.program(checked).find() or EXECUTABLE),
-                      cpus=checked["cpumask"])
+        gpu_info = ["--gpu-info"] if uses_gpu(checked) else []
+        argv = [str(self.driver_path), "--xnvmeperf", self.program(checked).find() or EXECUTABLE,
+                *gpu_info, "--", *build_argv(checked)[1:]]
+        return Launch(argv, cpus=checked["cpumask"])
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         """Metrics of a stored run (see :func:`metrics`). xnvmeperf prints its version only

@@ -1,0 +1,75 @@
+"""A queueing bound for NVMe reads driven by many outstanding commands (Little's law).
+
+With N commands in flight and each taking R seconds from submission to completion, Little's
+law gives the throughput X = N / R exactly, for any system in steady state. A *bound* follows
+when R cannot fall below the unloaded latency L of one command and nothing else limits:
+
+    X(N, s) <= min(N / L, ndevs x C, B / s)
+
+with C the IOPS capacity of one device, B the one-way payload bandwidth of the link, and s the
+I/O size in bytes. The three parameters are named, and each records where it came from:
+:func:`latency_from` takes L as the smallest N / X of a data set (measured or published), C
+comes from the CPU-initiated search's device capacity, B from the highest payload bandwidth
+observed or a reference. Where data fall below the bound, something the bound leaves out
+binds (for cuda-run: lock-step rounds of a queue's threads, the submission rate of one queue).
+
+Responsible for: the bound and estimating L. Not responsible for: where C and B come from
+(the chapters say) or drawing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from iolab.errors import InputError
+
+
+@dataclass(frozen=True)
+class LittleBound:
+    latency_s: float            # L: unloaded latency of one command
+    device_iops: float          # C: IOPS capacity of one device
+    link_bytes_per_s: float     # B: one-way payload ceiling of the link
+    ndevs: int
+    sources: dict[str, str] = field(default_factory=dict)  # parameter -> where it came from
+
+    def __post_init__(self) -> None:
+        for name in ("latency_s", "device_iops", "link_bytes_per_s", "ndevs"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+                raise InputError(None, name, f"a model parameter must be a positive number, "
+                                 f"got {value!r}")
+
+    def iops(self, outstanding, iosize) -> np.ndarray:
+        """The bound on IOPS for ``outstanding`` commands of ``iosize`` bytes (arrays broadcast)."""
+        n = np.asarray(outstanding, dtype=float)
+        s = np.asarray(iosize, dtype=float)
+        return np.minimum.reduce(np.broadcast_arrays(
+            n / self.latency_s, np.full_like(n, self.ndevs * self.device_iops),
+            self.link_bytes_per_s / s))
+
+    def bytes_per_s(self, outstanding, iosize) -> np.ndarray:
+        return self.iops(outstanding, iosize) * np.asarray(iosize, dtype=float)
+
+    def binding(self, outstanding: float, iosize: float) -> str:
+        """Which term binds at one point: 'latency', 'devices' or 'link'."""
+        terms = {"latency": outstanding / self.latency_s,
+                 "devices": self.ndevs * self.device_iops,
+                 "link": self.link_bytes_per_s / iosize}
+        return min(terms, key=terms.get)
+
+
+def latency_from(points: pd.DataFrame, outstanding: str, iops: str) -> tuple[float, dict]:
+    """L as the smallest N / X over ``points`` (one row per point, X its mean IOPS): by
+    Little's law N / X is the point's mean response time, and the smallest one is the
+    closest the data come to an unloaded command. Returns L and the row it came from."""
+    rows = points.dropna(subset=[outstanding, iops])
+    rows = rows[(rows[iops] > 0) & (rows[outstanding] > 0)]
+    if rows.empty:
+        raise InputError(None, iops, "no point with a positive rate and load to take the "
+                         "latency from")
+    response = rows[outstanding] / rows[iops]
+    at = response.idxmin()
+    return float(response[at]), rows.loc[at].to_dict()

@@ -1,0 +1,161 @@
+"""The GPU experiments (pcie_saturation, cuda_iosize, cuda_qdepth) and what they share:
+their lab-server plans, invocations, counters, host checks, the GPU check and AiSIO imports."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_import_cijoe import make_cijoe, tar_gz
+
+from iolab import experiments
+from iolab.campaign import Campaign
+from iolab.core import spec as specmod
+from iolab.errors import InputError
+from iolab.experiments import gpu_io
+from iolab.importers.cijoe import import_archive
+from iolab.tools.base import CpuRequest
+from iolab.tools.dcgmi import DcgmDmon
+from iolab.tools.nvml import NvmlPcie
+
+GPU = ("pcie_saturation", "cuda_iosize", "cuda_qdepth")
+
+
+def load(name, overrides=None):
+    exp = experiments.get(name)
+    return exp, specmod.load(exp, "hpc-server", params_dir=exp.params_dir, overrides=overrides)
+
+
+@pytest.mark.parametrize("name, points, values", [
+    ("cuda_iosize", 64, {"iosize": [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536],
+                         "qdepth": [1, 2, 4, 8, 16, 32, 64, 128], "nqueues": [1], "ndevs": [16]}),
+    ("cuda_qdepth", 50, {"qdepth": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+                         "nqueues": [1, 2, 4, 8, 16], "iosize": [512], "ndevs": [16]}),
+])
+def test_lab_server_plans_hold_the_seeds_grids(name, points, values, tmp_path):
+    plan = Campaign(name, "hpc-server", data_dir=tmp_path).plan()
+    assert len(plan.points()) == points and plan.spec.repetitions == 5
+    for var, wanted in values.items():
+        assert sorted({p.params[var] for p in plan.points()}) == wanted
+    assert all(len(p.params) == 7 for p in plan.points())
+    summary = plan.summary()
+    assert f"{points} points (0 excluded) x 5 repetitions" in summary
+    assert "grid " in summary and plan.eta_all_s > 0
+
+
+def test_cuda_invocation_is_xnvmeperf_cuda_run():
+    exp, spec = load("cuda_iosize")
+    point = {**spec.base, "iosize": 4096, "qdepth": 32, "ndevs": 4}
+    inv = exp.invocation(spec.settings, point)
+    assert inv.tool == "xnvmeperf"
+    assert inv.options == {"subcommand": "cuda-run", "devices": spec.settings["devices"][:4],
+                           "iopattern": "randread", "qdepth": 32, "iosize": 4096, "runtime": 10,
+                           "nqueues": 1, "be": "upcie-cuda", "gpu_id": 0}
+
+
+def test_pcie_invocations_nvme_and_p2p():
+    exp, spec = load("pcie_saturation")
+    nvme = exp.invocation(spec.settings, dict(spec.base))
+    assert nvme.options["subcommand"] == "run" and nvme.options["be"] == "upcie-cuda"
+    assert nvme.options["cpumask"] == CpuRequest(1, siblings=False)
+    assert len(nvme.options["devices"]) == 4
+    p2p = exp.invocation(spec.settings, {**spec.base, "benchmark": "gpu_to_gpu"})
+    assert p2p.tool == "p2p_bandwidth" and p2p.options["executable"].endswith("p2pBandwidthLatencyTest")
+    assert exp.collectors(spec.settings, {**spec.base, "benchmark": "gpu_to_gpu"}, None, []) == []
+
+
+@pytest.mark.parametrize("counter, kind", [("dcgmi", DcgmDmon), ("nvml", NvmlPcie), ("none", None)])
+def test_the_gpu_counter_is_a_setting(counter, kind):
+    exp, spec = load("cuda_qdepth", [f"gpu_counter={counter}", "sample_interval_ms=50"])
+    found = exp.collectors(spec.settings, dict(spec.base), None, [])
+    if kind is None:
+        assert found == []
+    else:
+        assert [type(c) for c in found] == [kind] and found[0].interval_ms == 50
+
+
+def test_unknown_counter_is_refused_naming_the_key():
+    with pytest.raises(InputError, match="gpu_counter"):
+        load("cuda_iosize", ["gpu_counter=smi"])
+
+
+def test_host_block_names_devices_and_the_gpu(tmp_path, monkeypatch):
+    exp, spec = load("cuda_iosize")
+    monkeypatch.setattr(gpu_io, "GPU_DIR", str(tmp_path / "gpus"))
+    assert "NVIDIA GPU 0" in exp.host_block(spec.settings, dict(spec.base), [])
+    (tmp_path / "gpus" / "0000:00:06.0").mkdir(parents=True)
+    assert exp.host_block(spec.settings, dict(spec.base), []) is None
+    assert "needs 17 devices" in exp.host_block(spec.settings, {**spec.base, "ndevs": 17}, [])
+
+
+def test_campaign_binds_the_devices():
+    exp, spec = load("pcie_saturation")
+    knobs = exp.campaign_knobs(spec.settings)
+    assert knobs == {"device_binding": {"devices": spec.settings["devices"],
+                                        "driver": "uio_pci_generic"}}
+
+
+@pytest.mark.parametrize("row, verdict", [
+    ({"xnvmeperf.gpu_pci": "0000:00:06.0"}, "no GPU counter"),
+    ({"dcgmi.samples": 90, "dcgmi.gpu_pci": "0000:00:06.0", "xnvmeperf.gpu_pci": "0000:00:06.0"},
+     gpu_io.SAME_GPU),
+    ({"nvml.samples": 90, "nvml.gpu_pci": "0000:00:06.0", "xnvmeperf.gpu_pci": "0000:c1:00.0"},
+     "the counter watched 0000:00:06.0, the benchmark used 0000:c1:00.0"),
+    ({"dcgmi.samples": 90, "dcgmi.gpu_pci": None, "xnvmeperf.gpu_pci": "0000:00:06.0"},
+     "cannot compare: the counter did not record its GPU's PCI address"),
+    ({"dcgmi.samples": 90, "dcgmi.gpu_pci": "0000:00:06.0", "xnvmeperf.gpu_pci": float("nan")},
+     "cannot compare: the driver did not record the benchmark's GPU"),
+])
+def test_gpu_check_compares_pci_addresses(row, verdict):
+    assert gpu_io.gpu_check(row) == verdict
+
+
+def test_derive_gives_one_schema_whichever_counter_ran():
+    exp = experiments.get("cuda_iosize")
+    for counter in ("dcgmi", "nvml"):
+        row = {"xnvmeperf.iops": 1e6, "xnvmeperf.mibs": 488.28125, "xnvmeperf.failed": 0,
+               f"{counter}.samples": 10, f"{counter}.rx_mean_bytes_per_s": 6e8,
+               f"{counter}.rx_p95_bytes_per_s": 7e8, f"{counter}.gpu_pci": "0000:00:06.0",
+               "xnvmeperf.gpu_pci": "0000:00:06.0"}
+        out = exp.derive(row)
+        assert out["gpu_pcie_rx_mean_bytes_per_s"] == 6e8
+        assert out["gpu_pcie_rx_p95_bytes_per_s"] == 7e8
+        assert math.isnan(out["gpu_pcie_tx_mean_bytes_per_s"])
+        assert out["payload_bytes_per_s"] == 488.28125 * 2 ** 20
+        assert out["gpu_check"] == gpu_io.SAME_GPU and out["run.source"] == "iolab"
+
+
+@pytest.fixture
+def archive(tmp_path):
+    return tar_gz(make_cijoe(tmp_path / "src"), tmp_path / "mini.tar.gz"), tmp_path / "data"
+
+
+def test_import_into_an_experiment_keeps_it_apart(archive):
+    path, data = archive
+    report = import_archive(path, "pcie_saturation", "hpc-server", data, progress=False)
+    assert (report.imported, report.failed) == (2, 0)
+    df = Campaign("pcie_saturation", "hpc-server", data_dir=data).tidy()
+    assert len(df) == 2
+    assert set(df["run.source"]) == {"AiSIO archive mini.tar.gz"}
+    assert set(df["benchmark"]) == {"nvme_to_gpu"} and set(df["ncores"]) == {2}
+    assert set(df["iosize"]) == {512} and set(df["qdepth"]) == {64}
+    assert (df["payload_bytes_per_s"] == df["mibs"] * 2 ** 20).all()
+    assert df["gpu_pcie_rx_capture_p95_bytes_per_s"].notna().all()
+    assert df["gpu_pcie_rx_mean_bytes_per_s"].isna().all(), "AiSIO's captures have no window"
+    # this package's plan counts none of them as its own
+    plan = Campaign("pcie_saturation", "hpc-server", data_dir=data).plan()
+    assert plan.counts()["stored"] == 0 and len(plan.stored_outside) == 2
+
+
+def test_import_leaves_out_benchmarks_the_experiment_does_not_take(archive):
+    path, data = archive
+    report = import_archive(path, "cuda_iosize", "hpc-server", data, progress=False)
+    assert report.imported == 0
+    assert any("does not take" in note for note in report.notes)
+
+
+def test_import_into_an_experiment_without_imports_is_refused(archive):
+    path, data = archive
+    with pytest.raises(InputError, match="cannot take runs imported"):
+        import_archive(path, "cpu_search", "hpc-server", data, progress=False)
+    assert not (data / "raw" / "cpu_search").exists()
