@@ -4,6 +4,7 @@ their lab-server plans, invocations, counters, host checks, the GPU check and Ai
 from __future__ import annotations
 
 import math
+import subprocess
 
 import pytest
 from test_import_cijoe import make_cijoe, tar_gz
@@ -88,6 +89,12 @@ def test_host_block_names_devices_and_the_gpu(tmp_path, monkeypatch):
     assert "needs 17 devices" in exp.host_block(spec.settings, {**spec.base, "ndevs": 17}, [])
 
 
+def test_host_block_names_a_missing_nvml_binding(tmp_path, monkeypatch):
+    exp, spec = load("cuda_iosize", ["gpu_counter=nvml"])
+    monkeypatch.setattr(gpu_io.importlib.util, "find_spec", lambda name: None)
+    assert "nvidia-ml-py" in exp.host_block(spec.settings, dict(spec.base), [])
+
+
 def test_campaign_binds_the_devices():
     exp, spec = load("pcie_saturation")
     knobs = exp.campaign_knobs(spec.settings)
@@ -154,8 +161,65 @@ def test_import_leaves_out_benchmarks_the_experiment_does_not_take(archive):
     assert any("does not take" in note for note in report.notes)
 
 
+def test_import_leaves_out_runs_whose_data_stayed_in_host_memory(tmp_path):
+    folder = make_cijoe(tmp_path / "src")
+    for state in (folder / "003_run").glob("*.state"):
+        state.write_text(state.read_text().replace("--be upcie-cuda", "--be upcie"))
+    report = import_archive(folder, "pcie_saturation", "hpc-server", tmp_path / "data",
+                            progress=False)
+    assert report.imported == 0
+    assert any("back end 'upcie'" in note for note in report.notes)
+
+
 def test_import_into_an_experiment_without_imports_is_refused(archive):
     path, data = archive
     with pytest.raises(InputError, match="cannot take runs imported"):
         import_archive(path, "cpu_search", "hpc-server", data, progress=False)
     assert not (data / "raw" / "cpu_search").exists()
+
+
+def test_a_cuda_run_through_driver_adapter_counter_and_derive(tmp_path, monkeypatch):
+    """One cuda_iosize point end to end with fakes for what only the lab server has: the
+    driver runs a fake xnvmeperf beside a fake nvidia-smi, NVML is a fake library, and the row
+    the experiment derives says the counter watched the benchmark's GPU."""
+    from test_nvml import FakeNvml
+    from test_xnvmeperf import FIX, fake_path
+
+    exp, spec = load("cuda_iosize", ["gpu_counter=nvml", "gpu=1"])
+    point = {**spec.base, "qdepth": 128, "nqueues": 2, "ndevs": 2}
+    launch, collectors, adapter = exp.launch(spec.settings, point, [])
+    assert launch.argv[launch.argv.index("--") + 1] == "cuda-run"
+    assert "--gpu_id" in launch.argv and [type(c) for c in collectors] == [NvmlPcie]
+    report = (FIX / "xnvmeperf_cuda_run.txt").read_text()
+    (tmp_path / "report.txt").write_text(report)
+    path = fake_path(tmp_path, {
+        "xnvmeperf": f"cat {tmp_path / 'report.txt'}\n",
+        # GPU 1 of this listing is the one NVML's fake reports (00000000:C1:00.0)
+        "nvidia-smi": "echo '0, 00000000:4B:00.0, NVIDIA H100 PCIe, 5, 16'\n"
+                      "echo '1, 00000000:C1:00.0, NVIDIA H100 PCIe, 5, 16'\n"})
+    run = tmp_path / "run"
+    run.mkdir()
+    counter = NvmlPcie(1, 20, lib=FakeNvml())
+    counter.start(run)
+    done = subprocess.run(launch.argv, capture_output=True, text=True, env={"PATH": path},
+                          timeout=60)
+    counter.stop(run)
+    assert done.returncode == 0, done.stderr
+    (run / "stdout").write_text(done.stdout)
+    row = {f"xnvmeperf.{k}": v for k, v in adapter.parse(run).items()}
+    row.update({f"nvml.{k}": v for k, v in NvmlPcie.parse(run, None).items()})
+    out = exp.derive(row)
+    assert row["xnvmeperf.gpu_pci"] == row["nvml.gpu_pci"] == "0000:c1:00.0"
+    assert out["gpu_check"] == gpu_io.SAME_GPU
+    assert out["iops"] == 7699999.50 and out["payload_bytes_per_s"] == 3759.77 * 2 ** 20
+    assert out["gpu_pcie_rx_mean_bytes_per_s"] > 0
+    assert row["xnvmeperf.link_gbs"] == pytest.approx(32 * 16 * 128 / 130 / 8)
+
+
+@pytest.mark.parametrize("grid, key", [("qdepth=[3, 4]", "qdepth"), ("iosize=[1000]", "iosize")])
+def test_plan_refuses_what_cuda_run_cannot_take(tmp_path, grid, key):
+    overrides = [f"grids.iosize-qdepth.vary.{grid}"]
+    with pytest.raises(InputError, match="power of two") as caught:
+        Campaign("cuda_iosize", "hpc-server", data_dir=tmp_path, overrides=overrides).plan()
+    assert caught.value.key == key
+    assert "cuda_iosize.yaml" in str(caught.value) and "grid(s) iosize-qdepth" in str(caught.value)

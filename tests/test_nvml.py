@@ -77,13 +77,13 @@ def test_samples_are_stamped_and_summarised(tmp_path):
     collector.stop(tmp_path)
     assert lib.open == 0, "NVML is shut down again"
     record = json.loads((tmp_path / "nvml.json").read_text())
-    assert (record["gpu"], record["gpu_pci"], record["gpu_name"]) == (1, "00000000:C1:00.0",
+    assert (record["gpu"], record["gpu_pci"], record["gpu_name"]) == (1, "0000:c1:00.0",
                                                                       "NVIDIA H100 PCIe")
     samples = [json.loads(line) for line in (tmp_path / "nvml.jsonl").read_text().splitlines()]
     assert len(samples) >= 3 and all(s["tx_bytes_per_s"] is None for s in samples)
     assert [s["rx_bytes_per_s"] for s in samples] == [1024 * (i + 1) for i in range(len(samples))]
     metrics = NvmlPcie.parse(tmp_path, None)
-    assert metrics["samples"] == len(samples) and metrics["gpu_pci"] == "00000000:C1:00.0"
+    assert metrics["samples"] == len(samples) and metrics["gpu_pci"] == "0000:c1:00.0"
     assert metrics["tx_mean_bytes_per_s"] is None and metrics["rx_mean_bytes_per_s"] > 0
 
 

@@ -99,3 +99,11 @@ def test_chapter_reproduces_aisio_from_its_archive(tmp_path):
     assert "the payload is 45.17 GB/s and the total PCIe receive traffic 57.84 GB/s" in results
     assert "56.135 GB/s in its bidirectional test" in results
     assert "95th percentile" in results, "the statistic of AiSIO's total is named"
+
+
+def test_at_base_keeps_one_curve():
+    df = rows(each=[{"iosize": 512, "ndevs": 4, "ncores": 1}, {"iosize": 4096, "ndevs": 4, "ncores": 1},
+                    {"iosize": 4096, "ndevs": 8, "ncores": 1}, {"iosize": 4096, "ndevs": 4, "ncores": 2}])
+    base = {"benchmark": "nvme_to_gpu", "iosize": 4096, "ndevs": 4, "ncores": 1}
+    assert sorted(an.at_base(df, base, "iosize")["iosize"]) == [512, 4096]
+    assert sorted(an.at_base(df, base, "ndevs")["ndevs"]) == [4, 8]

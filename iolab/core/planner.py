@@ -261,7 +261,14 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     filtered = 0
     known: set[str] = set()  # ids of every point of the design, filtered ones included
     for point in expand(spec):
-        ident = identity(point.params)
+        try:
+            ident = identity(point.params)
+        except InputError as exc:
+            # a tool refuses the options a point gives (e.g. cuda-run's powers of two): say
+            # which params and which point, not only which tool option
+            raise InputError(" + ".join(spec.sources), exc.key, f"{exc.problem}, in the point "
+                             f"{_where_text({k: [v] for k, v in point.params.items()})} of "
+                             f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
         if where and not _matches(where, point.params):
             filtered += 1
             known.update(run_id(ident, rep) for rep in range(spec.repetitions))

@@ -28,6 +28,7 @@ the counters (``iolab.tools.dcgmi``, ``iolab.tools.nvml``) or analysis
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from iolab.experiments.base import Experiment, Metric
 from iolab.host.binding import USER_SPACE_DRIVERS
 from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
 from iolab.tools.dcgmi import DcgmDmon
+from iolab.tools.nvml import INSTALL as NVML_INSTALL
 from iolab.tools.nvml import NvmlPcie
 
 BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]"
@@ -115,8 +117,10 @@ class GpuExperiment(Experiment):
     settings = SETTINGS
     knob_variables = KNOBS
     metrics = METRICS
-    # the AiSIO benchmark kinds (iolab.importers.aisio) whose archives this experiment imports
+    # the AiSIO benchmark kinds (iolab.importers.aisio) whose archives this experiment imports,
+    # and the xNVMe back end they must have used: only upcie-cuda puts the data in GPU memory
     aisio_kinds: tuple[str, ...] = ()
+    aisio_backends: tuple[str, ...] = ("upcie-cuda",)
 
     def collectors(self, settings, point, cpus, topology) -> list:
         counter = settings["gpu_counter"]
@@ -131,6 +135,8 @@ class GpuExperiment(Experiment):
         ndevs = point.get("ndevs")
         if ndevs is not None and ndevs > len(settings["devices"]):
             return f"needs {ndevs} devices, the environment lists {len(settings['devices'])}"
+        if settings["gpu_counter"] == "nvml" and importlib.util.find_spec("pynvml") is None:
+            return f"gpu_counter nvml needs NVML's Python binding: {NVML_INSTALL}"
         gpus = Path(GPU_DIR)
         found = len(list(gpus.iterdir())) if gpus.is_dir() else 0
         if settings["gpu"] >= found:

@@ -203,7 +203,8 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
     ``data/raw/<experiment>/<environment>/``. ``experiment`` is a campaign of its own,
     ``aisio-<name>`` (tidied by :mod:`iolab.importers.aisio`), or a registered experiment
     with ``aisio_kinds`` (e.g. ``pcie_saturation``), whose chapter then shows the imported
-    runs apart from its own; benchmarks of other kinds are left out with a note.
+    runs apart from its own; benchmarks of other kinds, or of other back ends than its
+    ``aisio_backends``, are left out with a note.
 
     Re-importing is a no-op: runs already stored with the same raw output are skipped (and,
     having been checked when first imported, are not cross-checked again). A run id stored
@@ -232,10 +233,16 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
         iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
     stored = _stored_stdout_shas(store)
     kinds = getattr(target, "aisio_kinds", None)
+    backends = getattr(target, "aisio_backends", None)
     for rep in iterator:
         if kinds is not None and rep.bench.kind not in kinds:
             report.notes.append(f"{rep.bench.path}: a '{rep.bench.kind}' benchmark, which "
                                 f"{experiment} does not take ({', '.join(kinds)}); not imported")
+            continue
+        backend = _command_params(rep.bench, arc.name)["backend"]
+        if backends is not None and backend not in backends:
+            report.notes.append(f"{rep.bench.path}: back end {backend!r}, which {experiment} "
+                                f"does not take ({', '.join(backends)}); not imported")
             continue
         _import_one(rep, arc, store, stored, experiment, environment, fingerprint, topology,
                     ordinals, report)

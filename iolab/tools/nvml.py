@@ -18,7 +18,8 @@ Metrics, named like the ``dcgmi`` collector's so that both give one schema:
 ``rx_mean_bytes_per_s``, ``rx_p50_bytes_per_s``, ``rx_p95_bytes_per_s`` (and ``tx_...``) over
 the samples inside the measurement window; ``rx_counter_bytes_per_s`` and
 ``tx_counter_bytes_per_s`` (the counters' increase over the window's first and last sample,
-per second); ``samples``; ``gpu_pci``.
+per second); ``samples``; ``gpu_pci`` (lower case, 4-digit domain, as
+:func:`~iolab.tools.base.pci_address` spells it).
 
 Responsible for: sampling, the files and the metrics. Not responsible for: choosing the GPU
 a benchmark uses, or DCGM (``iolab.tools.dcgmi``).
@@ -34,11 +35,11 @@ from typing import Any
 
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.parsers.dcgm_dmon import window_stats
-from iolab.tools.base import Collector
+from iolab.tools.base import Collector, pci_address
 
 SAMPLES, RECORD = "nvml.jsonl", "nvml.json"
 INSTALL = ("NVML comes with the NVIDIA driver; its Python binding is the nvidia-ml-py "
-           "package ('pip install nvidia-ml-py')")
+           "package ('pip install -e .[gpu]' in this repository, or 'pip install nvidia-ml-py')")
 
 
 def _load_nvml() -> Any:
@@ -97,7 +98,8 @@ class NvmlPcie(Collector):
     def start(self, run_dir: Path) -> None:
         nvml, handle = self._open()
         self._record = {
-            "gpu": self.gpu, "gpu_pci": _text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+            # in one spelling with the xnvmeperf driver's and dcgmi's, so the three compare
+            "gpu": self.gpu, "gpu_pci": pci_address(_text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
             "gpu_name": _text(nvml.nvmlDeviceGetName(handle)),
             "driver": _text(nvml.nvmlSystemGetDriverVersion()),
             "interval_ms": self.interval_ms, "started_ns": time.time_ns()}

@@ -41,6 +41,16 @@ def nvme_rows(df: pd.DataFrame) -> pd.DataFrame:
     return rows[usable]
 
 
+def at_base(rows: pd.DataFrame, base: dict[str, Any], varying: str) -> pd.DataFrame:
+    """The rows of the params' base point with only ``varying`` (and the benchmark) free: one
+    curve, never a pool of several configurations."""
+    keep = pd.Series(True, index=rows.index)
+    for key, value in base.items():
+        if key not in (varying, "benchmark") and key in rows:
+            keep &= rows[key] == value
+    return rows[keep]
+
+
 def total_column(rows: pd.DataFrame) -> tuple[str, str]:
     """The total-traffic column these rows have, and its statistic in words."""
     if WINDOW_RX in rows and rows[WINDOW_RX].notna().any():
