@@ -3,16 +3,18 @@ their lab-server plans, invocations, counters, host checks, the GPU check and Ai
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 
+import pandas as pd
 import pytest
 from test_import_cijoe import make_cijoe, tar_gz
 
 from iolab import experiments
 from iolab.campaign import Campaign
 from iolab.core import spec as specmod
-from iolab.errors import InputError
+from iolab.errors import InputError, ToolError
 from iolab.experiments import gpu_io
 from iolab.importers.cijoe import import_archive
 from iolab.tools.base import CpuRequest
@@ -80,19 +82,24 @@ def test_unknown_counter_is_refused_naming_the_key():
         load("cuda_iosize", ["gpu_counter=smi"])
 
 
-def test_host_block_names_devices_and_the_gpu(tmp_path, monkeypatch):
+def test_host_block_names_missing_devices():
     exp, spec = load("cuda_iosize")
-    monkeypatch.setattr(gpu_io, "GPU_DIR", str(tmp_path / "gpus"))
-    assert "NVIDIA GPU 0" in exp.host_block(spec.settings, dict(spec.base), [])
-    (tmp_path / "gpus" / "0000:00:06.0").mkdir(parents=True)
     assert exp.host_block(spec.settings, dict(spec.base), []) is None
     assert "needs 17 devices" in exp.host_block(spec.settings, {**spec.base, "ndevs": 17}, [])
 
 
-def test_host_block_names_a_missing_nvml_binding(tmp_path, monkeypatch):
-    exp, spec = load("cuda_iosize", ["gpu_counter=nvml"])
+def test_a_campaign_without_the_gpu_or_its_counter_starts_nothing(tmp_path, monkeypatch):
+    exp, spec = load("cuda_iosize", ["gpu_counter=nvml", "gpu=1"])
+    monkeypatch.setattr(gpu_io, "GPU_DIR", str(tmp_path / "gpus"))
+    with pytest.raises(ToolError, match="needs NVIDIA GPU 1, the NVIDIA driver lists none"):
+        exp.prepare_host(spec.settings)
+    for bus in ("0000:00:06.0", "0000:00:07.0"):
+        (tmp_path / "gpus" / bus).mkdir(parents=True)
     monkeypatch.setattr(gpu_io.importlib.util, "find_spec", lambda name: None)
-    assert "nvidia-ml-py" in exp.host_block(spec.settings, dict(spec.base), [])
+    with pytest.raises(ToolError, match="nvidia-ml-py"):
+        exp.prepare_host(spec.settings)
+    exp, spec = load("cuda_iosize", ["gpu_counter=none"])
+    exp.prepare_host(spec.settings)
 
 
 def test_campaign_binds_the_devices():
@@ -154,21 +161,33 @@ def test_import_into_an_experiment_keeps_it_apart(archive):
     assert plan.counts()["stored"] == 0 and len(plan.stored_outside) == 2
 
 
-def test_import_leaves_out_benchmarks_the_experiment_does_not_take(archive):
+def test_import_of_nothing_the_experiment_takes_stores_nothing(archive):
     path, data = archive
-    report = import_archive(path, "cuda_iosize", "hpc-server", data, progress=False)
-    assert report.imported == 0
-    assert any("does not take" in note for note in report.notes)
+    with pytest.raises(InputError, match="holds no benchmark that cuda_iosize takes") as caught:
+        import_archive(path, "cuda_iosize", "hpc-server", data, progress=False)
+    assert "does not take" in str(caught.value)
+    assert not data.exists()
+
+
+def test_an_import_never_blocks_the_experiments_own_campaign(archive):
+    """The archive's host goes beside its extras: the experiment's host.json stays free for
+    the host that runs it, before or after an import."""
+    path, data = archive
+    store = Campaign("pcie_saturation", "hpc-server", data_dir=data).store
+    store.check_or_record_host({"cpu": "lab"}, "lab-fingerprint", [])
+    import_archive(path, "pcie_saturation", "hpc-server", data, progress=False)
+    assert store.read_host()["fingerprint"] == "lab-fingerprint"
+    extra = json.loads((store.root / "extras" / "mini" / "host.json").read_text())
+    assert extra["source"] == "aisio-cijoe-import" and extra["fingerprint"]
+    store.check_or_record_host({"cpu": "lab"}, "lab-fingerprint", [])  # still this host's
 
 
 def test_import_leaves_out_runs_whose_data_stayed_in_host_memory(tmp_path):
     folder = make_cijoe(tmp_path / "src")
     for state in (folder / "003_run").glob("*.state"):
         state.write_text(state.read_text().replace("--be upcie-cuda", "--be upcie"))
-    report = import_archive(folder, "pcie_saturation", "hpc-server", tmp_path / "data",
-                            progress=False)
-    assert report.imported == 0
-    assert any("back end 'upcie'" in note for note in report.notes)
+    with pytest.raises(InputError, match="back end 'upcie'"):
+        import_archive(folder, "pcie_saturation", "hpc-server", tmp_path / "data", progress=False)
 
 
 def test_import_into_an_experiment_without_imports_is_refused(archive):
@@ -202,12 +221,14 @@ def test_a_cuda_run_through_driver_adapter_counter_and_derive(tmp_path, monkeypa
     counter = NvmlPcie(1, 20, lib=FakeNvml())
     counter.start(run)
     done = subprocess.run(launch.argv, capture_output=True, text=True, env={"PATH": path},
-                          timeout=60)
+                          timeout=60, cwd=run)  # the runner runs the driver in the run folder
     counter.stop(run)
     assert done.returncode == 0, done.stderr
     (run / "stdout").write_text(done.stdout)
     row = {f"xnvmeperf.{k}": v for k, v in adapter.parse(run).items()}
-    row.update({f"nvml.{k}": v for k, v in NvmlPcie.parse(run, None).items()})
+    start, end = adapter.window(run)
+    assert end - start == 10 * 10**9, "the window is the elapsed time xnvmeperf reports"
+    row.update({f"nvml.{k}": v for k, v in NvmlPcie.parse(run, (start, end)).items()})
     out = exp.derive(row)
     assert row["xnvmeperf.gpu_pci"] == row["nvml.gpu_pci"] == "0000:c1:00.0"
     assert out["gpu_check"] == gpu_io.SAME_GPU
@@ -223,3 +244,42 @@ def test_plan_refuses_what_cuda_run_cannot_take(tmp_path, grid, key):
         Campaign("cuda_iosize", "hpc-server", data_dir=tmp_path, overrides=overrides).plan()
     assert caught.value.key == key
     assert "cuda_iosize.yaml" in str(caught.value) and "grid(s) iosize-qdepth" in str(caught.value)
+
+
+def test_at_base_keeps_one_set_of_curves():
+    df = pd.DataFrame([{"iosize": 512, "ndevs": 4, "ncores": 1, "smt": "on"},
+                       {"iosize": 4096, "ndevs": 4, "ncores": 1, "smt": None},
+                       {"iosize": 4096, "ndevs": 8, "ncores": 1, "smt": "on"},
+                       {"iosize": 4096, "ndevs": 4, "ncores": 2, "smt": "on"}])
+    base = {"benchmark": "nvme_to_gpu", "iosize": 4096, "ndevs": 4, "ncores": 1, "smt": "on"}
+    assert sorted(gpu_io.at_base(df, base, ("iosize",))["iosize"]) == [512, 4096], \
+        "an unrecorded value (None) does not select"
+    assert sorted(gpu_io.at_base(df, base, ("ndevs",))["ndevs"]) == [4, 8]
+    assert len(gpu_io.at_base(df, base, ("iosize", "ndevs", "ncores"))) == 4
+
+
+def test_shown_prefers_own_runs_and_says_what_it_left_out():
+    own = pd.DataFrame([{"qdepth": 1, "ndevs": 16, "gpu_check": gpu_io.SAME_GPU, "run.source": "iolab"},
+                        {"qdepth": 2, "ndevs": 16, "gpu_check": "cannot compare: x", "run.source": "iolab"},
+                        {"qdepth": 2, "ndevs": 8, "gpu_check": gpu_io.SAME_GPU, "run.source": "iolab"}])
+    imported = own.assign(**{"run.source": "AiSIO archive a.tar.gz"})
+    rows, origin, notes = gpu_io.shown(own, imported, {"qdepth": 1, "ndevs": 16}, ("qdepth",))
+    assert origin == "this package's runs" and list(rows["qdepth"]) == [1]
+    assert notes == ["1 run(s) left out: cannot compare: x",
+                     "1 run(s) of other points than this chapter's curves not shown"]
+    rows, origin, _ = gpu_io.shown(own.iloc[0:0], imported, {"qdepth": 1, "ndevs": 16}, ("qdepth",))
+    assert origin.startswith("AiSIO's runs") and sorted(rows["qdepth"]) == [1, 2]
+    assert gpu_io.shown(own.iloc[0:0], imported.iloc[0:0], {}, ())[1] is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", GPU)
+def test_chapter_without_runs_or_references_still_renders(tmp_path, name):
+    """A data folder with nothing in it: the chapter says so instead of failing."""
+    from iolab.report.book import execute
+
+    exp = experiments.get(name)
+    execute(exp.notebook, tmp_path / "out.ipynb", {"environment": "hpc-server",
+                                                   "data_dir": str(tmp_path / "empty")})
+    text = (tmp_path / "out.ipynb").read_text()
+    assert "no stored run in environment hpc-server" in text

@@ -3,6 +3,7 @@ from AiSIO's archive (``../shared/aisio/``; skipped, saying why, where it is abs
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import nbformat
@@ -12,6 +13,7 @@ from test_import_cijoe import PCIE, make_cijoe
 
 from iolab import experiments
 from iolab.campaign import Campaign
+from iolab.experiments import gpu_io
 from iolab.experiments.pcie_saturation import analysis as an
 from iolab.importers.cijoe import import_archive
 from iolab.paths import REPO_ROOT
@@ -29,8 +31,11 @@ def rows(**columns):
 def test_runs_whose_counter_watched_another_gpu_are_left_out():
     df = rows(each=[{}, {"gpu_check": "the counter watched 0000:01:00.0, the benchmark used "
                                        "0000:02:00.0"},
-                    {"gpu_check": "no GPU counter"}, {"benchmark": "gpu_to_gpu"}])
-    assert len(an.nvme_rows(df)) == 2
+                    {"gpu_check": "no GPU counter"}])
+    kept, notes = gpu_io.usable(df)
+    assert len(kept) == 2
+    assert notes == ["1 run(s) left out: the counter watched 0000:01:00.0, the benchmark used "
+                     "0000:02:00.0"]
 
 
 def test_total_uses_the_window_mean_where_there_is_one():
@@ -38,6 +43,15 @@ def test_total_uses_the_window_mean_where_there_is_one():
     imported = rows(each=[{"gpu_pcie_rx_mean_bytes_per_s": float("nan")}])
     column, said = an.total_column(imported)
     assert column == an.CAPTURE_RX and "AiSIO's statistic" in said
+
+
+def test_without_a_counter_there_is_payload_and_no_total():
+    df = rows(each=[{"gpu_pcie_rx_mean_bytes_per_s": float("nan"),
+                     "gpu_pcie_rx_capture_p95_bytes_per_s": float("nan"), "gpu_check": "no GPU counter"}] * 2)
+    assert an.total_column(df) == (None, None)
+    table = an.payload_vs_total(df, ["iosize"], 0.95)
+    assert table.loc[0, "mean_payload"] == 4.5e10
+    assert math.isnan(table.loc[0, "mean_total"]) and math.isnan(table.loc[0, "ratio"])
 
 
 def test_payload_vs_total_per_point():
@@ -85,7 +99,7 @@ def test_chapter_reproduces_aisio_from_its_archive(tmp_path):
     assert (report.imported, report.failed, len(report.disagreements)) == (15, 0, 0)
     df = Campaign("pcie_saturation", "hpc-server", data_dir=data).tidy()
     assert {"iosize", "mibs", "gpu_pcie_rx_capture_p95_bytes_per_s"} <= set(df.columns)
-    table = an.payload_vs_total(an.nvme_rows(df), ["iosize"], 0.95).set_index("iosize")
+    table = an.payload_vs_total(gpu_io.usable(df)[0], ["iosize"], 0.95).set_index("iosize")
     assert round(table.loc[4096, "mean_payload"] / 1e9, 2) == 45.17
     assert round(table.loc[4096, "mean_total"] / 1e9, 2) == 57.84
 
@@ -96,14 +110,7 @@ def test_chapter_reproduces_aisio_from_its_archive(tmp_path):
     text = glued(out)
     assert "AiSIO's runs, imported from its archive" in text["shown_what"]
     results = text["results_text"]
-    assert "the payload is 45.17 GB/s and the total PCIe receive traffic 57.84 GB/s" in results
+    assert ("at 4,096 B the payload is 45.17 GB/s and the total PCIe receive traffic "
+            "57.84 GB/s") in results
     assert "56.135 GB/s in its bidirectional test" in results
     assert "95th percentile" in results, "the statistic of AiSIO's total is named"
-
-
-def test_at_base_keeps_one_curve():
-    df = rows(each=[{"iosize": 512, "ndevs": 4, "ncores": 1}, {"iosize": 4096, "ndevs": 4, "ncores": 1},
-                    {"iosize": 4096, "ndevs": 8, "ncores": 1}, {"iosize": 4096, "ndevs": 4, "ncores": 2}])
-    base = {"benchmark": "nvme_to_gpu", "iosize": 4096, "ndevs": 4, "ncores": 1}
-    assert sorted(an.at_base(df, base, "iosize")["iosize"]) == [512, 4096]
-    assert sorted(an.at_base(df, base, "ndevs")["ndevs"]) == [4, 8]

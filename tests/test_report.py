@@ -95,3 +95,18 @@ def test_points_in_words():
     words = get("cpu_search").describe_point({"cpu_governor": "asis", "thr_sib": False,
                                               "qdepth": 128})
     assert words == "governor as found, one thread per core, queue depth 128"
+
+
+def test_design_table_lists_every_value_a_grid_gives():
+    from iolab import experiments
+    from iolab.core import spec as specmod
+    from iolab.report.tables import design_table
+
+    exp = experiments.get("pcie_saturation")
+    table = design_table(specmod.load(exp, "hpc-server"), exp).set_index("variable")
+    assert table.loc["benchmark", "values"] == ("NVMe to GPU (xnvmeperf), GPU to GPU "
+                                                "(p2pBandwidthLatencyTest)")
+    assert table.loc["benchmark", "varied in"] == "p2p-reference"
+    assert table.loc["devices", "values"] == "1, 2, 4, 8, 16"
+    assert table.loc["I/O size (bytes)", "values"] == "512, 4096, 8192"
+    assert table.loc["queue depth", "varied in"] == "(base value)"

@@ -158,7 +158,8 @@ def test_launch_resolves_the_cpu_request_and_finds_xnvmeperf(tmp_path, monkeypat
     launch = adapter("xnvmeperf").launch(Invocation("xnvmeperf", {**RUN, "cpumask": CpuRequest(2)}),
                                          TOPOLOGY)
     assert launch.argv == [
-        str(DRIVER), "--xnvmeperf", str(exe), "--", "run", "0000:4a:00.0", "0000:4b:00.0",
+        str(DRIVER), "--xnvmeperf", str(exe), "--line-times", xp.LINE_TIMES, "--", "run",
+        "0000:4a:00.0", "0000:4b:00.0",
         "--iopattern", "randread", "--qdepth", "128", "--iosize", "512", "--runtime", "10",
         "--be", "upcie", "--cpumask", "0x33"]
     assert launch.cpus == [0, 1, 4, 5] and launch.inputs == {}
@@ -169,8 +170,9 @@ def test_launch_asks_for_the_gpu_listing_when_io_lands_in_gpu_memory(tmp_path, m
                                                                       options):
     monkeypatch.setenv("PATH", str(tmp_path))  # no xnvmeperf: the driver is given its name
     argv = adapter("xnvmeperf").launch(Invocation("xnvmeperf", options), TOPOLOGY).argv
-    assert argv[:5] == [str(DRIVER), "--xnvmeperf", "xnvmeperf", "--gpu-info", "--"]
-    assert argv[5:] == xp.build_argv(options)[1:]
+    assert argv[:7] == [str(DRIVER), "--xnvmeperf", "xnvmeperf", "--gpu-info", "--line-times",
+                        xp.LINE_TIMES, "--"]
+    assert argv[7:] == xp.build_argv(options)[1:]
 
 
 def test_a_missing_xnvmeperf_is_listed_with_how_to_install(tmp_path, monkeypatch):
@@ -390,8 +392,8 @@ def test_driver_declares_its_version_and_strict_mode():
     assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in text and "nvidia-smi's indices" in text
 
 
-USAGE = ("usage: xnvmeperf.sh --xnvmeperf PATH [--gpu-info] -- <xnvmeperf arguments, "
-         "subcommand first>")
+USAGE = ("usage: xnvmeperf.sh --xnvmeperf PATH [--gpu-info] [--line-times FILE] -- "
+         "<xnvmeperf arguments, subcommand first>")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -407,6 +409,8 @@ USAGE = ("usage: xnvmeperf.sh --xnvmeperf PATH [--gpu-info] -- <xnvmeperf argume
      "xnvmeperf's arguments must start with the subcommand, got '--qdepth'"),
     (["--xnvmeperf", "xnvmeperf", "run"], "unknown option 'run' (xnvmeperf's own arguments go "
                                           "after --)"),
+    (["--xnvmeperf", "xnvmeperf", "--line-times", "--", "run"],
+     "--line-times needs a file name, got option '--'"),
 ])
 def test_driver_usage_errors_exit_2(tmp_path, args, message):
     proc = run_driver(*args, path=fake_path(tmp_path, {"xnvmeperf": FAKE_XNVMEPERF}))
@@ -533,3 +537,59 @@ def test_a_cuda_run_that_fails_quotes_its_error(tmp_path, monkeypatch):
     with pytest.raises(ParseError, match=r"stderr says: 'Error: device 0000:4b:00.0 LBA size "
                                          r"mismatch'"):
         xp.Xnvmeperf().parse(folder)
+
+
+# --- the measurement window -------------------------------------------------------------------
+
+def test_driver_stamps_each_line_of_xnvmeperf_and_keeps_its_status(tmp_path):
+    report = (FIX / "xnvmeperf_cuda_run.txt").read_text()
+    (tmp_path / "report.txt").write_text(report)
+    path = fake_path(tmp_path, {"xnvmeperf": f"cat {tmp_path / 'report.txt'}\nexit 5\n"})
+    proc = run_driver("--xnvmeperf", "xnvmeperf", "--line-times", "times.txt", "--",
+                      "cuda-run", "0000:01:00.0", path=path, cwd=tmp_path)
+    assert proc.returncode == 5
+    assert proc.stdout == f"xnvmeperf: {tmp_path / 'fakes' / 'xnvmeperf'}\n" + report
+    stamps = [int(t) for t in (tmp_path / "times.txt").read_text().split()]
+    assert len(stamps) == len(report.splitlines()) and stamps == sorted(stamps)
+    start, end = xp.measurement_window(proc.stdout, (tmp_path / "times.txt").read_text(), "t")
+    title = next(i for i, line in enumerate(report.splitlines()) if "(elapsed:" in line)
+    assert end == stamps[title] and end - start == 10 * 10**9
+
+
+def test_window_of_a_stored_run(tmp_path):
+    stdout = "xnvmeperf: /bin/x\niolab-gpu: 0, 00000000:4B:00.0, H100, 5, 16\n" + \
+        (FIX / "xnvmeperf_run.txt").read_text()
+    own = len(stdout.splitlines()) - 2
+    stamps = [1_000_000_000_000 + i for i in range(own)]
+    run = run_dir(tmp_path, stdout)
+    assert xp.Xnvmeperf().window(run) is None, "no stamps (AiSIO's archives): no window"
+    (run / xp.LINE_TIMES).write_text("".join(f"{t}\n" for t in stamps))
+    start, end = xp.Xnvmeperf().window(run)
+    lines = (FIX / "xnvmeperf_run.txt").read_text().splitlines()
+    title = next(i for i, line in enumerate(lines) if "(elapsed:" in line)
+    elapsed = float(lines[title].split("elapsed:")[1].strip(" s)"))
+    assert end == stamps[title] and end - start == round(elapsed * 1e9)
+
+
+@pytest.mark.parametrize("stamps, message", [
+    ("1\n2\n", "stamps for the"),
+    ("x\n" * 30, "stamps for the"),
+])
+def test_window_refuses_stamps_that_do_not_match(tmp_path, stamps, message):
+    stdout = (FIX / "xnvmeperf_run.txt").read_text()
+    if stamps.startswith("x"):
+        stamps = "x\n" * len(stdout.splitlines())
+    with pytest.raises(ParseError, match=message):
+        xp.measurement_window(stdout, stamps, "times")
+
+
+def test_window_needs_the_title(tmp_path):
+    with pytest.raises(ParseError, match="no result title"):
+        xp.measurement_window("Error: no device\n", "123\n", "times")
+
+
+def test_runs_into_gpu_memory_need_nvidia_smi():
+    assert xp.Xnvmeperf().program(CUDA).needs == ("nvidia-smi",)
+    assert "nvidia-smi" in xp.Xnvmeperf().program(CUDA).install
+    assert xp.Xnvmeperf().program({**RUN, "be": "upcie-cuda"}).needs == ("nvidia-smi",)
+    assert xp.Xnvmeperf().program(RUN).needs == ()

@@ -2,13 +2,15 @@
 
 With N commands in flight and each taking R seconds from submission to completion, Little's
 law gives the throughput X = N / R exactly, for any system in steady state. A *bound* follows
-when R cannot fall below the unloaded latency L of one command and nothing else limits:
+when R cannot fall below a latency L and nothing else limits:
 
     X(N, s) <= min(N / L, ndevs x C, B / s)
 
 with C the IOPS capacity of one device, B the one-way payload bandwidth of the link, and s the
 I/O size in bytes. The three parameters are named, and each records where it came from:
-:func:`latency_from` takes L as the smallest N / X of a data set (measured or published), C
+:func:`latency_from` takes L as the smallest response time N / X of a data set (measured or
+published): an estimate of one command's latency at light load, only as good as the lightest
+load in the data (a point already limited by the link or the devices overstates it), C
 comes from the CPU-initiated search's device capacity, B from the highest payload bandwidth
 observed or a reference. Where data fall below the bound, something the bound leaves out
 binds (for cuda-run: lock-step rounds of a queue's threads, the submission rate of one queue).
@@ -29,7 +31,7 @@ from iolab.errors import InputError
 
 @dataclass(frozen=True)
 class LittleBound:
-    latency_s: float            # L: unloaded latency of one command
+    latency_s: float            # L: the smallest response time of one command
     device_iops: float          # C: IOPS capacity of one device
     link_bytes_per_s: float     # B: one-way payload ceiling of the link
     ndevs: int
@@ -64,7 +66,7 @@ class LittleBound:
 def latency_from(points: pd.DataFrame, outstanding: str, iops: str) -> tuple[float, dict]:
     """L as the smallest N / X over ``points`` (one row per point, X its mean IOPS): by
     Little's law N / X is the point's mean response time, and the smallest one is the
-    closest the data come to an unloaded command. Returns L and the row it came from."""
+    closest the data come to a command at light load. Returns L and the row it came from."""
     rows = points.dropna(subset=[outstanding, iops])
     rows = rows[(rows[iops] > 0) & (rows[outstanding] > 0)]
     if rows.empty:

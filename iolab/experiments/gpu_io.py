@@ -33,8 +33,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from iolab.core.schema import Choice, Int, ListOf, Text
 from iolab.core.store import StoredRun
+from iolab.errors import ToolError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.binding import USER_SPACE_DRIVERS
 from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
@@ -46,6 +49,7 @@ BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]"
 MIB = 2 ** 20
 COUNTERS = ("dcgmi", "nvml", "none")
 SAME_GPU = "same GPU"
+NO_COUNTER = "no GPU counter"
 GPU_DIR = "/proc/driver/nvidia/gpus"  # one folder per GPU the NVIDIA driver found
 
 SETTINGS = {
@@ -101,7 +105,7 @@ def gpu_check(row: dict[str, Any]) -> str:
     """Whether the counter watched the GPU the benchmark used, by PCI address."""
     counters = [c for c in ("dcgmi", "nvml") if f"{c}.samples" in row]
     if not counters:
-        return "no GPU counter"
+        return NO_COUNTER
     watched = row.get(f"{counters[0]}.gpu_pci")
     used = row.get("xnvmeperf.gpu_pci")
     if _missing(watched) or _missing(used):
@@ -109,6 +113,47 @@ def gpu_check(row: dict[str, Any]) -> str:
                 if _missing(watched) else
                 "cannot compare: the driver did not record the benchmark's GPU")
     return SAME_GPU if watched == used else f"the counter watched {watched}, the benchmark used {used}"
+
+
+def usable(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The rows whose counter watched the benchmark's GPU (or that had no counter; AiSIO's
+    imports are taken as AiSIO recorded them), and why each other row was left out, counted."""
+    if rows.empty:
+        return rows, []
+    keep = rows["gpu_check"].isin([SAME_GPU, NO_COUNTER]) | \
+        rows["run.source"].fillna("").str.startswith(IMPORTED_SOURCE)
+    left = rows.loc[~keep, "gpu_check"].value_counts()
+    return (rows[keep].reset_index(drop=True),
+            [f"{n} run(s) left out: {why}" for why, n in left.items()])
+
+
+def at_base(rows: pd.DataFrame, base: dict[str, Any], free: tuple[str, ...]) -> pd.DataFrame:
+    """The rows at the params' base point with only the ``free`` variables (a chapter's axes)
+    and the benchmark let loose: one set of curves, never a pool of configurations. A value
+    the rows did not record (None, such as the CPU state of AiSIO's cuda-run runs) does not
+    select."""
+    keep = pd.Series(True, index=rows.index)
+    for key, value in base.items():
+        if key not in free and key != "benchmark" and key in rows:
+            keep &= (rows[key] == value) | rows[key].isna()
+    return rows[keep].reset_index(drop=True)
+
+
+def shown(own: pd.DataFrame, imported: pd.DataFrame, base: dict[str, Any],
+          free: tuple[str, ...]) -> tuple[pd.DataFrame, str | None, list[str]]:
+    """What a chapter shows: this package's runs where any are stored, else runs imported
+    from AiSIO, never both; only usable ones (:func:`usable`) at the base point with the
+    ``free`` axes loose (:func:`at_base`). Returns the rows, where they come from in words
+    (None when there are none) and why any were left out."""
+    rows, origin = ((own, "this package's runs") if not own.empty else
+                    (imported, "AiSIO's runs, imported from its archive") if not imported.empty
+                    else (own, None))
+    kept, notes = usable(rows)
+    at = at_base(kept, base, free) if not kept.empty else kept
+    if len(at) < len(kept):
+        notes.append(f"{len(kept) - len(at)} run(s) of other points than this chapter's "
+                     "curves not shown")
+    return at, (origin if not at.empty else None), notes
 
 
 class GpuExperiment(Experiment):
@@ -135,14 +180,22 @@ class GpuExperiment(Experiment):
         ndevs = point.get("ndevs")
         if ndevs is not None and ndevs > len(settings["devices"]):
             return f"needs {ndevs} devices, the environment lists {len(settings['devices'])}"
-        if settings["gpu_counter"] == "nvml" and importlib.util.find_spec("pynvml") is None:
-            return f"gpu_counter nvml needs NVML's Python binding: {NVML_INSTALL}"
+        return None
+
+    def prepare_host(self, settings: dict[str, Any]) -> None:
+        """Before a campaign's first run (and before any knob): the GPU and the counter must
+        be there, or nothing starts. These are checks of the host that runs, so they are not
+        in :meth:`host_block`, which a replayed chapter applies to the host it recorded."""
         gpus = Path(GPU_DIR)
         found = len(list(gpus.iterdir())) if gpus.is_dir() else 0
         if settings["gpu"] >= found:
-            return (f"needs NVIDIA GPU {settings['gpu']}, the NVIDIA driver lists "
-                    f"{found or 'none'} here ({GPU_DIR})")
-        return None
+            raise ToolError(f"{self.name}: needs NVIDIA GPU {settings['gpu']}, the NVIDIA "
+                            f"driver lists {found or 'none'} here ({GPU_DIR}); nothing was run")
+        if settings["gpu_counter"] == "nvml" and importlib.util.find_spec("pynvml") is None:
+            raise ToolError(f"{self.name}: gpu_counter nvml needs NVML's Python binding: "
+                            f"{NVML_INSTALL}; nothing was run")
+        if settings["gpu_counter"] == "dcgmi":
+            DcgmDmon.check()
 
     def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
         """xNVMe's user-space back ends need the devices on a user-space driver; the knob
@@ -177,7 +230,9 @@ def imported_row(run: StoredRun, experiment: GpuExperiment) -> dict[str, Any]:
     aisio = ImportedCampaign(run.manifest.experiment).tidy_row(run)
     row: dict[str, Any] = {v: aisio.get(v) for v in experiment.variables}
     if "ncores" in experiment.variables:
-        row["ncores"] = aisio.get("ncpus")
+        # AiSIO counts logical CPUs; with thread siblings two of them make one core
+        ncpus = aisio.get("ncpus")
+        row["ncores"] = ncpus // 2 if aisio.get("thr_sib") == 1 and ncpus else ncpus
     for variable, value in {"cpu_governor": aisio.get("cpu_governor"),
                             "turbo": _onoff(aisio.get("turbo")),
                             "smt": _onoff(aisio.get("smt"))}.items():

@@ -214,17 +214,29 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
     target = _target(experiment)
     arc = _open(Path(archive))
     report = ImportReport(arc.name, experiment, environment)
-    store = open_store(target, environment, data_dir)
     commands = _index(arc, report)
     host, fingerprint = _host(arc, commands, report)
-    stored = store.read_host()
-    diff = [] if stored is None else [k for k in ("cpu", "topology")
-                                      if stored.get(k) != host.get(k)]
-    store.check_or_record_host(host, fingerprint, diff)
+    every = _repetitions(commands, report)
+    _pair_results(every, arc, report)
+    reps = _taken(every, target, arc, report)
+    own_campaign = isinstance(target, exp.ImportedCampaign)
+    if not reps and not own_campaign:
+        raise InputError(arc.name, "experiment", f"the archive holds no benchmark that "
+                         f"{experiment} takes; nothing was stored ({report.notes[-1]})",
+                         allowed=f"archives with {', '.join(target.aisio_kinds)} runs on "
+                                 f"the {', '.join(target.aisio_backends)} back end")
+    store = open_store(target, environment, data_dir)
+    if own_campaign:
+        stored = store.read_host()
+        diff = [] if stored is None else [k for k in ("cpu", "topology")
+                                          if stored.get(k) != host.get(k)]
+        store.check_or_record_host(host, fingerprint, diff)
+    else:
+        # the experiment's host.json belongs to the host that runs it; the archive's host
+        # is kept beside its other raw extras, so an import never blocks a campaign
+        _write_host_extra(store, arc, host, fingerprint, report)
     _store_extras(arc, commands, store, report)
 
-    reps = _repetitions(commands, report)
-    _pair_results(reps, arc, report)
     topology = {entry["cpu"]: entry["core"] for entry in host.get("topology") or []}
     ordinals: Counter = Counter()
     iterator = reps
@@ -232,21 +244,41 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
         from tqdm import tqdm
         iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
     stored = _stored_stdout_shas(store)
-    kinds = getattr(target, "aisio_kinds", None)
-    backends = getattr(target, "aisio_backends", None)
     for rep in iterator:
-        if kinds is not None and rep.bench.kind not in kinds:
-            report.notes.append(f"{rep.bench.path}: a '{rep.bench.kind}' benchmark, which "
-                                f"{experiment} does not take ({', '.join(kinds)}); not imported")
-            continue
-        backend = _command_params(rep.bench, arc.name)["backend"]
-        if backends is not None and backend not in backends:
-            report.notes.append(f"{rep.bench.path}: back end {backend!r}, which {experiment} "
-                                f"does not take ({', '.join(backends)}); not imported")
-            continue
         _import_one(rep, arc, store, stored, experiment, environment, fingerprint, topology,
                     ordinals, report)
     return report
+
+
+def _taken(reps: list[Repetition], target: Any, arc: _Archive,
+           report: ImportReport) -> list[Repetition]:
+    """The repetitions of the benchmark kinds and back ends the target takes (every one for
+    a campaign of its own); each left out is noted."""
+    kinds = getattr(target, "aisio_kinds", None)
+    backends = getattr(target, "aisio_backends", None)
+    taken = []
+    for rep in reps:
+        if kinds is not None and rep.bench.kind not in kinds:
+            report.notes.append(f"{rep.bench.path}: a '{rep.bench.kind}' benchmark, which "
+                                f"{report.experiment} does not take ({', '.join(kinds)}); "
+                                "not imported")
+            continue
+        backend = _command_params(rep.bench, arc.name)["backend"]
+        if backends is not None and backend not in backends:
+            report.notes.append(f"{rep.bench.path}: back end {backend!r}, which "
+                                f"{report.experiment} does not take ({', '.join(backends)}); "
+                                "not imported")
+            continue
+        taken.append(rep)
+    return taken
+
+
+def _write_host_extra(store: Store, arc: _Archive, host: dict[str, Any], fingerprint: str,
+                      report: ImportReport) -> None:
+    folder = store.root / "extras" / _stem(arc.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({**host, "fingerprint": fingerprint}, indent=2, sort_keys=True)
+    _write_once(folder / "host.json", (data + "\n").encode(), report)
 
 
 def _target(experiment: str) -> Any:

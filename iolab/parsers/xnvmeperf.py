@@ -40,7 +40,7 @@ import re
 
 from iolab.errors import ParseError
 
-_TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: (?P<elapsed>[0-9.]+)s\)\s*$")
+TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: (?P<elapsed>[0-9.]+)s\)\s*$")
 _RULE_EQ = re.compile(r"^\s*=+\s*$")
 _RULE_DASH = re.compile(r"^\s*-+\s*$")
 _ECHO_START = "Running xnvmeperf with arguments:"
@@ -68,7 +68,7 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
         raise ParseError(source, "empty input: there is no xnvmeperf output to parse")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     echo = _echo(lines, source)
-    titles = [i for i, line in enumerate(lines) if _TITLE.match(line)]
+    titles = [i for i, line in enumerate(lines) if TITLE.match(line)]
     if not titles:
         raise ParseError(source, "no result table (no ' xnvmeperf (elapsed: …s)' line)"
                          + _first_error_hint(lines))
@@ -76,7 +76,7 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
         raise ParseError(source, f"{len(titles)} result tables (lines "
                          f"{', '.join(str(i + 1) for i in titles)}); expected one")
     at = titles[0]
-    title = _TITLE.match(lines[at])
+    title = TITLE.match(lines[at])
     kind = "cuda-run" if title.group("cuda") else "run"
     elapsed_s = float(title.group("elapsed"))
 

@@ -70,8 +70,8 @@ def summary_table(summary: pd.DataFrame, keys: Sequence[str], metrics: dict[str,
 
 
 def design_table(spec, experiment) -> pd.DataFrame:
-    """The params file's design: each variable with the values its grids give it (the base
-    value where no grid varies it), and the grids that vary it."""
+    """The params file's design: each variable with every value its grids give it (varied,
+    set, or the base value where a grid leaves it alone), and the grids that vary it."""
     rows = []
     for name in experiment.variables:
         values, grids = [], []
@@ -79,9 +79,11 @@ def design_table(spec, experiment) -> pd.DataFrame:
             if name in body["vary"]:
                 values += body["vary"][name]
                 grids.append(grid)
-            elif name in body.get("set", {}):
-                values.append(body["set"][name])
-        values = list(dict.fromkeys([*values, spec.base[name]] if not grids else values))
+            else:  # this grid holds the variable at its set or base value
+                values.append(body.get("set", {}).get(name, spec.base[name]))
+        values = list(dict.fromkeys(values))
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            values.sort()
         rows.append({"variable": experiment.variable_labels.get(name, name),
                      "values": ", ".join(experiment.describe(name, v) for v in values),
                      "varied in": ", ".join(grids) or "(base value)"})

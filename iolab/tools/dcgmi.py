@@ -208,7 +208,8 @@ class DcgmDmon(Collector):
 
     def start(self, run_dir: Path) -> None:
         self._argv = self.argv(self.check())
-        # asked before dmon starts, so nvidia-smi's own PCIe traffic is not in the capture
+        # asked before dmon starts: a failure to name the GPU is recorded, never a reason to
+        # stop a run whose counter works
         self._gpu_pci = gpu_pci(self.gpu_id)
         run_dir = Path(run_dir)
         capture = open(run_dir / CAPTURE, "wb")

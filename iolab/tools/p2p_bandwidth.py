@@ -15,8 +15,9 @@ bandwidth and latency matrices (samples in tests/fixtures/aisio_formats/). Optio
 Metrics are means over ordered GPU pairs (i ≠ j) of one matrix each, in the matrix's unit
 (GB/s = 10^9 B/s, µs). A bidirectional cell counts the bytes of both directions, so
 ``bidir_p2p_gbs`` is a two-way aggregate, not a one-way ceiling; ``p2p_write_gbs`` is the
-one-way figure, and ``p2p_write_min_gbs`` (the slowest ordered pair's P2P write) the one-way
-ceiling a figure should draw, since every pair must reach it. :func:`aisio_reference` is
+one-way figure (mean over pairs), and ``p2p_write_min_gbs`` that of the slowest ordered
+pair. Either describes GPU-to-GPU copies, not the path from an SSD to a GPU, so neither is a
+ceiling for NVMe-to-GPU traffic: a chapter draws them as references. :func:`aisio_reference` is
 AiSIO's "p2p ceiling" (cells (0,1) and (1,0) of the bidirectional P2P matrix), kept for
 comparing with AiSIO's archives.
 

@@ -25,15 +25,18 @@ in GPU memory (the upcie-cuda back end, cuda-run), the host's GPUs from nvidia-s
 as nvidia-smi's and NVML's indices do. :func:`read_report` reads those lines into ``gpus`` and
 ``gpu_used``, and :func:`metrics` names the GPU a run used by its PCI address (``gpu_pci``) and
 its link's line rate (``link_gbs``). Archived outputs (AiSIO's) have no such lines: those two
-are None for them. Options are checked when a plan is made (:meth:`Xnvmeperf.identity`), so a
+are None for them. The driver also stamps each line of xnvmeperf's stdout
+(``xnvmeperf-times.txt``); :meth:`Xnvmeperf.window` takes the measurement window from the
+stamp of the result title and the elapsed time it reports, so the GPU counters are cut to the
+measurement, not to the process with its set-up and teardown. Options are checked when a plan is made (:meth:`Xnvmeperf.identity`), so a
 cuda-run with a queue depth cuda-run cannot take fails before anything runs.
 
 :func:`read_argv` reads a recorded command line back into these options (the AiSIO importer
 uses it): ``read_argv(build_argv(o)) == check(o)``.
 
 Responsible for: finding xnvmeperf and its version, checking options (every error names the
-key and what is allowed), the argv in both directions, the driver's provenance lines, and the
-metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding
+key and what is allowed), the argv in both directions, the driver's provenance lines, the
+measurement window and the metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding
 devices to a user-space driver (``iolab.host.binding``), choosing CPUs
 (:meth:`CpuRequest.resolve`) or parsing the report.
 """
@@ -45,7 +48,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError
-from iolab.parsers.xnvmeperf import parse_xnvmeperf
+from iolab.parsers.xnvmeperf import TITLE, parse_xnvmeperf
 from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask,
                               pci_address)
 
@@ -74,6 +77,10 @@ _ERROR_LINE = re.compile(r"^(?:Failed|Error): ")
 _MASK = re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,256}$")
 # The driver's provenance lines (scripts/drivers/xnvmeperf.sh).
 GPU_LINE, GPU_USED_LINE = "iolab-gpu: ", "iolab-gpu-used: "
+# What the driver prints before xnvmeperf's own output.
+PROVENANCE = ("xnvmeperf: ", GPU_LINE, GPU_USED_LINE)
+# The driver's stamps of xnvmeperf's stdout lines, in the run folder (see measurement_window).
+LINE_TIMES = "xnvmeperf-times.txt"
 # PCIe line rate per lane (GT/s) by generation, and the share of it that carries bits after
 # line coding: 8b/10b for Gen 1-2, 128b/130b for Gen 3-5. Gen 6 runs in flit mode, whose
 # 1b/1b coding takes nothing; its FEC and CRC bytes are protocol overhead, like TLP headers.
@@ -281,6 +288,30 @@ def _whole(text: str) -> int | None:
     return int(text) if re.fullmatch(r"[0-9]+", text) else None
 
 
+def measurement_window(stdout: str, times: str, source: str) -> tuple[int, int]:
+    """(start, end) in CLOCK_REALTIME ns of xnvmeperf's measurement: the stamp of its result
+    title line (printed once the measurement ended) and that minus the elapsed time the title
+    reports. ``times`` holds one stamp per line of xnvmeperf's own stdout (the driver's
+    ``--line-times``), which follows the driver's provenance lines in ``stdout``. Anything
+    xnvmeperf does between the end of its timer and printing the title (if any) shifts the
+    window later by that long. ParseError when the stamps do not match the lines."""
+    lines = stdout.splitlines()
+    at = 0
+    while at < len(lines) and lines[at].startswith(PROVENANCE):
+        at += 1
+    own = lines[at:]
+    stamps = times.split()
+    if len(stamps) != len(own) or not all(s.isdigit() for s in stamps):
+        raise ParseError(source, f"{len(stamps)} stamps for the {len(own)} lines xnvmeperf "
+                         "printed (or a stamp that is not a whole number of ns)")
+    for index, line in enumerate(own):
+        title = TITLE.match(line)
+        if title:
+            end = int(stamps[index])
+            return end - round(float(title["elapsed"]) * 1e9), end
+    raise ParseError(source, "no result title line to take the measurement's end from")
+
+
 def read_report(run_dir: Path) -> dict[str, Any]:
     """The parsed report of a stored run (``stdout``; see :func:`parse_xnvmeperf`) plus
     ``errors``: xnvmeperf's "Failed: …"/"Error: …" lines from stdout and, when the run kept it
@@ -334,9 +365,15 @@ class Xnvmeperf(ToolAdapter):
     startup_s = 3.0
 
     def program(self, options: Mapping[str, Any] | None = None) -> Program:
+        """xnvmeperf; where its I/O lands in GPU memory the driver also needs nvidia-smi (to
+        record the GPU), so the plan counts it missing without one."""
+        gpu = bool(options) and (options.get("subcommand") == "cuda-run"
+                                 or options.get("be") == CUDA_BACKEND)
+        install = ("build and install xNVMe (https://xnvme.io), which installs xnvmeperf on "
+                   "PATH" + ("; runs into GPU memory also need the NVIDIA driver's nvidia-smi "
+                             "on PATH" if gpu else ""))
         return Program("xnvmeperf", EXECUTABLE, ("--help",), version_pattern=VERSION_PATTERN,
-                       install="build and install xNVMe (https://xnvme.io), which installs "
-                               "xnvmeperf on PATH")
+                       install=install, needs=("nvidia-smi",) if gpu else ())
 
     def identity(self, invocation: Invocation) -> dict[str, Any]:
         """The base identity, once the options pass :func:`check`: a bad option (a cuda-run
@@ -356,10 +393,20 @@ class Xnvmeperf(ToolAdapter):
         checked = check(options)
         gpu_info = ["--gpu-info"] if uses_gpu(checked) else []
         argv = [str(self.driver_path), "--xnvmeperf", self.program(checked).find() or EXECUTABLE,
-                *gpu_info, "--", *build_argv(checked)[1:]]
+                *gpu_info, "--line-times", LINE_TIMES, "--", *build_argv(checked)[1:]]
         return Launch(argv, cpus=checked["cpumask"])
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         """Metrics of a stored run (see :func:`metrics`). xnvmeperf prints its version only
         with its usage text, so ``version`` is mostly None; the manifest records it."""
         return metrics(read_report(run_dir))
+
+    def window(self, run_dir: Path) -> tuple[int, int] | None:
+        """When xnvmeperf measured (see :func:`measurement_window`); None for runs without
+        line stamps (AiSIO's archives), whose counters then see the whole driver."""
+        run_dir = Path(run_dir)
+        if not (run_dir / LINE_TIMES).exists():
+            return None
+        return measurement_window((run_dir / "stdout").read_text(encoding="utf-8",
+                                                                  errors="replace"),
+                                  (run_dir / LINE_TIMES).read_text(), str(run_dir / LINE_TIMES))

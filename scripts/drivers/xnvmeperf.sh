@@ -2,7 +2,7 @@
 # xnvmeperf.sh - run xNVMe's xnvmeperf once, recording which program ran and, for runs that
 # move data to GPU memory, which GPU.
 #
-# Usage: xnvmeperf.sh --xnvmeperf PATH [--gpu-info] -- <xnvmeperf arguments, subcommand first>
+# Usage: xnvmeperf.sh --xnvmeperf PATH [--gpu-info] [--line-times FILE] -- <xnvmeperf arguments, subcommand first>
 #
 # PATH is the xnvmeperf to run (a name without '/' is looked up on PATH). Everything after --
 # goes to xnvmeperf unchanged, one argument each (e.g. cuda-run 0000:4a:00.0 --qdepth 64
@@ -23,6 +23,12 @@
 # fastest GPU first, so --gpu_id N could name another GPU than nvidia-smi's index N; in PCI
 # bus order a CUDA ordinal counts GPUs as NVML's and nvidia-smi's indices do.
 # Then it replaces itself with  PATH <xnvmeperf arguments>.
+# With --line-times FILE it runs xnvmeperf line-buffered (coreutils' stdbuf, where present)
+# with its stdout passed on line by line, and writes to FILE one CLOCK_REALTIME stamp (ns,
+# microsecond resolution) per line of xnvmeperf's stdout, taken as the line arrives. The
+# stamp of xnvmeperf's result title tells when its measurement ended (iolab's adapter takes
+# the window as that stamp minus the elapsed time xnvmeperf reports), so the GPU counters can
+# be cut to the measurement instead of the whole process with its set-up and teardown.
 # This script never reads xnvmeperf's output: iolab/tools/xnvmeperf.py and
 # iolab/parsers/xnvmeperf.py do, and skip these lines.
 #
@@ -36,7 +42,7 @@ set -euo pipefail
 prog=xnvmeperf.sh
 
 usage() {
-    echo "usage: $prog --xnvmeperf PATH [--gpu-info] -- <xnvmeperf arguments, subcommand first>" >&2
+    echo "usage: $prog --xnvmeperf PATH [--gpu-info] [--line-times FILE] -- <xnvmeperf arguments, subcommand first>" >&2
     echo "$prog: $1" >&2
     exit 2
 }
@@ -48,6 +54,7 @@ missing() {
 
 exe=""
 gpu_info=0
+times=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --xnvmeperf)
@@ -60,6 +67,12 @@ while [[ $# -gt 0 ]]; do
         --gpu-info)
             gpu_info=1
             shift
+            ;;
+        --line-times)
+            [[ $# -ge 2 && -n "$2" ]] || usage "--line-times needs a file name"
+            [[ "$2" != -* ]] || usage "--line-times needs a file name, got option '$2'"
+            times="$2"
+            shift 2
             ;;
         --)
             shift
@@ -119,4 +132,26 @@ if [[ $gpu_info -eq 1 ]]; then
     done <<<"$listing"
     echo "iolab-gpu-used: $gpu_used"
 fi
-exec "$exe" "$@"
+if [[ -z "$times" ]]; then
+    exec "$exe" "$@"
+fi
+
+# One stamp per line as it arrives; bash's EPOCHREALTIME needs no process per line.
+stamp_lines() {
+    local line
+    while IFS= read -r line || [[ -n "$line" ]]; do
+        printf '%s\n' "$line"
+        printf '%s000\n' "${EPOCHREALTIME//[.,]/}" >&3
+    done
+}
+: >"$times" || usage "cannot write the line times to '$times'"
+# xnvmeperf's stdio would buffer a pipe until it exits, stamping every line at the end
+linebuf=()
+if type -P stdbuf >/dev/null; then
+    linebuf=(stdbuf -oL)
+fi
+set +e
+"${linebuf[@]}" "$exe" "$@" | stamp_lines 3>>"$times"
+statuses=("${PIPESTATUS[@]}")
+set -e
+exit "${statuses[0]}"

@@ -29,8 +29,11 @@ class CudaQdepth(gpu_io.GpuExperiment):
     variables = CudaIosize.variables
     analysis_fields = {**ANALYSIS,
                        "reference": Text(default="aisio_cuda_qdepth",
-                                                help="published values to show beside, "
-                                                     "data/reference/<name>.yaml")}
+                                         help="published values to show beside, "
+                                              "data/reference/<name>.yaml"),
+                       "link_reference": Text(help="the published reference whose "
+                                                   "line_rate_gbs is the model's link term "
+                                                   "where no run recorded the GPU's link")}
     variable_labels = CudaIosize.variable_labels
     value_labels = gpu_io.VALUE_LABELS
     aisio_kinds = CudaIosize.aisio_kinds

@@ -3,8 +3,9 @@ fill, as payload and as total traffic (``xnvmeperf run --be upcie-cuda``: CPU th
 the SSDs write straight into GPU memory), and the GPU-to-GPU reference of cuda-samples'
 p2pBandwidthLatencyTest.
 
-Variables: ``benchmark`` (``nvme_to_gpu``: xnvmeperf; ``gpu_to_gpu``: the p2p test, run once
-per campaign as its own grid, the other variables then only naming the point), ``iosize``
+Variables: ``benchmark`` (``nvme_to_gpu``: xnvmeperf; ``gpu_to_gpu``: the p2p test, a grid
+of its own with one point, repeated like every point; the other variables then only name
+that point), ``iosize``
 (bytes), ``qdepth``, ``ncores`` (physical cores submitting, one thread each), ``ndevs`` and
 the CPU state (``cpu_governor``, ``turbo``, ``smt``; knobs).
 
@@ -88,6 +89,8 @@ class PcieSaturation(gpu_io.GpuExperiment):
 
     def seconds_per_run(self, settings: dict[str, Any], point: dict[str, Any]) -> float:
         if point["benchmark"] == "gpu_to_gpu":
+            # the test copies 160 MB many times between each pair of GPUs in several modes: a
+            # minute on two GPUs, an estimate for the plan
             return self.adapter(self.invocation(settings, point)).startup_s + 60.0
         return super().seconds_per_run(settings, point)
 

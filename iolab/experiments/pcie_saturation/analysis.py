@@ -31,44 +31,32 @@ WINDOW_RX = "gpu_pcie_rx_mean_bytes_per_s"
 CAPTURE_RX = "gpu_pcie_rx_capture_p95_bytes_per_s"
 
 
-def nvme_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The NVMe-to-GPU runs whose counter (if any ran) watched the GPU the benchmark used."""
-    if df.empty:
-        return df
-    rows = df[df["benchmark"] == NVME]
-    usable = rows["gpu_check"].isin(["same GPU", "no GPU counter"]) | \
-        rows["run.source"].str.startswith("AiSIO")
-    return rows[usable]
-
-
-def at_base(rows: pd.DataFrame, base: dict[str, Any], varying: str) -> pd.DataFrame:
-    """The rows of the params' base point with only ``varying`` (and the benchmark) free: one
-    curve, never a pool of several configurations."""
-    keep = pd.Series(True, index=rows.index)
-    for key, value in base.items():
-        if key not in (varying, "benchmark") and key in rows:
-            keep &= rows[key] == value
-    return rows[keep]
-
-
-def total_column(rows: pd.DataFrame) -> tuple[str, str]:
-    """The total-traffic column these rows have, and its statistic in words."""
-    if WINDOW_RX in rows and rows[WINDOW_RX].notna().any():
-        return WINDOW_RX, "mean of the samples in the measurement window"
-    return CAPTURE_RX, "95th percentile of every sample of the capture (AiSIO's statistic)"
+def total_column(rows: pd.DataFrame) -> tuple[str | None, str | None]:
+    """The total-traffic column these rows have values in, and its statistic in words; (None,
+    None) when no GPU counter ran."""
+    for column, said in ((WINDOW_RX, "mean of the samples in the measurement window"),
+                         (CAPTURE_RX, "95th percentile of every sample of the capture "
+                                      "(AiSIO's statistic)")):
+        if column in rows and rows[column].notna().any():
+            return column, said
+    return None, None
 
 
 def payload_vs_total(rows: pd.DataFrame, by: list[str], confidence: float) -> pd.DataFrame:
     """Per point: n, payload and total (means over the repetitions, with t intervals), and
-    total / payload."""
+    total / payload; the total columns are NaN when no GPU counter ran."""
     total, _ = total_column(rows)
-    summary = stats.summarize(rows, by, ["payload_bytes_per_s", total], confidence)
+    metrics = ["payload_bytes_per_s"] + ([total] if total else [])
+    summary = stats.summarize(rows, by, metrics, confidence)
     wide = summary.pivot_table(index=by, columns="metric",
                                values=["n", "mean", "ci_low", "ci_high"]).reset_index()
     wide.columns = [f"{a}_{b}" if b else a for a, b in wide.columns]
     wide = wide.rename(columns={f"{s}_{total}": f"{s}_total" for s in ("mean", "ci_low", "ci_high", "n")})
     wide = wide.rename(columns={f"{s}_payload_bytes_per_s": f"{s}_payload"
                                 for s in ("mean", "ci_low", "ci_high", "n")})
+    for column in ("mean_total", "ci_low_total", "ci_high_total", "n_total"):
+        if column not in wide:
+            wide[column] = float("nan")
     wide["ratio"] = wide["mean_total"] / wide["mean_payload"]
     return wide
 
@@ -87,15 +75,19 @@ def p2p_metrics(df: pd.DataFrame) -> dict[str, Any] | None:
             "bidir_p2p_gbs": rows["bidir_p2p_gbs"].mean(), "aisio_reference_gbs": None}
 
 
-def imported_p2p(store_root: Path) -> dict[str, Any] | None:
+def imported_p2p(store_root: Path, archives: list[str] | None = None) -> dict[str, Any] | None:
     """The figures of the p2pBandwidthLatencyTest output an AiSIO import stored under
-    ``extras/<archive>/`` (the first one found), or None."""
-    outputs = sorted(Path(store_root).glob("extras/*/p2pBandwidthLatencyTest-*.output"))
+    ``extras/<archive>/``, from the first of ``archives`` (archive names, as ``run.source``
+    gives them; any when None) that has one, or None. An output that cannot be parsed counts
+    as none."""
+    stems = [a.removesuffix(".tar.gz").removesuffix(".tgz") for a in archives or []]
+    outputs = [p for p in sorted(Path(store_root).glob("extras/*/p2pBandwidthLatencyTest-*.output"))
+               if archives is None or p.parent.name in stems]
     if not outputs:
         return None
     path = outputs[0]
-    parsed = parse_p2p_bandwidth(path.read_text(encoding="utf-8", errors="replace"), str(path))
     try:
+        parsed = parse_p2p_bandwidth(path.read_text(encoding="utf-8", errors="replace"), str(path))
         figures = p2p_bandwidth.metrics(parsed, str(path))
     except ParseError:
         return None
