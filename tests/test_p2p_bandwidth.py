@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from test_xnvmeperf import fake_program
 
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
@@ -56,14 +56,6 @@ def test_bad_options_name_the_key(options, key):
     with pytest.raises(InputError) as caught:
         p2p.build_argv(options)
     assert caught.value.key == key
-
-
-def fake_program(folder: Path, name: str, script: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
 
 
 def test_launch_finds_the_executable(tmp_path):
