@@ -167,6 +167,17 @@ CASES = [
            "grids={g: {vary: {concurrency: " + str(list(range(1, 1002))) + "}}}"),
          "key 'grids': the design has up to 1,001,000 runs (g: 1,001 points; x 1000 "
          "repetitions), more than the limit of 1,000,000"),
+    Case("cuda-run-qdepth-not-power-of-two",
+         d("plan", "cuda_iosize", "--env", "hpc-server", "--set",
+           "grids.iosize-qdepth.vary.qdepth=[3]"),
+         "key 'qdepth': cuda-run takes only a power of two up to 1024, got 3, in the point"),
+    Case("gpu-counter-unknown", d("plan", "cuda_qdepth", "--env", "hpc-server", "--set",
+                                  "gpu_counter=smi"),
+         "key 'gpu_counter': 'smi' is not one of the allowed values (allowed: dcgmi, nvml, none)"),
+    Case("import-into-experiment-without-imports",
+         lambda data, tmp: ["import-cijoe", str(tarball(tmp)), "--experiment", "smt_thp",
+                            "--env", "lab", "--data", str(data)],
+         "key 'experiment': smt_thp cannot take runs imported from AiSIO's archives"),
     # -- names that become paths -----------------------------------------------------------
     Case("env-traversal-plan", d("plan", "smt_thp", "--env", "../../x"),
          "key 'environment': '../../x' is not a usable environment name"),
