@@ -50,3 +50,10 @@ def test_parameters_must_be_positive(field, value):
     kwargs[field] = value
     with pytest.raises(InputError, match=field):
         LittleBound(**kwargs)
+
+
+def test_without_devices_the_bound_is_latency_or_link():
+    model = LittleBound(latency_s=2e-6, device_iops=float("inf"), link_bytes_per_s=50e9, ndevs=1)
+    assert model.iops(32, 512) == pytest.approx(32 / 2e-6)
+    assert model.bytes_per_s(32768, 4096) == pytest.approx(50e9)
+    assert model.binding(32768, 4096) == "link"

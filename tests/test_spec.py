@@ -175,7 +175,7 @@ def test_settings_that_apply_only_with_another_value():
     ids=lambda v: getattr(v, "name", v))
 def test_repository_params_files_validate(experiment, env):
     spec = specmod.load(experiment, env)
-    assert spec.experiment == experiment.name and spec.settings["runtime_s"] > 0
+    assert spec.experiment == experiment.name and spec.repetitions > 0
 
 
 def test_a_grid_cannot_both_set_and_vary_a_variable(demo, params_dir):

@@ -21,6 +21,7 @@ Responsible for: the bound and estimating L. Not responsible for: where C and B 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +33,7 @@ from iolab.errors import InputError
 @dataclass(frozen=True)
 class LittleBound:
     latency_s: float            # L: the smallest response time of one command
-    device_iops: float          # C: IOPS capacity of one device
+    device_iops: float          # C: IOPS capacity of one device (math.inf: no device term)
     link_bytes_per_s: float     # B: one-way payload ceiling of the link
     ndevs: int
     sources: dict[str, str] = field(default_factory=dict)  # parameter -> where it came from
@@ -40,7 +41,9 @@ class LittleBound:
     def __post_init__(self) -> None:
         for name in ("latency_s", "device_iops", "link_bytes_per_s", "ndevs"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+            # a device term of infinity means there is none (no SSD in the path)
+            ok = value == math.inf if name == "device_iops" else np.isfinite(value)
+            if not (isinstance(value, (int, float)) and (ok or np.isfinite(value)) and value > 0):
                 raise InputError(None, name, f"a model parameter must be a positive number, "
                                  f"got {value!r}")
 

@@ -84,6 +84,8 @@ class Experiment:
     knob_variables: ClassVar[dict[str, str]] = {}
     metrics: ClassVar[dict[str, Metric]] = {}
     variable_labels: ClassVar[dict[str, str]] = {}
+    # An experiment that needs an NVIDIA GPU has params only for environments with one.
+    needs_gpu: ClassVar[bool] = False
     value_labels: ClassVar[dict[str, dict[Any, str]]] = {}
     # Where the notebook and the params files are (tests give an example experiment its own).
     notebook_dir: ClassVar[Path] = NOTEBOOKS_DIR

@@ -115,6 +115,22 @@ def gpu_check(row: dict[str, Any]) -> str:
     return SAME_GPU if watched == used else f"the counter watched {watched}, the benchmark used {used}"
 
 
+def check_gpu_host(experiment: str, gpu: int, counter: str) -> None:
+    """Before a campaign's first run (and before any knob): the GPU and the counter must be
+    there, or nothing starts. These are checks of the host that runs, so they are not in an
+    experiment's ``host_block``, which a replayed chapter applies to the host it recorded."""
+    gpus = Path(GPU_DIR)
+    found = len(list(gpus.iterdir())) if gpus.is_dir() else 0
+    if gpu >= found:
+        raise ToolError(f"{experiment}: needs NVIDIA GPU {gpu}, the NVIDIA driver lists "
+                        f"{found or 'none'} here ({GPU_DIR}); nothing was run")
+    if counter == "nvml" and importlib.util.find_spec("pynvml") is None:
+        raise ToolError(f"{experiment}: gpu_counter nvml needs NVML's Python binding: "
+                        f"{NVML_INSTALL}; nothing was run")
+    if counter == "dcgmi":
+        DcgmDmon.check()
+
+
 def usable(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The rows whose counter watched the benchmark's GPU (or that had no counter; AiSIO's
     imports are taken as AiSIO recorded them), and why each other row was left out, counted."""
@@ -161,6 +177,7 @@ class GpuExperiment(Experiment):
 
     settings = SETTINGS
     knob_variables = KNOBS
+    needs_gpu = True
     metrics = METRICS
     # the AiSIO benchmark kinds (iolab.importers.aisio) whose archives this experiment imports,
     # and the xNVMe back end they must have used: only upcie-cuda puts the data in GPU memory
@@ -183,19 +200,7 @@ class GpuExperiment(Experiment):
         return None
 
     def prepare_host(self, settings: dict[str, Any]) -> None:
-        """Before a campaign's first run (and before any knob): the GPU and the counter must
-        be there, or nothing starts. These are checks of the host that runs, so they are not
-        in :meth:`host_block`, which a replayed chapter applies to the host it recorded."""
-        gpus = Path(GPU_DIR)
-        found = len(list(gpus.iterdir())) if gpus.is_dir() else 0
-        if settings["gpu"] >= found:
-            raise ToolError(f"{self.name}: needs NVIDIA GPU {settings['gpu']}, the NVIDIA "
-                            f"driver lists {found or 'none'} here ({GPU_DIR}); nothing was run")
-        if settings["gpu_counter"] == "nvml" and importlib.util.find_spec("pynvml") is None:
-            raise ToolError(f"{self.name}: gpu_counter nvml needs NVML's Python binding: "
-                            f"{NVML_INSTALL}; nothing was run")
-        if settings["gpu_counter"] == "dcgmi":
-            DcgmDmon.check()
+        check_gpu_host(self.name, settings["gpu"], settings["gpu_counter"])
 
     def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
         """xNVMe's user-space back ends need the devices on a user-space driver; the knob

@@ -74,17 +74,20 @@ def design_table(spec, experiment) -> pd.DataFrame:
     set, or the base value where a grid leaves it alone), and the grids that vary it."""
     rows = []
     for name in experiment.variables:
-        values, grids = [], []
+        values, grids, sets = [], [], []
         for grid, body in spec.grids.items():
             if name in body["vary"]:
                 values += body["vary"][name]
                 grids.append(grid)
             else:  # this grid holds the variable at its set or base value
                 values.append(body.get("set", {}).get(name, spec.base[name]))
+                if name in body.get("set", {}):
+                    sets.append(grid)
         values = list(dict.fromkeys(values))
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             values.sort()
         rows.append({"variable": experiment.variable_labels.get(name, name),
                      "values": ", ".join(experiment.describe(name, v) for v in values),
-                     "varied in": ", ".join(grids) or "(base value)"})
+                     "varied in": ", ".join(grids + [f"{g} (set)" for g in sets])
+                                  or "(base value)"})
     return pd.DataFrame(rows)

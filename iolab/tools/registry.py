@@ -13,6 +13,7 @@ from iolab.tools.cpufreq import CpufreqSampler
 from iolab.tools.dcgmi import DcgmDmon
 from iolab.tools.fio import Fio
 from iolab.tools.gnu_time import GnuTime
+from iolab.tools.gpu_pcie_probe import GpuPcieProbe
 from iolab.tools.hugepages import Hugepages
 from iolab.tools.interrupts import Interrupts
 from iolab.tools.irqtrace import IrqTrace
@@ -27,7 +28,8 @@ from iolab.tools.uring_reader import UringReader
 from iolab.tools.xnvmeperf import Xnvmeperf
 
 ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
-    Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace(), UringReader())}
+    Fio(), Bdevperf(), Xnvmeperf(), SpdkNvmePerf(), P2pBandwidth(), Bpftrace(), UringReader(),
+    GpuPcieProbe())}
 COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
     ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon,
     Interrupts, IrqTrace, NvmlPcie)}

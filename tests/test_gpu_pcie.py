@@ -1,0 +1,181 @@
+"""The GPU PCIe probe's parser and adapter, and the gpu_pcie experiment and its analysis (on
+constructed rows: no GPU runs are stored yet)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from iolab import experiments
+from iolab.campaign import Campaign
+from iolab.core import spec as specmod
+from iolab.errors import InputError, ParseError
+from iolab.experiments.gpu_pcie import analysis as an
+from iolab.experiments.gpu_pcie import requests_per_warp
+from iolab.parsers.gpu_pcie_probe import parse_gpu_pcie_probe
+from iolab.tools import gpu_pcie_probe as probe
+from iolab.tools.base import Invocation
+
+FIX = Path(__file__).parent / "fixtures" / "gpu_pcie_probe"
+
+
+def report(name: str) -> dict:
+    return json.loads((FIX / name).read_text())
+
+
+def test_golden_copy_report():
+    parsed = parse_gpu_pcie_probe((FIX / "copy_h2d.json").read_text(), "copy")
+    assert parsed["gbs"] == pytest.approx(3 * 1048576 / 0.00006 / 1e9)
+    assert parsed["gbs_max"] == pytest.approx(1048576 / 0.000019 / 1e9)
+    assert parsed["latency_us"] is None and parsed["timed_iterations"] == 3
+
+
+def test_golden_read_report_gives_littles_law_latency():
+    parsed = parse_gpu_pcie_probe((FIX / "read_4k.json").read_text(), "read")
+    assert parsed["gbs"] == pytest.approx(2 * 536870912 / 0.0255 / 1e9)
+    assert parsed["requests_per_s"] == pytest.approx(262144 / 0.0255)
+    assert parsed["latency_us"] == pytest.approx(2048 / (262144 / 0.0255) * 1e6)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"schema_version": 2}, "key 'schema_version'"),
+    ({"mode": "scan"}, "key 'mode'"),
+    ({"inflight": 0}, "key 'inflight'"),
+    ({"window_ns": [2, 1]}, "key 'window_ns'"),
+    ({"iterations": []}, "key 'iterations'"),
+    ({"iterations": [{"seconds": 0, "bytes": 1, "requests": 1}]}, r"iterations\[0\].seconds"),
+    ({"iterations": [{"seconds": 1.0, "bytes": -1, "requests": 1}]}, "key 'bytes'"),
+    ({"device": {"index": 0}}, "key 'device'"),
+])
+def test_malformed_reports_name_the_key(change, message):
+    with pytest.raises(ParseError, match=message):
+        parse_gpu_pcie_probe(json.dumps({**report("read_4k.json"), **change}), "r.json")
+
+
+def test_a_cut_off_report_is_refused():
+    with pytest.raises(ParseError, match="not JSON"):
+        parse_gpu_pcie_probe((FIX / "read_4k.json").read_text()[:200], "r.json")
+
+
+READ = {"mode": "read", "iosize": 4096, "inflight": 2048, "requests_per_warp": 32,
+        "iterations": 5, "warmup": 2, "device": 0, "buffer": 2**30, "seed": 1}
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"mode": "scan"}, "mode"), ({"iosize": 1000}, "iosize"), ({"inflight": 100}, "inflight"),
+    ({"iterations": 0}, "iterations"), ({"direction": "h2d"}, "direction"),
+    ({"bytes": 4096}, "bytes"), ({"seed": -1}, "seed"),
+])
+def test_bad_probe_options_name_the_key(change, key):
+    with pytest.raises(InputError) as caught:
+        probe.check({**READ, **change})
+    assert caught.value.key == key
+
+
+def test_launch_passes_every_option():
+    argv = probe.GpuPcieProbe().launch(Invocation("gpu_pcie_probe", READ), []).argv
+    assert argv[1:3] == ["--output", probe.OUTPUT]
+    assert argv[3:] == ["--mode", "read", "--iosize", "4096", "--inflight", "2048",
+                        "--requests-per-warp", "32", "--iterations", "5", "--warmup", "2",
+                        "--device", "0", "--buffer", str(2**30), "--seed", "1"]
+
+
+def test_parse_keeps_the_clocks_of_the_gpu_used(tmp_path):
+    shutil.copy(FIX / "read_4k.json", tmp_path / probe.OUTPUT)
+    (tmp_path / "stdout").write_text((FIX / "provenance.txt").read_text()
+                                     + "iolab-gpu-clocks: 1, 00000000:01:00.0, 1, 2, 3, 4, 4, 8\n")
+    metrics = probe.GpuPcieProbe().parse(tmp_path)
+    assert metrics["gpu_pci"] == "0000:00:06.0" and metrics["problem"] is None
+    assert (metrics["sm_clock_mhz"], metrics["link_gen"], metrics["link_width"]) == (1980, 5, 16)
+    assert probe.GpuPcieProbe().window(tmp_path) == (1763900000000000000, 1763900000030000000)
+
+
+def test_clocks_unavailable_and_malformed(tmp_path):
+    assert probe.read_clocks("iolab-gpu-clocks: unavailable (nvidia-smi not found)\n", 0,
+                             "s")["sm_clock_mhz"] is None
+    assert probe.read_clocks("iolab-gpu-clocks: 0, 00000000:00:06.0, [N/A], 2, 3, 4, 5, 16\n",
+                             0, "s")["sm_clock_mhz"] is None
+    with pytest.raises(ParseError, match="line 1"):
+        probe.read_clocks("iolab-gpu-clocks: 0, 1980\n", 0, "s")
+
+
+def test_requests_per_warp_fills_a_launch():
+    assert requests_per_warp(2**28, 2048, 4096) == 32
+    assert requests_per_warp(2**28, 32768, 65536) == 1
+
+
+def test_plan_of_the_gpu_machine(tmp_path):
+    plan = Campaign("gpu_pcie", "h100-pcie5", data_dir=tmp_path).plan()
+    points = plan.points()
+    assert len(points) == 114 and plan.spec.repetitions == 3
+    modes = pd.Series([p.params["mode"] for p in points]).value_counts().to_dict()
+    assert modes == {"copy": 18, "read": 48, "write": 48}
+    assert plan.eta_all_s < 600, "the campaign must fit one device call of 10 minutes"
+
+
+def test_invocations():
+    exp = experiments.get("gpu_pcie")
+    spec = specmod.load(exp, "h100-pcie5")
+    copy = exp.invocation(spec.settings, {**spec.base, "mode": "copy", "direction": "d2h"})
+    assert copy.options == {"mode": "copy", "iterations": 5, "warmup": 2, "device": 0,
+                            "direction": "d2h", "bytes": 1048576}
+    read = exp.invocation(spec.settings, dict(spec.base))
+    assert read.options["requests_per_warp"] == 32 and read.options["buffer"] == 2**30
+    assert "direction applies" in exp.host_block(spec.settings, {**spec.base, "direction": "h2d"}, [])
+
+
+def test_derive_overhead_in_the_payloads_direction():
+    exp = experiments.get("gpu_pcie")
+    row = {"mode": "read", "direction": "none", "gpu_pcie_probe.gbs": 40.0,
+           "nvml.rx_mean_bytes_per_s": 50e9, "nvml.tx_mean_bytes_per_s": 2e9}
+    assert exp.derive(row)["total_over_payload"] == pytest.approx(1.25)
+    row.update(mode="copy", direction="d2h")
+    assert exp.derive(row)["total_over_payload"] == pytest.approx(0.05)
+    assert math.isnan(exp.derive({"mode": "write", "direction": "none",
+                                  "gpu_pcie_probe.gbs": 10.0})["total_over_payload"])
+
+
+def summary_rows():
+    rows = []
+    for mode in ("read", "write"):
+        for iosize in (512, 4096):
+            for inflight, gbs in ((32, 2.0), (512, 20.0), (8192, 45.0), (32768, 45.5)):
+                scale = 1 if iosize == 4096 else 0.5
+                rows.append({"mode": mode, "direction": "none", "iosize": iosize,
+                             "inflight": inflight, "mean": gbs * scale,
+                             "latency_us": 32 * iosize / (gbs * scale * 1e9) * 1e6})
+    rows += [{"mode": "copy", "direction": "h2d", "iosize": 4096, "inflight": 2048, "mean": 52.0,
+              "latency_us": float("nan")},
+             {"mode": "copy", "direction": "d2h", "iosize": 4096, "inflight": 2048, "mean": 53.0,
+              "latency_us": float("nan")}]
+    return pd.DataFrame(rows)
+
+
+def test_ceiling_into_the_gpu_and_requests_needed():
+    summary = summary_rows()
+    found = an.ceilings(summary)
+    ceiling = an.one_way_ceiling(found)
+    assert (ceiling["gbs"], ceiling["mode"]) == (52.0, "copy"), "d2h is not into the GPU"
+    need = an.requests_needed(summary[summary["mode"] != "copy"], 0.05).set_index(["mode", "iosize"])
+    assert need.loc[("read", 4096), "saturation_load"] == 8192 and need.loc[("read", 4096), "reached"]
+
+
+def test_bounds_take_latency_from_the_fewest_warps():
+    summary = summary_rows()
+    requests = summary[summary["mode"] != "copy"]
+    models = an.bounds(requests, requests)
+    model = models[("read", 4096)]
+    assert model.latency_s == pytest.approx(32 * 4096 / 2e9)
+    assert model.link_bytes_per_s == pytest.approx(45.5e9)
+    assert model.bytes_per_s(32, 4096) == pytest.approx(2e9)
+
+
+def test_physical_limit_from_the_recorded_link():
+    rows = pd.DataFrame({"gpu_pcie_probe.link_gen": [5, 5], "gpu_pcie_probe.link_width": [16, 16]})
+    assert an.physical_limit(rows) == pytest.approx(32 * 16 * 128 / 130 / 8)
+    assert an.physical_limit(pd.DataFrame()) is None
