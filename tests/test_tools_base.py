@@ -70,3 +70,15 @@ def test_what_is_not_a_pci_address_names_the_key(text):
     with pytest.raises(InputError, match="is not a PCI address") as caught:
         pci_address(text)
     assert caught.value.key == "pci address" and "0000:4a:00.0" in caught.value.allowed
+
+
+def test_a_program_missing_what_it_needs_says_what(tmp_path):
+    exe = tmp_path / "tool"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    program = Program("tool", str(exe), needs=(str(tmp_path / "nvcc"), "sh"))
+    assert program.missing_needs() == [str(tmp_path / "nvcc")]
+    assert program.find() is None
+    assert program.status()["missing_needs"] == [str(tmp_path / "nvcc")]
+    (tmp_path / "nvcc").write_text("")
+    assert program.missing_needs() == [] and program.find() == str(exe)

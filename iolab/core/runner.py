@@ -384,12 +384,15 @@ class _Campaign:
 def _missing_programs(plan: Plan) -> None:
     missing = [p for p in plan.missing_programs() if p["needed_now"]]
     if missing:
-        def place(p: dict) -> str:
+        def what(p: dict) -> str:
+            if p.get("missing_needs"):
+                return (f"{p['name']} cannot run here without {', '.join(p['missing_needs'])} "
+                        f"(needed as {p['role']})")
             exe = p["version_argv"][0]
-            return f"at {exe}" if "/" in exe else "on PATH"
+            return f"{p['name']} not found {'at ' + exe if '/' in exe else 'on PATH'} " \
+                   f"(needed as {p['role']})"
 
-        raise ToolError("; ".join(f"{p['name']} not found {place(p)} (needed as {p['role']}): "
-                                  f"{p['install']}" for p in missing)
+        raise ToolError("; ".join(f"{what(p)}: {p['install']}" for p in missing)
                         + ". Nothing was run and no system setting was touched.")
 
 

@@ -56,11 +56,15 @@ class Program:
     # missing counts as the program missing.
     needs: tuple[str, ...] = ()
 
+    def missing_needs(self) -> list[str]:
+        """What the program needs (see ``needs``) that is not here."""
+        return [need for need in self.needs
+                if not (Path(need).exists() if need.startswith("/") else shutil.which(need))]
+
     def find(self) -> str | None:
         """The program's path, or None when it (or anything it needs) is not there."""
-        for need in self.needs:
-            if not (Path(need).exists() if need.startswith("/") else shutil.which(need)):
-                return None
+        if self.missing_needs():
+            return None
         if "/" in self.executable:
             return self.executable if Path(self.executable).is_file() else None
         return shutil.which(self.executable)
@@ -84,6 +88,7 @@ class Program:
         """What the plan shows: found where and which version, or how to install it."""
         where = self.find()
         return {"name": self.name, "role": self.role, "found": where is not None, "path": where,
+                "missing_needs": self.missing_needs(),
                 "version": self.version(),
                 "version_argv": [self.executable, *self.version_args],
                 "install": None if where else self.install}
