@@ -10,11 +10,11 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from test_xnvmeperf import fake_program
 
 from iolab.paths import DRIVERS_DIR
 
@@ -66,14 +66,6 @@ if [ "$*" != "{NVIDIA_SMI_QUERY}" ]; then echo "unexpected arguments: $*"; exit 
 PROBE_ARGS = ["--output", "out dir/p.json", "--mode", "read", "--iosize", "4096", "--inflight",
               "1024", "--requests-per-warp", "8", "--iterations", "5", "--warmup", "2",
               "--seed", "$HOME", "*", ""]
-
-
-def fake_program(folder: Path, name: str, script: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
 
 
 class Sandbox:
