@@ -110,3 +110,26 @@ def test_design_table_lists_every_value_a_grid_gives():
     assert table.loc["devices", "values"] == "1, 2, 4, 8, 16"
     assert table.loc["I/O size (bytes)", "values"] == "512, 4096, 8192"
     assert table.loc["queue depth", "varied in"] == "(base value)"
+
+
+def test_bars_draw_an_interval_that_excludes_the_bar(tmp_path):
+    """A log-normal interval is about the log-normal mean: with an outlier it can lie wholly
+    above or below the arithmetic mean the bar shows, and the whisker must still span it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from iolab.report import figures as fg
+
+    summary = pd.DataFrame({"metric": ["lat"] * 2, "kind": ["a", "b"], "mode": ["m", "m"],
+                            "mean": [10.0, 20.0], "ci_low": [11.0, 15.0],
+                            "ci_high": [13.0, 25.0]})
+    fig, ax = plt.subplots()
+    fg.bars(ax, summary, "kind", "lat", order=["a", "b"], hue="mode", hue_order=["m"],
+            colors_by={"m": "C0"})
+    segments = [seg for coll in ax.collections for seg in coll.get_segments()]
+    spans = sorted((round(min(y for _, y in seg), 6), round(max(y for _, y in seg), 6))
+                   for seg in segments if len(seg) == 2 and seg[0][0] == seg[1][0])
+    assert (11.0, 13.0) in spans and (15.0, 25.0) in spans
+    plt.close(fig)

@@ -110,9 +110,13 @@ def bars(ax, summary: pd.DataFrame, x: str, metric: str, *, order: Sequence[Any]
     for i, h in enumerate(hue_order):
         part = s[s[hue] == h].set_index(x).reindex(order)
         offset = (i - (len(hue_order) - 1) / 2) * width
-        err = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
-        ax.bar(xs + offset, part["mean"], width, yerr=err, capsize=4, label=hue_label(h),
-               color=colors_by[h], alpha=0.85)
+        ax.bar(xs + offset, part["mean"], width, label=hue_label(h), color=colors_by[h],
+               alpha=0.85)
+        # whiskers from the interval's own ends: a log-normal (modified Cox) interval is about
+        # the log-normal mean and need not contain the arithmetic mean the bar shows
+        half = (part["ci_high"] - part["ci_low"]) / 2
+        ax.errorbar(xs + offset, part["ci_low"] + half, yerr=half, fmt="none", ecolor="0.2",
+                    capsize=4)
         index = {v: k for k, v in enumerate(order)}
         shown = None if rows is None else rows[rows[x].isin(order)]
         _repetitions(ax, shown, x, metric, {hue: h}, "0.15",
