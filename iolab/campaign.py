@@ -72,6 +72,15 @@ class Campaign:
         return run_campaign(self.experiment, self.spec, self.data_dir, where=self.where(where),
                             limit=limit, **options)
 
+    @staticmethod
+    def split(rows: pd.DataFrame, plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(the rows of the runs ``plan`` counts as stored, matched by run id; the others):
+        a chapter shows the first and only lists the second."""
+        if rows.empty:
+            return rows, rows
+        planned = rows["run.id"].isin({r.run_id for r in plan.by_status("stored")})
+        return rows[planned].reset_index(drop=True), rows[~planned]
+
     def tidy(self, **options: Any) -> pd.DataFrame:
         """The tidy table of this campaign's stored runs (empty when nothing is stored)."""
         if not self.store.root.exists():

@@ -67,7 +67,8 @@ class Metric:
     interval: str = "t"
 
 
-def _missing(value: Any) -> bool:
+def missing_value(value: Any) -> bool:
+    """None or NaN: a tidy cell without a value."""
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
@@ -184,7 +185,7 @@ class Experiment:
         out = {}
         for name, metric in self.metrics.items():
             out[name] = next((row[s] for s in metric.sources
-                              if s in row and not _missing(row[s])), float("nan"))
+                              if s in row and not missing_value(row[s])), float("nan"))
         return out
 
     def tidy_row(self, run: StoredRun) -> dict[str, Any]:

@@ -29,7 +29,6 @@ the counters (``iolab.tools.dcgmi``, ``iolab.tools.nvml``) or analysis
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ import pandas as pd
 from iolab.core.schema import Choice, Int, ListOf, Text
 from iolab.core.store import StoredRun
 from iolab.errors import ToolError
-from iolab.experiments.base import Experiment, Metric
+from iolab.experiments.base import Experiment, Metric, missing_value
 from iolab.host.binding import USER_SPACE_DRIVERS
 from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
 from iolab.tools.dcgmi import DcgmDmon
@@ -97,10 +96,6 @@ VALUE_LABELS = {
 }
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def gpu_check(row: dict[str, Any]) -> str:
     """Whether the counter watched the GPU the benchmark used, by PCI address."""
     counters = [c for c in ("dcgmi", "nvml") if f"{c}.samples" in row]
@@ -108,9 +103,9 @@ def gpu_check(row: dict[str, Any]) -> str:
         return NO_COUNTER
     watched = row.get(f"{counters[0]}.gpu_pci")
     used = row.get("xnvmeperf.gpu_pci")
-    if _missing(watched) or _missing(used):
+    if missing_value(watched) or missing_value(used):
         return ("cannot compare: the counter did not record its GPU's PCI address"
-                if _missing(watched) else
+                if missing_value(watched) else
                 "cannot compare: the driver did not record the benchmark's GPU")
     return SAME_GPU if watched == used else f"the counter watched {watched}, the benchmark used {used}"
 

@@ -76,8 +76,7 @@ class Chapter:
             self.imported = rows[imported].reset_index(drop=True)
             rows = rows[~imported]
             # the runs this params file plans, by identity; any other stored run is listed
-            planned = rows["run.id"].isin({r.run_id for r in self.plan.by_status("stored")})
-            self.df, self.others = rows[planned].reset_index(drop=True), rows[~planned]
+            self.df, self.others = Campaign.split(rows, self.plan)
         self.host = self.campaign.store.read_host() or {}
         self.text: dict[str, str] = {}
         self.figures: dict[str, Any] = {}

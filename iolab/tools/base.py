@@ -145,6 +145,17 @@ def pci_address(text: str) -> str:
             f"{match['device'].lower()}.{match['function']}")
 
 
+def source_version(source: Path, tag: str) -> str:
+    """The ``<tag>: N`` line of a program's source that this project builds (the io_uring
+    reader, the GPU probe): a changed program must give new runs, so it enters their identity."""
+    if not source.exists():
+        raise ToolError(f"{source}: the source is missing")
+    match = re.search(rf"{re.escape(tag)}:\s*(\S+)", source.read_text())
+    if not match:
+        raise ToolError(f"{source}: no '{tag}: N' line")
+    return match.group(1)
+
+
 def cpu_mask(cpus: list[int]) -> str:
     """The hex mask of a set of logical CPUs, as SPDK and xNVMe take it: [0, 1] -> 0x3."""
     if not cpus:

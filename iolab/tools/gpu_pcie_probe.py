@@ -17,15 +17,15 @@ report's format (:mod:`iolab.parsers.gpu_pcie_probe`) or the probe itself.
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError, ParseError, ToolError
+from iolab.errors import InputError, ParseError
 from iolab.parsers.gpu_pcie_probe import DIRECTIONS, MODES, parse_gpu_pcie_probe_file
 from iolab.paths import DRIVERS_DIR
-from iolab.tools.base import Invocation, Launch, Program, ToolAdapter, pci_address
+from iolab.tools.base import (Invocation, Launch, Program, ToolAdapter, pci_address,
+                              source_version)
 
 OUTPUT = "probe.json"
 SOURCE = Path(__file__).resolve().parents[2] / "scripts" / "src" / "gpu_pcie_probe.cu"
@@ -75,12 +75,7 @@ def check(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def probe_version() -> str:
     """The ``iolab-probe-version`` line of the probe's source: a changed probe gives new runs."""
-    if not SOURCE.exists():
-        raise ToolError(f"{SOURCE}: the probe's source is missing")
-    match = re.search(r"iolab-probe-version:\s*(\S+)", SOURCE.read_text())
-    if not match:
-        raise ToolError(f"{SOURCE}: no 'iolab-probe-version: N' line")
-    return match.group(1)
+    return source_version(SOURCE, "iolab-probe-version")
 
 
 def read_clocks(stdout: str, device: int, source: str) -> dict[str, Any]:

@@ -14,14 +14,14 @@ a stored run. Not responsible for: the report's format (:mod:`iolab.parsers.urin
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError, ToolError
+from iolab.errors import InputError
 from iolab.parsers.uring_reader import parse_uring_reader_file
 from iolab.paths import DRIVERS_DIR
-from iolab.tools.base import Invocation, Launch, Program, ToolAdapter, is_host_value
+from iolab.tools.base import (Invocation, Launch, Program, ToolAdapter, is_host_value,
+                              source_version)
 
 OUTPUT = "uring.json"
 SOURCE = Path(__file__).resolve().parents[2] / "scripts" / "src" / "uring_reader.c"
@@ -84,7 +84,4 @@ class UringReader(ToolAdapter):
 
 
 def reader_version() -> str:
-    match = re.search(r"iolab-reader-version:\s*(\S+)", SOURCE.read_text())
-    if not match:
-        raise ToolError(f"{SOURCE}: no 'iolab-reader-version: N' line")
-    return match.group(1)
+    return source_version(SOURCE, "iolab-reader-version")

@@ -40,21 +40,13 @@ def _campaign(name: str, environment: str, data_dir: Path) -> Campaign | None:
     return Campaign(experiment, environment, data_dir=data_dir)
 
 
-def _planned(campaign: Campaign) -> pd.DataFrame:
-    """The stored runs that campaign's own params plan (as its chapter shows them)."""
-    rows = campaign.tidy()
-    if rows.empty:
-        return rows
-    stored = {r.run_id for r in campaign.plan(as_recorded=True).by_status("stored")}
-    return rows[rows["run.id"].isin(stored)]
-
-
 def device_capacity(analysis: dict[str, Any], environment: str, data_dir: Path) -> dict[str, Any]:
     """C and where it came from (see the module docstring); NaN when neither exists."""
     name = analysis["capacity_experiment"]
     campaign = _campaign(name, environment, data_dir)
-    runs = _planned(campaign) if campaign is not None and campaign.store.root.exists() \
-        else pd.DataFrame()
+    # the stored runs that campaign's own params plan, as its chapter shows them
+    runs = (Campaign.split(campaign.tidy(), campaign.plan(as_recorded=True))[0]
+            if campaign is not None else pd.DataFrame())
     if not runs.empty and (runs["ndevs"] == 1).any():
         cap = cpu.device_capacity(cpu.normalize(runs), analysis["confidence"])
         return {"iops": cap["iops"], "measured": True,
@@ -76,7 +68,7 @@ def p2p_reference(analysis: dict[str, Any], environment: str,
     from iolab.experiments.pcie_saturation import analysis as pcie
 
     campaign = _campaign(analysis["p2p_experiment"], environment, data_dir)
-    if campaign is None or not campaign.store.root.exists():
+    if campaign is None:
         return None
     return pcie.p2p_metrics(campaign.tidy()) or pcie.imported_p2p(campaign.store.root)
 
