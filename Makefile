@@ -1,12 +1,15 @@
 # Two commands on a fresh machine: `make book` and `make test`.
-# Both bootstrap .venv with the pinned stack from pyproject.toml on first use.
+# Both bootstrap .venv with the pinned stack from pyproject.toml on first use; `make test`
+# first does the system set-up its tests need (scripts/setup.py).
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# SPDK and xNVMe sources (tarballs or folders) for `make tools`; see the README
+TOOLS_SRC ?= $(or $(IOLAB_TOOLS_SRC),../shared/tools-src)
 
-.PHONY: book test test-fast bench venv clean
+.PHONY: book test test-fast bench venv clean setup tools
 
 venv: $(STAMP)
 
@@ -23,8 +26,18 @@ $(STAMP): pyproject.toml
 book: $(STAMP)
 	$(VENV)/bin/iolab book
 
-# The whole suite, including a tiny real fio campaign and the strict book build.
-test: $(STAMP)
+# System packages (installed when root, named otherwise) from scripts/system-packages.txt,
+# then the SPDK and xNVMe builds when their sources are at hand; done, it does nothing.
+setup:
+	$(PYTHON) scripts/setup.py --tools-src $(TOOLS_SRC)
+
+# Build xnvmeperf and bdevperf into .tools/ (cached: the same sources are not rebuilt).
+tools:
+	$(PYTHON) scripts/build_tools.py --from $(TOOLS_SRC)
+
+# The set-up, then the whole suite: tiny real fio, bdevperf and xnvmeperf campaigns and the
+# strict book build included.
+test: setup $(STAMP)
 	$(PY) -m pytest
 
 # Everything except tests marked slow (real tools, papermill, the book build).

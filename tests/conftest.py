@@ -127,6 +127,9 @@ def fake_sysroot(tmp_path):
         _put(root.proc / "interrupts", "\n".join(lines))
         _put(root.proc / "meminfo", f"MemTotal:       {mem_total_kib} kB\nMemFree:  1000 kB")
         _put(root.proc / "cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro quiet")
+        _put(root.proc / "sys/vm/nr_hugepages", "0")
+        _put(root.proc / "self/mountinfo", "22 1 254:1 / / rw,relatime shared:1 - ext4 "
+                                           "/dev/vda1 rw")
         _put(root.proc / "cpuinfo", f"processor\t: 0\nmodel name\t: {cpu_model}\n")
         return root
 
@@ -195,3 +198,36 @@ def params_dir(tmp_path):
         return root
 
     return write
+
+
+# -- the tools `make tools` builds ------------------------------------------------------------
+
+def _tools_dir() -> Path:
+    # taken once, before any test points $IOLAB_TOOLS_DIR elsewhere to hide the builds
+    from iolab.tools import builds
+    return builds.tools_dir()
+
+
+TOOLS_DIR = _tools_dir()
+BUILT = {"spdk": Path("spdk") / "build" / "examples" / "bdevperf",
+         "xnvme": Path("xnvme") / "bin" / "xnvmeperf"}
+
+
+def _built(kind: str) -> Path:
+    path = TOOLS_DIR / BUILT[kind]
+    if not path.is_file():
+        pytest.skip(f"no {kind} build in {TOOLS_DIR}: 'make test' builds it when the sources "
+                    "are at hand (see the set-up's message), or run 'make tools TOOLS_SRC=DIR'")
+    return TOOLS_DIR / kind if kind == "spdk" else path
+
+
+@pytest.fixture
+def built_spdk() -> Path:
+    """The SPDK tree `make tools` built (the test skips, saying why, without one)."""
+    return _built("spdk")
+
+
+@pytest.fixture
+def built_xnvmeperf() -> Path:
+    """The xnvmeperf `make tools` built (the test skips, saying why, without one)."""
+    return _built("xnvme")

@@ -1,8 +1,9 @@
 """SPDK bdevperf support: iolab.tools.bdevperf, iolab.parsers.bdevperf and scripts/drivers/bdevperf.sh.
 
-There is no SPDK here, so the parsers are tested on synthesised golden samples (see
-tests/fixtures/bdevperf/README.md) and the driver on a fake SPDK tree whose bdevperf,
-rpc.py and bdevperf.py record what they were given. CPU masks are also checked on the lab
+The parsers are tested on synthesised golden samples (see tests/fixtures/bdevperf/README.md)
+and the driver on a fake SPDK tree whose bdevperf, rpc.py and bdevperf.py record what they
+were given; where `make tools` built SPDK, a tiny real run on a RAM bdev checks the driver,
+the library path and the parser against the real bdevperf. CPU masks are also checked on the lab
 server's real ``lscpu -e``, read from the AiSIO archives in ../shared/aisio when present.
 """
 
@@ -22,12 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab.errors import InputError, ParseError
+from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.inventory import pick_cpus, topology
 from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text, spdk_supports_json
 from iolab.parsers.lscpu import parse_lscpu_e
-from iolab.tools.base import cpu_mask
-from iolab.tools.bdevperf import bdev_config, bdevperf_argv, check_devices
+from iolab.tools.base import CpuRequest, Invocation, cpu_mask
+from iolab.tools.bdevperf import (Bdevperf, bdev_config, bdevperf_argv, check_devices, config_for,
+                                  file_bdev_config, malloc_bdev_config)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "bdevperf"
@@ -627,7 +629,7 @@ def run_driver(*args: str, env: dict | None = None, timeout: float = 60
 
 def test_driver_declares_its_version_strict_mode_and_trap():
     text = DRIVER.read_text()
-    assert "\n# iolab-driver-version: 1\n" in text
+    assert "\n# iolab-driver-version: 2\n" in text
     assert "\nset -euo pipefail\n" in text
     assert "\ntrap cleanup EXIT\n" in text
     assert "eval" not in text
@@ -666,8 +668,8 @@ def test_driver_without_bdevperf_exits_127(tmp_path, config):
     proc = run_driver("--spdk-dir", str(spdk), "--config", str(config), "--", "-t", "1")
     assert proc.returncode == 127
     assert proc.stderr.strip() == (
-        f"bdevperf.sh: bdevperf not found under {spdk}/build/examples; build SPDK or set "
-        f"spdk_dir in the params file")
+        f"bdevperf.sh: bdevperf not found under {spdk}/build/examples; build SPDK ('make "
+        f"tools') or set spdk_dir in the params file")
     assert proc.stdout == ""
 
 
@@ -874,3 +876,146 @@ def test_driver_refuses_a_missing_config(tmp_path, fake_spdk):
 def test_driver_is_shellcheck_clean():
     proc = subprocess.run(["shellcheck", str(DRIVER)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+# --- file, block and RAM bdevs; the package's own SPDK build -----------------------------------
+
+VM_TOPOLOGY = [{"cpu": 0, "core": 0, "package": 0, "siblings": [0]},
+               {"cpu": 1, "core": 1, "package": 0, "siblings": [1]}]
+
+def test_file_bdevs_one_per_path_with_the_block_size():
+    conf = file_bdev_config("uring", ["/var/tmp/a.dat", "/dev/loop0"], 4096)
+    assert conf["subsystems"][0]["config"] == [
+        {"method": "bdev_uring_create",
+         "params": {"name": "uring0", "filename": "/var/tmp/a.dat", "block_size": 4096}},
+        {"method": "bdev_uring_create",
+         "params": {"name": "uring1", "filename": "/dev/loop0", "block_size": 4096}}]
+    aio = file_bdev_config("aio", ["/var/tmp/a.dat"])
+    assert aio["subsystems"][0]["config"][0]["method"] == "bdev_aio_create"
+
+
+@pytest.mark.parametrize("paths, key, problem", [
+    (["relative.dat"], "devices[0]", "not an absolute path"),
+    (["/a", "/a"], "devices[1]", "listed twice"),
+    ([], "devices", "non-empty list"),
+])
+def test_file_bdevs_refuse_bad_paths(paths, key, problem):
+    with pytest.raises(InputError, match=problem) as exc:
+        file_bdev_config("aio", paths)
+    assert exc.value.key == key
+
+
+def test_malloc_bdevs_and_block_sizes():
+    conf = malloc_bdev_config([256, 64], 512)
+    assert [e["params"] for e in conf["subsystems"][0]["config"]] == [
+        {"name": "Malloc0", "num_blocks": 524288, "block_size": 512},
+        {"name": "Malloc1", "num_blocks": 131072, "block_size": 512}]
+    with pytest.raises(InputError) as exc:
+        malloc_bdev_config([256], 1024)
+    assert exc.value.key == "block_size"
+    with pytest.raises(InputError) as exc:
+        config_for({"bdev": "nvme-of", "devices": ["x"]})
+    assert exc.value.key == "bdev" and "nvme, aio, uring, malloc" in exc.value.allowed
+    # without 'bdev', devices are PCIe controllers, as in every run made before file bdevs
+    assert config_for({"devices": ["0000:4a:00.0"]}) == bdev_config(["0000:4a:00.0"])
+
+
+def _options(**extra):
+    return {"spdk_dir": None, "devices": ["/var/tmp/a.dat"], "json_results": False,
+            "core_mask": CpuRequest(1, siblings=False), "queue_depth": 8, "io_size": 4096,
+            "seconds": 1, "workload": "randread", "bdev": "aio", **extra}
+
+
+def _spdk_tree(root: Path, patches=()) -> Path:
+    tree = root / "spdk"
+    exe = tree / "build" / "examples" / "bdevperf"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\necho 'SPDK v99.01 git sha1 abc'\n")
+    exe.chmod(0o755)
+    (tree / "iolab-build.json").write_text(json.dumps(
+        {"tool": "spdk", "version": "99.01", "source_commit": "abc",
+         "patches": [{"patch": p, "why": "test"} for p in patches]}))
+    return tree
+
+
+def test_file_bdevs_run_without_pci_and_can_skip_hugepages(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path))
+    tree = _spdk_tree(tmp_path)
+    launch = Bdevperf().launch(Invocation("bdevperf", _options(memory_mib=256, all_cores=True)),
+                               VM_TOPOLOGY)
+    tail = launch.argv[launch.argv.index("--") + 1:]
+    assert tail[-5:] == ["-C", "-u", "--no-huge", "-s", "256"]
+    assert launch.argv[launch.argv.index("--spdk-dir") + 1] == str(tree)
+    assert json.loads(launch.inputs["spdk-build.json"])["source_commit"] == "abc"
+    assert json.loads(launch.inputs["bdev.json"])["subsystems"][0]["config"][0]["method"] == \
+        "bdev_aio_create"
+    assert Bdevperf().program(_options()).version() == "SPDK v99.01 git sha1 abc"
+
+
+def test_a_build_that_skips_the_pci_check_never_drives_nvme(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path))
+    _spdk_tree(tmp_path, patches=["dpdk-22.11-later-lts.patch"])
+    nvme = {**_options(), "devices": ["0000:4a:00.0"]}
+    del nvme["bdev"]
+    with pytest.raises(ToolError, match="skips DPDK's PCI ABI check"):
+        Bdevperf().launch(Invocation("bdevperf", nvme), VM_TOPOLOGY)
+    Bdevperf().launch(Invocation("bdevperf", _options()), VM_TOPOLOGY)
+
+
+def test_without_any_spdk_build_the_plan_says_how_to_get_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path / "none"))
+    program = Bdevperf().program(_options())
+    assert program.find() is None
+    assert "make tools" in program.status()["install"]
+    with pytest.raises(ToolError, match="no SPDK built in .*make tools"):
+        Bdevperf().launch(Invocation("bdevperf", _options()), VM_TOPOLOGY)
+
+
+@pytest.mark.parametrize("extra, key", [({"all_cores": "yes"}, "all_cores"),
+                                        ({"memory_mib": 0}, "memory_mib"),
+                                        ({"hugepages": 8}, "hugepages")])
+def test_bad_new_options_fail_at_plan_time(extra, key):
+    with pytest.raises(InputError) as exc:
+        Bdevperf().identity(Invocation("bdevperf", _options(**extra)))
+    assert exc.value.key == key
+
+
+@pytest.mark.slow
+def test_a_real_tiny_bdevperf_run_on_a_ram_bdev(tmp_path, built_spdk):
+    """The driver and the parser on the real bdevperf, with malloc bdevs on two cores."""
+    launch = Bdevperf().launch(Invocation("bdevperf", {
+        **_options(memory_mib=512, all_cores=True), "bdev": "malloc", "devices": [32]}),
+        topology())
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, text in launch.inputs.items():
+        (run / name).write_text(text)
+    done = subprocess.run(launch.argv, cwd=run, capture_output=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    (run / "stdout").write_bytes(done.stdout)
+    (run / "stderr").write_bytes(done.stderr)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert b"\r" in done.stdout  # bdevperf's progress lines, which the parser must survive
+    metrics = Bdevperf().parse(run)
+    assert metrics["problem"] is None and metrics["iops"] > 1000
+    assert metrics["version"].startswith("v")
+
+
+def test_a_core_mask_outside_the_hosts_cpus_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path))
+    _spdk_tree(tmp_path)
+    with pytest.raises(InputError) as exc:
+        Bdevperf().launch(Invocation("bdevperf", _options(core_mask="0x5")), VM_TOPOLOGY)
+    assert exc.value.key == "core_mask"
+    assert exc.value.problem == "CPU 2 is not an online CPU of this host"
+    assert exc.value.allowed == "0-1"
+    Bdevperf().launch(Invocation("bdevperf", _options(core_mask="0x3")), VM_TOPOLOGY)
+
+
+def test_spdk_start_line_is_found_wherever_it_is():
+    from iolab.parsers.bdevperf import spdk_start
+    log = ("[2026-11-24 00:02:48.971566] Starting SPDK v26.09-pre git sha1 3230130e6a / DPDK "
+           "22.11.11 initialization...\n[...] app.c: 993:spdk_app_start: *NOTICE*: x\n")
+    assert spdk_start(log) == {"spdk_version": "v26.09-pre", "spdk_git_sha1": "3230130e6a",
+                               "dpdk_version": "22.11.11"}
+    assert spdk_start("nothing here\r\n") is None

@@ -110,7 +110,7 @@ def test_bad_requests_are_refused_before_journaling(fake_sysroot, tmp_path):
             session.set("thp", "sometimes")
         assert info.value.key == "thp"
         with pytest.raises(InputError, match="unknown knob") as info:
-            session.set("hugepages", "on")
+            session.set("hugepage_size", "1G")
         assert "thp" in info.value.allowed
         with pytest.raises(IolabError, match="notsupported"):
             session.set("smt", "off")

@@ -30,7 +30,7 @@ def test_cpulist_rejects_malformed(text):
 def test_make_knobs_names_and_order(fake_sysroot):
     knobs = make_knobs(fake_sysroot())
     assert list(knobs) == ["smt", "thp", "thp_defrag", "turbo", "governor", "irqbalance",
-                           "nvme_poll_queues", "irq_affinity", "device_binding"]
+                           "nvme_poll_queues", "irq_affinity", "hugepages", "device_binding"]
     assert all(knob.name == name and knob.allowed for name, knob in knobs.items())
 
 

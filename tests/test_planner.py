@@ -135,3 +135,17 @@ def test_where_and_limit(demo, params_dir):
     assert plan.filtered_out > 0 and len(plan.selected()) == 3
     assert plan.eta_s == pytest.approx(3 * 2.0)
     assert plan.stored_outside == []
+    # the points the filter left out are kept (not their runs), so the programs they need
+    # still enter the host's fingerprint: it must not depend on --where
+    assert plan.left_out_points and all(p.params["engine"] != "io_uring"
+                                        for p in plan.left_out_points)
+    assert len(plan.left_out_points) == plan.filtered_out
+
+
+def test_left_out_points_leave_out_what_this_host_cannot_run(demo, params_dir):
+    root = params_dir({"x": DEMO_PARAMS})
+    spec = specmod.load(demo, "x", params_dir=root)
+    plan = plan_of(demo, spec, where={"engine": ["io_uring"]},
+                   blockers=lambda params: ["no psync here"] if params["engine"] == "psync"
+                   else [])
+    assert plan.filtered_out > 0 and plan.left_out_points == []

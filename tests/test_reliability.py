@@ -196,7 +196,7 @@ CASES = [
     Case("env-traversal-verify", d("verify", "--env", "../x"),
          "key 'environment': '../x' is not a usable environment name"),
     Case("misspelt-experiment", d("plan", "smt_thq", *ENV),
-         "key 'experiment': unknown experiment 'smt_thq' (allowed: cpu_search, cuda_iosize, cuda_qdepth, gpu_pcie, irq_affinity, pcie_saturation, smt_thp)"),
+         "key 'experiment': unknown experiment 'smt_thq' (allowed: cpu_search, cuda_iosize, cuda_qdepth, gpu_pcie, irq_affinity, pcie_saturation, smt_thp, tool_comparison)"),
     Case("unknown-environment", d("plan", "smt_thp", "--env", "nowhere"),
          "no params file for environment 'nowhere'; create one with 'iolab env new nowhere'"),
     # -- the data directory ----------------------------------------------------------------

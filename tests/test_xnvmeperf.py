@@ -23,14 +23,20 @@ from iolab.tools import xnvmeperf as xp
 from iolab.tools.base import CpuRequest, Invocation
 from iolab.tools.registry import adapter
 
+
+@pytest.fixture(autouse=True)
+def no_built_tools(tmp_path, monkeypatch):
+    """These tests drive fake xnvmeperfs on PATH: keep a build from `make tools` out of sight."""
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path / "no-tools"))
+
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 DRIVER = Path(__file__).resolve().parents[1] / "scripts" / "drivers" / "xnvmeperf.sh"
 DEVICES = ["0000:4a:00.0", "0000:4b:00.0"]
 RUN = {"subcommand": "run", "devices": DEVICES, "iopattern": "randread", "qdepth": 128,
        "iosize": 512, "runtime": 10, "nqueues": None, "be": "upcie", "cpumask": [0, 1],
-       "gpu_id": None}
+       "gpu_id": None, "direct": None}
 CUDA = {"subcommand": "cuda-run", "devices": DEVICES, "iopattern": "randread", "qdepth": 128,
-        "iosize": 4096, "runtime": 10, "nqueues": 4, "be": None, "cpumask": None, "gpu_id": 1}
+        "iosize": 4096, "runtime": 10, "nqueues": 4, "be": None, "cpumask": None, "gpu_id": 1, "direct": None}
 # an 8-CPU host, two threads per core: core k has CPUs k and k + 4
 TOPOLOGY = [{"cpu": cpu, "core": cpu % 4, "package": 0} for cpu in range(8)]
 
@@ -94,13 +100,14 @@ def test_read_argv_of_an_aisio_command_line():
     assert xp.read_argv(argv) == {
         "subcommand": "run", "devices": DEVICES, "iopattern": "randread", "qdepth": 128,
         "iosize": 512, "runtime": 10, "nqueues": None, "be": "upcie-cuda",
-        "cpumask": [4, 5, 6, 7], "gpu_id": None}
+        "cpumask": [4, 5, 6, 7], "gpu_id": None, "direct": None}
 
 
 @pytest.mark.parametrize("argv, key, message", [
     (["fio", "run"], "argv", "not an xnvmeperf command line"),
     (["xnvmeperf", "verify", "0000:4a:00.0"], "subcommand", "unknown xnvmeperf subcommand"),
-    (["xnvmeperf", "run", "--direct", "0000:4a:00.0"], "--direct", "not an xnvmeperf option"),
+    (["xnvmeperf", "run", "--poll_io", "1", "0000:4a:00.0"], "--poll_io",
+     "not an xnvmeperf option"),
     (["xnvmeperf", "run", "-q", "1"], "-q", "not an xnvmeperf option"),
     (["xnvmeperf", "run", "0000:4a:00.0", "--qdepth"], "--qdepth", "has no value"),
     (["xnvmeperf", "run", "--qdepth", "64k"], "--qdepth", "not a whole number"),
@@ -142,7 +149,7 @@ def test_cuda_run_limits_name_the_key(change, key, message):
     ({"cpumask": None}, "cpumask"),
     ({"cpumask": [0, 0]}, "cpumask"),
     ({"cpumask": CpuRequest(1)}, "cpumask"),
-    ({"direct": True}, "direct"),
+    ({"direct": "yes"}, "direct"),
 ])
 def test_bad_options_name_the_key(change, key):
     with pytest.raises(InputError) as caught:
@@ -163,6 +170,79 @@ def test_launch_resolves_the_cpu_request_and_finds_xnvmeperf(tmp_path, monkeypat
         "--iopattern", "randread", "--qdepth", "128", "--iosize", "512", "--runtime", "10",
         "--be", "upcie", "--cpumask", "0x33"]
     assert launch.cpus == [0, 1, 4, 5] and launch.inputs == {}
+
+
+def test_launch_refuses_cpus_the_host_does_not_have(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(InputError) as exc:
+        adapter("xnvmeperf").launch(Invocation("xnvmeperf", {**RUN, "cpumask": [1, 64]}),
+                                    TOPOLOGY)
+    assert (exc.value.key, exc.value.problem) == ("cpumask", "CPU 64 is not an online CPU of "
+                                                             "this host")
+
+
+def test_launch_copies_the_build_record_of_a_package_built_xnvmeperf(tmp_path, monkeypatch):
+    tools = tmp_path / "tools"
+    exe = fake_program(tools / "xnvme" / "bin", "xnvmeperf", "exit 0\n")
+    (tools / "xnvme" / "iolab-build.json").write_text('{"tool": "xnvme", "version": "0.7.5"}')
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tools))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    launch = adapter("xnvmeperf").launch(
+        Invocation("xnvmeperf", {**RUN, "be": "io_uring_file", "direct": True,
+                                 "cpumask": [0]}), TOPOLOGY)
+    assert launch.argv[2] == str(exe)
+    assert launch.argv[-1] == "--direct"
+    assert '"version": "0.7.5"' in launch.inputs[xp.BUILD_RECORD]
+
+
+@pytest.mark.slow
+def test_a_real_tiny_xnvmeperf_run_on_a_file(tmp_path, built_xnvmeperf, monkeypatch):
+    """The driver, the line stamps and the parser on the real xnvmeperf, reading a file."""
+    import subprocess
+
+    from iolab.host.inventory import topology
+
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(built_xnvmeperf.parents[2]))
+    target = tmp_path / "f.dat"
+    target.write_bytes(os.urandom(4 * 2**20))
+    run = tmp_path / "run"
+    run.mkdir()
+    tool = adapter("xnvmeperf")
+    launch = tool.launch(Invocation("xnvmeperf", {
+        "subcommand": "run", "devices": [str(target)], "iopattern": "randread", "qdepth": 8,
+        "iosize": 4096, "runtime": 1, "be": "io_uring_file", "direct": True,
+        "cpumask": CpuRequest(1, siblings=False)}), topology())
+    for name, text in launch.inputs.items():
+        (run / name).write_text(text)
+    with open(run / "stdout", "wb") as out, open(run / "stderr", "wb") as err:
+        code = subprocess.run(launch.argv, cwd=run, stdout=out, stderr=err, timeout=60,
+                              stdin=subprocess.DEVNULL).returncode
+    assert code == 0, (run / "stderr").read_text()
+    metrics = tool.parse(run)
+    assert metrics["problem"] is None and metrics["iops"] > 100 and metrics["failed"] == 0
+    start, end = tool.window(run)
+    assert 0.5e9 < end - start < 2e9
+
+
+@pytest.mark.slow
+def test_a_real_xnvmeperf_that_cannot_start_its_queue_is_no_measurement(tmp_path,
+                                                                       built_xnvmeperf):
+    """xnvmeperf exits 0 when a back end fails to set up its queue (here the RAM disk back end
+    on a file): the report has no result table, so the run is judged from its output."""
+    import subprocess
+
+    target = tmp_path / "f.dat"
+    target.write_bytes(b"\1" * 2**20)
+    run = tmp_path / "run"
+    run.mkdir()
+    argv = [str(DRIVER), "--xnvmeperf", str(built_xnvmeperf), "--", "run", str(target),
+            "--iopattern", "randread", "--qdepth", "4", "--iosize", "4096", "--runtime", "1",
+            "--be", "ramdisk", "--cpumask", "0x1"]
+    with open(run / "stdout", "wb") as out, open(run / "stderr", "wb") as err:
+        subprocess.run(argv, cwd=run, stdout=out, stderr=err, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    with pytest.raises(ParseError, match="no result table"):
+        adapter("xnvmeperf").parse(run)
 
 
 @pytest.mark.parametrize("options", [CUDA, {**RUN, "be": "upcie-cuda"}])

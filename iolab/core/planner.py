@@ -121,6 +121,9 @@ class Plan:
     scratch: list[str] = field(default_factory=list)             # files runs create and leave
     corrupt: list[Any] = field(default_factory=list)   # stored runs failing verification
                                                        # (iolab.core.store.CorruptRun)
+    # points --where left out that this host could run: their tools still enter the host's
+    # fingerprint, which must not depend on the filter
+    left_out_points: list[Any] = field(default_factory=list)
 
     def by_status(self, status: str) -> list[PlannedRun]:
         return [r for r in self.runs if r.status == status]
@@ -259,6 +262,7 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     where = where or {}
     runs: list[PlannedRun] = []
     filtered = 0
+    left_out = []  # points --where left out that this host could run
     known: set[str] = set()  # ids of every point of the design, filtered ones included
     for point in expand(spec):
         try:
@@ -272,6 +276,8 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
         if where and not _matches(where, point.params):
             filtered += 1
             known.update(run_id(ident, rep) for rep in range(spec.repetitions))
+            if not point.excluded_by and not (blockers and blockers(point.params)):
+                left_out.append(point)
             continue
         blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
         for rep in range(spec.repetitions):
@@ -289,4 +295,5 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     for r in todo[:limit] if limit is not None else todo:
         r.selected = True
     known.update(r.run_id for r in runs)
-    return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known))
+    return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known),
+                left_out_points=left_out)

@@ -150,7 +150,8 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     # the programs of every run this host can make, stored ones included: the benchmark tools
     # among them are part of the host's fingerprint, which must not depend on what is left
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
-    plan.programs = program_status(experiment, settings, runnable, topo)
+    plan.programs = program_status(experiment, settings, runnable, topo,
+                                   plan.left_out_points)
     plan.scratch = experiment.scratch(settings)
     plan.corrupt = corrupt
     return plan
@@ -189,12 +190,14 @@ def scratch_problems(experiment: RunnableExperiment, spec: Spec) -> list[str]:
 
 
 def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
-                   topo: list[dict]) -> list[dict[str, Any]]:
-    """Each program the runs need, once (by name and executable), found or with how to
-    install it; ``needed_now`` marks those the selected runs need. Collectors' programs are
-    asked of selected runs only: those can run here, so their CPU sets resolve."""
+                   topo: list[dict], left_out: list[Any] = ()) -> list[dict[str, Any]]:
+    """Each program the runs (and the points a filter ``left_out``) need, once (by name and
+    executable), found or with how to install it; ``needed_now`` marks those the selected runs
+    need. Collectors' programs are asked of selected runs only: those can run here, so their
+    CPU sets resolve."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     points = {id(r.point): r.point for r in runs}
+    points.update({id(p): p for p in left_out})
     selected = {id(r.point) for r in runs if r.selected}
     for key, point in points.items():
         now = key in selected
@@ -452,8 +455,16 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
 
     # Only the benchmark tools enter the host's fingerprint; collectors' versions do not
     # change what a run measures.
-    inventory = collect_inventory({p["name"]: p["version_argv"] for p in plan.programs
-                                   if p["role"] == "benchmark"}, knobs=knobs)
+    benchmarks = [p for p in plan.programs if p["role"] == "benchmark"]
+    inventory = collect_inventory({p["name"]: p["version_argv"] for p in benchmarks},
+                                  knobs=knobs)
+    for program in benchmarks:
+        # a version printed inside a longer text (xnvmeperf's usage, which names its own
+        # path) is recorded as the part the program's pattern names, so the fingerprint
+        # holds the version and not where the checkout lies
+        entry = (inventory.get("tools") or {}).get(program["name"]) or {}
+        if "\n" in (entry.get("version") or "") and program["version"]:
+            entry["version"] = program["version"]
     camp.fingerprint = fingerprint(inventory)
     stored_host = camp.store.read_host()
     diff = fingerprint_diff(stored_host, inventory) if stored_host else []

@@ -254,6 +254,29 @@ class DeviceBindingKnob(Knob):
             swaps = self._swaps()
         except (IolabError, OSError) as exc:
             return [f"cannot tell whether it is in use ({exc})"]
+        return self._in_use(blocks, mounts, swaps)
+
+    def block_refusals(self, path: str) -> list[str]:
+        """Why the block device at ``path`` must not be benchmarked (it, or a partition of
+        it, holds the root or another mounted filesystem, swap, or a holder); empty for a
+        free device and for anything that is not a block device (a regular file)."""
+        devno = _rdev(path)
+        if devno is None:
+            return []
+        name = Path(os.path.realpath(path)).name
+        folder = self.root.sys / "class/block" / name
+        if not folder.is_dir():
+            return [f"{path}: no {folder} to tell whether it is in use"]
+        try:
+            blocks = [(name, folder)] + [(p.name, p) for p in sorted(folder.iterdir())
+                                         if (p / "partition").exists()]
+            return [f"{path}: {reason}" for reason in
+                    self._in_use(blocks, self._mounts(), self._swaps())]
+        except (IolabError, OSError) as exc:
+            return [f"{path}: cannot tell whether it is in use ({exc})"]
+
+    def _in_use(self, blocks: list[tuple[str, Path]], mounts: list[tuple[str, str, str]],
+                swaps: list[str]) -> list[str]:
         reasons = []
         for name, folder in blocks:
             try:
@@ -356,3 +379,14 @@ class DeviceBindingKnob(Knob):
         if now != driver:
             raise IolabError(f"knob '{self.name}': {bdf} has driver {now!r} after writing it "
                              f"to {bind}, not {driver!r}; the kernel log (dmesg) says why")
+
+
+def check_free(paths: list[str], root: SysRoot | None = None) -> None:
+    """Refuse, naming each and why, block devices among ``paths`` that are in use (the root
+    device, a mounted filesystem, swap, a holder); files and free devices pass. For the tools
+    that read block devices directly (bdevperf's AIO and io_uring bdevs, xnvmeperf's *_bdev
+    back ends)."""
+    knob = DeviceBindingKnob(root)
+    problems = [reason for path in paths for reason in knob.block_refusals(path)]
+    if problems:
+        raise IolabError("refusing to benchmark a block device in use: " + "; ".join(problems))

@@ -7,6 +7,7 @@ Not responsible for: what any knob does (``iolab.host.knobs``, ``iolab.host.bind
 from __future__ import annotations
 
 from iolab.host.binding import DeviceBindingKnob
+from iolab.host.hugepages import HugepagesKnob
 from iolab.host.knobs import (GovernorKnob, IrqAffinityKnob, Knob, SmtKnob, SysRoot, ThpDefragKnob,
                               ThpKnob, TurboKnob)
 from iolab.host.modules import IrqbalanceKnob, NvmePollQueuesKnob
@@ -15,7 +16,8 @@ from iolab.host.modules import IrqbalanceKnob, NvmePollQueuesKnob
 # affinity) can only name online CPUs. irqbalance is stopped, and the nvme module reloaded
 # (which creates its interrupts anew), before any interrupt affinity is written. A session
 # restores in reverse, so per-CPU settings go back while their CPUs are still online. Devices
-# are bound last and given back first.
+# are bound last and given back first; the hugepages SPDK's user-space drivers take are reserved
+# just before.
 KNOB_CLASSES: tuple[type[Knob], ...] = (
     SmtKnob,
     ThpKnob,
@@ -25,6 +27,7 @@ KNOB_CLASSES: tuple[type[Knob], ...] = (
     IrqbalanceKnob,
     NvmePollQueuesKnob,
     IrqAffinityKnob,
+    HugepagesKnob,
     DeviceBindingKnob,
 )
 

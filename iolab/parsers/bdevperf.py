@@ -87,6 +87,17 @@ def spdk_supports_json(version: str | None) -> bool:
     return release >= JSON_RESULTS_SINCE
 
 
+def spdk_start(text: str) -> dict[str, Any] | None:
+    """``spdk_version``, ``spdk_git_sha1`` and ``dpdk_version`` from SPDK's "Starting SPDK …"
+    line anywhere in ``text`` (builds whose log goes to stderr print it there), or None."""
+    for line in text.replace("\r", "\n").splitlines():
+        start = _STARTING.search(line)
+        if start:
+            return {"spdk_version": start.group("version"), "spdk_git_sha1": start.group("sha"),
+                    "dpdk_version": start.group("dpdk")}
+    return None
+
+
 def parse_bdevperf_text(text: str, source: str = "<string>") -> dict[str, Any]:
     """Parse bdevperf's stdout (text results table) into metrics; see the module docstring.
 

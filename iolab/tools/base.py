@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Mapping
 
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.inventory import pick_cpus
+from iolab.host.knobs import format_cpulist
 from iolab.paths import DRIVERS_DIR
 
 VERSION_TIMEOUT_S = 20.0
@@ -166,6 +167,18 @@ def cpu_mask(cpus: list[int]) -> str:
     if len(set(cpus)) != len(cpus):
         raise InputError(None, "cpus", f"CPU ids repeat in {sorted(cpus)}")
     return hex(sum(1 << cpu for cpu in cpus))
+
+
+def check_cpus(key: str, cpus: list[int], topology: list[dict[str, Any]]) -> list[int]:
+    """``cpus`` if every one is an online CPU of the host whose ``topology`` is given, else
+    InputError naming ``key`` and the CPUs there are: a tool given a CPU that is not there
+    fails late, or silently uses fewer."""
+    online = sorted(entry["cpu"] for entry in topology)
+    outside = sorted(set(cpus) - set(online))
+    if outside:
+        raise InputError(None, key, f"CPU {', '.join(map(str, outside))} is not an online CPU "
+                         "of this host", allowed=format_cpulist(online))
+    return cpus
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,42 @@
 """The SPDK bdevperf adapter: the bdev configuration, core mask and options of one run, and
 the metrics of its text table or ``perform_tests`` JSON.
 
-Options (bdevperf's vocabulary): ``spdk_dir`` (an SPDK tree with a build), ``devices`` (PCIe
-addresses; one ``bdev_nvme_attach_controller`` each, in this order), ``json_results`` (ask
-``perform_tests`` for JSON, SPDK >= 24.09), ``core_mask`` (a
-:class:`~iolab.tools.base.CpuRequest`), ``queue_depth``, ``io_size``, ``seconds``,
-``workload``. The driver is ``scripts/drivers/bdevperf.sh``; bdevperf announces its
-measurement ("Running I/O for T seconds"), which :class:`~iolab.tools.marker.OutputMarker`
-timestamps.
+Options (bdevperf's vocabulary): ``spdk_dir`` (an SPDK tree with a build; None: the one
+``make tools`` built, see :mod:`iolab.tools.builds`), ``devices`` (what the bdevs are made
+of, in this order), ``json_results`` (ask ``perform_tests`` for JSON, SPDK >= 24.09),
+``core_mask`` (a :class:`~iolab.tools.base.CpuRequest`), ``queue_depth``, ``io_size``,
+``seconds``, ``workload``, and, only where they differ from the default (so older runs keep
+their identity):
+
+==============  ==========================================================================
+``bdev``        "nvme" (default: ``devices`` are PCIe addresses, one
+                ``bdev_nvme_attach_controller`` each), "aio" or "uring" (``devices`` are
+                files or block devices, one ``bdev_aio_create`` / ``bdev_uring_create``
+                each), "malloc" (``devices`` are sizes in MiB, one RAM bdev each)
+``block_size``  the logical block size of aio, uring and malloc bdevs (SPDK cannot detect
+                it on a regular file); default 512
+``all_cores``   true: every core of the mask submits to every bdev (bdevperf ``-C``);
+                without it one bdev is driven by one core only
+``memory_mib``  run without hugepages (``--no-huge -s MIB``); absent: hugepages, reserved
+                by the ``hugepages`` knob
+==============  ==========================================================================
+
+Any bdev other than nvme runs without PCI access (``-u``). A build made with the adaptation
+that relaxes SPDK's DPDK PCI check (:data:`iolab.tools.builds.PCI_GUARD_PATCH`) is refused for
+nvme bdevs. The driver is ``scripts/drivers/bdevperf.sh``; bdevperf announces its measurement
+("Running I/O for T seconds"), which :class:`~iolab.tools.marker.OutputMarker` timestamps.
+The build record of a package-built SPDK is copied into every run (``spdk-build.json``).
 
 Responsible for: the SPDK JSON subsystem configuration, hex core masks, bdevperf's option
 list, finding bdevperf, and the metrics of a stored run (with the text-table fallback for
 SPDK releases without JSON results, said once per campaign). Every check raises
 :class:`~iolab.errors.InputError` naming the key.
 Not responsible for: binding devices to a user-space driver (``iolab.host.binding``),
-reserving hugepages, choosing CPUs (:meth:`CpuRequest.resolve`), or parsing bdevperf's
-output formats (:mod:`iolab.parsers.bdevperf`). Apart from the text handed in, nothing here
-reads or changes the host.
+reserving hugepages (the ``hugepages`` knob), telling whether a block device is in use
+(:func:`iolab.host.binding.check_free`, which :meth:`Bdevperf.launch` asks for the block
+devices of AIO and io_uring bdevs), choosing CPUs (:meth:`CpuRequest.resolve`), or parsing
+bdevperf's output formats (:mod:`iolab.parsers.bdevperf`). Apart from the SPDK build's record
+and that check, nothing here reads the host, and nothing changes it.
 """
 
 from __future__ import annotations
@@ -26,13 +46,21 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError, ParseError
-from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text, spdk_supports_json
-from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask)
+from iolab.errors import InputError, ParseError, ToolError
+from iolab.host.binding import check_free
+from iolab.parsers.bdevperf import (parse_bdevperf_json, parse_bdevperf_text, spdk_start,
+                                   spdk_supports_json)
+from iolab.tools import builds
+from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
+                              cpu_mask)
 from iolab.tools.marker import OutputMarker
 
 CONFIG = "bdev.json"
 JSON_RESULTS = "bdevperf-results.json"
+BUILD_RECORD = "spdk-build.json"
+BDEVS = ("nvme", "aio", "uring", "malloc")
+_FILE_METHODS = {"aio": "bdev_aio_create", "uring": "bdev_uring_create"}
+OPTIONAL = {"bdev": "nvme", "block_size": 512, "all_cores": False, "memory_mib": None}
 START = r"Running I/O for (\d+) seconds"  # bdevperf's announcement of its measurement
 
 # Domain, bus, device, function; SPDK's traddr wants the full form with the domain.
@@ -75,6 +103,66 @@ def bdev_config(pci_addrs: list[str]) -> dict[str, Any]:
                         "params": {"name": controller_name(i), "trtype": "PCIe",
                                    "traddr": addr}})
     return {"subsystems": [{"subsystem": "bdev", "config": entries}]}
+
+
+def file_bdev_config(kind: str, paths: list[str], block_size: int = 512) -> dict[str, Any]:
+    """The JSON config of one AIO or io_uring bdev per file or block device: bdev names
+    ``aio0``, ``aio1``, … (``uring0``, … for io_uring), each on one path given once."""
+    if kind not in _FILE_METHODS:
+        raise InputError(None, "bdev", f"'{kind}' is not a file-backed bdev",
+                         allowed=", ".join(_FILE_METHODS))
+    if not isinstance(paths, list) or not paths:
+        raise InputError(None, "devices", f"need a non-empty list of files or block devices, "
+                         f"got {paths!r}", allowed="absolute paths, e.g. /var/tmp/dev00.dat")
+    size = _block_size(block_size)
+    entries = []
+    for i, path in enumerate(paths):
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise InputError(None, f"devices[{i}]", f"{path!r} is not an absolute path",
+                             allowed="an absolute path to a file or block device")
+        if path in paths[:i]:
+            raise InputError(None, f"devices[{i}]", f"'{path}' is listed twice")
+        entries.append({"method": _FILE_METHODS[kind],
+                        "params": {"name": f"{kind}{i}", "filename": path,
+                                   "block_size": size}})
+    return {"subsystems": [{"subsystem": "bdev", "config": entries}]}
+
+
+def malloc_bdev_config(sizes_mib: list[int], block_size: int = 512) -> dict[str, Any]:
+    """The JSON config of one RAM bdev (``Malloc0``, …) per size in MiB."""
+    if not isinstance(sizes_mib, list) or not sizes_mib:
+        raise InputError(None, "devices", f"malloc bdevs need a list of sizes in MiB, got "
+                         f"{sizes_mib!r}", allowed="e.g. [256, 256]")
+    size = _block_size(block_size)
+    entries = []
+    for i, mib in enumerate(sizes_mib):
+        _positive_int(f"devices[{i}]", mib)
+        entries.append({"method": "bdev_malloc_create",
+                        "params": {"name": f"Malloc{i}", "num_blocks": mib * 2**20 // size,
+                                   "block_size": size}})
+    return {"subsystems": [{"subsystem": "bdev", "config": entries}]}
+
+
+def _block_size(value: Any) -> int:
+    if value not in (512, 4096):
+        raise InputError(None, "block_size", f"{value!r} is not a block size SPDK's file and "
+                         "RAM bdevs take here", allowed="512, 4096")
+    return value
+
+
+def config_for(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The bdev config of a run's options (see the module's table)."""
+    bdev = options.get("bdev", "nvme")
+    if bdev not in BDEVS:
+        raise InputError(None, "bdev", f"unknown bdev type {bdev!r}", allowed=", ".join(BDEVS))
+    devices = list(options["devices"]) if isinstance(options["devices"], (list, tuple)) \
+        else options["devices"]
+    block = options.get("block_size", 512)
+    if bdev == "nvme":
+        return bdev_config(devices)
+    if bdev == "malloc":
+        return malloc_bdev_config(devices, block)
+    return file_bdev_config(bdev, devices, block)
 
 
 def check_devices(pci_addrs: list[str], available: list[str]) -> None:
@@ -134,29 +222,92 @@ class Bdevperf(ToolAdapter):
     # SPDK's start-up (hugepages, probing, attaching controllers) and teardown; an estimate
     startup_s = 12.0
 
+    def spdk_tree(self, options: Mapping[str, Any]) -> Path | None:
+        """The params' ``spdk_dir``, else the tree ``make tools`` built (None: neither)."""
+        if options.get("spdk_dir"):
+            return Path(options["spdk_dir"])
+        return builds.built_spdk()
+
     def program(self, options: Mapping[str, Any]) -> Program:
-        exe = f"{options['spdk_dir']}/build/examples/bdevperf"
-        return Program("bdevperf", exe, ("--version",),
-                       install="build SPDK (https://spdk.io) and set spdk_dir in the params file")
+        """bdevperf, asked through the driver (which sets the library path it needs)."""
+        tree = self.spdk_tree(options)
+        named = f"at {tree}" if tree else f"(no spdk_dir in the params, none built in " \
+                                          f"{builds.tools_dir()})"
+        return Program("bdevperf", str(self.driver_path),
+                       ("--spdk-dir", str(tree or "."), "--version"),
+                       install=f"no SPDK build {named}; {builds.HOW}",
+                       version_pattern=r"(SPDK v\S+(?: git sha1 \S+)?)",
+                       needs=(str((tree or Path("/nonexistent-spdk")) / builds.BDEVPERF),))
+
+    def identity(self, invocation: Invocation) -> dict[str, Any]:
+        """The base identity once the options make a valid bdev config and argv, so bad
+        options fail when the plan is made, not mid-campaign."""
+        o = invocation.options
+        unknown = sorted(set(o) - {"spdk_dir", "devices", "json_results", "core_mask",
+                                   "queue_depth", "io_size", "seconds", "workload"}
+                         - set(OPTIONAL))
+        if unknown:
+            raise InputError(None, unknown[0], "not a bdevperf option this adapter takes",
+                             allowed=", ".join(["spdk_dir", "devices", "json_results",
+                                                "core_mask", "queue_depth", "io_size",
+                                                "seconds", "workload", *OPTIONAL]))
+        config_for(o)
+        self._argv(o, "0x1")
+        return super().identity(invocation)
 
     def collectors(self, invocation: Invocation) -> list:
         return [OutputMarker(START)]
 
+    @staticmethod
+    def _argv(o: Mapping[str, Any], mask: str) -> list[str]:
+        argv = bdevperf_argv(mask, o["queue_depth"], o["io_size"], o["seconds"], o["workload"])
+        if o.get("all_cores", False) is not False:
+            if o["all_cores"] is not True:
+                raise InputError(None, "all_cores", f"{o['all_cores']!r} is not true or false")
+            argv.append("-C")
+        if o.get("bdev", "nvme") != "nvme":
+            argv.append("-u")  # file and RAM bdevs need no PCI access: SPDK gets none
+        memory = o.get("memory_mib")
+        if memory is not None:
+            argv += ["--no-huge", "-s", str(_positive_int("memory_mib", memory))]
+        return argv
+
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         o = invocation.options
+        tree = self.spdk_tree(o)
+        if tree is None:
+            raise ToolError(f"bdevperf: no spdk_dir in the params and no SPDK built in "
+                            f"{builds.tools_dir()}; {builds.HOW}")
+        if o.get("bdev", "nvme") == "nvme" and builds.pci_guard_relaxed(tree):
+            raise ToolError(f"bdevperf: the SPDK build in {tree} skips DPDK's PCI ABI check "
+                            f"({builds.PCI_GUARD_PATCH}), so it must not drive NVMe "
+                            "controllers; use aio, uring or malloc bdevs with it, or an SPDK "
+                            "built against a DPDK it supports")
+        if o.get("bdev", "nvme") in _FILE_METHODS:
+            check_free([str(d) for d in o["devices"]])
         request = o["core_mask"]
         cpus = request.resolve(topology) if isinstance(request, CpuRequest) else None
         mask = cpu_mask(cpus) if cpus is not None else request
+        if isinstance(mask, str) and re.fullmatch(r"0x[0-9a-fA-F]+", mask):
+            bits = int(mask, 16)
+            check_cpus("core_mask", [c for c in range(bits.bit_length()) if bits >> c & 1],
+                       topology)
         extra = ["--json-results", JSON_RESULTS] if o["json_results"] else []
-        argv = [str(self.driver_path), "--spdk-dir", o["spdk_dir"], "--config", CONFIG, *extra,
-                "--", *bdevperf_argv(mask, o["queue_depth"], o["io_size"], o["seconds"],
-                                     o["workload"])]
-        config = bdev_config(list(o["devices"]))
-        return Launch(argv, inputs={CONFIG: json.dumps(config, indent=2) + "\n"}, cpus=cpus)
+        argv = [str(self.driver_path), "--spdk-dir", str(tree), "--config", CONFIG, *extra,
+                "--", *self._argv(o, mask)]
+        inputs = {CONFIG: json.dumps(config_for(o), indent=2) + "\n"}
+        built = builds.record(tree)
+        if built is not None:
+            inputs[BUILD_RECORD] = json.dumps(built, indent=2) + "\n"
+        return Launch(argv, inputs=inputs, cpus=cpus)
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         stdout = Path(run_dir) / "stdout"
         text = parse_bdevperf_text(stdout.read_text(errors="replace"), str(stdout))
+        stderr = Path(run_dir) / "stderr"
+        if text.get("spdk_version") is None and stderr.exists():
+            # SPDK's log, with its "Starting SPDK vX" line, goes to stderr in some builds
+            text = {**text, **(spdk_start(stderr.read_text(errors="replace")) or {})}
         res, source, note = text, "text table", None
         json_path = Path(run_dir) / JSON_RESULTS
         if json_path.exists():  # JSON results were asked for

@@ -15,7 +15,13 @@ its command line names them:
                 :class:`~iolab.tools.base.CpuRequest` resolved on the host that runs, or a
                 list of CPU ids (what :func:`read_argv` gives back); cuda-run has none
 ``gpu_id``      GPU ordinal for the GPU back ends (None: xnvmeperf's default)
+``direct``      true: bypass the page cache (``--direct``, for the file and block back
+                ends such as ``io_uring_file`` or ``libaio_bdev``); None or false: not given
 ==============  ======================================================================
+
+xnvmeperf is taken from the build folder of ``make tools`` (:mod:`iolab.tools.builds`) when
+one is there, else from PATH; the build record of a package-built xnvmeperf is copied into
+every run (``xnvme-build.json``).
 
 Runs go through ``scripts/drivers/xnvmeperf.sh`` (:meth:`Xnvmeperf.launch`), which prints
 provenance lines before xnvmeperf's report: ``xnvmeperf: PATH`` and, for runs whose I/O lands
@@ -43,14 +49,17 @@ devices to a user-space driver (``iolab.host.binding``), choosing CPUs
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError
+from iolab.host.binding import check_free
 from iolab.parsers.xnvmeperf import TITLE, parse_xnvmeperf
-from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask,
-                              pci_address)
+from iolab.tools import builds
+from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
+                              cpu_mask, pci_address)
 
 EXECUTABLE = "xnvmeperf"
 SUBCOMMANDS = ("run", "cuda-run")
@@ -62,7 +71,10 @@ CUDA_MAX_QDEPTH = 1024
 
 # Every option, in the order build_argv writes them after the devices.
 OPTIONS = ("subcommand", "devices", "iopattern", "qdepth", "iosize", "runtime", "nqueues", "be",
-           "cpumask", "gpu_id")
+           "cpumask", "gpu_id", "direct")
+BUILD_RECORD = "xnvme-build.json"
+# Options given as a bare flag when true.
+_SWITCHES = {"--direct": "direct"}
 # Options taking a value on the command line, by flag, and the option each one sets.
 _FLAGS = {"--iopattern": "iopattern", "--qdepth": "qdepth", "--iosize": "iosize",
           "--runtime": "runtime", "--nqueues": "nqueues", "--be": "be", "--cpumask": "cpumask",
@@ -144,6 +156,8 @@ def check(options: Mapping[str, Any]) -> dict[str, Any]:
     if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0):
         raise InputError(None, "gpu_id", f"must be a GPU ordinal (a whole number >= 0), got "
                          f"{gpu!r}")
+    if o["direct"] is not None and not isinstance(o["direct"], bool):
+        raise InputError(None, "direct", f"{o['direct']!r} is not true or false")
     if o["be"] is not None and not (isinstance(o["be"], str)
                                     and re.fullmatch(r"[\w-]+", o["be"])):
         raise InputError(None, "be", f"{o['be']!r} is not an xNVMe back end name",
@@ -185,6 +199,7 @@ def build_argv(options: Mapping[str, Any], executable: str = EXECUTABLE) -> list
         value = o[key]
         if value is not None:
             argv += [flag, cpu_mask(value) if key == "cpumask" else str(value)]
+    argv += [flag for flag, key in _SWITCHES.items() if o[key]]
     return argv
 
 
@@ -212,10 +227,14 @@ def read_argv(argv: list[str]) -> dict[str, Any]:
             options["devices"].append(word)
             at += 1
             continue
+        if word in _SWITCHES:
+            options[_SWITCHES[word]] = True
+            at += 1
+            continue
         flag, eq, value = word.partition("=")
         if flag not in _FLAGS:
             raise InputError(None, flag, "not an xnvmeperf option this adapter reads",
-                             allowed=", ".join(_FLAGS))
+                             allowed=", ".join([*_FLAGS, *_SWITCHES]))
         if not eq:
             if at + 1 >= len(words):
                 raise InputError(None, flag, "has no value at the end of the command line")
@@ -369,11 +388,14 @@ class Xnvmeperf(ToolAdapter):
         record the GPU), so the plan counts it missing without one."""
         gpu = bool(options) and (options.get("subcommand") == "cuda-run"
                                  or options.get("be") == CUDA_BACKEND)
-        install = ("build and install xNVMe (https://xnvme.io), which installs xnvmeperf on "
-                   "PATH" + ("; runs into GPU memory also need the NVIDIA driver's nvidia-smi "
-                             "on PATH" if gpu else ""))
-        return Program("xnvmeperf", EXECUTABLE, ("--help",), version_pattern=VERSION_PATTERN,
-                       install=install, needs=("nvidia-smi",) if gpu else ())
+        install = ("build it with 'make tools', or build and install xNVMe (https://xnvme.io), "
+                   "which installs xnvmeperf on PATH" + (
+                       "; runs into GPU memory also need the NVIDIA driver's nvidia-smi on PATH"
+                       if gpu else ""))
+        built = builds.built_xnvmeperf()
+        return Program("xnvmeperf", str(built) if built else EXECUTABLE, ("--help",),
+                       version_pattern=VERSION_PATTERN, install=install,
+                       needs=("nvidia-smi",) if gpu else ())
 
     def identity(self, invocation: Invocation) -> dict[str, Any]:
         """The base identity, once the options pass :func:`check`: a bad option (a cuda-run
@@ -391,10 +413,21 @@ class Xnvmeperf(ToolAdapter):
         if isinstance(request, CpuRequest):
             options["cpumask"] = request.resolve(topology)
         checked = check(options)
+        if checked["cpumask"] is not None:
+            check_cpus("cpumask", checked["cpumask"], topology)
+        # a block device read by a kernel back end must be free (not mounted, not the root)
+        check_free([uri for uri in checked["devices"] if uri.startswith("/dev/")])
         gpu_info = ["--gpu-info"] if uses_gpu(checked) else []
-        argv = [str(self.driver_path), "--xnvmeperf", self.program(checked).find() or EXECUTABLE,
-                *gpu_info, "--line-times", LINE_TIMES, "--", *build_argv(checked)[1:]]
-        return Launch(argv, cpus=checked["cpumask"])
+        exe = self.program(checked).find() or EXECUTABLE
+        argv = [str(self.driver_path), "--xnvmeperf", exe, *gpu_info,
+                "--line-times", LINE_TIMES, "--", *build_argv(checked)[1:]]
+        inputs = {}
+        built = builds.built_xnvmeperf()
+        if built is not None and Path(exe) == built:
+            record = builds.record(built.parent.parent)
+            if record is not None:
+                inputs[BUILD_RECORD] = json.dumps(record, indent=2) + "\n"
+        return Launch(argv, inputs=inputs, cpus=checked["cpumask"])
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         """Metrics of a stored run (see :func:`metrics`). xnvmeperf prints its version only

@@ -2,8 +2,11 @@
 # bdevperf.sh - run SPDK's bdevperf once; optionally also capture its JSON results.
 #
 # Usage: bdevperf.sh --spdk-dir DIR --config FILE [--json-results FILE] -- [bdevperf options...]
+#        bdevperf.sh --spdk-dir DIR --version
 #
-# DIR is an SPDK source tree with a build (DIR/build/examples/bdevperf). FILE after
+# DIR is an SPDK source tree with a build (DIR/build/examples/bdevperf). A build with shared
+# libraries (--with-shared) has no rpath to them, so DIR/build/lib, when present, is put in
+# front of LD_LIBRARY_PATH. --version prints bdevperf's version line and exits. FILE after
 # --config is the SPDK JSON subsystem configuration (bdevperf -c), e.g. written by
 # iolab.spdk.bdev_config. Everything after -- goes to bdevperf unchanged, one argument each
 # (e.g. -m 0x3 -q 128 -o 512 -t 10 -w randread); nothing is re-parsed by a shell.
@@ -25,7 +28,7 @@
 # rpc.py or python3) is missing; otherwise bdevperf's own, or in JSON mode the status of
 # perform_tests if that failed (its error message is then in OUT), else bdevperf's.
 #
-# iolab-driver-version: 1
+# iolab-driver-version: 2
 set -euo pipefail
 
 prog=bdevperf.sh
@@ -50,6 +53,7 @@ value_of() {
 spdk_dir=""
 config=""
 json_out=""
+version=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --spdk-dir)
@@ -67,6 +71,10 @@ while [[ $# -gt 0 ]]; do
             json_out="$2"
             shift 2
             ;;
+        --version)
+            version=1
+            shift
+            ;;
         --)
             shift
             break
@@ -77,11 +85,17 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ -n "$spdk_dir" ]] || usage "--spdk-dir DIR is required"
-[[ -n "$config" ]] || usage "--config FILE is required"
+[[ $version -eq 1 || -n "$config" ]] || usage "--config FILE is required"
 
 bdevperf="$spdk_dir/build/examples/bdevperf"
 if [[ ! -x "$bdevperf" ]]; then
-    missing "bdevperf not found under $spdk_dir/build/examples; build SPDK or set spdk_dir in the params file"
+    missing "bdevperf not found under $spdk_dir/build/examples; build SPDK ('make tools') or set spdk_dir in the params file"
+fi
+if [[ -d "$spdk_dir/build/lib" ]]; then
+    export LD_LIBRARY_PATH="$spdk_dir/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if [[ $version -eq 1 ]]; then
+    exec "$bdevperf" --version
 fi
 [[ -r "$config" ]] || usage "the bdev config '$config' does not exist or is not readable"
 

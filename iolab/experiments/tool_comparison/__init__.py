@@ -1,0 +1,191 @@
+"""The tools compared: bdevperf, xnvmeperf and fio reading the same targets with the same
+I/O size, queue depth, cores and number of targets, AiSIO's "software abstraction overhead"
+study with the tools this package drives.
+
+Variables: ``tool`` (fio | bdevperf | xnvmeperf), ``engine`` (io_uring | libaio: the kernel
+interface every tool submits through: fio's ioengine, bdevperf's uring or AIO bdev,
+xnvmeperf's ``io_uring_*`` or ``libaio_*`` back end), ``qdepth``, ``iosize`` (bytes) and
+``ncores`` (physical cores, one target each).
+
+One core drives one target in every tool: bdevperf without ``-C`` gives each bdev to one core,
+xnvmeperf spreads its devices over its threads, and fio runs one job per core over all
+targets, so with as many targets as cores each core keeps ``qdepth`` reads in flight. Targets
+are files in ``file_dir`` (written once with data before the first run, so no tool reads
+holes) or whole block devices, which are refused when in use (mounted, the root device, swap).
+
+Responsible for: the spec's fields, a point -> each tool's options, laying out the files, and
+the chapter's metrics. Not responsible for: statistics (``analysis``), running anything.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from iolab.core.schema import Choice, Int, ListOf, Size, Text, size_bytes
+from iolab.errors import InputError
+from iolab.experiments.base import Experiment, Metric
+from iolab.host.binding import check_free
+from iolab.tools.base import CpuCount, CpuRequest, Invocation
+from iolab.tools.gnu_time import GnuTime
+from iolab.tools.hugepages import Hugepages
+from iolab.tools.procstat import ProcStat
+
+FILES = {"targets": "files"}
+BLOCK = {"targets": "block_devices"}
+TOOLS = ("fio", "bdevperf", "xnvmeperf")
+_BDEV = {"io_uring": "uring", "libaio": "aio"}
+_LAYOUT_CHUNK = 1 << 20
+
+
+def targets(settings: dict[str, Any], n: int) -> list[str]:
+    """The first ``n`` targets: files dev00.dat, … in file_dir, or the listed block devices."""
+    if settings["targets"] == "files":
+        return [str(Path(settings["file_dir"]) / f"dev{i:02d}.dat") for i in range(n)]
+    return list(settings["block_devices"][:n])
+
+
+def lay_out(path: Path, size: int) -> bool:
+    """Write ``size`` bytes of incompressible data to ``path`` unless it already has that
+    size; True when it wrote. A file read before it was written would be holes, which the
+    filesystem answers without any device I/O."""
+    if path.exists() and path.stat().st_size == size:
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    block = os.urandom(_LAYOUT_CHUNK)
+    with tmp.open("wb") as out:
+        for _ in range(size // _LAYOUT_CHUNK):
+            out.write(block)
+        out.write(block[:size % _LAYOUT_CHUNK])
+        out.flush()
+        os.fsync(out.fileno())
+    tmp.replace(path)
+    return True
+
+
+class ToolComparison(Experiment):
+    name = "tool_comparison"
+    title = "CPU-initiated I/O: the tools compared"
+    label = "sec-experiments-tool-comparison"
+    chapter = "experiments/tool_comparison"
+    settings = {
+        "runtime_s": Int(1, 86400, help="measured seconds per run"),
+        "workload": Choice("randread", "read", default="randread"),
+        "targets": Choice("files", "block_devices", help="what the tools read"),
+        "file_dir": Text(when=FILES, help="folder of the files, dev00.dat, dev01.dat, …"),
+        "file_size": Size(when=FILES, help="size of each file (written once, with data)"),
+        "block_devices": ListOf(Text(pattern=r"/dev/\S+", pattern_help="a /dev path"),
+                                when=BLOCK, help="whole block devices, refused when in use"),
+        "block_size": Choice(512, 4096, default=512,
+                             help="logical block size of bdevperf's bdevs (SPDK cannot "
+                                  "detect it on a file)"),
+        "spdk_dir": Text(default=None, help="an SPDK tree with a build; absent: the one "
+                                            "'make tools' built"),
+        "spdk_hugepages": Int(0, 10**7, default=0,
+                              help="2 MiB hugepages reserved for the campaign (a journaled "
+                                   "knob); 0: bdevperf runs without hugepages"),
+        "spdk_memory_mib": Int(64, 10**6, default=512,
+                               help="bdevperf's memory without hugepages (--no-huge -s)"),
+    }
+    variables = {
+        "tool": Choice(*TOOLS),
+        "engine": Choice("io_uring", "libaio"),
+        "qdepth": Int(1, 65536),
+        "iosize": Int(512, 2**24),
+        "ncores": Int(1, 4096),
+    }
+    analysis_fields = {
+        "reference": Text(default="aisio_tool_comparison",
+                          help="published values to show beside, data/reference/<name>.yaml"),
+    }
+    metrics = {
+        "iops": Metric("IOPS", ("fio.iops", "bdevperf.iops", "xnvmeperf.iops")),
+        "mibs": Metric("bandwidth", ("fio.mibs", "bdevperf.mibs", "xnvmeperf.mibs"), "MiB/s"),
+        "cpu_usage_lifetime_pct": Metric("CPU over the tool's lifetime (GNU time)",
+                                         ("gnu_time.cpu_pct",), "% of one CPU"),
+    }
+    variable_labels = {"tool": "tool", "engine": "kernel interface", "qdepth": "queue depth",
+                       "iosize": "I/O size (bytes)", "ncores": "physical cores (one target each)"}
+    value_labels = {"engine": {"io_uring": "io_uring", "libaio": "libaio (AIO)"}}
+
+    def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
+        cpus = CpuRequest(point["ncores"], siblings=False)
+        paths = targets(settings, point["ncores"])
+        tool, engine = point["tool"], point["engine"]
+        if tool == "bdevperf":
+            options: dict[str, Any] = {
+                "spdk_dir": settings["spdk_dir"] or None, "devices": paths,
+                "json_results": False, "core_mask": cpus, "queue_depth": point["qdepth"],
+                "io_size": point["iosize"], "seconds": settings["runtime_s"],
+                "workload": settings["workload"], "bdev": _BDEV[engine],
+                "block_size": settings["block_size"]}
+            if not settings["spdk_hugepages"]:
+                options["memory_mib"] = settings["spdk_memory_mib"]
+            return Invocation("bdevperf", options)
+        if tool == "xnvmeperf":
+            kind = "file" if settings["targets"] == "files" else "bdev"
+            return Invocation("xnvmeperf", {
+                "subcommand": "run", "devices": paths, "iopattern": settings["workload"],
+                "qdepth": point["qdepth"], "iosize": point["iosize"],
+                "runtime": settings["runtime_s"], "be": f"{engine}_{kind}", "cpumask": cpus,
+                "direct": True})
+        options = {
+            "name": "tool_comparison", "filename": ":".join(paths), "rw": settings["workload"],
+            "bs": point["iosize"], "direct": 1, "ioengine": engine, "iodepth": point["qdepth"],
+            "numjobs": CpuCount(cpus), "thread": 1, "cpus_allowed": cpus,
+            "cpus_allowed_policy": "split", "group_reporting": 1, "time_based": 1,
+            "runtime": f"{settings['runtime_s']}s", "norandommap": 1, "randrepeat": 0}
+        if settings["targets"] == "files":
+            options["filesize"] = settings["file_size"]
+        return Invocation("fio", options)
+
+    def collectors(self, settings, point, cpus, topology) -> list:
+        return [ProcStat(), Hugepages(), GnuTime()]
+
+    def host_block(self, settings: dict[str, Any], point: dict[str, Any],
+                   topology: list[dict[str, Any]]) -> str | None:
+        cores = {(c["package"], c["core"]) for c in topology}
+        if point["ncores"] > len(cores):
+            return f"needs {point['ncores']} physical cores, this host has {len(cores)}"
+        if settings["targets"] == "block_devices" and \
+                point["ncores"] > len(settings["block_devices"]):
+            return (f"needs {point['ncores']} block devices (one per core), the params list "
+                    f"{len(settings['block_devices'])}")
+        return None
+
+    def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
+        pages = settings["spdk_hugepages"]
+        return {"hugepages": {"pages": pages}} if pages else {}
+
+    def prepare_host(self, settings: dict[str, Any]) -> None:
+        """Refuse block devices in use; write the files every tool reads."""
+        if settings["targets"] == "block_devices":
+            check_free(list(settings["block_devices"]))
+            return
+        folder = Path(settings["file_dir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        size = size_bytes(settings["file_size"])
+        if size % settings["block_size"]:
+            raise InputError(None, "file_size", f"{size} bytes is not a multiple of the "
+                             f"block size {settings['block_size']}")
+        for path in targets(settings, self.most_targets(settings)):
+            lay_out(Path(path), size)
+
+    def most_targets(self, settings: dict[str, Any]) -> int:
+        """Files to lay out: one per core of the largest point this host has cores for."""
+        return max(1, os.cpu_count() or 1)
+
+    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
+        return [("file_dir", Path(settings["file_dir"]))] if settings["targets"] == "files" \
+            else []
+
+    def scratch(self, settings: dict[str, Any]) -> list[str]:
+        if settings["targets"] != "files":
+            return []
+        return [f"{settings['file_dir']}/dev00.dat, dev01.dat, … ({settings['file_size']} "
+                "each, one per CPU of this host, written with data before the first run and "
+                "reused): delete them when the campaign is done"]
+
+
+EXPERIMENT = ToolComparison()

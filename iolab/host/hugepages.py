@@ -1,0 +1,106 @@
+"""The hugepages knob: a pool of 2 MiB hugepages and a hugetlbfs mount for SPDK and DPDK.
+
+Value: ``{"pages": N}`` (N >= 1 pages of the default size, ``vm.nr_hugepages``). State:
+``{"nr_hugepages": N, "hugetlbfs": [mount points]}``. Applying writes N to
+``/proc/sys/vm/nr_hugepages`` and, when no hugetlbfs is mounted, mounts one at
+``/dev/hugepages`` (DPDK finds it there). Restoring writes the old count back and unmounts a
+hugetlbfs the knob mounted; the journal holds the old state, so a crashed campaign is undone
+by the next one like every other knob.
+
+Responsible for: reading, writing and restoring the pool and the mount, through a
+:class:`~iolab.host.knobs.SysRoot` (tests use a fake tree and a fake mount command).
+Not responsible for: journaling (``iolab.host.journal``) or deciding how many pages a run
+needs (the experiment's params).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+from iolab.errors import IolabError
+from iolab.host.knobs import Knob, SysRoot, _read_text, _writable, _write_text
+
+MOUNT_POINT = "/dev/hugepages"
+
+
+def run_command(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise IolabError(f"{' '.join(argv)} failed with status {done.returncode}: "
+                         f"{done.stderr.strip() or done.stdout.strip()}")
+
+
+class HugepagesKnob(Knob):
+    name = "hugepages"
+    allowed = "{pages: N} with N >= 1 (pages of the default hugepage size, 2 MiB on x86)"
+
+    def __init__(self, root: SysRoot | None = None,
+                 command: Callable[[list[str]], None] = run_command,
+                 mount_point: str = MOUNT_POINT) -> None:
+        super().__init__(root)
+        self.command = command
+        self.mount_point = mount_point
+
+    @property
+    def path(self) -> Path:
+        return self.root.proc / "sys/vm/nr_hugepages"
+
+    def available(self) -> tuple[bool, str]:
+        if not self.path.exists():
+            return False, f"{self.path} is missing (a kernel without hugetlbfs)"
+        return _writable(self.path)
+
+    def mounts(self) -> list[str]:
+        """Mount points of hugetlbfs in this mount namespace."""
+        points = []
+        for line in _read_text(self.root.proc / "self/mountinfo").splitlines():
+            fields = line.split()
+            if "-" in fields[6:]:
+                after = fields.index("-", 6)
+                if len(fields) > after + 1 and fields[after + 1] == "hugetlbfs":
+                    points.append(fields[4])
+        return points
+
+    def read(self) -> dict[str, Any]:
+        text = _read_text(self.path)
+        if not text.isdigit():
+            raise IolabError(f"{self.path} reads {text!r}, not a number of pages")
+        return {"nr_hugepages": int(text), "hugetlbfs": self.mounts()}
+
+    def validate(self, value: Any) -> dict[str, Any]:
+        # a state read earlier ({"nr_hugepages", "hugetlbfs"}) is also a value: restore
+        if isinstance(value, dict) and set(value) == {"nr_hugepages", "hugetlbfs"}:
+            return value
+        if not isinstance(value, dict) or set(value) != {"pages"}:
+            raise self._invalid(f"{value!r} is not a mapping with only 'pages'")
+        pages = value["pages"]
+        if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
+            raise self._invalid(f"pages must be a whole number >= 1, got {pages!r}")
+        return {"pages": pages}
+
+    def _write(self, value: dict[str, Any]) -> None:
+        if "pages" in value:
+            _write_text(self.path, str(value["pages"]))
+            if not self.mounts():
+                Path(self.root.sys.parent / self.mount_point.lstrip("/")).mkdir(
+                    parents=True, exist_ok=True)
+                self.command(["mount", "-t", "hugetlbfs", "nodev", self.mount_point])
+            return
+        self._restore(value)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        # unmount first: pages in use by files of a mount we made could not be freed
+        for point in self.mounts():
+            if point not in state["hugetlbfs"]:
+                self.command(["umount", point])
+        _write_text(self.path, str(state["nr_hugepages"]))
+
+    def matches(self, value: Any, state: Any) -> bool:
+        """The pool holds exactly the pages asked for (the kernel gives fewer when memory is
+        fragmented) and a hugetlbfs is mounted."""
+        value = self.validate(value)
+        if "pages" not in value:
+            return value == state
+        return state["nr_hugepages"] == value["pages"] and bool(state["hugetlbfs"])

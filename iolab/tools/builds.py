@@ -1,0 +1,64 @@
+"""Where the tools built by ``make tools`` (``scripts/build_tools.py``) are, and what was built.
+
+The build folder is ``$IOLAB_TOOLS_DIR`` when set, else ``.tools/`` in the repository. Each
+tool's folder holds ``iolab-build.json``: its version, source commit, the patches applied to it
+and why, the configure options and the system libraries it was built against.
+
+Responsible for: finding a built SPDK tree and xnvmeperf, and reading their build records.
+Not responsible for: building (the script), or choosing between a built tool, one on PATH and
+one a params file names (the adapters do, in that order: params, build folder, PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from iolab.errors import ToolError
+from iolab.paths import REPO_ROOT
+
+RECORD = "iolab-build.json"
+BDEVPERF = Path("build") / "examples" / "bdevperf"
+# The SPDK adaptation that skips DPDK's PCI ABI guard (scripts/patches/spdk/): such a build
+# may run only without PCI access.
+PCI_GUARD_PATCH = "dpdk-22.11-later-lts.patch"
+HOW = "build it with 'make tools' (see the README), or name an existing build in the params file"
+
+
+def tools_dir() -> Path:
+    env = os.environ.get("IOLAB_TOOLS_DIR")
+    return Path(env).resolve() if env else REPO_ROOT / ".tools"
+
+
+def record(folder: Path) -> dict[str, Any] | None:
+    """The build record in ``folder``, or None when there is none (a tool built elsewhere)."""
+    path = Path(folder) / RECORD
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ToolError(f"{path}: not a build record ({exc}); rebuild with 'make tools'") \
+            from None
+    if not isinstance(data, dict):
+        raise ToolError(f"{path}: not a build record (a JSON object); rebuild with 'make tools'")
+    return data
+
+
+def built_spdk() -> Path | None:
+    """The SPDK tree ``make tools`` built, if bdevperf is in it."""
+    tree = tools_dir() / "spdk"
+    return tree if (tree / BDEVPERF).is_file() else None
+
+
+def built_xnvmeperf() -> Path | None:
+    exe = tools_dir() / "xnvme" / "bin" / "xnvmeperf"
+    return exe if exe.is_file() else None
+
+
+def pci_guard_relaxed(spdk_tree: Path) -> bool:
+    """Whether this SPDK build skips DPDK's PCI ABI check (so it must not touch PCI devices)."""
+    rec = record(spdk_tree) or {}
+    return any(p.get("patch") == PCI_GUARD_PATCH for p in rec.get("patches") or [])
