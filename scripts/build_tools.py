@@ -14,12 +14,15 @@ folder (a checkout; it is copied, never built in place). ``--from DIR`` looks in
                                               spdk/build/examples/bdevperf
     spdk/iolab-build.json
 
+where ``xnvme`` and ``spdk`` are symlinks to ``xnvme-<key>/`` and ``spdk-<key>/``, swapped in
+one rename when a new build is complete.
+
 The record ``iolab-build.json`` names the tool, its version, the source (path, sha256 of a
 tarball), the source commit (from the tarball's ``git archive`` header or the checkout), the
 patches applied and why, the configure options, the versions of the system libraries
 detected, and a build key. A build whose key matches the record is not repeated (idempotent);
-a changed source, patch, option or library version gives a new build, made beside the old
-one and renamed into place, so a half-finished build is never used.
+a changed source, patch, option, library or compiler version gives a new build, made beside
+the old one and swapped in only when complete, so a half-finished build is never used.
 
 SPDK's sources are adapted only where the system needs it, each adaptation a patch file in
 scripts/patches/spdk/ whose header says why and when it applies; the conditions are checked
@@ -70,7 +73,7 @@ NEEDS = {
     "xnvme": {"cc": "gcc", "meson": "meson", "ninja": "ninja-build", "pkg-config": "pkgconf",
               "/usr/include/liburing.h": "liburing-dev", "/usr/include/libaio.h": "libaio-dev"},
     "spdk": {"cc": "gcc", "c++": "g++", "make": "make", "pkg-config": "pkgconf",
-             "python3": "python3", "/usr/include/numa.h": "libnuma-dev",
+             "python3": "python3", "patch": "patch", "/usr/include/numa.h": "libnuma-dev",
              "/usr/include/uuid/uuid.h": "uuid-dev", "/usr/include/openssl/ssl.h": "libssl-dev",
              "/usr/include/json-c/json.h": "libjson-c-dev",
              "/usr/include/keyutils.h": "libkeyutils-dev",
@@ -128,6 +131,13 @@ def spdk_python() -> str | None:
     return None
 
 
+def compiler_version() -> str | None:
+    if not shutil.which("cc"):
+        return None
+    done = subprocess.run(["cc", "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.splitlines()[0].strip() if done.stdout else None
+
+
 def pkg_version(name: str) -> str | None:
     if not shutil.which("pkg-config"):
         return None
@@ -179,7 +189,15 @@ class Source:
                                 capture_output=True, text=True, check=False).stdout
         diff = subprocess.run(["git", "-C", str(self.path), "diff", "HEAD"],
                               capture_output=True, check=False).stdout
-        dirty = hashlib.sha256(status.encode() + diff).hexdigest()[:12] if status else None
+        digest = hashlib.sha256(status.encode() + diff)
+        untracked = subprocess.run(["git", "-C", str(self.path), "ls-files", "--others",
+                                    "--exclude-standard", "-z"], capture_output=True,
+                                   check=False).stdout.split(b"\0")
+        for name in sorted(n for n in untracked if n):
+            path = self.path / os.fsdecode(name)
+            if path.is_file():  # an edited untracked file must give a new build too
+                digest.update(name + b"\0" + path.read_bytes())
+        dirty = digest.hexdigest()[:12] if status else None
         return head.stdout.strip(), dirty
 
     def tree_hash(self) -> str:
@@ -199,18 +217,32 @@ class Source:
             return
         with tempfile.TemporaryDirectory(dir=into.parent) as tmp:
             with tarfile.open(self.path) as tar:
-                tar.extractall(tmp, filter="tar")
+                if hasattr(tarfile, "tar_filter"):
+                    tar.extractall(tmp, filter="tar")
+                else:  # Python before 3.11.4: refuse members that would land outside tmp
+                    for member in tar.getmembers():
+                        target = (Path(tmp) / member.name).resolve()
+                        if not str(target).startswith(str(Path(tmp).resolve()) + os.sep) \
+                                or member.islnk() and Path(member.linkname).is_absolute():
+                            raise BuildError(f"{self.path}: member {member.name!r} would be "
+                                             "unpacked outside its folder", 2)
+                    tar.extractall(tmp)
             tops = list(Path(tmp).iterdir())
             top = tops[0] if len(tops) == 1 and tops[0].is_dir() else Path(tmp)
             shutil.move(str(top), into)
 
 
 def find_source(tool: str, folder: Path | None) -> Path | None:
+    """The one ``<tool>*.tar.gz`` or ``<tool>*/`` in ``folder``; BuildError when there are
+    several (which one is meant is the user's to say, with --xnvme or --spdk)."""
     if folder is None or not folder.is_dir():
         return None
     found = sorted(folder.glob(f"{tool}*.tar.gz")) + sorted(
         p for p in folder.glob(f"{tool}*") if p.is_dir())
-    return found[-1] if found else None
+    if len(found) > 1:
+        raise BuildError(f"{folder} holds {len(found)} {tool} sources "
+                         f"({', '.join(p.name for p in found)}); name one with --{tool}", 2)
+    return found[0] if found else None
 
 
 # --- building ------------------------------------------------------------------------------
@@ -330,7 +362,8 @@ def build_key(tool: str, source_id: dict) -> str:
     patches = {p.name: sha256(p) for p in sorted(PATCHES.glob("*.patch"))} if tool == "spdk" \
         else {}
     libraries = ({"dpdk": pkg_version("libdpdk"), "isal": pkg_version("libisal")}
-                 if tool == "spdk" else {"liburing": pkg_version("liburing")})
+                 if tool == "spdk" else {})
+    libraries.update(liburing=pkg_version("liburing"), compiler=compiler_version())
     # the source by content (hash or commit), not by where it lies
     source = {k: v for k, v in source_id.items() if k != "path"}
     blob = json.dumps({"recipe": RECIPE, "tool": tool, "source": source,
@@ -347,6 +380,39 @@ def current(dest: Path, tool: str) -> dict | None:
         return None
 
 
+def swap_in(dest: Path, tool: str, key: str, out: Path) -> None:
+    """Make ``dest/<tool>`` the finished build ``out``: the build moves to
+    ``dest/<tool>-<key>`` and the symlink ``dest/<tool>`` is replaced in one rename, so
+    ``dest/<tool>`` is at every moment the old build or the new one. Other builds of the tool
+    are removed afterwards (a campaign still running one of them fails on its next run)."""
+    home = dest / f"{tool}-{key}"
+    if home.exists():
+        shutil.rmtree(home)
+    out.rename(home)
+    final = dest / tool
+    if final.exists() and not final.is_symlink():
+        # a build from before builds were kept per key: move it aside to remove it below
+        final.rename(dest / f".{tool}-unkeyed-{os.getpid()}")
+    link = dest / f".{tool}-link-{os.getpid()}"
+    link.unlink(missing_ok=True)
+    link.symlink_to(home.name)
+    os.replace(link, final)
+    for stale in dest.glob(f"{tool}-*"):
+        if stale.is_dir() and stale.name != home.name:
+            shutil.rmtree(stale, ignore_errors=True)
+    remove_leftovers(dest, tool)
+
+
+def remove_leftovers(dest: Path, tool: str) -> None:
+    """Work folders and moved-aside builds of a build that was killed (``.spdk-…``), removed
+    while the build lock is held, so no build is using them."""
+    for stale in dest.glob(f".{tool}-*"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
 def ensure(tool: str, source_path: Path, dest: Path, jobs: int) -> dict:
     source = Source(source_path)
     source_id = source.identity()
@@ -356,6 +422,7 @@ def ensure(tool: str, source_path: Path, dest: Path, jobs: int) -> dict:
             (dest / tool / rel).exists() for rel in PROGRAMS[tool].values()):
         say(f"{tool} {have.get('version')} already built (key {key}) in {dest / tool}")
         return have
+    remove_leftovers(dest, tool)
     gone = missing_needs(tool)
     if gone:
         raise BuildError(f"cannot build {tool}: missing {', '.join(gone)} (Debian/Ubuntu: "
@@ -372,12 +439,7 @@ def ensure(tool: str, source_path: Path, dest: Path, jobs: int) -> dict:
               "programs": PROGRAMS[tool], "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "build_s": round(time.monotonic() - started, 1)}
     (built["out"] / RECORD).write_text(json.dumps(record, indent=2) + "\n")
-    # swap in: the old build moves aside first, so the final rename never meets a folder
-    final, old = dest / tool, dest / f".{tool}-old-{os.getpid()}"
-    if final.exists():
-        final.rename(old)
-    built["out"].rename(final)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_in(dest, tool, key, built["out"])
     shutil.rmtree(built["work"], ignore_errors=True)
     say(f"built {tool} {record['version']} (commit {record['source_commit']}) in "
         f"{record['build_s']} s")
@@ -395,8 +457,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only", choices=sorted(BUILDERS))
     args = parser.parse_args(argv)
-    sources = {tool: getattr(args, tool) or find_source(tool, args.source_dir)
-               for tool in BUILDERS if args.only in (None, tool)}
+    try:
+        sources = {tool: getattr(args, tool) or find_source(tool, args.source_dir)
+                   for tool in BUILDERS if args.only in (None, tool)}
+    except BuildError as exc:
+        print(f"build_tools: {exc}", file=sys.stderr)
+        return exc.status
     if not any(sources.values()):
         where = args.source_dir or "(no --from folder given)"
         print(f"build_tools: no xNVMe or SPDK source found in {where}; give --from DIR, "
@@ -416,6 +482,10 @@ def main(argv: list[str] | None = None) -> int:
             except BuildError as exc:
                 print(f"build_tools: {exc}", file=sys.stderr)
                 status = max(status, exc.status)
+            except (OSError, subprocess.SubprocessError, tarfile.TarError) as exc:
+                # a broken build must not stop the other tool's, nor end in a traceback
+                print(f"build_tools: building {tool} failed: {exc}", file=sys.stderr)
+                status = max(status, 1)
     return status
 
 

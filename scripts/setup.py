@@ -42,7 +42,8 @@ def read_packages(path: Path) -> list[str]:
         if not words:
             continue
         if not all(c.isalnum() or c in "+-." for c in words[0]):
-            raise SystemExit(f"setup: {path} line {number}: {words[0]!r} is not a package name")
+            raise SystemExit(f"setup: {path} line {number}: {words[0]!r} is not a package name "
+                             "(letters, digits, '+', '-' and '.')")
         names.append(words[0])
     return names
 

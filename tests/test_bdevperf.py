@@ -1019,3 +1019,40 @@ def test_spdk_start_line_is_found_wherever_it_is():
     assert spdk_start(log) == {"spdk_version": "v26.09-pre", "spdk_git_sha1": "3230130e6a",
                                "dpdk_version": "22.11.11"}
     assert spdk_start("nothing here\r\n") is None
+
+
+def test_the_pci_check_refusal_comes_when_the_plan_is_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path))
+    _spdk_tree(tmp_path, patches=["dpdk-22.11-later-lts.patch"])
+    nvme = {k: v for k, v in _options().items() if k != "bdev"}
+    with pytest.raises(ToolError, match="skips DPDK's PCI ABI check.*Nothing was run"):
+        Bdevperf().identity(Invocation("bdevperf", {**nvme, "devices": ["0000:4a:00.0"]}))
+    Bdevperf().identity(Invocation("bdevperf", _options()))
+
+
+def test_a_package_build_names_its_key_in_the_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tmp_path))
+    tree = _spdk_tree(tmp_path)
+    record = json.loads((tree / "iolab-build.json").read_text())
+    (tree / "iolab-build.json").write_text(json.dumps({**record, "key": "0123abcd"}))
+    assert Bdevperf().program(_options()).version() == "SPDK v99.01 git sha1 abc (build 0123abcd)"
+
+
+@pytest.mark.slow
+def test_a_real_bdevperf_run_with_json_results(tmp_path, built_spdk):
+    """JSON results through the real RPC client and bdevperf.py of the built tree."""
+    launch = Bdevperf().launch(Invocation("bdevperf", {
+        **_options(memory_mib=512, json_results=True), "bdev": "malloc", "devices": [32]}),
+        topology())
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, text in launch.inputs.items():
+        (run / name).write_text(text)
+    done = subprocess.run(launch.argv, cwd=run, capture_output=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    (run / "stdout").write_bytes(done.stdout)
+    (run / "stderr").write_bytes(done.stderr)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    metrics = Bdevperf().parse(run)
+    assert metrics["results_from"] == "perform_tests JSON" and metrics["note"] is None
+    assert metrics["problem"] is None and metrics["iops"] > 1000

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from iolab.errors import InputError
 from iolab.experiments import get
 from iolab.tools import bdevperf
 from iolab.tools.gnu_time import GNU_TIME
@@ -52,6 +53,45 @@ def test_bdevperf_argv_config_and_cpus():
                                             "gnu_time", "marker"]
     assert CS.campaign_knobs(SETTINGS) == {"device_binding": {"devices": SETTINGS["devices"],
                                                               "driver": "uio_pci_generic"}}
+
+
+FILES = {**SETTINGS, "spdk_dir": None, "bdev": "aio", "block_size": 512, "file_dir": "/tmp/x",
+         "file_size": "16M", "spdk_memory_mib": 512, "spdk_hugepages": None}
+
+
+def test_bdevperf_on_files_reads_one_file_per_device_without_pci_or_hugepages():
+    invocation = CS.invocation(FILES, POINT)
+    o = invocation.options
+    assert o["devices"] == ["/tmp/x/dev00.dat", "/tmp/x/dev01.dat"]
+    assert (o["bdev"], o["block_size"], o["memory_mib"]) == ("aio", 512, 512)
+    assert CS.campaign_knobs(FILES) == {}  # nothing to bind, no hugepages to reserve
+    assert CS.campaign_knobs({**FILES, "spdk_hugepages": 1024}) == {
+        "hugepages": {"pages": 1024}}
+    assert CS.host_block(FILES, {**POINT, "ndevs": 8, "thr_sib": False}, smt_topology()) is None
+    assert CS.scratch_paths(FILES) == [("file_dir", Path("/tmp/x"))]
+
+
+def test_runs_on_nvme_keep_their_options_and_so_their_identity():
+    """Settings added for file bdevs must not enter the options of NVMe runs: a stored lab
+    server run would otherwise look unstored."""
+    assert set(CS.invocation(SETTINGS, POINT).options) == {
+        "spdk_dir", "devices", "json_results", "core_mask", "queue_depth", "io_size",
+        "seconds", "workload"}
+
+
+def test_files_need_a_folder_and_a_size():
+    with pytest.raises(InputError) as exc:
+        CS.invocation({**FILES, "file_dir": None}, POINT)
+    assert exc.value.key == "file_dir" and "bdevperf with bdev aio or uring" in exc.value.problem
+
+
+def test_bdevperf_lays_out_the_files_of_the_largest_point(tmp_path):
+    settings = {**FILES, "file_dir": str(tmp_path), "file_size": "1M"}
+    CS.prepare_host(settings)
+    CS.prepare_points(settings, [{**POINT, "ndevs": 1}, {**POINT, "ndevs": 3}])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev00.dat", "dev01.dat", "dev02.dat"]
+    CS.prepare_points({**FIO, "file_dir": str(tmp_path / "fio")}, [POINT])
+    assert not (tmp_path / "fio").exists()  # fio lays out its own files
 
 
 def test_fio_argv_has_one_job_per_cpu_and_no_output_format():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.errors import InputError
+from iolab.errors import InputError, IolabError
 from iolab.host.hugepages import HugepagesKnob
 from iolab.host.knobs import SysRoot
 from iolab.host.knobset import make_knobs
@@ -75,6 +75,43 @@ def test_fewer_pages_than_asked_do_not_match(knob):
     k, _ = knob
     assert not k.matches({"pages": 512}, {"nr_hugepages": 300, "hugetlbfs": ["/dev/hugepages"]})
     assert not k.matches({"pages": 512}, {"nr_hugepages": 512, "hugetlbfs": []})
+    assert k.matches({"pages": 512}, {"nr_hugepages": 1024, "hugetlbfs": ["/dev/hugepages"]})
+
+
+def test_a_larger_pool_is_left_alone_and_restored_as_it_was(knob):
+    k, mounts = knob
+    (k.root.proc / "sys/vm/nr_hugepages").write_text("2048\n")
+    before = k.read()
+    k.apply({"pages": 512})
+    assert k.read()["nr_hugepages"] == 2048  # others may be using it: not shrunk
+    k.restore(before)
+    assert k.read() == before
+
+
+def test_a_failed_unmount_still_gives_the_pages_back(knob):
+    k, mounts = knob
+    before = k.read()
+    k.apply({"pages": 64})
+
+    def busy(argv):
+        if argv[0] == "umount":
+            raise IolabError("umount /dev/hugepages failed with status 32: target is busy")
+        mounts(argv)
+    k.command = busy
+    with pytest.raises(IolabError, match="back to 0 pages, but umount /dev/hugepages failed"):
+        k.restore(before)
+    assert k.read()["nr_hugepages"] == 0
+
+
+def test_only_its_own_mount_is_removed(knob):
+    k, mounts = knob
+    before = k.read()
+    k.apply({"pages": 8})
+    info = k.root.proc / "self/mountinfo"
+    info.write_text(info.read_text() + HUGE_LINE.replace("/dev/hugepages", "/mnt/other")
+                    .replace("40 22", "41 22"))
+    k.restore(before)
+    assert k.read()["hugetlbfs"] == ["/mnt/other"]  # someone else's, kept
 
 
 @pytest.mark.parametrize("bad", [512, {"pages": 0}, {"pages": True}, {"pages": "1G"},
@@ -96,11 +133,11 @@ def test_real_reserve_and_restore():
     if not ok or os.geteuid() != 0:
         pytest.skip(f"cannot change hugepages here: {why or 'not root'}")
     before = k.read()
+    if before["nr_hugepages"] or before["hugetlbfs"]:
+        pytest.skip("this host already has hugepages or a hugetlbfs: not changing them")
     try:
-        k.apply({"pages": before["nr_hugepages"] + 4})
-        now = k.read()
-        assert now["hugetlbfs"], "a hugetlbfs is mounted"
-        assert now["nr_hugepages"] <= before["nr_hugepages"] + 4
+        k.apply({"pages": 4})
+        assert k.matches({"pages": 4}, k.read()), k.read()
     finally:
         k.restore(before)
     assert k.read() == before

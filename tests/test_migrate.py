@@ -31,9 +31,16 @@ def folders(data, experiment):
     return sorted(p.name for p in (data / "raw" / experiment / "kvm-2vcpu" / "runs").iterdir())
 
 
+def params_of(experiment: str) -> Path | None:
+    """The params the version-1 runs were made with, where the live ones have moved on."""
+    return V1 / "params" if (V1 / "params" / "kvm-2vcpu" / f"{experiment}.yaml").exists() \
+        else None
+
+
 @pytest.mark.parametrize("experiment, n", [("smt_thp", 3), ("cpu_search", 1)])
 def test_version_1_runs_count_as_stored(data, experiment, n):
-    plan = Campaign(experiment, "kvm-2vcpu", data_dir=data).plan()
+    plan = Campaign(experiment, "kvm-2vcpu", data_dir=data,
+                    params_dir=params_of(experiment)).plan()
     assert plan.counts()["stored"] == n and plan.stored_outside == []
     run = open_store(get(experiment), "kvm-2vcpu", data).complete_runs()[0]
     assert run.manifest.migrated_from["schema_version"] == 1

@@ -164,10 +164,16 @@ def test_settings_that_apply_only_with_another_value():
     from iolab.experiments import get
     cpu = get("cpu_search")
     spec = specmod.load(cpu, "hpc-server")
-    assert "spdk_dir" in spec.settings and "file_dir" not in spec.settings
+    assert "spdk_dir" in spec.settings and "fio_ioengine" not in spec.settings
     with pytest.raises(InputError) as info:
-        specmod.load(cpu, "hpc-server", overrides=["file_dir=/tmp/x"])
-    assert info.value.key == "file_dir" and "only applies when tool is fio" in str(info.value)
+        specmod.load(cpu, "hpc-server", overrides=["fio_ioengine=libaio"])
+    assert info.value.key == "fio_ioengine" and "only applies when tool is fio" in str(info.value)
+    # two conditions: the user-space driver binds NVMe devices, not the files of aio bdevs
+    assert "user_space_driver" not in specmod.load(cpu, "kvm-2vcpu").settings
+    with pytest.raises(InputError) as info:
+        specmod.load(cpu, "kvm-2vcpu", overrides=["user_space_driver=vfio-pci"])
+    assert info.value.key == "user_space_driver"
+    assert "only applies when bdev is nvme and tool is bdevperf" in str(info.value)
 
 
 @pytest.mark.parametrize("experiment, env", [

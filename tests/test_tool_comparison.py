@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 
 from iolab.campaign import Campaign
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, ParseError
 from iolab.experiments.tool_comparison import EXPERIMENT as TC
 from iolab.experiments.tool_comparison import analysis as ta
-from iolab.experiments.tool_comparison import lay_out, targets
+from iolab.experiments.tool_comparison import targets
+from iolab.host.scratch import lay_out
 from iolab.tools.base import CpuCount, CpuRequest
 
 FILES = {"runtime_s": 2, "workload": "randread", "targets": "files", "file_dir": "/var/tmp/x",
@@ -89,12 +90,20 @@ def test_lay_out_writes_data_once(tmp_path):
     assert not list(tmp_path.glob(".*"))  # no temporary file left
 
 
-def test_prepare_host_lays_out_a_file_per_cpu(tmp_path):
+def test_the_files_of_the_largest_point_are_laid_out(tmp_path):
     settings = {**FILES, "file_dir": str(tmp_path / "files"), "file_size": "1M"}
     TC.prepare_host(settings)
+    TC.prepare_points(settings, [{**POINT, "ncores": 1}, {**POINT, "ncores": 3}])
     made = sorted(p.name for p in (tmp_path / "files").iterdir())
-    assert made == [f"dev{i:02d}.dat" for i in range(os.cpu_count())]
+    assert made == ["dev00.dat", "dev01.dat", "dev02.dat"]
+    assert all((tmp_path / "files" / m).stat().st_size == 2**20 for m in made)
     assert targets(settings, 1) == [str(tmp_path / "files" / "dev00.dat")]
+
+
+def test_a_colon_in_a_path_is_refused_for_fio(tmp_path):
+    with pytest.raises(InputError) as exc:
+        TC.invocation({**FILES, "file_dir": "/var/tmp/a:b"}, POINT)
+    assert exc.value.key == "file_dir" and "separator" in exc.value.problem
 
 
 def test_a_file_size_the_block_size_does_not_divide_is_refused(tmp_path):
@@ -122,9 +131,10 @@ def test_the_root_device_is_refused_before_anything_runs():
     if root is None:
         pytest.skip("the root filesystem is not on a block device with a /dev node here "
                     "(an overlay or a container)")
-    with pytest.raises(IolabError, match=f"refusing to benchmark a block device in use: "
-                                         f"{root}: .*root filesystem"):
+    with pytest.raises(InputError, match=f"refusing to benchmark a block device in use: "
+                                         f"{root}: .*root filesystem") as exc:
         TC.prepare_host({**BLOCK, "block_devices": [root]})
+    assert exc.value.key == "block_devices" and "never the root device" in exc.value.allowed
 
 
 def test_published_table_keeps_aisio_order_and_labels():
@@ -204,9 +214,10 @@ def test_a_bdev_file_that_does_not_exist_fails_the_run_with_spdks_reason(tmp_pat
 
 @pytest.mark.slow
 def test_spdk_without_hugepages_refuses_to_start_and_says_so(tmp_path, built_spdk):
-    hugepages = Path("/proc/sys/vm/nr_hugepages")
-    if hugepages.exists() and hugepages.read_text().strip() != "0":
-        pytest.skip("this host has hugepages reserved, so SPDK would start")
+    vm = Path("/proc/sys/vm")
+    if any((vm / f).exists() and (vm / f).read_text().strip() != "0"
+           for f in ("nr_hugepages", "nr_overcommit_hugepages")):
+        pytest.skip("this host has hugepages reserved or overcommitted, so SPDK would start")
     from iolab.tools.base import Invocation
     from iolab.tools.registry import adapter
 
@@ -219,7 +230,7 @@ def test_spdk_without_hugepages_refuses_to_start_and_says_so(tmp_path, built_spd
     assert done.returncode != 0
     text = (done.stdout + done.stderr).lower()
     assert "huge" in text or "memory" in text
-    with pytest.raises(Exception):
+    with pytest.raises(ParseError):
         tool.parse(tmp_path / "run")  # no results table: the run is no measurement
 
 
@@ -239,3 +250,26 @@ def _drive(tool, invocation, tmp_path: Path):
     (run / "stdout").write_text(done.stdout)
     (run / "stderr").write_text(done.stderr)
     return done
+
+
+@pytest.mark.slow
+def test_an_spdk_that_refuses_its_dpdk_fails_the_run_saying_why(tmp_path):
+    """SPDK refuses DPDK releases it does not know at start-up (lib/env_dpdk/pci_dpdk.c); such
+    a run is stored as failed, with SPDK's own words, and nothing is averaged."""
+    tree = tmp_path / "spdk"
+    exe = tree / "build" / "examples" / "bdevperf"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/bash\n"
+                   "if [[ $1 == --version ]]; then echo 'SPDK v26.09-pre'; exit 0; fi\n"
+                   "echo '[2026-11-24 00:00:00.000000] Starting SPDK v26.09-pre / DPDK "
+                   "22.11.11 initialization...' >&2\n"
+                   "echo 'pci_dpdk.c: 102:dpdk_pci_init: *ERROR*: DPDK version 22.11.11 is "
+                   "not supported.' >&2\n"
+                   "echo 'app.c: 1000:spdk_app_start: *ERROR*: Unable to initialize SPDK env' "
+                   ">&2\nexit 1\n")
+    exe.chmod(0o755)
+    camp = _campaign(tmp_path, "{t: {vary: {tool: [bdevperf]}}}", spdk_dir=str(tree))
+    result = camp.run(progress=False, keep_going=True)
+    assert result.completed == 0 and len(result.failed) == 1
+    assert "DPDK version 22.11.11 is not supported" in " ".join(result.messages)
+    assert camp.tidy().empty

@@ -82,3 +82,12 @@ def test_a_program_missing_what_it_needs_says_what(tmp_path):
     assert program.status()["missing_needs"] == [str(tmp_path / "nvcc")]
     (tmp_path / "nvcc").write_text("")
     assert program.missing_needs() == [] and program.find() == str(exe)
+
+
+def test_a_build_key_is_part_of_the_version(tmp_path):
+    exe = tmp_path / "tool"
+    exe.write_text("#!/bin/sh\necho 'tool 1.2'\n")
+    exe.chmod(0o755)
+    assert Program("tool", str(exe)).version() == "tool 1.2"
+    assert Program("tool", str(exe), build="abc123").version() == "tool 1.2 (build abc123)"
+    assert Program("tool", str(tmp_path / "missing"), build="abc123").version() is None

@@ -195,6 +195,23 @@ def test_launch_copies_the_build_record_of_a_package_built_xnvmeperf(tmp_path, m
     assert '"version": "0.7.5"' in launch.inputs[xp.BUILD_RECORD]
 
 
+def test_the_package_build_serves_only_the_kernel_back_ends(tmp_path, monkeypatch):
+    """It is built without uPCIe, SPDK and CUDA: the user's own xnvmeperf on PATH runs those."""
+    tools = tmp_path / "tools"
+    built = fake_program(tools / "xnvme" / "bin", "xnvmeperf", "exit 0\n")
+    (tools / "xnvme" / "iolab-build.json").write_text('{"tool": "xnvme", "key": "feedbeef"}')
+    own = fake_program(tmp_path / "bin", "xnvmeperf", "exit 0\n")
+    monkeypatch.setenv("IOLAB_TOOLS_DIR", str(tools))
+    monkeypatch.setenv("PATH", str(own.parent))
+    tool = adapter("xnvmeperf")
+    assert tool.program({**RUN, "be": "libaio_bdev"}).find() == str(built)
+    assert tool.program({**RUN, "be": "libaio_bdev"}).build == "feedbeef"
+    for options in (RUN, CUDA, {**RUN, "be": "upcie-cuda"}, {**RUN, "be": None}):
+        program = tool.program(options)
+        assert program.executable == "xnvmeperf" and program.build is None
+    assert tool.program({**RUN, "be": "upcie"}).find() == str(own)
+
+
 @pytest.mark.slow
 def test_a_real_tiny_xnvmeperf_run_on_a_file(tmp_path, built_xnvmeperf, monkeypatch):
     """The driver, the line stamps and the parser on the real xnvmeperf, reading a file."""

@@ -69,6 +69,7 @@ class RunnableExperiment(Protocol):
     def scratch(self, settings: dict) -> list[str]: ...
     def scratch_paths(self, settings: dict) -> list[tuple[str, Path]]: ...
     def prepare_host(self, settings: dict) -> None: ...
+    def prepare_points(self, settings: dict, points: list[dict]) -> None: ...
     def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> RunManifest: ...
 
 
@@ -461,9 +462,11 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     for program in benchmarks:
         # a version printed inside a longer text (xnvmeperf's usage, which names its own
         # path) is recorded as the part the program's pattern names, so the fingerprint
-        # holds the version and not where the checkout lies
+        # holds the version and not where the checkout lies; a program 'make tools' built
+        # carries its build key, so a rebuild with other patches or libraries is another tool
         entry = (inventory.get("tools") or {}).get(program["name"]) or {}
-        if "\n" in (entry.get("version") or "") and program["version"]:
+        if program["version"] and ("\n" in (entry.get("version") or "")
+                                   or program.get("build")):
             entry["version"] = program["version"]
     camp.fingerprint = fingerprint(inventory)
     stored_host = camp.store.read_host()
@@ -479,6 +482,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                     "limit": limit, "selected": len(todo), "iolab_version": __version__})
     if todo:
         experiment.prepare_host(spec.settings)
+        experiment.prepare_points(spec.settings, [r.point.params for r in todo])
         result.messages += [f"scratch: {item}" for item in plan.scratch]
 
     handlers = {sig: signal.signal(sig, camp.request_stop) for sig in (signal.SIGINT,

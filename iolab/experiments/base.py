@@ -128,6 +128,10 @@ class Experiment:
     def prepare_host(self, settings: dict[str, Any]) -> None:
         """Once before a campaign's first run: e.g. create the folder of its scratch files."""
 
+    def prepare_points(self, settings: dict[str, Any], points: list[dict[str, Any]]) -> None:
+        """Once before a campaign's first run, given the points it will run: e.g. write the
+        target files the largest of them reads (a tool that cannot create its files)."""
+
     # -- derived -----------------------------------------------------------------------------
 
     @property
@@ -178,7 +182,9 @@ class Experiment:
 
     def seconds_per_run(self, settings: dict[str, Any], point: dict[str, Any]) -> float:
         """An estimate before anything is stored: the run itself and the tool's start-up."""
-        return self.run_seconds(settings) + self.adapter(self.invocation(settings, point)).startup_s
+        invocation = self.invocation(settings, point)
+        return self.run_seconds(settings) + \
+            self.adapter(invocation).startup_seconds(invocation.options)
 
     def derive(self, row: dict[str, Any]) -> dict[str, Any]:
         """The experiment's metrics of one tidy row, from its namespaced columns."""

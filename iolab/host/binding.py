@@ -53,7 +53,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import IolabError
+from iolab.errors import InputError, IolabError
 from iolab.host.knobs import Knob, SysRoot, _read_text, _writable, _write_text
 
 USER_SPACE_DRIVERS = ("uio_pci_generic", "vfio-pci")
@@ -381,12 +381,15 @@ class DeviceBindingKnob(Knob):
                              f"to {bind}, not {driver!r}; the kernel log (dmesg) says why")
 
 
-def check_free(paths: list[str], root: SysRoot | None = None) -> None:
+def check_free(paths: list[str], key: str = "devices", root: SysRoot | None = None) -> None:
     """Refuse, naming each and why, block devices among ``paths`` that are in use (the root
-    device, a mounted filesystem, swap, a holder); files and free devices pass. For the tools
-    that read block devices directly (bdevperf's AIO and io_uring bdevs, xnvmeperf's *_bdev
-    back ends)."""
+    device, a mounted filesystem, swap, a holder): InputError naming ``key``, the params key
+    that listed them. Files and free devices pass. For the tools that read block devices
+    directly (bdevperf's AIO and io_uring bdevs, xnvmeperf's *_bdev back ends)."""
     knob = DeviceBindingKnob(root)
     problems = [reason for path in paths for reason in knob.block_refusals(path)]
     if problems:
-        raise IolabError("refusing to benchmark a block device in use: " + "; ".join(problems))
+        raise InputError(None, key, "refusing to benchmark a block device in use: "
+                         + "; ".join(problems),
+                         allowed="files, or whole block devices that hold no mounted "
+                                 "filesystem, no swap and no holder (never the root device)")

@@ -1,11 +1,12 @@
 """The hugepages knob: a pool of 2 MiB hugepages and a hugetlbfs mount for SPDK and DPDK.
 
-Value: ``{"pages": N}`` (N >= 1 pages of the default size, ``vm.nr_hugepages``). State:
-``{"nr_hugepages": N, "hugetlbfs": [mount points]}``. Applying writes N to
-``/proc/sys/vm/nr_hugepages`` and, when no hugetlbfs is mounted, mounts one at
-``/dev/hugepages`` (DPDK finds it there). Restoring writes the old count back and unmounts a
-hugetlbfs the knob mounted; the journal holds the old state, so a crashed campaign is undone
-by the next one like every other knob.
+Value: ``{"pages": N}`` (at least N pages of the default size, ``vm.nr_hugepages``). State:
+``{"nr_hugepages": N, "hugetlbfs": [mount points]}``. Applying raises the pool to N when it is
+smaller (a larger pool, which others may be using, is left as it is) and, when no hugetlbfs
+is mounted, mounts one at ``/dev/hugepages`` (DPDK finds it there). Restoring writes the old
+count back and unmounts the hugetlbfs the knob mounted (only that one, and the count is
+written back even when the unmount fails); the journal holds the old state, so a crashed
+campaign is undone by the next one like every other knob.
 
 Responsible for: reading, writing and restoring the pool and the mount, through a
 :class:`~iolab.host.knobs.SysRoot` (tests use a fake tree and a fake mount command).
@@ -82,7 +83,8 @@ class HugepagesKnob(Knob):
 
     def _write(self, value: dict[str, Any]) -> None:
         if "pages" in value:
-            _write_text(self.path, str(value["pages"]))
+            if self.read()["nr_hugepages"] < value["pages"]:
+                _write_text(self.path, str(value["pages"]))
             if not self.mounts():
                 Path(self.root.sys.parent / self.mount_point.lstrip("/")).mkdir(
                     parents=True, exist_ok=True)
@@ -91,16 +93,23 @@ class HugepagesKnob(Knob):
         self._restore(value)
 
     def _restore(self, state: dict[str, Any]) -> None:
-        # unmount first: pages in use by files of a mount we made could not be freed
-        for point in self.mounts():
-            if point not in state["hugetlbfs"]:
-                self.command(["umount", point])
+        # unmount first (pages held by files in a mount we made could not be freed), but
+        # write the count back even if that fails, and say both
+        problem = None
+        if self.mount_point in self.mounts() and self.mount_point not in state["hugetlbfs"]:
+            try:
+                self.command(["umount", self.mount_point])
+            except IolabError as exc:
+                problem = exc
         _write_text(self.path, str(state["nr_hugepages"]))
+        if problem is not None:
+            raise IolabError(f"knob 'hugepages': the pool is back to {state['nr_hugepages']} "
+                             f"pages, but {problem}")
 
     def matches(self, value: Any, state: Any) -> bool:
-        """The pool holds exactly the pages asked for (the kernel gives fewer when memory is
+        """The pool holds at least the pages asked for (the kernel gives fewer when memory is
         fragmented) and a hugetlbfs is mounted."""
         value = self.validate(value)
         if "pages" not in value:
             return value == state
-        return state["nr_hugepages"] == value["pages"] and bool(state["hugetlbfs"])
+        return state["nr_hugepages"] >= value["pages"] and bool(state["hugetlbfs"])

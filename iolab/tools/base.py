@@ -56,6 +56,10 @@ class Program:
     # its compiler and headers): commands looked up on PATH, or absolute paths; any one
     # missing counts as the program missing.
     needs: tuple[str, ...] = ()
+    # The key of the build ``make tools`` made of this program (scripts/build_tools.py), if
+    # it is one: part of the version, so a rebuild with other patches, libraries or sources
+    # is another tool to the host's fingerprint even when the program prints the same version.
+    build: str | None = None
 
     def missing_needs(self) -> list[str]:
         """What the program needs (see ``needs``) that is not here."""
@@ -83,14 +87,15 @@ class Program:
         where = self.find()
         if where is None or not self.reports_version:
             return None
-        return _version_line(where, self.version_args, self.version_pattern)
+        version = _version_line(where, self.version_args, self.version_pattern)
+        return f"{version} (build {self.build})" if version and self.build else version
 
     def status(self) -> dict[str, Any]:
         """What the plan shows: found where and which version, or how to install it."""
         where = self.find()
         return {"name": self.name, "role": self.role, "found": where is not None, "path": where,
                 "missing_needs": self.missing_needs(),
-                "version": self.version(),
+                "version": self.version(), "build": self.build,
                 "version_argv": [self.executable, *self.version_args],
                 "install": None if where else self.install}
 
@@ -261,6 +266,10 @@ class ToolAdapter:
 
     def program(self, options: Mapping[str, Any]) -> Program:
         raise NotImplementedError
+
+    def startup_seconds(self, options: Mapping[str, Any]) -> float:
+        """Seconds a run with these options takes beyond its runtime; an estimate for the plan."""
+        return self.startup_s
 
     @property
     def driver_path(self) -> Path:

@@ -222,6 +222,10 @@ class Bdevperf(ToolAdapter):
     # SPDK's start-up (hugepages, probing, attaching controllers) and teardown; an estimate
     startup_s = 12.0
 
+    def startup_seconds(self, options: Mapping[str, Any]) -> float:
+        """Without NVMe controllers to probe and attach, SPDK starts in about a second."""
+        return self.startup_s if options.get("bdev", "nvme") == "nvme" else 1.5
+
     def spdk_tree(self, options: Mapping[str, Any]) -> Path | None:
         """The params' ``spdk_dir``, else the tree ``make tools`` built (None: neither)."""
         if options.get("spdk_dir"):
@@ -237,7 +241,8 @@ class Bdevperf(ToolAdapter):
                        ("--spdk-dir", str(tree or "."), "--version"),
                        install=f"no SPDK build {named}; {builds.HOW}",
                        version_pattern=r"(SPDK v\S+(?: git sha1 \S+)?)",
-                       needs=(str((tree or Path("/nonexistent-spdk")) / builds.BDEVPERF),))
+                       needs=(str((tree or Path("/nonexistent-spdk")) / builds.BDEVPERF),),
+                       build=builds.build_key(tree) if tree else None)
 
     def identity(self, invocation: Invocation) -> dict[str, Any]:
         """The base identity once the options make a valid bdev config and argv, so bad
@@ -253,7 +258,17 @@ class Bdevperf(ToolAdapter):
                                                 "seconds", "workload", *OPTIONAL]))
         config_for(o)
         self._argv(o, "0x1")
+        self._check_build(o)
         return super().identity(invocation)
+
+    def _check_build(self, o: Mapping[str, Any]) -> None:
+        tree = self.spdk_tree(o)
+        if o.get("bdev", "nvme") == "nvme" and tree is not None and \
+                builds.pci_guard_relaxed(tree):
+            raise ToolError(f"bdevperf: the SPDK build in {tree} skips DPDK's PCI ABI check "
+                            f"({builds.PCI_GUARD_PATCH}), so it must not drive NVMe "
+                            "controllers; use aio, uring or malloc bdevs with it, or an SPDK "
+                            "built against a DPDK it supports. Nothing was run.")
 
     def collectors(self, invocation: Invocation) -> list:
         return [OutputMarker(START)]
@@ -263,7 +278,8 @@ class Bdevperf(ToolAdapter):
         argv = bdevperf_argv(mask, o["queue_depth"], o["io_size"], o["seconds"], o["workload"])
         if o.get("all_cores", False) is not False:
             if o["all_cores"] is not True:
-                raise InputError(None, "all_cores", f"{o['all_cores']!r} is not true or false")
+                raise InputError(None, "all_cores", f"{o['all_cores']!r} is not true or false",
+                                 allowed="true, false")
             argv.append("-C")
         if o.get("bdev", "nvme") != "nvme":
             argv.append("-u")  # file and RAM bdevs need no PCI access: SPDK gets none
@@ -278,13 +294,9 @@ class Bdevperf(ToolAdapter):
         if tree is None:
             raise ToolError(f"bdevperf: no spdk_dir in the params and no SPDK built in "
                             f"{builds.tools_dir()}; {builds.HOW}")
-        if o.get("bdev", "nvme") == "nvme" and builds.pci_guard_relaxed(tree):
-            raise ToolError(f"bdevperf: the SPDK build in {tree} skips DPDK's PCI ABI check "
-                            f"({builds.PCI_GUARD_PATCH}), so it must not drive NVMe "
-                            "controllers; use aio, uring or malloc bdevs with it, or an SPDK "
-                            "built against a DPDK it supports")
+        self._check_build(o)
         if o.get("bdev", "nvme") in _FILE_METHODS:
-            check_free([str(d) for d in o["devices"]])
+            check_free([str(d) for d in o["devices"]], key="devices")
         request = o["core_mask"]
         cpus = request.resolve(topology) if isinstance(request, CpuRequest) else None
         mask = cpu_mask(cpus) if cpus is not None else request

@@ -53,9 +53,20 @@ def built_spdk() -> Path | None:
     return tree if (tree / BDEVPERF).is_file() else None
 
 
+# xNVMe's back ends for files and block devices through the kernel: the ones the package's
+# build of xnvmeperf has (it is built without SPDK, libvfn, uPCIe-CUDA and HIP).
+KERNEL_BACKENDS = ("io_uring_file", "libaio_file", "emu_file", "thrpool_file", "io_uring_bdev",
+                   "libaio_bdev", "emu_bdev", "thrpool_bdev")
+
+
 def built_xnvmeperf() -> Path | None:
     exe = tools_dir() / "xnvme" / "bin" / "xnvmeperf"
     return exe if exe.is_file() else None
+
+
+def build_key(folder: Path) -> str | None:
+    """The key of the build in ``folder`` (None for a tool built elsewhere)."""
+    return (record(folder) or {}).get("key")
 
 
 def pci_guard_relaxed(spdk_tree: Path) -> bool:

@@ -19,9 +19,11 @@ its command line names them:
                 ends such as ``io_uring_file`` or ``libaio_bdev``); None or false: not given
 ==============  ======================================================================
 
-xnvmeperf is taken from the build folder of ``make tools`` (:mod:`iolab.tools.builds`) when
-one is there, else from PATH; the build record of a package-built xnvmeperf is copied into
-every run (``xnvme-build.json``).
+For the kernel back ends (``io_uring_file``, ``libaio_bdev``, …) xnvmeperf is taken from the
+build folder of ``make tools`` (:mod:`iolab.tools.builds`) when one is there, else from PATH;
+for every other back end (uPCIe, SPDK, GPU memory), which that build lacks, from PATH. The
+build record of a package-built xnvmeperf is copied into every run (``xnvme-build.json``) and
+its key is part of the version.
 
 Runs go through ``scripts/drivers/xnvmeperf.sh`` (:meth:`Xnvmeperf.launch`), which prints
 provenance lines before xnvmeperf's report: ``xnvmeperf: PATH`` and, for runs whose I/O lands
@@ -157,7 +159,8 @@ def check(options: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError(None, "gpu_id", f"must be a GPU ordinal (a whole number >= 0), got "
                          f"{gpu!r}")
     if o["direct"] is not None and not isinstance(o["direct"], bool):
-        raise InputError(None, "direct", f"{o['direct']!r} is not true or false")
+        raise InputError(None, "direct", f"{o['direct']!r} is not true or false",
+                         allowed="true, false, or absent")
     if o["be"] is not None and not (isinstance(o["be"], str)
                                     and re.fullmatch(r"[\w-]+", o["be"])):
         raise InputError(None, "be", f"{o['be']!r} is not an xNVMe back end name",
@@ -392,10 +395,14 @@ class Xnvmeperf(ToolAdapter):
                    "which installs xnvmeperf on PATH" + (
                        "; runs into GPU memory also need the NVIDIA driver's nvidia-smi on PATH"
                        if gpu else ""))
-        built = builds.built_xnvmeperf()
+        # the package's build reads files and block devices only: runs on the user-space
+        # and GPU back ends take the xnvmeperf on PATH, the user's own full build
+        built = builds.built_xnvmeperf() if options and \
+            options.get("be") in builds.KERNEL_BACKENDS else None
         return Program("xnvmeperf", str(built) if built else EXECUTABLE, ("--help",),
                        version_pattern=VERSION_PATTERN, install=install,
-                       needs=("nvidia-smi",) if gpu else ())
+                       needs=("nvidia-smi",) if gpu else (),
+                       build=builds.build_key(built.parents[1]) if built else None)
 
     def identity(self, invocation: Invocation) -> dict[str, Any]:
         """The base identity, once the options pass :func:`check`: a bad option (a cuda-run
@@ -424,7 +431,7 @@ class Xnvmeperf(ToolAdapter):
         inputs = {}
         built = builds.built_xnvmeperf()
         if built is not None and Path(exe) == built:
-            record = builds.record(built.parent.parent)
+            record = builds.record(built.parents[1])
             if record is not None:
                 inputs[BUILD_RECORD] = json.dumps(record, indent=2) + "\n"
         return Launch(argv, inputs=inputs, cpus=checked["cpumask"])

@@ -1,14 +1,18 @@
-"""CPU-initiated I/O: the optimal parameter search of AiSIO's first chapter, with SPDK bdevperf
-on hosts that have it and fio (io_uring) everywhere else.
+"""CPU-initiated I/O: the optimal parameter search of AiSIO's first chapter, with SPDK's
+bdevperf (through its NVMe driver on the lab server, through its AIO or io_uring bdevs on
+files elsewhere) or with fio (io_uring).
 
 Variables: ``cpu_governor`` (asis | powersave | performance | userspace-3.0GHz), ``turbo``
 and ``smt`` (asis | on | off), ``thr_sib`` (use both hardware threads of each core),
 ``stress`` (stress-ng on every CPU the run does not use), ``qdepth``, ``iosize`` (bytes),
 ``ncores`` (physical cores) and ``ndevs`` (devices; files for fio).
 
-With bdevperf, each run gets its own SPDK bdev config (one controller per device, from the
-environment's ``devices`` list) and a core mask from the host topology; the devices are bound
-to a user-space driver for the campaign. With fio, one job per selected logical CPU
+With bdevperf, each run gets its own SPDK bdev config and a core mask from the host topology:
+with ``bdev: nvme`` one controller per device of the environment's ``devices`` list, bound to
+a user-space driver for the campaign; with ``bdev: aio`` or ``uring`` one bdev per file in
+``file_dir`` (written with data before the first run), read without PCI access. bdevperf
+runs on hugepages (``spdk_hugepages`` reserves them for the campaign through a journaled
+knob) or without (``spdk_memory_mib``). With fio, one job per selected logical CPU
 (``cpus_allowed_policy=split``) reads all device files with direct I/O at the given queue
 depth, the closest fio analogue of bdevperf's per-core jobs.
 
@@ -22,9 +26,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text
+from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
+from iolab.errors import InputError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.binding import USER_SPACE_DRIVERS
+from iolab.host.scratch import lay_out
 from iolab.tools.base import CpuCount, CpuRequest, Invocation
 from iolab.tools.cpufreq import CpufreqSampler
 from iolab.tools.gnu_time import GnuTime
@@ -35,6 +41,7 @@ from iolab.tools.stress_ng import StressNg, unused_cpus
 
 FIXED_FREQ_KHZ = {"userspace-3.0GHz": 3_000_000}
 BDEVPERF = {"tool": "bdevperf"}
+NVME = {"tool": "bdevperf", "bdev": "nvme"}
 FIO = {"tool": "fio"}
 BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]"
 
@@ -44,7 +51,18 @@ def run_cpus(point: dict[str, Any]) -> CpuRequest:
     return CpuRequest(point["ncores"], siblings=point["thr_sib"])
 
 
+def uses_files(settings: dict[str, Any]) -> bool:
+    """Whether the runs read files in file_dir: fio, or bdevperf's AIO and io_uring bdevs."""
+    return settings["tool"] == "fio" or settings.get("bdev", "nvme") != "nvme"
+
+
 def device_files(settings: dict[str, Any], ndevs: int) -> list[str]:
+    for key in ("file_dir", "file_size"):
+        if settings.get(key) is None:
+            raise InputError(None, key, "is needed when the runs read files (tool fio, or "
+                             "bdevperf with bdev aio or uring)",
+                             allowed="a folder path" if key == "file_dir" else
+                             "a size such as 256M")
     return [str(Path(settings["file_dir"]) / f"dev{i:02d}.dat") for i in range(ndevs)]
 
 
@@ -58,15 +76,29 @@ class CpuSearch(Experiment):
         "runtime_s": Int(1, 86400, help="measured seconds per run"),
         "ramp_s": Int(0, 3600, default=0, when=FIO, help="warm-up seconds before fio measures"),
         "workload": Choice("randread", "read", default="randread"),
-        "spdk_dir": Text(when=BDEVPERF, help="an SPDK tree with build/examples/bdevperf"),
+        "spdk_dir": Text(default=None, when=BDEVPERF,
+                         help="an SPDK tree with build/examples/bdevperf; absent: the one "
+                              "'make tools' built"),
         "bdevperf_json": Flag(default=True, when=BDEVPERF,
                               help="read results from perform_tests JSON (SPDK >= 24.09)"),
+        "bdev": Choice("nvme", "aio", "uring", default="nvme", when=BDEVPERF,
+                       help="SPDK's NVMe driver on the devices, or its AIO or io_uring bdevs "
+                            "on the files in file_dir"),
         "user_space_driver": Choice(*USER_SPACE_DRIVERS, default="uio_pci_generic",
-                                    when=BDEVPERF),
+                                    when=NVME),
         "devices": ListOf(Text(pattern=BDF, pattern_help="a PCIe address such as 0000:4a:00.0"),
-                          when=BDEVPERF, help="NVMe controllers, bound for the campaign"),
-        "file_dir": Text(when=FIO, help="folder of the files that stand in for devices"),
-        "file_size": Size(when=FIO),
+                          when=NVME, help="NVMe controllers, bound for the campaign"),
+        "block_size": Choice(512, 4096, default=512, when=BDEVPERF,
+                             help="logical block size of bdevperf's AIO and io_uring bdevs"),
+        "spdk_hugepages": Int(1, 10**7, default=None, when=BDEVPERF,
+                              help="2 MiB hugepages to reserve for the campaign (a journaled "
+                                   "knob); absent: as the host has them"),
+        "spdk_memory_mib": Int(64, 10**6, default=None, when=BDEVPERF,
+                               help="run bdevperf without hugepages, with this much memory "
+                                    "(--no-huge -s)"),
+        "file_dir": Text(default=None, help="folder of the files that stand in for devices "
+                                            "(fio, and bdevperf's AIO and io_uring bdevs)"),
+        "file_size": Size(default=None, help="size of each of those files"),
         "fio_ioengine": Choice("io_uring", "libaio", default="io_uring", when=FIO),
         "fio_hipri": Flag(default=False, when=FIO, help="polled completions (io_uring hipri)"),
     }
@@ -115,12 +147,20 @@ class CpuSearch(Experiment):
     def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
         cpus = run_cpus(point)
         if settings["tool"] == "bdevperf":
-            return Invocation("bdevperf", {
-                "spdk_dir": settings["spdk_dir"], "devices": settings["devices"][:point["ndevs"]],
+            options: dict[str, Any] = {
+                "spdk_dir": settings["spdk_dir"], "devices": None,
                 "json_results": settings["bdevperf_json"], "core_mask": cpus,
                 "queue_depth": point["qdepth"], "io_size": point["iosize"],
-                "seconds": settings["runtime_s"], "workload": settings["workload"]})
-        options: dict[str, Any] = {
+                "seconds": settings["runtime_s"], "workload": settings["workload"]}
+            if settings.get("bdev", "nvme") == "nvme":
+                options["devices"] = settings["devices"][:point["ndevs"]]
+            else:  # only then: runs on NVMe keep the identity they had before file bdevs
+                options.update(devices=device_files(settings, point["ndevs"]),
+                               bdev=settings["bdev"], block_size=settings.get("block_size", 512))
+            if settings.get("spdk_memory_mib") is not None:
+                options["memory_mib"] = settings["spdk_memory_mib"]
+            return Invocation("bdevperf", options)
+        options = {
             "name": "cpu_search", "filename": ":".join(device_files(settings, point["ndevs"])),
             "filesize": settings["file_size"], "rw": settings["workload"], "bs": point["iosize"],
             "direct": 1, "ioengine": settings["fio_ioengine"], "iodepth": point["qdepth"],
@@ -150,16 +190,23 @@ class CpuSearch(Experiment):
         if point["stress"] and not unused_cpus([c["cpu"] for c in topology],
                                                run_cpus(point).resolve(topology)):
             return "stress requested, but the run uses every CPU of this host"
-        if settings["tool"] == "bdevperf" and point["ndevs"] > len(settings["devices"]):
+        if settings["tool"] == "bdevperf" and settings.get("bdev", "nvme") == "nvme" and \
+                point["ndevs"] > len(settings["devices"]):
             return f"needs {point['ndevs']} devices, the environment lists {len(settings['devices'])}"
         return None
 
     def campaign_knobs(self, settings: dict[str, Any]) -> dict[str, Any]:
-        """bdevperf needs the devices on a user-space driver; the knob refuses any device in use."""
+        """bdevperf on NVMe needs the devices on a user-space driver (the knob refuses any
+        device in use), and hugepages where the params reserve them."""
         if settings["tool"] != "bdevperf":
             return {}
-        return {"device_binding": {"devices": settings["devices"],
-                                   "driver": settings["user_space_driver"]}}
+        knobs: dict[str, Any] = {}
+        if settings.get("spdk_hugepages") is not None:
+            knobs["hugepages"] = {"pages": settings["spdk_hugepages"]}
+        if settings.get("bdev", "nvme") == "nvme":
+            knobs["device_binding"] = {"devices": settings["devices"],
+                                       "driver": settings["user_space_driver"]}
+        return knobs
 
     def knob_value(self, variable: str, value: Any) -> Any:
         if variable == "cpu_governor" and value in FIXED_FREQ_KHZ:
@@ -167,18 +214,28 @@ class CpuSearch(Experiment):
         return value
 
     def prepare_host(self, settings: dict[str, Any]) -> None:
-        if settings["tool"] == "fio":
+        if uses_files(settings):
+            device_files(settings, 1)  # file_dir and file_size are set
             Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
 
+    def prepare_points(self, settings: dict[str, Any], points: list[dict[str, Any]]) -> None:
+        """bdevperf cannot create its files: write those of the largest point, with data."""
+        if settings["tool"] == "bdevperf" and uses_files(settings) and points:
+            size = size_bytes(settings["file_size"])
+            for path in device_files(settings, max(p["ndevs"] for p in points)):
+                lay_out(Path(path), size)
+
     def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
-        return [("file_dir", Path(settings["file_dir"]))] if settings["tool"] == "fio" else []
+        return [("file_dir", Path(settings["file_dir"]))] if uses_files(settings) else []
 
     def scratch(self, settings: dict[str, Any]) -> list[str]:
-        if settings["tool"] != "fio":
+        if not uses_files(settings):
             return []
+        how = ("fio creates them on first use" if settings["tool"] == "fio" else
+               "written with data before the first run")
         return [f"{settings['file_dir']}/dev00.dat, dev01.dat, ... ({settings['file_size']} "
-                "each, one per device of the largest point): fio creates them on first use and "
-                "later runs reuse them; delete them when the campaign is done"]
+                f"each, one per device of the largest point): {how} and later runs reuse "
+                "them; delete them when the campaign is done"]
 
 
 EXPERIMENT = CpuSearch()

@@ -19,7 +19,6 @@ the chapter's metrics. Not responsible for: statistics (``analysis``), running a
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from iolab.core.schema import Choice, Int, ListOf, Size, Text, size_bytes
 from iolab.errors import InputError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.binding import check_free
+from iolab.host.scratch import lay_out
 from iolab.tools.base import CpuCount, CpuRequest, Invocation
 from iolab.tools.gnu_time import GnuTime
 from iolab.tools.hugepages import Hugepages
@@ -36,32 +36,19 @@ FILES = {"targets": "files"}
 BLOCK = {"targets": "block_devices"}
 TOOLS = ("fio", "bdevperf", "xnvmeperf")
 _BDEV = {"io_uring": "uring", "libaio": "aio"}
-_LAYOUT_CHUNK = 1 << 20
 
 
 def targets(settings: dict[str, Any], n: int) -> list[str]:
-    """The first ``n`` targets: files dev00.dat, … in file_dir, or the listed block devices."""
-    if settings["targets"] == "files":
-        return [str(Path(settings["file_dir"]) / f"dev{i:02d}.dat") for i in range(n)]
-    return list(settings["block_devices"][:n])
-
-
-def lay_out(path: Path, size: int) -> bool:
-    """Write ``size`` bytes of incompressible data to ``path`` unless it already has that
-    size; True when it wrote. A file read before it was written would be holes, which the
-    filesystem answers without any device I/O."""
-    if path.exists() and path.stat().st_size == size:
-        return False
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    block = os.urandom(_LAYOUT_CHUNK)
-    with tmp.open("wb") as out:
-        for _ in range(size // _LAYOUT_CHUNK):
-            out.write(block)
-        out.write(block[:size % _LAYOUT_CHUNK])
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
-    return True
+    """The first ``n`` targets: files dev00.dat, … in file_dir, or the listed block devices.
+    A ':' in a path is refused: fio reads it as the separator of its file names."""
+    key = "file_dir" if settings["targets"] == "files" else "block_devices"
+    paths = ([str(Path(settings["file_dir"]) / f"dev{i:02d}.dat") for i in range(n)]
+             if settings["targets"] == "files" else list(settings["block_devices"][:n]))
+    for path in paths:
+        if ":" in path:
+            raise InputError(None, key, f"{path!r} contains ':', which fio reads as the "
+                             "separator between file names", allowed="paths without ':'")
+    return paths
 
 
 class ToolComparison(Experiment):
@@ -159,22 +146,25 @@ class ToolComparison(Experiment):
         return {"hugepages": {"pages": pages}} if pages else {}
 
     def prepare_host(self, settings: dict[str, Any]) -> None:
-        """Refuse block devices in use; write the files every tool reads."""
+        """Refuse block devices in use; make the folder of the files."""
         if settings["targets"] == "block_devices":
-            check_free(list(settings["block_devices"]))
+            check_free(list(settings["block_devices"]), key="block_devices")
             return
-        folder = Path(settings["file_dir"])
-        folder.mkdir(parents=True, exist_ok=True)
         size = size_bytes(settings["file_size"])
         if size % settings["block_size"]:
             raise InputError(None, "file_size", f"{size} bytes is not a multiple of the "
-                             f"block size {settings['block_size']}")
-        for path in targets(settings, self.most_targets(settings)):
-            lay_out(Path(path), size)
+                             f"block size {settings['block_size']}",
+                             allowed=f"a multiple of {settings['block_size']} bytes")
+        Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
 
-    def most_targets(self, settings: dict[str, Any]) -> int:
-        """Files to lay out: one per core of the largest point this host has cores for."""
-        return max(1, os.cpu_count() or 1)
+    def prepare_points(self, settings: dict[str, Any], points: list[dict[str, Any]]) -> None:
+        """Write the files the points read (one per core of the largest), with data: neither
+        bdevperf nor xnvmeperf creates them, and all three tools must read the same."""
+        if settings["targets"] != "files" or not points:
+            return
+        size = size_bytes(settings["file_size"])
+        for path in targets(settings, max(p["ncores"] for p in points)):
+            lay_out(Path(path), size)
 
     def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
         return [("file_dir", Path(settings["file_dir"]))] if settings["targets"] == "files" \
@@ -184,8 +174,8 @@ class ToolComparison(Experiment):
         if settings["targets"] != "files":
             return []
         return [f"{settings['file_dir']}/dev00.dat, dev01.dat, … ({settings['file_size']} "
-                "each, one per CPU of this host, written with data before the first run and "
-                "reused): delete them when the campaign is done"]
+                "each, one per core of the largest point, written with data before the first "
+                "run and reused): delete them when the campaign is done"]
 
 
 EXPERIMENT = ToolComparison()

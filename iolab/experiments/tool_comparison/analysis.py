@@ -58,6 +58,20 @@ def ratio_to(rows: pd.DataFrame, tool: str, reference: str, confidence: float,
     return {**stats.ratio_interval(a, b, confidence), "n_a": len(a), "n_b": len(b)}
 
 
+def ratios_to(rows: pd.DataFrame, reference: str, tools: tuple[str, ...],
+              confidence: float) -> pd.DataFrame:
+    """:func:`ratio_to` of each tool at every set-up (interface, cores) both have runs at:
+    one row per tool and set-up with ``ratio``, ``ci_low``, ``ci_high``."""
+    out = []
+    for (engine, ncores), _ in rows.groupby(["engine", "ncores"]):
+        for tool in tools:
+            r = ratio_to(rows, tool, reference, confidence, engine=engine, ncores=ncores)
+            if r:
+                out.append({"tool": tool, "engine": engine, "ncores": ncores, **r})
+    return pd.DataFrame(out, columns=["tool", "engine", "ncores", "ratio", "ci_low", "ci_high",
+                                      "n_a", "n_b"])
+
+
 def published(table: pd.DataFrame) -> pd.DataFrame:
     """AiSIO's means as one row per tool, one column per thread count, in its order."""
     wide = table.pivot(index="tool", columns="threads", values="iops")
