@@ -221,15 +221,33 @@ class Source:
                     tar.extractall(tmp, filter="tar")
                 else:  # Python before 3.11.4: refuse members that would land outside tmp
                     for member in tar.getmembers():
-                        target = (Path(tmp) / member.name).resolve()
-                        if not str(target).startswith(str(Path(tmp).resolve()) + os.sep) \
-                                or member.islnk() and Path(member.linkname).is_absolute():
-                            raise BuildError(f"{self.path}: member {member.name!r} would be "
-                                             "unpacked outside its folder", 2)
+                        check_member(member, Path(tmp), self.path)
                     tar.extractall(tmp)
             tops = list(Path(tmp).iterdir())
             top = tops[0] if len(tops) == 1 and tops[0].is_dir() else Path(tmp)
             shutil.move(str(top), into)
+
+
+def check_member(member: tarfile.TarInfo, root: Path, tarball: Path) -> None:
+    """BuildError for a member that would be written, or link, outside ``root``: an absolute
+    or '..' name, a link to an absolute path, or a link whose target climbs out."""
+    root = root.resolve()
+
+    def inside(path: Path) -> bool:
+        resolved = path.resolve()
+        return resolved == root or root in resolved.parents
+
+    name = Path(member.name)
+    problem = None
+    if name.is_absolute() or not inside(root / name):
+        problem = "would be unpacked outside its folder"
+    elif member.issym() or member.islnk():
+        target = Path(member.linkname)
+        base = (root / name).parent if member.issym() else root
+        if target.is_absolute() or not inside(base / target):
+            problem = f"links to {member.linkname!r}, outside its folder"
+    if problem:
+        raise BuildError(f"{tarball}: member {member.name!r} {problem}", 2)
 
 
 def find_source(tool: str, folder: Path | None) -> Path | None:
@@ -435,7 +453,9 @@ def ensure(tool: str, source_path: Path, dest: Path, jobs: int) -> dict:
     record = {"tool": tool, "version": built["version"], "key": key,
               "source": source_id, "source_commit": source_id.get("commit"),
               "options": built["options"], "patches": built["patches"],
-              "libraries": built["libraries"],
+              # every system input of the key, so a new key can be explained from the record
+              "libraries": {**built["libraries"], "liburing": pkg_version("liburing"),
+                            "compiler": compiler_version()},
               "programs": PROGRAMS[tool], "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "build_s": round(time.monotonic() - started, 1)}
     (built["out"] / RECORD).write_text(json.dumps(record, indent=2) + "\n")

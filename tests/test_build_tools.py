@@ -175,14 +175,28 @@ def test_unpacking_without_tar_filters_refuses_escaping_members(tmp_path, monkey
     tarball, _ = _git_archive(tmp_path)
     bt.Source(tarball).unpack(tmp_path / "ok")
     assert (tmp_path / "ok" / "meson.build").exists()
-    evil = tmp_path / "evil.tar.gz"
-    with tarfile.open(evil, "w:gz") as tar:
-        info = tarfile.TarInfo("../outside.txt")
-        info.size = 0
-        tar.addfile(info)
-    with pytest.raises(bt.BuildError, match="outside its folder"):
-        bt.Source(evil).unpack(tmp_path / "bad")
+    for n, (name, kind, link) in enumerate([("../outside.txt", tarfile.REGTYPE, ""),
+                                             ("/abs.txt", tarfile.REGTYPE, ""),
+                                             ("x/etc", tarfile.SYMTYPE, "../../../etc"),
+                                             ("x/abs", tarfile.SYMTYPE, "/etc"),
+                                             ("x/hard", tarfile.LNKTYPE, "../outside")]):
+        evil = tmp_path / f"evil{n}.tar.gz"
+        with tarfile.open(evil, "w:gz") as tar:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.size = kind, link, 0
+            tar.addfile(info)
+        with pytest.raises(bt.BuildError, match="outside its folder"):
+            bt.Source(evil).unpack(tmp_path / f"bad{n}")
     assert not (tmp_path / "outside.txt").exists()
+    # a "." member, as 'tar -C dir -czf x.tar.gz .' writes, is harmless
+    dotted = tmp_path / "dotted.tar.gz"
+    with tarfile.open(dotted, "w:gz") as tar:
+        tar.add(tmp_path / "repo" / "meson.build", arcname="./meson.build")
+        info = tarfile.TarInfo(".")
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+    bt.Source(dotted).unpack(tmp_path / "dotted")
+    assert (tmp_path / "dotted" / "meson.build").exists()
 
 
 @pytest.mark.slow

@@ -184,3 +184,38 @@ def test_missing_bdevperf_is_reported_before_anything_runs(tmp_path):
                                         r"examples/bdevperf .*no SPDK build at .*make tools"):
         camp.run(progress=False)
     assert not (tmp_path / "data").exists()
+
+
+def test_lab_server_runs_keep_their_run_ids_and_configuration():
+    """Pinned from the loaded hpc-server params: file bdevs and hugepage settings came later
+    and must not make runs stored on the lab server look unstored or of another
+    configuration (the ids here are those of commit 1b085f1)."""
+    from iolab.campaign import Campaign
+    from iolab.core.identity import config_id, run_id
+    camp = Campaign("cpu_search", "hpc-server")
+    settings = camp.spec.settings
+    assert run_id(CS.identity("hpc-server", settings, camp.spec.base), 0) == "256e10c06b9d-r0"
+    assert config_id("cpu_search", "hpc-server", CS.config_settings(settings)) == "b9dd2558"
+    # a setting that is used changes the configuration, as it must
+    changed = {**settings, "spdk_hugepages": 4096}
+    assert config_id("cpu_search", "hpc-server", CS.config_settings(changed)) != "b9dd2558"
+
+
+def test_settings_that_do_not_go_together_name_the_params_file(tmp_path):
+    from iolab.campaign import Campaign
+    with pytest.raises(InputError) as exc:
+        Campaign("cpu_search", "kvm-2vcpu", overrides=["file_size=1000"])
+    assert exc.value.key == "file_size" and "kvm-2vcpu/cpu_search.yaml" in str(exc.value)
+    assert "multiple of 512" in exc.value.allowed
+    with pytest.raises(InputError) as exc:
+        Campaign("cpu_search", "kvm-2vcpu", overrides=["spdk_hugepages=512"])
+    assert exc.value.key == "spdk_memory_mib" and exc.value.allowed == "one of the two"
+    live = CS.params_dir / "kvm-2vcpu" / "cpu_search.yaml"
+    (tmp_path / "kvm-2vcpu").mkdir()
+    mine = tmp_path / "kvm-2vcpu" / "cpu_search.yaml"
+    mine.write_text("".join(line for line in live.read_text().splitlines(keepends=True)
+                            if not line.startswith("file_dir:")))
+    with pytest.raises(InputError) as exc:
+        Campaign("cpu_search", "kvm-2vcpu", params_dir=tmp_path)
+    assert exc.value.key == "file_dir" and str(mine) in str(exc.value)
+    assert "bdevperf with bdev aio or uring" in exc.value.problem

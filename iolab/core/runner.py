@@ -70,6 +70,7 @@ class RunnableExperiment(Protocol):
     def scratch_paths(self, settings: dict) -> list[tuple[str, Path]]: ...
     def prepare_host(self, settings: dict) -> None: ...
     def prepare_points(self, settings: dict, points: list[dict]) -> None: ...
+    def config_settings(self, settings: dict) -> dict: ...
     def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> RunManifest: ...
 
 
@@ -233,7 +234,8 @@ class _Campaign:
         self.store = open_store(experiment, spec.environment, data_dir)
         self.knobs = knobs
         self.topo = topo
-        self.config_id = config_id(experiment.name, spec.environment, spec.settings)
+        self.config_id = config_id(experiment.name, spec.environment,
+                                   experiment.config_settings(spec.settings))
         self.fingerprint = ""
         self.versions: dict[str, str | None] = {}
         self.originals: dict[str, Any] = {}

@@ -111,6 +111,7 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
     doc = _read_yaml(path)
     schema = experiment.schema()
     spec = _validate(doc, path, experiment.name, environment, schema)
+    label: str | Path = path
     if overrides:
         pairs = (dict(parse_assignment(o, "--set") for o in overrides)
                  if isinstance(overrides, list) else dict(overrides))
@@ -120,6 +121,13 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
         label = "--set " + ", ".join(pairs)
         spec = _validate(merged, label, experiment.name, environment, schema)
         spec.params_file, spec.overrides = path, pairs
+    check = getattr(experiment, "check_settings", None)
+    if check is not None:
+        try:  # what depends on several settings at once, said with the file that set them
+            check(spec.settings)
+        except InputError as exc:
+            raise InputError(label if label == path else f"{path} + {label}", exc.key,
+                             exc.problem, exc.allowed) from None
     return spec
 
 

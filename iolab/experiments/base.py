@@ -125,6 +125,16 @@ class Experiment:
         that a plan can say which one this user may not write before any run fails on it."""
         return []
 
+    def check_settings(self, settings: dict[str, Any]) -> None:
+        """Refuse (InputError naming the key) settings that are valid one by one but not
+        together; called when a spec is loaded, which adds the params file to the error."""
+
+    def config_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings that make a run's configuration id: by default all of them. An
+        experiment that gains a setting leaves it out here while it has the value every
+        earlier run had, so stored runs and new ones stay one configuration."""
+        return settings
+
     def prepare_host(self, settings: dict[str, Any]) -> None:
         """Once before a campaign's first run: e.g. create the folder of its scratch files."""
 
@@ -249,7 +259,8 @@ class Experiment:
         if doc.get("argv", [""])[0] == "/usr/bin/time":
             collectors.append("gnu_time")
         return from_v1(doc, identity=identity, settings=settings,
-                       config_id=config_id(self.name, environment, settings),
+                       config_id=config_id(self.name, environment,
+                                           self.config_settings(settings)),
                        cpus=json.loads(cpus_file.read_text())["cpus"] if cpus_file.exists() else None,
                        collectors=collectors, extra=extra)
 

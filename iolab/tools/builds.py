@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,18 @@ def record(folder: Path) -> dict[str, Any] | None:
     return data
 
 
+@lru_cache(maxsize=16)
+def _pinned(link: str) -> Path:
+    # resolved once per process: a campaign keeps the build it started with (the one its
+    # fingerprint names); a rebuild meanwhile removes it, and the next run fails instead of
+    # running another build under the old name
+    return Path(link).resolve()
+
+
 def built_spdk() -> Path | None:
-    """The SPDK tree ``make tools`` built, if bdevperf is in it."""
+    """The SPDK tree ``make tools`` built (``<tools>/spdk-<key>``), if bdevperf is in it."""
     tree = tools_dir() / "spdk"
-    return tree if (tree / BDEVPERF).is_file() else None
+    return _pinned(str(tree)) if (tree / BDEVPERF).is_file() else None
 
 
 # xNVMe's back ends for files and block devices through the kernel: the ones the package's
@@ -60,8 +69,9 @@ KERNEL_BACKENDS = ("io_uring_file", "libaio_file", "emu_file", "thrpool_file", "
 
 
 def built_xnvmeperf() -> Path | None:
+    """The xnvmeperf ``make tools`` built (in ``<tools>/xnvme-<key>``), if there is one."""
     exe = tools_dir() / "xnvme" / "bin" / "xnvmeperf"
-    return exe if exe.is_file() else None
+    return _pinned(str(exe)) if exe.is_file() else None
 
 
 def build_key(folder: Path) -> str | None:

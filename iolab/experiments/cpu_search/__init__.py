@@ -213,6 +213,30 @@ class CpuSearch(Experiment):
             return {"governor": "userspace", "khz": FIXED_FREQ_KHZ[value]}
         return value
 
+    def check_settings(self, settings: dict[str, Any]) -> None:
+        if uses_files(settings):
+            device_files(settings, 1)  # file_dir and file_size are set
+            if settings["tool"] == "bdevperf":
+                block = settings.get("block_size", 512)
+                if size_bytes(settings["file_size"]) % block:
+                    raise InputError(None, "file_size", f"{settings['file_size']} is not a "
+                                     f"whole number of {block}-byte blocks",
+                                     allowed=f"a multiple of {block} bytes (block_size)")
+        if settings.get("spdk_hugepages") is not None and \
+                settings.get("spdk_memory_mib") is not None:
+            raise InputError(None, "spdk_memory_mib", "runs bdevperf without hugepages, but "
+                             "spdk_hugepages reserves them", allowed="one of the two")
+
+    def config_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Runs on NVMe keep the configuration they had before file bdevs: the settings that
+        came with them are left out while at the value those runs had."""
+        if settings["tool"] != "bdevperf" or settings.get("bdev", "nvme") != "nvme":
+            return settings
+        unchanged = {"bdev": "nvme", "block_size": 512, "spdk_hugepages": None,
+                     "spdk_memory_mib": None, "file_dir": None, "file_size": None}
+        return {k: v for k, v in settings.items()
+                if not (k in unchanged and v == unchanged[k])}
+
     def prepare_host(self, settings: dict[str, Any]) -> None:
         if uses_files(settings):
             device_files(settings, 1)  # file_dir and file_size are set

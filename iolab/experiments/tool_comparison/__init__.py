@@ -145,16 +145,20 @@ class ToolComparison(Experiment):
         pages = settings["spdk_hugepages"]
         return {"hugepages": {"pages": pages}} if pages else {}
 
+    def check_settings(self, settings: dict[str, Any]) -> None:
+        if settings["targets"] == "files":
+            size = size_bytes(settings["file_size"])
+            if size % settings["block_size"]:
+                raise InputError(None, "file_size", f"{size} bytes is not a multiple of the "
+                                 f"block size {settings['block_size']}",
+                                 allowed=f"a multiple of {settings['block_size']} bytes")
+
     def prepare_host(self, settings: dict[str, Any]) -> None:
         """Refuse block devices in use; make the folder of the files."""
         if settings["targets"] == "block_devices":
             check_free(list(settings["block_devices"]), key="block_devices")
             return
-        size = size_bytes(settings["file_size"])
-        if size % settings["block_size"]:
-            raise InputError(None, "file_size", f"{size} bytes is not a multiple of the "
-                             f"block size {settings['block_size']}",
-                             allowed=f"a multiple of {settings['block_size']} bytes")
+        self.check_settings(settings)
         Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
 
     def prepare_points(self, settings: dict[str, Any], points: list[dict[str, Any]]) -> None:
