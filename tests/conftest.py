@@ -231,3 +231,18 @@ def built_spdk() -> Path:
 def built_xnvmeperf() -> Path:
     """The xnvmeperf `make tools` built (the test skips, saying why, without one)."""
     return _built("xnvme")
+
+
+def drive(launch, run_dir: Path, timeout: float = 120):
+    """Run one Launch's driver the way the runner does: its inputs written into ``run_dir``,
+    run there, stdout and stderr kept as the files ``stdout`` and ``stderr``. Returns the
+    CompletedProcess (output as bytes)."""
+    import subprocess
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in launch.inputs.items():
+        (run_dir / name).write_text(text)
+    done = subprocess.run(launch.argv, cwd=run_dir, capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    (run_dir / "stdout").write_bytes(done.stdout)
+    (run_dir / "stderr").write_bytes(done.stderr)
+    return done

@@ -31,6 +31,8 @@ from iolab.tools.base import CpuRequest, Invocation, cpu_mask
 from iolab.tools.bdevperf import (Bdevperf, bdev_config, bdevperf_argv, check_devices, config_for,
                                   file_bdev_config, malloc_bdev_config)
 
+from conftest import drive
+
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "bdevperf"
 BAD = FIX / "bad"
@@ -987,13 +989,7 @@ def test_a_real_tiny_bdevperf_run_on_a_ram_bdev(tmp_path, built_spdk):
         **_options(memory_mib=512, all_cores=True), "bdev": "malloc", "devices": [32]}),
         topology())
     run = tmp_path / "run"
-    run.mkdir()
-    for name, text in launch.inputs.items():
-        (run / name).write_text(text)
-    done = subprocess.run(launch.argv, cwd=run, capture_output=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-    (run / "stdout").write_bytes(done.stdout)
-    (run / "stderr").write_bytes(done.stderr)
+    done = drive(launch, run)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     assert b"\r" in done.stdout  # bdevperf's progress lines, which the parser must survive
     metrics = Bdevperf().parse(run)
@@ -1045,13 +1041,7 @@ def test_a_real_bdevperf_run_with_json_results(tmp_path, built_spdk):
         **_options(memory_mib=512, json_results=True), "bdev": "malloc", "devices": [32]}),
         topology())
     run = tmp_path / "run"
-    run.mkdir()
-    for name, text in launch.inputs.items():
-        (run / name).write_text(text)
-    done = subprocess.run(launch.argv, cwd=run, capture_output=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-    (run / "stdout").write_bytes(done.stdout)
-    (run / "stderr").write_bytes(done.stderr)
+    done = drive(launch, run)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     metrics = Bdevperf().parse(run)
     assert metrics["results_from"] == "perform_tests JSON" and metrics["note"] is None

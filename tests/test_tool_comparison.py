@@ -20,6 +20,8 @@ from iolab.experiments.tool_comparison import targets
 from iolab.host.scratch import lay_out
 from iolab.tools.base import CpuCount, CpuRequest
 
+from conftest import drive
+
 FILES = {"runtime_s": 2, "workload": "randread", "targets": "files", "file_dir": "/var/tmp/x",
          "file_size": "16M", "block_size": 512, "spdk_dir": None, "spdk_hugepages": 0,
          "spdk_memory_mib": 256}
@@ -235,41 +237,10 @@ def test_spdk_without_hugepages_refuses_to_start_and_says_so(tmp_path, built_spd
 
 
 def _drive(tool, invocation, tmp_path: Path):
-    """Launch one run's driver the way the runner does (inputs written, in the run folder)."""
-    import subprocess
-
+    """One run of ``invocation`` on this host, in tmp_path/run (see conftest.drive), with its
+    output as text."""
     from iolab.host.inventory import topology
-
-    run = tmp_path / "run"
-    run.mkdir()
-    launch = tool.launch(invocation, topology())
-    for name, text in launch.inputs.items():
-        (run / name).write_text(text)
-    done = subprocess.run(launch.argv, cwd=run, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-    (run / "stdout").write_text(done.stdout)
-    (run / "stderr").write_text(done.stderr)
+    done = drive(tool.launch(invocation, topology()), tmp_path / "run")
+    done.stdout, done.stderr = (done.stdout.decode(errors="replace"),
+                                done.stderr.decode(errors="replace"))
     return done
-
-
-@pytest.mark.slow
-def test_an_spdk_that_refuses_its_dpdk_fails_the_run_saying_why(tmp_path):
-    """SPDK refuses DPDK releases it does not know at start-up (lib/env_dpdk/pci_dpdk.c); such
-    a run is stored as failed, with SPDK's own words, and nothing is averaged."""
-    tree = tmp_path / "spdk"
-    exe = tree / "build" / "examples" / "bdevperf"
-    exe.parent.mkdir(parents=True)
-    exe.write_text("#!/bin/bash\n"
-                   "if [[ $1 == --version ]]; then echo 'SPDK v26.09-pre'; exit 0; fi\n"
-                   "echo '[2026-11-24 00:00:00.000000] Starting SPDK v26.09-pre / DPDK "
-                   "22.11.11 initialization...' >&2\n"
-                   "echo 'pci_dpdk.c: 102:dpdk_pci_init: *ERROR*: DPDK version 22.11.11 is "
-                   "not supported.' >&2\n"
-                   "echo 'app.c: 1000:spdk_app_start: *ERROR*: Unable to initialize SPDK env' "
-                   ">&2\nexit 1\n")
-    exe.chmod(0o755)
-    camp = _campaign(tmp_path, "{t: {vary: {tool: [bdevperf]}}}", spdk_dir=str(tree))
-    result = camp.run(progress=False, keep_going=True)
-    assert result.completed == 0 and len(result.failed) == 1
-    assert "DPDK version 22.11.11 is not supported" in " ".join(result.messages)
-    assert camp.tidy().empty

@@ -23,6 +23,8 @@ from iolab.tools import xnvmeperf as xp
 from iolab.tools.base import CpuRequest, Invocation
 from iolab.tools.registry import adapter
 
+from conftest import drive
+
 
 @pytest.fixture(autouse=True)
 def no_built_tools(tmp_path, monkeypatch):
@@ -215,26 +217,18 @@ def test_the_package_build_serves_only_the_kernel_back_ends(tmp_path, monkeypatc
 @pytest.mark.slow
 def test_a_real_tiny_xnvmeperf_run_on_a_file(tmp_path, built_xnvmeperf, monkeypatch):
     """The driver, the line stamps and the parser on the real xnvmeperf, reading a file."""
-    import subprocess
-
     from iolab.host.inventory import topology
 
     monkeypatch.setenv("IOLAB_TOOLS_DIR", str(built_xnvmeperf.parents[2]))
     target = tmp_path / "f.dat"
     target.write_bytes(os.urandom(4 * 2**20))
     run = tmp_path / "run"
-    run.mkdir()
     tool = adapter("xnvmeperf")
     launch = tool.launch(Invocation("xnvmeperf", {
         "subcommand": "run", "devices": [str(target)], "iopattern": "randread", "qdepth": 8,
         "iosize": 4096, "runtime": 1, "be": "io_uring_file", "direct": True,
         "cpumask": CpuRequest(1, siblings=False)}), topology())
-    for name, text in launch.inputs.items():
-        (run / name).write_text(text)
-    with open(run / "stdout", "wb") as out, open(run / "stderr", "wb") as err:
-        code = subprocess.run(launch.argv, cwd=run, stdout=out, stderr=err, timeout=60,
-                              stdin=subprocess.DEVNULL).returncode
-    assert code == 0, (run / "stderr").read_text()
+    assert drive(launch, run, timeout=60).returncode == 0, (run / "stderr").read_text()
     metrics = tool.parse(run)
     assert metrics["problem"] is None and metrics["iops"] > 100 and metrics["failed"] == 0
     start, end = tool.window(run)
