@@ -982,14 +982,18 @@ def test_bad_new_options_fail_at_plan_time(extra, key):
     assert exc.value.key == key
 
 
+def _real_ram_run(run: Path, **options):
+    """One real bdevperf run on a 32 MiB RAM bdev, without hugepages, in ``run``."""
+    launch = Bdevperf().launch(Invocation("bdevperf", {
+        **_options(memory_mib=512, **options), "bdev": "malloc", "devices": [32]}), topology())
+    return drive(launch, run)
+
+
 @pytest.mark.slow
 def test_a_real_tiny_bdevperf_run_on_a_ram_bdev(tmp_path, built_spdk):
     """The driver and the parser on the real bdevperf, with malloc bdevs on two cores."""
-    launch = Bdevperf().launch(Invocation("bdevperf", {
-        **_options(memory_mib=512, all_cores=True), "bdev": "malloc", "devices": [32]}),
-        topology())
     run = tmp_path / "run"
-    done = drive(launch, run)
+    done = _real_ram_run(run, all_cores=True)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     assert b"\r" in done.stdout  # bdevperf's progress lines, which the parser must survive
     metrics = Bdevperf().parse(run)
@@ -1037,11 +1041,8 @@ def test_a_package_build_names_its_key_in_the_version(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_real_bdevperf_run_with_json_results(tmp_path, built_spdk):
     """JSON results through the real RPC client and bdevperf.py of the built tree."""
-    launch = Bdevperf().launch(Invocation("bdevperf", {
-        **_options(memory_mib=512, json_results=True), "bdev": "malloc", "devices": [32]}),
-        topology())
     run = tmp_path / "run"
-    done = drive(launch, run)
+    done = _real_ram_run(run, json_results=True)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     metrics = Bdevperf().parse(run)
     assert metrics["results_from"] == "perform_tests JSON" and metrics["note"] is None

@@ -78,15 +78,20 @@ def controller_name(index: int) -> str:
     return f"nvme{index:02d}"
 
 
+def _devices(value: Any, problem: str, allowed: str) -> list:
+    """``value`` if it is a non-empty list, else InputError on ``devices``."""
+    if not isinstance(value, list) or not value:
+        raise InputError(None, "devices", f"{problem}, got {value!r}", allowed=allowed)
+    return value
+
+
 def bdev_config(pci_addrs: list[str]) -> dict[str, Any]:
     """The JSON subsystem config (bdevperf ``-c``) attaching one PCIe controller per address.
 
     The controllers are named in the order given, so the bdevs are nvme00n1, nvme01n1, ….
     Addresses must be full PCIe BDFs, each at most once.
     """
-    if not isinstance(pci_addrs, list) or not pci_addrs:
-        raise InputError(None, "devices", f"need a non-empty list of PCIe addresses, "
-                         f"got {pci_addrs!r}", allowed=_BDF_ALLOWED)
+    _devices(pci_addrs, "need a non-empty list of PCIe addresses", _BDF_ALLOWED)
     seen: dict[str, int] = {}
     entries = []
     for i, addr in enumerate(pci_addrs):
@@ -111,9 +116,8 @@ def file_bdev_config(kind: str, paths: list[str], block_size: int = 512) -> dict
     if kind not in _FILE_METHODS:
         raise InputError(None, "bdev", f"'{kind}' is not a file-backed bdev",
                          allowed=", ".join(_FILE_METHODS))
-    if not isinstance(paths, list) or not paths:
-        raise InputError(None, "devices", f"need a non-empty list of files or block devices, "
-                         f"got {paths!r}", allowed="absolute paths, e.g. /var/tmp/dev00.dat")
+    _devices(paths, "need a non-empty list of files or block devices",
+             "absolute paths, e.g. /var/tmp/dev00.dat")
     size = _block_size(block_size)
     entries = []
     for i, path in enumerate(paths):
@@ -130,9 +134,7 @@ def file_bdev_config(kind: str, paths: list[str], block_size: int = 512) -> dict
 
 def malloc_bdev_config(sizes_mib: list[int], block_size: int = 512) -> dict[str, Any]:
     """The JSON config of one RAM bdev (``Malloc0``, …) per size in MiB."""
-    if not isinstance(sizes_mib, list) or not sizes_mib:
-        raise InputError(None, "devices", f"malloc bdevs need a list of sizes in MiB, got "
-                         f"{sizes_mib!r}", allowed="e.g. [256, 256]")
+    _devices(sizes_mib, "malloc bdevs need a list of sizes in MiB", "e.g. [256, 256]")
     size = _block_size(block_size)
     entries = []
     for i, mib in enumerate(sizes_mib):
