@@ -12,6 +12,11 @@ root nor particular hardware:
 
 Topologies are lists of (cpu, core, package) tuples.
 
+The book, for the slow tests: ``html`` (session scope) replays every notebook and builds the
+book strictly into a temporary folder, as `make book` does, and gives the folder of its HTML.
+tests/test_book.py reads its pages and tests/test_browser.py loads them in Chromium: one
+build serves both.
+
 Every test session keeps its locks (``iolab.core.locks``) in a folder of its own
 (``$IOLAB_LOCK_DIR``), so that a test never waits for, or takes, the locks of a real campaign
 on this host.
@@ -34,6 +39,30 @@ def private_lock_dir(tmp_path_factory):
         os.environ.pop("IOLAB_LOCK_DIR", None)
     else:
         os.environ["IOLAB_LOCK_DIR"] = saved
+
+
+@pytest.fixture(scope="session")
+def html(tmp_path_factory):
+    """The book, replayed and built with -W -n --keep-going into a temporary folder; the path
+    of its HTML. Slow (papermill and Sphinx): only tests marked slow use it."""
+    # imported here: the fast tests need neither papermill nor the book code
+    import subprocess
+    import sys
+
+    from iolab.paths import BOOK_DIR, REPO_ROOT
+    from iolab.report.book import render, rendered
+
+    # force: this is the test of replaying, so nothing is taken as up to date
+    written = render(log=lambda *_: None, force=True)
+    assert set(written) == set(rendered().values())
+    out = tmp_path_factory.mktemp("book")
+    exe = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(exe), "build", "--all", "-W", "-n", "--keep-going",
+                           "--path-output", str(out), str(BOOK_DIR)],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return out / "_build" / "html"
+
 
 from iolab.host.knobs import SysRoot, format_cpulist
 

@@ -1,6 +1,7 @@
 """The book: replay every notebook from data/ and build strictly (-W -n --keep-going).
 
-This is what `make book` does, with the HTML written to a temporary folder. Any broken
+This is what `make book` does, with the HTML written to a temporary folder (the session
+fixture ``html`` of tests/conftest.py, shared with tests/test_browser.py). Any broken
 reference, missing glue key, citation or image fails it. The glued values are compared with
 tests/fixtures/glued_values.json: a change of code or data that changes a number the book
 quotes fails here until the snapshot is renewed on purpose (`iolab book --glue-snapshot FILE`).
@@ -9,31 +10,16 @@ quotes fails here until the snapshot is renewed on purpose (`iolab book --glue-s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from iolab import experiments
-from iolab.paths import BOOK_DIR, REPO_ROOT
-from iolab.report.book import glued_values, render, rendered
+from iolab.paths import REPO_ROOT
+from iolab.report.book import glued_values
 
 pytestmark = pytest.mark.slow
 SNAPSHOT = Path(__file__).parent / "fixtures" / "glued_values.json"
-
-
-@pytest.fixture(scope="module")
-def html(tmp_path_factory):
-    written = render(log=lambda *_: None)
-    assert set(written) == set(rendered().values())
-    out = tmp_path_factory.mktemp("book")
-    exe = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(exe), "build", "--all", "-W", "-n", "--keep-going",
-                           "--path-output", str(out), str(BOOK_DIR)],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return out / "_build" / "html"
 
 
 def test_glued_values_are_unchanged(html):
