@@ -44,7 +44,10 @@ test: setup $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
-bench: $(STAMP)
+# The harness's own costs against their targets (benchmarks/run.py says what each key is),
+# written to benchmarks/results/<machine-class>.json; takes about ten minutes. Needs fio.
+bench: setup $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/run.py
 
 # The executed notebooks in book/ (every registered experiment's chapter), the HTML, caches.

@@ -12,19 +12,20 @@ Not responsible for: any of those.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from iolab import experiments
 from iolab.core import spec as specmod
-from iolab.core import datadir, tidy
+from iolab.core import datadir
 from iolab.core.planner import MAX_RUNS, Plan
 from iolab.core.runner import CampaignResult, design_plan, plan_for, run_campaign
 from iolab.core.store import Store, open_store
 from iolab.experiments.base import Experiment
 from iolab.importers.aisio import PREFIX, ImportedCampaign
 from iolab.paths import resolve_data_dir
+
+if TYPE_CHECKING:  # pandas is imported where a table is made: running a campaign needs none
+    import pandas as pd
 
 
 def source(name: str) -> Experiment | ImportedCampaign:
@@ -83,6 +84,10 @@ class Campaign:
 
     def tidy(self, **options: Any) -> pd.DataFrame:
         """The tidy table of this campaign's stored runs (empty when nothing is stored)."""
+        import pandas as pd
+
+        from iolab.core import tidy
+
         if not self.store.root.exists():
             return pd.DataFrame()
         return tidy.load(self.data_dir, self.experiment, self.environment, **options)

@@ -84,10 +84,10 @@ def cmd_plan(args) -> int:
 
 def cmd_run(args) -> int:
     camp = _campaign(args)
-    print(camp.plan(where=args.where, limit=args.limit, max_runs=args.max_runs).summary())
     result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
                       progress=not args.no_progress, allow_host_change=args.allow_host_change,
-                      max_runs=args.max_runs)
+                      max_runs=args.max_runs,
+                      show_plan=lambda plan: print(plan.summary(), flush=True))
     for line in result.messages:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
@@ -256,13 +256,13 @@ def cmd_book(args) -> int:
     if args.skip_corrupt:
         os.environ[SKIP_CORRUPT_VAR] = "1"  # the notebooks' kernels inherit it
     if not args.no_render:
-        render(data_dir)
+        render(data_dir, force=args.force)
     if args.glue_snapshot:
         write_glue_snapshot(Path(args.glue_snapshot))
         print(f"wrote the glued values to {args.glue_snapshot}")
     if args.render_only:
         return 0
-    return build(strict=not args.lenient)
+    return build(strict=not args.lenient, force=args.force)
 
 
 def cmd_notebook(args) -> int:
@@ -427,6 +427,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--render-only", action="store_true", help="replay the notebooks, do not build")
     p.add_argument("--lenient", action="store_true", help="build without -W -n (warnings do not fail)")
     p.add_argument("--clean", action="store_true", help="remove the rendered notebooks and _build/")
+    p.add_argument("--force", action="store_true", help="replay every notebook and build, even "
+                   "those whose inputs did not change since the last time")
     p.add_argument("--skip-corrupt", action="store_true", help="leave corrupt runs out of the "
                    "chapters (each says how many) instead of failing")
     p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "

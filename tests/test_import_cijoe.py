@@ -9,8 +9,10 @@ Two parts:
   must all be paired with their AiSIO results. Fast.
 * The two real AiSIO archives in ``../shared/aisio/`` (public data, never committed): counts,
   zero disagreements, AiSIO's archived numbers (docs/aisio-reference.md §4.5, §4.8)
-  reproduced from the tidy table, and idempotent re-import. Skipped where the archives are
-  absent; marked slow (about 10 s).
+  reproduced from the tidy table, and idempotent re-import, marked slow (about 10 s); and,
+  fast, the importer's compiled-pattern readers of records, command lines and frequency logs
+  against YAML, shlex and a strptime-based reading on every one of them. Skipped where the
+  archives are absent.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import shlex
 import statistics
 import tarfile
 from pathlib import Path, PurePosixPath
@@ -36,6 +40,10 @@ from iolab.importers import aisio as aisio_import
 from iolab.importers.aisio import ImportedCampaign
 from iolab.importers.cijoe import (CPUFREQ_READ, CPUFREQ_START, DCGM_READ, DCGM_START, LSCPU,
                                    OTHER, P2P, classify, import_archive)
+from iolab.parsers import shell_words
+from iolab.parsers.cijoe_state import parse_cijoe_state
+from iolab.parsers.cpufreq_log import aisio_cpu_freqs, parse_cpufreq_log
+from test_parsers_aisio import strptime_lines
 
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 AISIO_DIR = Path(paths.REPO_ROOT).parent / "shared" / "aisio"
@@ -161,7 +169,7 @@ def write_cmd(step: Path, number: int, cmd: str, output: str, begin: float, end:
     step.mkdir(parents=True, exist_ok=True)
     state = {"begin": begin, "cmd": cmd, "cwd": "None", "elapsed": end - begin, "end": end,
              "err": err, "is_done": True}
-    (step / f"cmd_{number:02d}.state").write_text(json.dumps(state))  # JSON is valid YAML
+    (step / f"cmd_{number:02d}.state").write_text(yaml.dump(state))  # as CIJOE writes it
     (step / f"cmd_{number:02d}.output").write_text(output)
 
 
@@ -335,9 +343,9 @@ def test_tidy_and_cli_on_an_imported_campaign(mini, capsys):
 def test_failed_benchmark_is_stored_as_failed(tmp_path):
     folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
     state = folder / "003_run" / "cmd_11.state"
-    broken = json.loads(state.read_text())
+    broken = yaml.safe_load(state.read_text())
     broken["err"] = 1
-    state.write_text(json.dumps(broken))
+    state.write_text(yaml.dump(broken))
     (folder / "003_run" / "cmd_11.output").write_text((FIX / "xnvmeperf_error.txt").read_text())
     report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
     assert (report.imported, report.failed) == (1, 1)
@@ -347,6 +355,40 @@ def test_failed_benchmark_is_stored_as_failed(tmp_path):
     assert len(failed) == 1
     again = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
     assert (again.imported, again.skipped, again.failed) == (0, 2, 0)
+
+
+def test_a_frequency_log_off_its_start_is_noted_with_and_without_a_cpumask(tmp_path):
+    """A log's first sample is checked against its logger's start command: from the lines
+    derive read (a run with a cpumask), or, for cuda-run (no cpumask), read for the check."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    step = folder / "003_run"
+    (step / "cmd_06.output").write_text(cpufreq_text(T0 + 30))  # repetition 0: 30 s late
+    state = yaml.safe_load((step / "cmd_11.state").read_text())
+    state["cmd"] = ("/usr/bin/time xnvmeperf cuda-run --qdepth 128 --iosize 512 --runtime 10 "
+                    "--nqueues 2 --iopattern randread " + " ".join(DEVICES))
+    (step / "cmd_11.state").write_text(yaml.dump(state))
+    (step / "cmd_11.output").write_text((FIX / "xnvmeperf_cuda_run.txt").read_text())
+    (step / "cmd_13.output").write_text(cpufreq_text(T0 + 20 - 40))  # repetition 1: 40 s early
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert report.imported == 2
+    off = [n for n in report.notes if "its timestamps may not be UTC" in n]
+    assert len(off) == 2
+    assert "starts at +30.0 s from the logger's start" in off[0]
+    assert off[1].startswith("003_run/cmd_11.output: the frequency log starts at -40.0 s")
+
+
+@pytest.mark.parametrize("state, message", [
+    ('{"cmd": "lscpu -e", "begin": 1, "end": 2}', "line 1: expected 'key: value'"),
+    ("begin: 1\nend: 2\n", "a CIJOE .state without 'cmd'"),
+    ("begin: x\ncmd: lscpu -e\nend: 2\n", "a CIJOE .state without numeric 'begin' and 'end'"),
+    ("begin: 1\ncmd: lscpu -e\nend: 0x2\n", "line 3: key 'end': '0x2' is a YAML 1.1 number"),
+])
+def test_malformed_state_is_refused_naming_the_file(tmp_path, state, message):
+    folder = make_cijoe(tmp_path / "src")
+    (folder / "003_run" / "cmd_01.state").write_text(state)
+    with pytest.raises(ParseError, match=f"^cijoe-output:003_run/cmd_01.state: {message}"):
+        import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert not (tmp_path / "data" / "raw").exists()
 
 
 def test_experiment_name_must_carry_the_prefix(mini):
@@ -488,6 +530,45 @@ def test_real_upcie_through_the_cpu_search_analysis(imported):
     # beyond 10 cores the rate falls: 16 cores are slower than the best point, CI excluded
     drop = ca.effect(upcie, reference, {"ncores": 16})
     assert drop["pct"] < 0 and drop["ci_high"] < 0
+
+
+@pytest.fixture(scope="module")
+def archive_files():
+    """{archive name: {member name: bytes}} of both real archives' regular files."""
+    files = {}
+    for archive in (UPCIE, PCIE):
+        with tarfile.open(archive) as tar:
+            files[archive.name] = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+    return files
+
+
+@real
+def test_real_states_commands_and_logs_read_as_the_general_parsers_read_them(archive_files):
+    """The importer's compiled-pattern readers give what YAML, shlex and a strptime-based
+    reading give, on every .state, command line and frequency log of both archives."""
+    states = logs = 0
+    for files in archive_files.values():
+        for name, data in files.items():
+            if not re.search(r"/\d{3}_[^/]+/cmd_\d+\.state$", name):  # a command's record
+                continue
+            state = parse_cijoe_state(data, name)
+            expected = yaml.load(data, Loader=yaml.CSafeLoader)
+            assert state == expected and all(type(state[k]) is type(expected[k]) for k in expected)
+            assert shell_words.split(state["cmd"]) == shlex.split(state["cmd"])
+            states += 1
+            if state["cmd"] == "cat /tmp/cpu_freq_logger.out":
+                log = files[name[:-len(".state")] + ".output"].decode()
+                parsed = parse_cpufreq_log(log, name)
+                assert [tuple(line) for line in parsed["lines"]] == strptime_lines(log)
+                pieces = log.split("\n")
+                kept = [p.split() for p in pieces[int(0.1 * len(pieces)):int(0.9 * len(pieces))]
+                        if p.strip()]
+                assert aisio_cpu_freqs(log, list(range(16)), name) == {
+                    cpu: (statistics.mean(int(p[1 + cpu]) for p in kept),
+                          statistics.pvariance([int(p[1 + cpu]) for p in kept]))
+                    for cpu in range(16)}
+                logs += 1
+    assert (states, logs) == (1459, 175)
 
 
 # --- the SPDK tools of a tool comparison that used thread siblings -----------------------------

@@ -6,14 +6,19 @@ malformed inputs are built here from them.
 
 from __future__ import annotations
 
+import random
+import shlex
 import statistics
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from iolab.errors import ParseError
-from iolab.parsers.cpufreq_log import FreqSample, aisio_cpu_freqs, parse_cpufreq_log
+from iolab.parsers import shell_words
+from iolab.parsers.cijoe_state import parse_cijoe_state
+from iolab.parsers.cpufreq_log import FreqLine, aisio_cpu_freqs, mean_pvariance, parse_cpufreq_log
 from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
 from iolab.parsers.gnu_time import parse_gnu_time_default
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
@@ -154,19 +159,38 @@ def test_gnu_time_malformed(body, message):
 
 # --- CPU frequency logger -----------------------------------------------------------------------
 
-def test_cpufreq_log_long_format_and_partial_last_line():
+def strptime_lines(text: str) -> list[tuple[datetime, tuple[int, ...]]]:
+    """The log's complete lines read with a general date parser, as the parser did before it
+    used one compiled pattern: what it must still give."""
+    lines = [line for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+             if line.strip()]
+    if not text.endswith("\n"):
+        lines = lines[:-1]
+    return [(datetime.strptime(line.split()[0], "%Y-%m-%d_%H:%M:%S"),
+             tuple(int(t) for t in line.split()[1:])) for line in lines]
+
+
+def test_cpufreq_log_lines_and_partial_last_line():
     r = parse_cpufreq_log(text("cpufreq.log"), "f.log")
-    assert r["ncpus"] == 4 and r["nlines"] == 11
+    assert r["ncpus"] == 4 and len(r["lines"]) == 11
     assert r["notes"] == ["line 12: dropped a partial last line (the logger was stopped while "
                           "writing it)"]
-    assert len(r["samples"]) == 44
-    assert r["samples"][:4] == [
-        FreqSample(0, datetime(2026, 1, 1, 0, 0, 0), 1000000),
-        FreqSample(1, datetime(2026, 1, 1, 0, 0, 0), 2000000),
-        FreqSample(2, datetime(2026, 1, 1, 0, 0, 0), 800000),
-        FreqSample(3, datetime(2026, 1, 1, 0, 0, 0), 3000000),
-    ]
-    assert r["samples"][-1] == FreqSample(3, datetime(2026, 1, 1, 0, 0, 5), 2990000)
+    assert r["lines"][0] == FreqLine(datetime(2026, 1, 1, 0, 0, 0),
+                                     (1000000, 2000000, 800000, 3000000))
+    assert r["lines"][-1] == FreqLine(datetime(2026, 1, 1, 0, 0, 5),
+                                      (2000000, 2000000, 800010, 2990000))
+    assert [tuple(line) for line in r["lines"]] == strptime_lines(text("cpufreq.log"))
+
+
+def test_cpufreq_log_as_a_general_date_parser_reads_it():
+    # leading blanks, tabs, CRLF, blank lines and a last line that only lacks its newline
+    body = (" 2026-02-28_23:59:59\t1 2 \r\n\n2026-03-01_00:00:00 3  4\r\n"
+            "2026-12-31_10:20:30 5 6 \n2026-12-31_10:20:31 7 8")
+    r = parse_cpufreq_log(body, "f")
+    assert [tuple(line) for line in r["lines"]] == strptime_lines(body)
+    assert r["lines"][1] == FreqLine(datetime(2026, 3, 1), (3, 4))
+    assert r["notes"] == ["line 5: dropped a partial last line (the logger was stopped while "
+                          "writing it)"]
 
 
 def test_cpufreq_aisio_summary_counts_the_piece_after_the_last_newline():
@@ -177,26 +201,203 @@ def test_cpufreq_aisio_summary_counts_the_piece_after_the_last_newline():
     assert r[2] == (800005, statistics.pvariance(range(800001, 800010)))
 
 
+@pytest.mark.parametrize("values", [
+    [5], [1, 2], [1, 2, 4], [2, 4, 6, 8], [0, 0, 0], [3000000, 3000001, 3000003],
+    [4_000_000, 800_000, 2_900_123, 3_333_333, 1_234_567, 999_999, 3_000_000],
+    [7] * 17 + [8], list(range(800001, 800010)),
+])
+def test_mean_pvariance_is_statistics_exactly(values):
+    mean, variance = mean_pvariance(values)
+    assert (mean, variance) == (statistics.mean(values), statistics.pvariance(values))
+    # the same type too: an int where the exact result is whole, as statistics gives
+    assert (type(mean), type(variance)) == (type(statistics.mean(values)),
+                                            type(statistics.pvariance(values)))
+
+
+def test_mean_pvariance_random_columns():
+    rng = random.Random(13)
+    for _ in range(2000):
+        values = [rng.choice((800000, 3000000, 4000000)) + rng.randrange(-5000, 5000)
+                  for _ in range(rng.randint(1, 40))]
+        assert mean_pvariance(values) == (statistics.mean(values), statistics.pvariance(values))
+
+
 def test_cpufreq_empty_and_unsupported():
     assert parse_cpufreq_log("", "f")["notes"] == ["empty log: no samples"]
     r = parse_cpufreq_log("UNSUPPORTED\n", "f")
-    assert r["samples"] == [] and "UNSUPPORTED" in r["notes"][0]
+    assert r["lines"] == [] and "UNSUPPORTED" in r["notes"][0]
 
 
 @pytest.mark.parametrize("body, message", [
     ("2026-01-01_00:00:00 1 2\n2026-01-01_00:00:01 1\n2026-01-01_00:00:02 1 2\n", "line 2: 1 CPU values"),
-    ("2026-01-01 00:00:00 1 2\n2026-01-01_00:00:01 1 2\n", "line 1: expected 'YYYY-MM-DD_HH:MM:SS'"),
-    ("2026-01-01_00:00:00 1 2\n2026-01-01_00:00:01 1 x\n2026-01-01_00:00:02 1 2\n", "line 2"),
+    ("2026-01-01 00:00:00 1 2\n2026-01-01_00:00:01 1 2\n",
+     "line 1: expected 'YYYY-MM-DD_HH:MM:SS' first, got '2026-01-01'"),
+    ("2026-1-1_0:00:00 1 2\n2026-01-01_00:00:01 1 2\n",
+     "line 1: expected 'YYYY-MM-DD_HH:MM:SS' first, got '2026-1-1_0:00:00'"),
+    ("2026-01-01_00:00:00 1 2\n2026-01-01_00:00:01 1 x\n2026-01-01_00:00:02 1 2\n",
+     "line 2: expected integer kHz values after the timestamp, got 'x'"),
+    ("2026-01-01_00:00:00 1 +2\n2026-01-01_00:00:01 1 2\n", "line 1: .*got '\\+2'"),
+    ("2026-01-01_00:00:00 1 ２\n2026-01-01_00:00:01 1 2\n", "line 1: .*got '２'"),
+    ("2026-01-01_00:00:00 1\u00a02\n2026-01-01_00:00:01 1 2\n",
+     "line 1: expected values separated by spaces"),
+    ("2026-02-30_00:00:00 1 2\n2026-01-01_00:00:01 1 2\n",
+     "line 1: '2026-02-30_00:00:00' is not a date and time \\(day is out of range"),
+    ("2026-01-01_24:00:00 1 2\n2026-01-01_00:00:01 1 2\n", "line 1: .* is not a date and time"),
     ("2026-01-01_00:00:00\n2026-01-01_00:00:01 1 2\n", "line 1: a timestamp without CPU values"),
 ])
 def test_cpufreq_malformed(body, message):
-    with pytest.raises(ParseError, match=message):
+    with pytest.raises(ParseError, match=f"^f: {message}"):
         parse_cpufreq_log(body, "f")
 
 
-def test_cpufreq_aisio_summary_missing_column():
+def test_cpufreq_aisio_summary_malformed():
     with pytest.raises(ParseError, match="no column for CPU 9"):
         aisio_cpu_freqs(text("cpufreq.log"), [9], "f")
+    lines = text("cpufreq.log").split("\n")
+    lines[5] = lines[5].replace("_00:00:02", "_00:00:99")
+    with pytest.raises(ParseError, match="^f: line 6: '2026-01-01_00:00:99' is not a date"):
+        aisio_cpu_freqs("\n".join(lines), [0], "f")
+
+
+# --- CIJOE command records (.state) -------------------------------------------------------------
+
+# The shape CIJOE's yaml.dump writes (keys sorted, a long value folded onto an indented line);
+# the values are made up.
+STATE = """begin: 1767225600.0364695
+cmd: /usr/bin/time xnvmeperf run --cpumask 0001 --qdepth 128 --iosize 512 --runtime
+  10 --iopattern randread --be upcie 0000:01:00.0 0000:02:00.0
+cwd: None
+elapsed: 10.803450107574463
+end: 1767225610.8399196
+err: -15
+is_done: true
+output_dpath: /root/cijoe-output/003_run
+output_fpath: /root/cijoe-output/003_run/cmd_04.output
+"""
+
+# Commands that yaml.dump writes in each style: plain, folded, single- and double-quoted
+# (non-ASCII, control characters, escapes folded across lines), and values that only quotes
+# keep text.
+AWKWARD = [
+    "lscpu -e", "x" * 200, "echo 'a: b' # not a comment", "a: b " * 30, "a  b\n\nc\n", "  lead",
+    "trail  ", "#x", "- x", "? y", ": z", "123", "1.5", "0x1F", "2026-01-01", "true", "null", "~",
+    "", "it's", 'say "hi"', "a\\b" * 30, "über straße", "€" * 40 + " x" * 30, "tab\there",
+    "ctl\x01\x1b", "nl\u2028ls\x85", "\ufeffbom", "for cpu in 0 1; do cpupower -c $cpu "
+    "frequency-set -g performance; done", 'screen -dm bash -c "dcgmi dmon -d 100 > /tmp/d.txt"',
+    "[a, b]", "{a: 1}", "&anchor", "*alias", "!tag", "|", ">", "%", "@", "`", "=", "<<",
+]
+
+
+def same_values(ours: dict, theirs: dict) -> bool:
+    """Equal keys and values, of the same types (True is not 1 here)."""
+    return ours == theirs and all(type(ours[k]) is type(theirs[k]) for k in theirs)
+
+
+def test_cijoe_state_golden():
+    state = parse_cijoe_state(STATE.encode(), "cmd_04.state")
+    assert state == {
+        "begin": 1767225600.0364695,
+        "cmd": "/usr/bin/time xnvmeperf run --cpumask 0001 --qdepth 128 --iosize 512 --runtime "
+               "10 --iopattern randread --be upcie 0000:01:00.0 0000:02:00.0",
+        "cwd": "None", "elapsed": 10.803450107574463, "end": 1767225610.8399196, "err": -15,
+        "is_done": True, "output_dpath": "/root/cijoe-output/003_run",
+        "output_fpath": "/root/cijoe-output/003_run/cmd_04.output"}
+    assert same_values(state, yaml.safe_load(STATE))
+
+
+@pytest.mark.parametrize("width", [80, 12, 10**6])
+@pytest.mark.parametrize("cmd", AWKWARD)
+def test_cijoe_state_reads_what_yaml_dump_writes(cmd, width):
+    state = {"begin": 1767225600.5, "cmd": cmd, "cwd": "None", "elapsed": 5e-06, "end": 0,
+             "err": 0, "is_done": False, "output_fpath": cmd[:20]}
+    text = yaml.dump(state, width=width)  # as CIJOE writes it (at its default width, 80)
+    assert same_values(parse_cijoe_state(text.encode(), "s"), yaml.safe_load(text)), text
+
+
+def test_cijoe_state_random_commands_read_as_yaml_reads_them():
+    rng = random.Random(13)
+    alphabet = list("ab xz:#'\"\\-?,[]{}&*!|>%@`\t\n0.e+~") + ["é", "€", "\x01", "\u2028", "  "]
+    for _ in range(1500):
+        cmd = "".join(rng.choice(alphabet) for _ in range(rng.choice((3, 20, 120))))
+        text = yaml.dump({"cmd": cmd, "err": rng.choice((0, -15)), "begin": rng.random() * 2e9},
+                         width=rng.choice((80, 10)))
+        assert same_values(parse_cijoe_state(text.encode(), "s"), yaml.safe_load(text)), text
+
+
+@pytest.mark.parametrize("body, message", [
+    ('{"begin": 1, "cmd": "x"}', "line 1: expected 'key: value' or a value continued"),
+    ("  cmd: x\n", "line 1: expected 'key: value'"),
+    ("cmd: x\n\tmore\n", "line 2: expected 'key: value'"),
+    ("cmd: x\n---\nerr: 0\n", "line 2: expected 'key: value'"),
+    ("cmd: x # a comment\n", "line 1: key 'cmd': 'x # a comment' is not a plain value"),
+    ("err: 0\ncmd: a: b\n", "line 2: key 'cmd': 'a: b' is not a plain value"),
+    ("cmd: [a, b]\n", "line 1: key 'cmd': '\\[a, b\\]' is not a plain value"),
+    ("cmd: |\n  x\n", "line 1: key 'cmd': .* is not a plain value"),
+    ("cmd: &a x\n", "line 1: key 'cmd': .* is not a plain value"),
+    ("cmd: - x\n", "line 1: key 'cmd': .* is not a plain value"),
+    ("err: 0x1F\n", "line 1: key 'err': '0x1F' is a YAML 1.1 number, date or merge key"),
+    ("err: 017\n", "line 1: key 'err': '017' is a YAML 1.1 number"),
+    ("begin: 1_000.5\n", "line 1: key 'begin': '1_000.5' is a YAML 1.1 number"),
+    ("begin: 2026-01-01\n", "line 1: key 'begin': '2026-01-01' is a YAML 1.1 number, date"),
+    ("cmd: <<\n", "line 1: key 'cmd': '<<' is a YAML 1.1"),
+    ("cmd: 'abc\n", "line 1: key 'cmd': no closing quote '"),
+    ('cmd: "abc\\"\n', "line 1: key 'cmd': no closing quote \""),
+    ("err: 0\ncmd: 'a' b\n", "line 2: key 'cmd': 'b' after the closing quote"),
+    ('cmd: "a\\qb"\n', "line 1: key 'cmd': unknown escape \\\\q"),
+    ('cmd: "\\x4g"\n', "line 1: key 'cmd': unknown escape \\\\x"),
+    ('cmd: "\\UFFFFFFFF"\n', "line 1: key 'cmd': \\\\UFFFFFFFF is not a character"),
+    ("yes: 1\n", "line 1: key 'yes' reads as a YAML null or boolean"),
+    ("cmd: a\x01b\n", "character '\\\\x01' at offset 6: not in a CIJOE .state"),
+    ("cmd: a\u2028b\n", "character '\\\\u2028'"),
+    (b"cmd: \xff\n", "not UTF-8 text"),
+])
+def test_cijoe_state_malformed(body, message):
+    data = body if isinstance(body, bytes) else body.encode()
+    with pytest.raises(ParseError, match=f"^003_run/cmd_01.state: {message}"):
+        parse_cijoe_state(data, "003_run/cmd_01.state")
+
+
+def test_cijoe_state_empty_and_value_on_the_next_line():
+    assert parse_cijoe_state(b"", "s") == {}
+    text = "cmd:\n  lscpu\n  -e\nerr:\n"
+    assert same_values(parse_cijoe_state(text.encode(), "s"), yaml.safe_load(text))
+    assert parse_cijoe_state(text.encode(), "s") == {"cmd": "lscpu -e", "err": None}
+
+
+# --- command lines ------------------------------------------------------------------------------
+
+def shlex_or_error(cmd: str):
+    try:
+        return shlex.split(cmd)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+def words_or_error(cmd: str):
+    try:
+        return shell_words.split(cmd)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+@pytest.mark.parametrize("cmd", [
+    "", "   ", "lscpu -e", " a\tb\r\nc ", "a\x0bb\x0cc", "pkill -f dcgmi; sleep 0.2",
+    'screen -dm bash -c "dcgmi dmon -d 100 -i 0 -e 1009,1010 > /tmp/dcgm_monitor.txt"',
+    "spdk_nvme_perf -r 'trtype:PCIe traddr:0000:01:00.0' -c 3", "a''b ''", 'a""b ""',
+    r"a\ b\\c \'d\"", r'"a\"b\\c\$d\n"', r"'a\b'", 'x"y z"w', "for cpu in 0 1; do echo $cpu; done",
+    "'unclosed", '"unclosed', 'trailing\\', '"escape at the end\\', "'single \\",
+    '"a\\\\"b', "é ü\u00a0x",
+])
+def test_shell_words_split_as_shlex(cmd):
+    assert words_or_error(cmd) == shlex_or_error(cmd)
+
+
+def test_shell_words_random_lines_split_as_shlex():
+    rng = random.Random(13)
+    alphabet = list("ab '\"\\\t\n\r$#;|&\x0b") + ["é", "\u00a0"]
+    for _ in range(20000):
+        cmd = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert words_or_error(cmd) == shlex_or_error(cmd), repr(cmd)
 
 
 # --- DCGM dmon ---------------------------------------------------------------------------------

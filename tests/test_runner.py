@@ -68,7 +68,8 @@ def test_campaign_runs_resumes_and_tidies(tiny):
     store = camp.store
     assert_whole(store)
     m = store.complete_runs()[0].manifest
-    assert m.argv[0] == "scripts/drivers/fio.sh" and m.exit_code == 0 and m.schema_version == 2
+    assert m.argv[:2] == ["fio", "--output-format=json+"] and m.driver == "fio.sh"
+    assert m.exit_code == 0 and m.schema_version == 2
     assert m.tool_version.startswith("fio-") and m.overrides["runtime_s"] == 1
     host = json.loads(store.host_path.read_text())
     assert host["fingerprint"] == m.host_fingerprint
@@ -97,7 +98,7 @@ def test_campaign_runs_resumes_and_tidies(tiny):
 
 
 def test_stored_fio_output_has_latency_histogram_bins(tiny):
-    """fio.sh asks for json+; nothing on the command line may turn it back into json."""
+    """The adapter asks for json+; nothing on the command line may turn it back into json."""
     camp, _ = tiny
     camp.run(progress=False, limit=1)
     run = camp.store.complete_runs()[0]

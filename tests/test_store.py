@@ -48,6 +48,31 @@ def test_commit_refuses_to_overwrite(store):
         store.commit(tmp, manifest())
 
 
+def test_a_batch_syncs_once_and_renames_at_its_end(store, monkeypatch):
+    from iolab.core import store as storemod
+
+    syncs = []
+    monkeypatch.setattr(storemod, "sync_filesystem", syncs.append)
+    with store.batch():
+        commit_one(store, "aaaaaaaaaaaa-r0")
+        commit_one(store, "aaaaaaaaaaaa-r1")
+        with pytest.raises(IolabError, match="already stored"):
+            commit_one(store, "aaaaaaaaaaaa-r1")  # pending counts as stored
+        assert store.complete_ids() == set() and not syncs  # nothing in place yet
+    assert syncs == [store.root]
+    assert store.complete_ids() == {"aaaaaaaaaaaa-r0", "aaaaaaaaaaaa-r1"}
+
+
+def test_runs_finished_before_an_error_in_a_batch_are_committed(store):
+    with pytest.raises(KeyboardInterrupt):
+        with store.batch():
+            commit_one(store, "bbbbbbbbbbbb-r0")
+            store.begin("bbbbbbbbbbbb-r1")  # unfinished: stays a temporary folder
+            raise KeyboardInterrupt
+    assert store.complete_ids() == {"bbbbbbbbbbbb-r0"}
+    assert len(store.stale_tmp_dirs()) == 1
+
+
 def test_unfinished_tmp_folder_is_not_complete(store):
     tmp = store.begin("abc123def456-r1")
     (tmp / "stdout").write_text("half")

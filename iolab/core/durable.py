@@ -6,16 +6,39 @@ knob journal. Not responsible for: what is written or where.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def fsync_dir(path: Path) -> None:
     """Make a rename or unlink inside ``path`` survive a power loss."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Make every file written so far on ``path``'s filesystem durable, in one call.
+
+    One syncfs(2) replaces an fsync per file and per folder: a run folder of ten raw files
+    and a manifest then costs one flush instead of a dozen. Where syncfs is missing (not
+    Linux), every file under ``path`` and the folder itself are synced one by one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        syncfs = getattr(_LIBC, "syncfs", None)
+        if syncfs is not None and syncfs(fd) == 0:
+            return
+        for f in Path(path).rglob("*"):
+            if f.is_file():
+                with open(f, "rb+") as fh:
+                    os.fsync(fh.fileno())
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -31,7 +31,13 @@ def short_hash(obj: Any, length: int = 12) -> str:
 
 def run_id(identity: dict[str, Any], rep: int) -> str:
     """``<12-hex hash of the identity>-r<rep>``: every repetition of a point shares the hash."""
-    return f"{short_hash(identity)}-r{rep}"
+    return run_ids(identity, rep + 1)[rep]
+
+
+def run_ids(identity: dict[str, Any], repetitions: int) -> list[str]:
+    """The run ids of repetitions 0 .. ``repetitions``-1 of a point, its identity hashed once."""
+    digest = short_hash(identity)
+    return [f"{digest}-r{rep}" for rep in range(repetitions)]
 
 
 def config_id(experiment: str, environment: str, settings: dict[str, Any]) -> str:

@@ -22,12 +22,9 @@ from typing import Any
 CACHE_VERSION = 1
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
+def sha256_file(path: str | Path) -> str:
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 class Checker:
@@ -50,11 +47,14 @@ class Checker:
 
     def check(self, run_dir: Path, files: dict[str, dict[str, Any]]) -> str | None:
         """What is wrong with the run's raw files, or None when each matches its record."""
+        # plain strings, not Path objects: a cold table checks tens of thousands of files
+        folder = os.fspath(run_dir)
+        run_name = os.path.basename(folder)
         for name, record in sorted(files.items()):
-            path = Path(run_dir) / name
-            key = f"{Path(run_dir).name}/{name}"
+            path = os.path.join(folder, name)
+            key = f"{run_name}/{name}"
             try:
-                st = path.stat()
+                st = os.stat(path)
             except FileNotFoundError:
                 return f"{name} is missing (run.json records it)"
             except OSError as exc:

@@ -90,10 +90,14 @@ class RunManifest:
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as a dict for JSON. Shallow: the values are shared with the manifest,
+        not copied (dataclasses.asdict's deep copy was most of a commit's cost), so the
+        result is for serializing, not for editing."""
+        return {name: getattr(self, name) for name in _FIELD_ORDER}
 
 
-_FIELDS = {f.name for f in dataclasses.fields(RunManifest)}
+_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(RunManifest))
+_FIELDS = set(_FIELD_ORDER)
 _REQUIRED = {f.name for f in dataclasses.fields(RunManifest)
              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
 
@@ -161,6 +165,11 @@ def from_v1(doc: dict[str, Any], *, identity: dict[str, Any], settings: dict[str
         files=doc.get("files", {}),
         migrated_from={"schema_version": 1, "run_id": doc["run_id"], "migrated_at": None})
     return RunManifest(**{**common, **fields})
+
+
+def write_plain(path: Path, manifest: RunManifest) -> None:
+    """Write a manifest into a run folder that is not in place yet (the caller syncs)."""
+    Path(path).write_text(json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n")
 
 
 def write(path: Path, manifest: RunManifest) -> None:

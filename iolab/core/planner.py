@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from iolab.core.identity import canonical_json, run_id
+from iolab.core.identity import canonical_json, run_ids
 from iolab.core.spec import Spec
 from iolab.errors import InputError
 
@@ -273,15 +273,15 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
             raise InputError(" + ".join(spec.sources), exc.key, f"{exc.problem}, in the point "
                              f"{_where_text({k: [v] for k, v in point.params.items()})} of "
                              f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
+        ids = run_ids(ident, spec.repetitions)
         if where and not _matches(where, point.params):
             filtered += 1
-            known.update(run_id(ident, rep) for rep in range(spec.repetitions))
+            known.update(ids)
             if not point.excluded_by and not (blockers and blockers(point.params)):
                 left_out.append(point)
             continue
         blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
-        for rep in range(spec.repetitions):
-            rid = run_id(ident, rep)
+        for rep, rid in enumerate(ids):
             if point.excluded_by:
                 status, reasons = "excluded", [point.excluded_by]
             elif rid in stored:

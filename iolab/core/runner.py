@@ -22,12 +22,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import select
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from iolab import __version__
 from iolab.core.identity import config_id
@@ -36,14 +38,13 @@ from iolab.core import datadir, locks, procs
 from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, knob_needs,
                                  make_plan)
 from iolab.core.spec import Spec
-from iolab.core.tidy import WINDOW_FILE
+from iolab.core.rows import WINDOW_FILE
 from iolab.core.store import corrupt_message, open_store
 from iolab.errors import IolabError, ParseError, ToolError
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
 from iolab.host.journal import KnobSession, restore_from_journal
 from iolab.host.knobset import make_knobs
-from iolab.paths import REPO_ROOT
-from iolab.tools.base import Program, cpu_mask, driver_version
+from iolab.tools.base import Program, cpu_mask
 
 CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
 TIMEOUT_MARGIN_S = 180.0            # beyond runtime and ramp, before a driver is killed
@@ -133,7 +134,7 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
             if not ok:
                 out.append(f"needs knob {knob}={value}, which this host cannot control ({why})")
         invocation = experiment.invocation(settings, params)
-        if experiment.adapter(invocation).driver is None:
+        if not experiment.adapter(invocation).runnable:
             out.append(f"{invocation.tool} has no driver in scripts/drivers/ yet (this package "
                        "only reads its output from archives so far)")
         host = experiment.host_block(settings, params, topo)
@@ -208,6 +209,25 @@ def program_status(experiment: RunnableExperiment, settings: dict, runs: list[Pl
                                     {**program.status(), "needed_now": False})
             entry["needed_now"] |= now
     return list(seen.values())
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
+    """``proc.wait(timeout)`` without its polling: Popen.wait with a timeout sleeps in steps
+    of up to 50 ms, which a short run pays on top of what it measures. A pidfd (Linux 5.3)
+    wakes this the moment the process exits; where there is none, Popen.wait is used."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return proc.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        # poll is restarted after a signal handler returns (PEP 475), with the time left
+        if not poller.poll(timeout * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 class _Terminated(KeyboardInterrupt):
@@ -289,14 +309,14 @@ class _Campaign:
         if launch.cpus is not None:
             (tmp / CPUS_FILE).write_text(json.dumps({"cpus": launch.cpus,
                                                      "mask": cpu_mask(launch.cpus)}) + "\n")
-        driver = str(adapter.driver_path)
-        driver_rel = str(adapter.driver_path.relative_to(REPO_ROOT))
+        driver_rel, driver_version = adapter.driver_record()
+        driver = str(adapter.driver_path) if adapter.driver is not None else None
         manifest = RunManifest(
             run_id=planned.run_id, identity=planned.identity, experiment=self.exp.name,
             environment=self.spec.environment, rep=planned.rep, point=params,
             grids=planned.point.grids, settings=self.settings, config_id=self.config_id,
             tool=adapter.name, tool_version=self.versions.get(adapter.name),
-            driver=driver_rel, driver_version=driver_version(adapter.driver_path),
+            driver=driver_rel, driver_version=driver_version,
             # the driver is recorded repository-relative; it may follow a wrapper (GNU time)
             argv=[driver_rel if a == driver else a for a in launch.argv], cpus=launch.cpus,
             knobs=knob_record, collectors=[c.name for c in collectors],
@@ -343,7 +363,7 @@ class _Campaign:
                 for c in collectors:
                     c.attach(self.proc.pid)
                 try:
-                    exit_code = self.proc.wait(timeout=timeout)
+                    exit_code = wait_exit(self.proc, timeout)
                 except subprocess.TimeoutExpired:
                     self.end_driver(tmp)
                     exit_code = self.proc.wait()
@@ -406,11 +426,13 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                  where: dict[str, list[Any]] | None = None, limit: int | None = None,
                  keep_going: bool = False, progress: bool = True, allow_host_change: bool = False,
                  knobs: dict | None = None, journal_path: Path | None = None,
-                 max_runs: int = MAX_RUNS) -> CampaignResult:
+                 max_runs: int = MAX_RUNS,
+                 show_plan: Callable[[Plan], None] | None = None) -> CampaignResult:
     """Run every selected run of the plan (all runs still to do, or ``limit`` of them).
 
     Holds the data directory's lock and the host lock throughout; before anything else it
     ends what a killed campaign on the same data left running and restores its knobs.
+    ``show_plan`` is given the plan, made once under the locks, before anything runs.
     """
     data_dir = datadir.check(Path(data_dir))
     check_size(spec, max_runs)
@@ -422,7 +444,7 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
             _run_locked(experiment, spec, data_dir, result, owner, where=where, limit=limit,
                         keep_going=keep_going, progress=progress,
                         allow_host_change=allow_host_change, knobs=knobs,
-                        journal_path=journal_path, max_runs=max_runs)
+                        journal_path=journal_path, max_runs=max_runs, show_plan=show_plan)
     except OSError as exc:
         # e.g. a full disk: the unfinished run was discarded and the knobs restored on the
         # way out; what is stored is complete
@@ -432,8 +454,12 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
 
 def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                 result: CampaignResult, owner: procs.Owned, *, where, limit, keep_going,
-                progress, allow_host_change, knobs, journal_path, max_runs) -> None:
-    from tqdm.auto import tqdm
+                progress, allow_host_change, knobs, journal_path, max_runs,
+                show_plan) -> None:
+    if "IPython" in sys.modules:  # in a notebook's kernel: its widget bar
+        from tqdm.auto import tqdm
+    else:  # tqdm.auto would import IPython only to find out, a third of a second
+        from tqdm import tqdm
 
     # a killed campaign's fio would still be measuring beside this one's
     result.messages += procs.end_leftovers(data_dir)
@@ -441,6 +467,8 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     topo = topology()
     plan = plan_for(experiment, spec, data_dir, where=where, limit=limit, knobs=knobs, topo=topo,
                     max_runs=max_runs)
+    if show_plan is not None:
+        show_plan(plan)
     if plan.corrupt:
         raise IolabError(corrupt_message(plan.corrupt, "this campaign") + ". Nothing was run.")
     unwritable = scratch_problems(experiment, spec)

@@ -28,15 +28,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from iolab.core import integrity
 from iolab.core.integrity import sha256_file
 from iolab.core import manifest as mf
-from iolab.core.durable import fsync_dir, write_json_atomic
+from iolab.core.durable import sync_filesystem, write_json_atomic
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.errors import InputError, IolabError
 from iolab.paths import check_name
@@ -106,6 +107,8 @@ class Store:
         self.host_path = self.root / "host.json"
         self.verify_cache_path = (self.data_dir / "cache" / "verified" / experiment
                                   / f"{environment}.json")
+        # inside batch(): finished run folders and where they go, renamed at its end
+        self._pending: list[tuple[Path, Path]] | None = None
 
     # -- host record -------------------------------------------------------------------
     def read_host(self) -> dict[str, Any] | None:
@@ -268,6 +271,9 @@ class Store:
     def begin(self, run_id: str) -> Path:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.runs_dir / f"{TMP_PREFIX}{run_id}-{os.getpid()}"
+        if any(t == tmp for t, _ in self._pending or []):
+            raise IolabError(f"{self.runs_dir / run_id}: a run with this id is already stored "
+                             "(in this batch); refusing to overwrite it")
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
@@ -275,36 +281,58 @@ class Store:
 
     @staticmethod
     def file_records(folder: Path) -> dict[str, dict[str, Any]]:
-        """sha256 and size of every raw file of a run folder (synced to disk first)."""
+        """sha256 and size of every raw file of a run folder."""
         files = {}
         for f in sorted(folder.iterdir()):
             if f.is_file() and f.name != mf.FILE and not f.name.startswith("."):
-                with open(f, "rb+") as fh:
-                    os.fsync(fh.fileno())
                 files[f.name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
         return files
 
-    def _finish(self, tmp: Path, manifest: RunManifest, status: str) -> None:
+    def _finish(self, tmp: Path, manifest: RunManifest, status: str, dest: Path) -> None:
+        """The manifest written beside the raw files, everything made durable at once, then
+        the folder renamed into place (in a batch: at the batch's end). The folder is not a
+        run until it is renamed, so the manifest needs no atomic write of its own.
+
+        The rename is not synced on its own: a power loss that undoes it leaves a complete
+        folder under its temporary name, which the next campaign moves to ``partial/`` and
+        runs again; the run's content is durable before the rename either way, and the next
+        sync makes the rename durable too."""
         manifest.status = status
         manifest.files = self.file_records(tmp)
-        mf.write(tmp / mf.FILE, manifest)
-        fsync_dir(tmp)
+        mf.write_plain(tmp / mf.FILE, manifest)
+        if self._pending is not None:
+            self._pending.append((tmp, dest))
+            return
+        sync_filesystem(tmp)
+        os.rename(tmp, dest)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commits inside wait for its end, where one sync makes all of them durable and
+        each folder is then renamed into place: an import of hundreds of runs costs one
+        flush, not one per run. Runs finished before an error are committed all the same."""
+        self._pending = []
+        try:
+            yield
+        finally:
+            pending, self._pending = self._pending, None
+            if pending:
+                sync_filesystem(self.root)
+                for tmp, dest in pending:
+                    os.rename(tmp, dest)
 
     def commit(self, tmp: Path, manifest: RunManifest) -> Path:
-        """Write the manifest, then rename the folder into place (the atomic step)."""
+        """Write the manifest, sync, then rename the folder into place (the atomic step)."""
         final = self.runs_dir / manifest.run_id
-        if final.exists():
+        if final.exists() or any(dest == final for _, dest in self._pending or []):
             raise IolabError(f"{final}: a run with this id is already stored; refusing to overwrite it")
-        self._finish(tmp, manifest, "ok")
-        os.rename(tmp, final)
-        fsync_dir(self.runs_dir)
+        self._finish(tmp, manifest, "ok", final)
         return final
 
     def commit_failed(self, tmp: Path, manifest: RunManifest) -> Path:
         self.failed_dir.mkdir(parents=True, exist_ok=True)
-        self._finish(tmp, manifest, "failed")
         dest = self.failed_dir / f"{manifest.run_id}@{_stamp()}"
-        os.rename(tmp, dest)
+        self._finish(tmp, manifest, "failed", dest)
         return dest
 
     def log(self, record: dict[str, Any]) -> None:

@@ -24,23 +24,21 @@ Responsible for: building, caching and checking the table. Not responsible for: 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
 from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.errors import IolabError
-from iolab.tools import registry
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
-WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
 _PACKAGE = Path(__file__).resolve().parent.parent
 # Code whose change can change a row; the experiment's own package is added per table.
-_PARSING_CODE = ("tools", "parsers", "core/tidy.py", "core/manifest.py", "experiments/base.py")
+_PARSING_CODE = ("tools", "parsers", "core/rows.py", "core/tidy.py", "core/manifest.py",
+                 "experiments/base.py")
 
 
 class TidySource(Protocol):
@@ -51,49 +49,6 @@ class TidySource(Protocol):
     def tidy_row(self, run: StoredRun) -> dict[str, Any]: ...
     def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> Any: ...
     def code_files(self) -> list[Path]: ...
-
-
-def _flat(value: Any) -> Any:
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
-
-
-def driver_window(run_dir: Path) -> tuple[int, int] | None:
-    path = Path(run_dir) / WINDOW_FILE
-    if not path.exists():
-        return None
-    w = json.loads(path.read_text())
-    return int(w["start_ns"]), int(w["end_ns"])
-
-
-def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, Any]],
-                 variables: list[str]) -> dict[str, Any]:
-    """The row of a run made by this package: see the module docstring for the columns.
-
-    Columns come in a fixed order (variables as the experiment declares them, settings
-    sorted), whatever order a manifest stored them in.
-    """
-    m = run.manifest
-    row: dict[str, Any] = {v: m.point[v] for v in variables if v in m.point}
-    row.update({k: v for k, v in m.point.items() if k not in row})
-    row.update({
-        "run.id": m.run_id, "run.rep": m.rep, "run.environment": m.environment,
-        "run.host_fingerprint": m.host_fingerprint, "run.config": m.config_id,
-        "run.tool": m.tool, "run.tool_version": m.tool_version,
-        "run.driver_version": m.driver_version, "run.started_at": m.started_at,
-        "run.duration_s": m.duration_s, "run.grids": ",".join(m.grids),
-        "run.cpus": ",".join(map(str, m.cpus)) if m.cpus is not None else None,
-    })
-    row.update({f"config.{k}": _flat(v) for k, v in sorted(m.settings.items())})
-    adapter = registry.adapter(m.tool)
-    row.update({f"{m.tool}.{k}": v for k, v in adapter.parse(run.path).items()})
-    window = adapter.window(run.path) or driver_window(run.path)
-    for name in m.collectors:
-        parsed = registry.collector(name).parse(run.path, window)
-        row.update({f"{name}.{k}": _flat(v) for k, v in parsed.items()})
-    for name, rec in (m.knobs or {}).items():
-        row[f"knob.{name}"] = _flat(rec.get("after") if isinstance(rec, dict) else rec)
-    row.update(derive(row))
-    return row
 
 
 def _digest(runs: list[StoredRun], code: str) -> str:
@@ -113,6 +68,51 @@ def _code(source: TidySource) -> str:
         paths += sorted(target.rglob("*.py")) if target.is_dir() else [target]
     paths += source.code_files()
     return "\n".join(p.read_text() for p in paths)
+
+
+def stat_key(campaign: Path, code: str) -> str:
+    """A key of the campaign as the file system describes it: every run folder's files
+    with their sizes and modification times, host.json's, and the parsing code. Equal keys
+    mean nothing was added, removed or rewritten since a table was built and its files
+    verified, so that table stands without reading a single manifest again."""
+    h = hashlib.sha256(code.encode())
+    host = campaign / "host.json"
+    if host.exists():
+        st = host.stat()
+        h.update(f"host.json\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    runs = campaign / "runs"
+    if not runs.is_dir():
+        return h.hexdigest()
+    with os.scandir(runs) as it:
+        folders = sorted((e.name, e.path) for e in it
+                         if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    for name, path in folders:
+        with os.scandir(path) as it:
+            files = sorted((e.name, e.stat(follow_symlinks=False)) for e in it)
+        h.update(name.encode())
+        h.update("".join(f"\0{n}\0{st.st_size}\0{st.st_mtime_ns}" for n, st in files).encode())
+    return h.hexdigest()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError:
+        pass  # best effort, like the cache itself
 
 
 def _write_cache(frame: pd.DataFrame, cpath: Path, dpath: Path, digest: str) -> None:
@@ -155,20 +155,30 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         if not store.root.exists():
             raise IolabError(f"{store.root}: no stored campaign for experiment '{source.name}', "
                              f"environment '{env}'")
+        cpath = cache_path(data_dir, source.name, env)
+        dpath, spath = cpath.with_suffix(".digest"), cpath.with_suffix(".stat")
+        # taken before the scan: a file that changes during it cannot match the next time
+        stamp = stat_key(store.root, code) if use_cache else ""
+        if use_cache and _read(spath) == stamp and cpath.exists():
+            frames.append(pd.read_parquet(cpath))
+            continue
+        if use_cache:
+            _remove(spath)  # until this table is built, no key may vouch for the cache
         runs, corrupt = store.scan()
         if corrupt and not skip_corrupt:
             raise IolabError(corrupt_message(corrupt, "its table") + "; or pass "
                              "--skip-corrupt to leave them out")
         skipped += len(corrupt)
         digest = _digest(runs, code)
-        cpath = cache_path(data_dir, source.name, env)
-        dpath = cpath.with_suffix(".digest")
-        if use_cache and cpath.exists() and dpath.exists() and dpath.read_text() == digest:
+        if use_cache and cpath.exists() and _read(dpath) == digest:
             frame = pd.read_parquet(cpath)
         else:
             frame = build(source, runs)
             if use_cache:
                 _write_cache(frame, cpath, dpath, digest)
+        if use_cache and not corrupt:
+            # a table that left corrupt runs out is rebuilt each time, so they are reported
+            _write_text(spath, stamp)
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not df.empty and df["run.host_fingerprint"].nunique() > 1 and not allow_mixed_hosts:

@@ -28,7 +28,7 @@ from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.schema import Choice, Field, Int, Number, Schema, in_order
 from iolab.core.store import StoredRun
-from iolab.core.tidy import standard_row
+from iolab.core.rows import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 from iolab.tools import registry
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
@@ -275,8 +275,11 @@ class Experiment:
             launch, _, adapter = self.launch(settings, point, topology)
         except Exception as exc:  # any failure to rebuild the argv means it cannot be verified
             return f"today's code cannot rebuild this run's argv: {exc}"
-        rel = str(adapter.driver_path.relative_to(REPO_ROOT))
-        today = [rel if a == str(adapter.driver_path) else a for a in launch.argv]
+        if adapter.driver is not None:
+            rel = str(adapter.driver_path.relative_to(REPO_ROOT))
+            today = [rel if a == str(adapter.driver_path) else a for a in launch.argv]
+        else:
+            today = adapter.recorded_argv(launch.argv)
         recorded = [a for a in doc.get("argv", []) if a not in adapter.output_only_args]
         if today != recorded:
             return (f"the recorded argv differs from what this version runs for the same "

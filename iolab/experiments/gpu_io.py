@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from iolab.core.schema import Choice, Int, ListOf, Text
 from iolab.core.store import StoredRun
@@ -43,6 +41,9 @@ from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
 from iolab.tools.dcgmi import DcgmDmon
 from iolab.tools.nvml import INSTALL as NVML_INSTALL
 from iolab.tools.nvml import NvmlPcie
+
+if TYPE_CHECKING:  # imported where a table is made: planning and running need no pandas
+    import pandas as pd
 
 BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]"
 MIB = 2 ** 20
@@ -143,6 +144,8 @@ def at_base(rows: pd.DataFrame, base: dict[str, Any], free: tuple[str, ...]) -> 
     and the benchmark let loose: one set of curves, never a pool of configurations. A value
     the rows did not record (None, such as the CPU state of AiSIO's cuda-run runs) does not
     select."""
+    import pandas as pd
+
     keep = pd.Series(True, index=rows.index)
     for key, value in base.items():
         if key not in free and key != "benchmark" and key in rows:

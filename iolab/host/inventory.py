@@ -15,9 +15,11 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from iolab import __version__
@@ -30,13 +32,32 @@ SCHEMA_VERSION = 1
 COMMAND_TIMEOUT_S = 20.0
 
 
-def _run(argv: list[str], timeout: float) -> tuple[str | None, str | None]:
-    """(stdout, None) on success, else (None, what went wrong)."""
+def version_output(argv: list[str] | tuple[str, ...],
+                   timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """What ``argv`` (a program asked for its version) printed, run once per process and
+    program: the plan and the host inventory both ask, and a campaign needs one answer.
+    Raises OSError or TimeoutExpired when it cannot run; failures are not remembered."""
+    exe = shutil.which(argv[0]) or argv[0]
+    return _version_output((exe, *argv[1:]), timeout)
+
+
+@lru_cache(maxsize=64)
+def _version_output(argv: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
+    # the C locale: a localized tool must print the same version everywhere
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False,
+                          timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "LC_ALL": "C"})
+
+
+def _run(argv: list[str], timeout: float, version: bool = False) -> tuple[str | None, str | None]:
+    """(stdout, None) on success, else (None, what went wrong). A tool's ``version`` is
+    asked through :func:`version_output`, once per process."""
     # lscpu translates its field names; the C locale keeps them parseable.
     env = {**os.environ, "LC_ALL": "C"}
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
-                              stdin=subprocess.DEVNULL, check=False)
+        done = (version_output(argv, timeout) if version else
+                subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                               stdin=subprocess.DEVNULL, check=False))
     except FileNotFoundError:
         return None, f"command not found: {argv[0]}"
     except subprocess.TimeoutExpired:
@@ -196,7 +217,7 @@ def collect_inventory(tools: dict[str, list[str]], *, root: SysRoot | None = Non
 
     tool_versions = {}
     for name, argv in tools.items():
-        out, error = _run(argv, timeout)
+        out, error = _run(argv, timeout, version=True)
         tool_versions[name] = {"argv": list(argv), "version": out.strip() if out else None,
                                "error": error}
 

@@ -49,14 +49,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.store import StoredRun
 from iolab.errors import ParseError
 from iolab.parsers.bdevperf import parse_bdevperf_text
-from iolab.parsers.cpufreq_log import aisio_cpu_freqs, parse_cpufreq_log
+from iolab.parsers.cijoe_state import parse_cijoe_state
+from iolab.parsers.cpufreq_log import FreqLine, aisio_cpu_freqs, parse_cpufreq_log
 from iolab.parsers.dcgm_dmon import aisio_p95, window_stats
 from iolab.parsers.gnu_time import parse_gnu_time_default
 from iolab.tools import dcgmi, xnvmeperf
@@ -86,6 +85,9 @@ class Derived:
     metrics: dict[str, Any]
     echo: dict[str, Any] | None = None  # xnvmeperf's argument echo
     cpu_freqs: dict[int, tuple[float, float]] | None = None  # AiSIO's (mean, variance) per CPU
+    # the frequency log's lines, where it was read (a run with a cpumask); the importer checks
+    # the log's clock with them rather than reading the log again
+    cpufreq_lines: list[FreqLine] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -182,18 +184,21 @@ def _cpufreq(run_dir: Path, cpus: list[int] | None, derived: Derived) -> dict[st
     text = path.read_text(encoding="utf-8", errors="replace")
     derived.cpu_freqs = aisio_cpu_freqs(text, cpus, str(path))
     parsed = parse_cpufreq_log(text, str(path))
+    derived.cpufreq_lines = parsed["lines"]
     derived.notes.extend(parsed["notes"])
     begin, end = _run_window(run_dir / STATE)
     wanted = set(cpus)
-    inside = [s.khz for s in parsed["samples"]
-              if s.cpu in wanted and s.timestamp >= begin and s.timestamp + timedelta(seconds=1) <= end]
+    columns = [cpu for cpu in range(parsed["ncpus"]) if cpu in wanted]
+    second = timedelta(seconds=1)
+    inside = [line.khz[cpu] for line in parsed["lines"]
+              if line.timestamp >= begin and line.timestamp + second <= end for cpu in columns]
     return {"cpufreq_mean_khz": sum(m for m, _ in derived.cpu_freqs.values()) / len(cpus),
             "cpufreq_window_mean_khz": sum(inside) / len(inside) if inside else None}
 
 
 def _run_window(state_path: Path) -> tuple[datetime, datetime]:
     """The benchmark's CIJOE begin and end as naive UTC datetimes (the log's convention)."""
-    state = yaml.safe_load(state_path.read_text())
+    state = parse_cijoe_state(state_path.read_bytes(), str(state_path))
     try:
         begin, end = float(state["begin"]), float(state["end"])
     except (KeyError, TypeError, ValueError):

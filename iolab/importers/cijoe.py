@@ -48,9 +48,10 @@ to ``artifacts/cuda-sample-p2p-bandwidth`` against the parsed matrix.
 Responsible for: reading the archive (tar.gz or an extracted folder, never extracting to
 disk), indexing and classifying commands, pairing, cross-checking, and writing runs, the
 host record and archive-level extras with :class:`~iolab.core.store.Store`. Not responsible
-for: reading a tool's command line or output (its adapter in ``iolab.tools``, and
-``iolab.parsers``) or turning a run folder into metrics (:mod:`iolab.importers.aisio`, shared
-with ``iolab tidy``).
+for: reading CIJOE's ``.state`` records and splitting command lines
+(:mod:`iolab.parsers.cijoe_state`, :mod:`iolab.parsers.shell_words`), reading a tool's command
+line or output (its adapter in ``iolab.tools``, and ``iolab.parsers``) or turning a run folder
+into metrics (:mod:`iolab.importers.aisio`, shared with ``iolab tidy``).
 """
 
 from __future__ import annotations
@@ -59,16 +60,14 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import tarfile
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-import yaml
 
 from iolab.core.identity import config_id, run_id
 from iolab.core import manifest as mf
@@ -76,7 +75,9 @@ from iolab.core.manifest import RunManifest
 from iolab.core.store import Store, open_store, sha256_file
 from iolab.errors import InputError, ParseError
 from iolab.importers import aisio as exp
+from iolab.parsers import shell_words
 from iolab.parsers.bdevperf import parse_bdevperf_text
+from iolab.parsers.cijoe_state import parse_cijoe_state
 from iolab.parsers.cpufreq_log import parse_cpufreq_log
 from iolab.parsers.lscpu import offline_cpus, parse_lscpu_e
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
@@ -161,6 +162,8 @@ class Command:
     state_bytes: bytes
     output_bytes: bytes
     kind: str = OTHER
+    # what _command_params read from a benchmark's command line (and output), read once
+    params: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def path(self) -> str:
@@ -170,7 +173,7 @@ class Command:
     def cmd(self) -> str:
         return str(self.state.get("cmd", ""))
 
-    @property
+    @cached_property
     def argv(self) -> list[str]:
         return _words(self.cmd)
 
@@ -244,9 +247,10 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
         from tqdm import tqdm
         iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
     stored = _stored_stdout_shas(store)
-    for rep in iterator:
-        _import_one(rep, arc, store, stored, experiment, environment, fingerprint, topology,
-                    ordinals, report)
+    with store.batch():  # one sync for the whole archive
+        for rep in iterator:
+            _import_one(rep, arc, store, stored, experiment, environment, fingerprint,
+                        topology, ordinals, report)
     return report
 
 
@@ -339,17 +343,13 @@ def _open(path: Path) -> _Archive:
 
 def _index(arc: _Archive, report: ImportReport) -> list[Command]:
     """Every command of every step, in order, classified."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     commands = []
     for path in arc.files:
         match = _STATE.match(path)
         if not match:
             continue
-        try:
-            state = yaml.load(arc.files[path], Loader=loader)
-        except yaml.YAMLError as exc:
-            raise ParseError(f"{arc.name}:{path}", f"not valid YAML ({exc})") from None
-        if not isinstance(state, dict) or "cmd" not in state:
+        state = parse_cijoe_state(arc.files[path], f"{arc.name}:{path}")
+        if "cmd" not in state:
             raise ParseError(f"{arc.name}:{path}", "a CIJOE .state without 'cmd'")
         if not all(isinstance(state.get(k), (int, float)) for k in ("begin", "end")):
             raise ParseError(f"{arc.name}:{path}", "a CIJOE .state without numeric 'begin' and 'end'")
@@ -378,9 +378,14 @@ def classify(cmd: str, capture_files: dict[str, str] | None = None) -> str:
     ``capture_files`` maps files that started captures write to the capture's kind
     (``DCGM_START`` or ``CPUFREQ_START``), so that ``cat <file>`` is recognised as reading it.
     """
+    return _classify(cmd, _words(cmd), capture_files)
+
+
+def _classify(cmd: str, argv: list[str], capture_files: dict[str, str] | None) -> str:
+    """:func:`classify` with the line already split (``argv``)."""
     if "dcgmi dmon" in cmd:  # started inside 'screen -dm bash -c "…"'
         return DCGM_START
-    program = _program(_words(cmd))
+    program = _program(argv)
     if not program:
         return OTHER
     name = PurePosixPath(program[0]).name
@@ -404,7 +409,7 @@ def classify(cmd: str, capture_files: dict[str, str] | None = None) -> str:
 def _words(cmd: str) -> list[str]:
     """A command line split as the shell would; on unbalanced quotes, split on whitespace."""
     try:
-        return shlex.split(cmd)
+        return shell_words.split(cmd)
     except ValueError:
         return cmd.split()
 
@@ -430,7 +435,7 @@ def _classify_all(commands: list[Command]) -> None:
     """Classify in order: a capture's file is known once the command starting it was seen."""
     capture_files: dict[str, str] = {}
     for command in commands:
-        command.kind = classify(command.cmd, capture_files)
+        command.kind = _classify(command.cmd, command.argv, capture_files)
         if command.kind == CPUFREQ_START and len(_program(command.argv)) > 1:
             capture_files[_program(command.argv)[1]] = CPUFREQ_START
         elif command.kind == DCGM_START:
@@ -489,10 +494,17 @@ def _pair_results(reps: list[Repetition], arc: _Archive, report: ImportReport) -
                 results[path] = fields
     unused = set(results)
     by_order = []
+    # the results by their _name_key, for SPDK kinds and others (the key depends on which)
+    by_key: dict[bool, dict[tuple, list[str]]] = {}
     ordered = sorted(reps, key=lambda r: r.bench.state["begin"])
     for i, rep in enumerate(ordered):
-        key = _name_key(_command_params(rep.bench, arc.name), rep.bench.kind)
-        same = [p for p in results if _name_key(results[p], rep.bench.kind) == key]
+        kind = rep.bench.kind
+        key = _name_key(_command_params(rep.bench, arc.name), kind)
+        keyed = by_key.setdefault(kind in SPDK_KINDS, {})
+        if not keyed:
+            for path, fields in results.items():
+                keyed.setdefault(_name_key(fields, kind), []).append(path)
+        same = keyed.get(key, [])
         lo = float(rep.bench.state["end"]) - 1
         hi = float(ordered[i + 1].bench.state["begin"]) + 1 if i + 1 < len(ordered) else float("inf")
         timely = [p for p in same if p in unused and lo <= arc.mtimes[p] <= hi]
@@ -535,8 +547,15 @@ def _command_params(bench: Command, archive: str) -> dict[str, Any]:
 
     ``cpus`` (the cpumask's CPU ids) is not an AiSIO parameter; it selects the frequency
     columns. cuda-run has no cpumask: AiSIO names it ``c0`` and so does this. A command line
-    the tool's adapter cannot read raises InputError naming the ``.state`` file.
+    the tool's adapter cannot read raises InputError naming the ``.state`` file. Read once
+    per command (pairing, selection and import all ask).
     """
+    if bench.params is None:
+        bench.params = _read_command_params(bench, archive)
+    return bench.params
+
+
+def _read_command_params(bench: Command, archive: str) -> dict[str, Any]:
     argv = _program(bench.argv)
     kind = bench.kind
     params: dict[str, Any] = {"tool": TOOL_NAMES[kind]}
@@ -819,7 +838,7 @@ def _import_one(rep: Repetition, arc: _Archive, store: Store, stored: dict[str, 
     if derived is not None:
         problem = derived.metrics["run_problem"] or None
         _cross_check(rep, label, rid, cmd_params, derived, aisio, name_fields, topology, report)
-        _check_log_clock(rep, label, report)
+        _check_log_clock(rep, label, derived, report)
         report.notes.extend(f"{label}: {n}" for n in derived.notes)
     if bench.state.get("err") != 0:
         problem = f"the benchmark exited with err {bench.state.get('err')}" + (
@@ -960,14 +979,18 @@ def _is_number(text: Any) -> bool:
     return True
 
 
-def _check_log_clock(rep: Repetition, label: str, report: ImportReport) -> None:
+def _check_log_clock(rep: Repetition, label: str, derived: exp.Derived,
+                     report: ImportReport) -> None:
     """The logger's first sample should carry the time its start command ran (UTC)."""
     if rep.cpufreq is None or rep.cpufreq_start is None:
         return
-    parsed = parse_cpufreq_log(rep.cpufreq.output_bytes.decode("utf-8", errors="replace"), label)
-    if not parsed["samples"]:
+    lines = derived.cpufreq_lines
+    if lines is None:  # derive did not read this run's log (no cpumask)
+        lines = parse_cpufreq_log(rep.cpufreq.output_bytes.decode("utf-8", errors="replace"),
+                                  label)["lines"]
+    if not lines:
         return
-    first = parsed["samples"][0].timestamp.replace(tzinfo=timezone.utc).timestamp()
+    first = lines[0].timestamp.replace(tzinfo=timezone.utc).timestamp()
     started = float(rep.cpufreq_start.state["begin"])
     if not -1.0 <= first - started <= 2.0:
         report.notes.append(f"{label}: the frequency log starts at {first - started:+.1f} s from "

@@ -78,7 +78,8 @@ def parse_fio_json(text: str, source: str = "<string>") -> dict:
     * ``direction``: the direction that moved the most bytes (``None`` if none did; a tie
       goes to the first of read, write, trim), and its ``clat_mean_us``, ``clat_p50_us``, ``clat_p99_us``.
     * ``usr_cpu``, ``sys_cpu`` (total over jobs, percent of one CPU), ``ctx`` (context
-      switches), ``runtime_ms`` (wall time of the longest job).
+      switches), ``runtime_ms`` (wall time of the longest job), ``timestamp_ms`` (when fio
+      wrote the report, ms since the epoch; None when absent).
     * For each of read, write, trim: ``<dir>_iops``, ``<dir>_bw_bytes`` (B/s),
       ``<dir>_io_bytes``, ``<dir>_total_ios``, ``<dir>_clat_mean_us``, ``<dir>_clat_p50_us``,
       ``<dir>_clat_p99_us``, ``<dir>_clat_p999_us``.
@@ -114,6 +115,7 @@ def parse_fio_json(text: str, source: str = "<string>") -> dict:
         "sys_cpu": sys_cpu,
         "ctx": sum(_field(job, "ctx", _INT, f"jobs[{i}]", source) for i, job in enumerate(jobs)),
         "runtime_ms": runtime_ms,
+        "timestamp_ms": report.get("timestamp_ms"),
     }
     for d in DIRECTIONS:
         for key, value in per_dir[d].items():

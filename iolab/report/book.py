@@ -1,4 +1,7 @@
-"""Render the book: replay every notebook with papermill from stored data, then build.
+"""Render the book: replay the notebooks with papermill from stored data, then build.
+
+A notebook is replayed, and the HTML built, only when what it is made from changed since
+the last time (``iolab.report.freshness``); ``force`` does all of it again.
 
 The notebooks rendered are every registered experiment's (into its ``chapter`` path in
 ``book/``) and the pages in :data:`PAGES` that are not experiments (the inventory of measured
@@ -23,7 +26,8 @@ import nbformat
 
 from iolab import experiments
 from iolab.errors import IolabError
-from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
+from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT, default_data_dir
+from iolab.report import freshness
 
 # Defaults of the analysis keys cell_timeout_s and kernel_start_timeout_s (every params
 # file may set them; a batch job that runs a campaign inside one cell needs a longer one).
@@ -115,8 +119,12 @@ def execute(src: Path, dst: Path, parameters: dict) -> None:
         raise IolabError(f"{src}: {what}; the executed part is in {dst}") from None
 
 
-def render(data_dir: Path | None = None, only: list[str] | None = None, log=print) -> list[Path]:
+def render(data_dir: Path | None = None, only: list[str] | None = None, log=print,
+           force: bool = False) -> list[Path]:
+    """Replay the notebooks whose inputs changed since they were last rendered (all of
+    them with ``force``); returns the notebooks written."""
     written = []
+    data = data_dir if data_dir is not None else default_data_dir()
     for src, dst in rendered().items():
         if only and src.stem not in only:
             continue
@@ -124,9 +132,16 @@ def render(data_dir: Path | None = None, only: list[str] | None = None, log=prin
         params = {"mode": "replay"}
         if data_dir is not None:
             params["data_dir"] = str(data_dir)
-        log(f"replaying {src.relative_to(REPO_ROOT)} -> {dst.relative_to(REPO_ROOT)}")
+        name = str(dst.relative_to(REPO_ROOT))
+        key = freshness.render_key(src, params, data)
+        if not force and freshness.is_fresh(name, key, dst):
+            log(f"up to date: {name}")
+            continue
+        freshness.remember(name, None)  # a replay that fails leaves no key behind
+        log(f"replaying {src.relative_to(REPO_ROOT)} -> {name}")
         execute(src, dst, params)
         strip_volatile_metadata(dst)
+        freshness.remember(name, key)
         written.append(dst)
     return written
 
@@ -165,11 +180,23 @@ def write_glue_snapshot(path: Path) -> None:
     Path(path).write_text(json.dumps(glued_values(), indent=1, ensure_ascii=False) + "\n")
 
 
-def build(strict: bool = True) -> int:
+def build(strict: bool = True, force: bool = False, log=print) -> int:
+    """Build the HTML, unless the last build with the same options had the same inputs and
+    passed (``force``: build anyway)."""
     exe = Path(sys.executable).with_name("jupyter-book")
     # --all: an incremental build can skip the page that holds a broken reference and pass.
     argv = [str(exe), "build", "--all"]
     if strict:
         argv += ["-W", "-n", "--keep-going"]
     argv.append(str(BOOK_DIR))
-    return subprocess.call(argv, cwd=REPO_ROOT)
+    key = freshness.build_key(argv)
+    html = REPO_ROOT / "_build" / "html" / "index.html"
+    if not force and freshness.is_fresh("html", key, html):
+        log(f"up to date: {html.parent.relative_to(REPO_ROOT)} (nothing under book/ changed "
+            "since it was built; --force builds anyway)")
+        return 0
+    freshness.remember("html", None)
+    code = subprocess.call(argv, cwd=REPO_ROOT)
+    if code == 0:
+        freshness.remember("html", key)
+    return code

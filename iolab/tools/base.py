@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from iolab.errors import InputError, ParseError, ToolError
-from iolab.host.inventory import pick_cpus
+from iolab.host.inventory import pick_cpus, version_output
 from iolab.host.knobs import format_cpulist
-from iolab.paths import DRIVERS_DIR
+from iolab.paths import DRIVERS_DIR, REPO_ROOT
 
-VERSION_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -103,8 +102,7 @@ class Program:
 @lru_cache(maxsize=64)
 def _version_line(path: str, args: tuple[str, ...], pattern: str | None) -> str | None:
     try:
-        done = subprocess.run([path, *args], capture_output=True, text=True, check=False,
-                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        done = version_output((path, *args))
     except (OSError, subprocess.TimeoutExpired):
         return None
     if pattern is not None:
@@ -259,6 +257,10 @@ class ToolAdapter:
 
     name: ClassVar[str]                 # also the namespace of its tidy columns
     driver: ClassVar[str | None] = None  # script in scripts/drivers/
+    # For a tool the runner starts itself, with no driver script between (its launch argv
+    # begins with the program): the (name, version) of that way of starting it, which takes
+    # the driver's place in run ids and manifests. Change it when the way changes.
+    contract: ClassVar[tuple[str, str] | None] = None
     # Seconds a run takes beyond its runtime (start-up, teardown); an estimate for the plan.
     startup_s: ClassVar[float] = 1.0
     # Arguments older runs recorded that only chose an output format (not part of what ran).
@@ -272,17 +274,41 @@ class ToolAdapter:
         return self.startup_s
 
     @property
+    def runnable(self) -> bool:
+        """Whether this package can run the tool (a driver script, or started directly)."""
+        return self.driver is not None or self.contract is not None
+
+    @property
     def driver_path(self) -> Path:
         if self.driver is None:
             raise ToolError(f"{self.name}: no driver script; this tool is only read from "
                             "archives so far")
         return DRIVERS_DIR / self.driver
 
+    def driver_record(self) -> tuple[str | None, str | None]:
+        """(driver, its version) as a run records them: the script, repository-relative, or
+        the contract of a tool started directly."""
+        if self.contract is not None:
+            return self.contract
+        if self.driver is None:
+            return None, None
+        return (str(self.driver_path.relative_to(REPO_ROOT)),
+                driver_version(self.driver_path))
+
     def identity(self, invocation: Invocation) -> dict[str, Any]:
-        """What enters a run id: tool, driver and its version, options."""
-        return {"tool": self.name, "driver": self.driver,
-                "driver_version": driver_version(self.driver_path) if self.driver else None,
+        """What enters a run id: tool, driver (or contract) and its version, options."""
+        if self.contract is not None:
+            driver, version = self.contract
+        else:
+            driver = self.driver
+            version = driver_version(self.driver_path) if self.driver else None
+        return {"tool": self.name, "driver": driver, "driver_version": version,
                 "options": canonical_options(invocation.options)}
+
+    def recorded_argv(self, argv: list[str]) -> list[str]:
+        """``argv`` as runs of earlier versions recorded the same launch (for reading
+        version-1 manifests); default: unchanged."""
+        return argv
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
         """The driver's argv (absolute driver path first) and the run's input files."""

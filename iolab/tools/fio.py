@@ -1,12 +1,18 @@
-"""The fio adapter: options in fio's vocabulary -> the driver's argv; fio's JSON -> metrics.
+"""The fio adapter: options in fio's vocabulary -> fio's argv; fio's JSON -> metrics.
 
 Options are fio's own job options (``rw``, ``bs``, ``iodepth``, ...), given in the order they
 go on the command line; a :class:`~iolab.tools.base.CpuRequest` as the value of
 ``cpus_allowed`` is resolved to a CPU list on the host that runs (a
-:class:`~iolab.tools.base.CpuCount`, e.g. for ``numjobs``, to the number of those CPUs). The driver
-(``scripts/drivers/fio.sh``) chooses the report format itself, ``json+`` (with the latency
-histogram bins), written to ``fio.json`` in the run folder; no option here may choose a
-format, because a format is not part of what a run measures.
+:class:`~iolab.tools.base.CpuCount`, e.g. for ``numjobs``, to the number of those CPUs).
+
+fio is started directly, without a driver script: the adapter chooses the report format,
+``json+`` (with the latency histogram bins), written to ``fio.json`` in the run folder, and
+no option here may choose a format, because a format is not part of what a run measures.
+Until iolab 0.2 a script, ``scripts/drivers/fio.sh`` version 1, stood between: it printed
+``fio --version`` (the manifest has the version already) and then replaced itself with
+exactly this argv. It cost a shell and a fio start per run and added nothing, so it is gone;
+its name and version stay as this adapter's :attr:`contract`, so that the runs it made keep
+their ids.
 
 Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`)
 and the measurement window. Not responsible for: which options an experiment wants.
@@ -14,7 +20,8 @@ and the measurement window. Not responsible for: which options an experiment wan
 
 from __future__ import annotations
 
-import json
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -32,7 +39,10 @@ METRICS = ("iops", "mibs", "bw_bytes", "clat_mean_us", "clat_p50_us", "clat_p99_
 
 class Fio(ToolAdapter):
     name = "fio"
-    driver = "fio.sh"
+    # what scripts/drivers/fio.sh v1 ran: see the module's docstring
+    contract = ("fio.sh", "1")
+    _CONTRACT_ARGV = ["scripts/drivers/fio.sh", "--output", OUTPUT]
+    _ARGV = ["fio", "--output-format=json+", f"--output={OUTPUT}"]
     startup_s = 1.0
     # iolab before 0.2 passed this after the driver's json+, losing the histogram bins
     output_only_args = ("--output-format=json",)
@@ -43,7 +53,7 @@ class Fio(ToolAdapter):
                                "'conda install -c conda-forge fio'")
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:
-        argv = [str(self.driver_path), "--output", OUTPUT]
+        argv = list(self._ARGV)
         cpus = None
         for key, value in invocation.options.items():
             if key in FORMAT_OPTIONS:
@@ -57,8 +67,15 @@ class Fio(ToolAdapter):
             argv.append(f"--{key}={value}")
         return Launch(argv, cpus=cpus)
 
+    def recorded_argv(self, argv: list[str]) -> list[str]:
+        n = len(self._ARGV)
+        for i in range(len(argv)):  # after a wrapper (GNU time), if any
+            if argv[i:i + n] == self._ARGV:
+                return argv[:i] + self._CONTRACT_ARGV + argv[i + n:]
+        return argv
+
     def parse(self, run_dir: Path) -> dict[str, Any]:
-        fio = parse_fio_file(Path(run_dir) / OUTPUT)
+        fio = _report(run_dir)
         metrics = {key: fio[key] for key in METRICS}
         metrics["version"] = fio["fio_version"]
         # a job that reports an errno is not a measurement, whatever fio's exit status
@@ -68,11 +85,23 @@ class Fio(ToolAdapter):
 
     def window(self, run_dir: Path) -> tuple[int, int] | None:
         """fio stamps its report when the measurement ends and says how long it measured."""
-        path = Path(run_dir) / OUTPUT
-        if not path.exists():
+        if not os.path.exists(os.path.join(run_dir, OUTPUT)):
             return None
-        runtime_ms = parse_fio_file(path)["runtime_ms"]
-        if not runtime_ms:
+        fio = _report(run_dir)
+        runtime_ms, end_ms = fio["runtime_ms"], fio["timestamp_ms"]
+        if not runtime_ms or end_ms is None:
             return None
-        end_ms = json.loads(path.read_text())["timestamp_ms"]
         return int((end_ms - runtime_ms) * 1e6), int(end_ms * 1e6)
+
+
+def _report(run_dir: str | Path) -> dict[str, Any]:
+    """The parsed report of a run (read-only: it may be shared). A tidy row asks for the
+    metrics and then for the window of the same run; one parse serves both."""
+    path = os.path.join(run_dir, OUTPUT)
+    st = os.stat(path)
+    return _parse_once(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _parse_once(path: str, size: int, mtime_ns: int) -> dict[str, Any]:
+    return parse_fio_file(path)

@@ -1,0 +1,63 @@
+"""One run's row of the tidy table, from its manifest and raw files (see ``iolab.core.tidy``
+for the columns).
+
+Kept apart from the table itself so that what runs campaigns (the runner, the experiments)
+does not import pandas: a campaign's start-up then stays a fraction of a second.
+
+Responsible for: the columns every run made by this package has, and the driver's
+measurement window. Not responsible for: the table, its cache or its checks (``tidy``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from iolab.core.store import StoredRun
+from iolab.tools import registry
+
+WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
+
+
+def _flat(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def driver_window(run_dir: Path) -> tuple[int, int] | None:
+    path = Path(run_dir) / WINDOW_FILE
+    if not path.exists():
+        return None
+    w = json.loads(path.read_text())
+    return int(w["start_ns"]), int(w["end_ns"])
+
+
+def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, Any]],
+                 variables: list[str]) -> dict[str, Any]:
+    """The row of a run made by this package: see the module docstring for the columns.
+
+    Columns come in a fixed order (variables as the experiment declares them, settings
+    sorted), whatever order a manifest stored them in.
+    """
+    m = run.manifest
+    row: dict[str, Any] = {v: m.point[v] for v in variables if v in m.point}
+    row.update({k: v for k, v in m.point.items() if k not in row})
+    row.update({
+        "run.id": m.run_id, "run.rep": m.rep, "run.environment": m.environment,
+        "run.host_fingerprint": m.host_fingerprint, "run.config": m.config_id,
+        "run.tool": m.tool, "run.tool_version": m.tool_version,
+        "run.driver_version": m.driver_version, "run.started_at": m.started_at,
+        "run.duration_s": m.duration_s, "run.grids": ",".join(m.grids),
+        "run.cpus": ",".join(map(str, m.cpus)) if m.cpus is not None else None,
+    })
+    row.update({f"config.{k}": _flat(v) for k, v in sorted(m.settings.items())})
+    adapter = registry.adapter(m.tool)
+    row.update({f"{m.tool}.{k}": v for k, v in adapter.parse(run.path).items()})
+    window = adapter.window(run.path) or driver_window(run.path)
+    for name in m.collectors:
+        parsed = registry.collector(name).parse(run.path, window)
+        row.update({f"{name}.{k}": _flat(v) for k, v in parsed.items()})
+    for name, rec in (m.knobs or {}).items():
+        row[f"knob.{name}"] = _flat(rec.get("after") if isinstance(rec, dict) else rec)
+    row.update(derive(row))
+    return row

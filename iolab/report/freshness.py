@@ -1,0 +1,102 @@
+"""Whether a rendered chapter, or the built HTML, is up to date with what it is made from.
+
+A rendered notebook depends on its source notebook, the params files, the stored data
+(``raw/`` and ``reference/`` of the data folder), the committed benchmark results, the
+package's code and pinned dependencies, and how it was asked for (papermill parameters, ``--skip-corrupt``). The
+built HTML depends on every file under ``book/`` (the rendered notebooks included) and the
+book's configuration. Each gets a key: a sha256 over the *contents* of code, notebooks and
+configuration, and over the names, sizes and modification times of data files (thousands
+of raw files, whose contents the store already verifies against their manifests). The key
+of the last successful render or build is kept under ``_build/``; an equal key means the
+work would give the same result and is skipped.
+
+Responsible for: computing and remembering these keys. Not responsible for: rendering or
+building (``iolab.report.book``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from iolab import __version__
+from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
+
+STATE_FILE = REPO_ROOT / "_build" / ".iolab-fresh.json"
+_PACKAGE = REPO_ROOT / "iolab"
+BENCH_RESULTS = REPO_ROOT / "benchmarks" / "results"  # what the benchmarks page shows
+_CONFIG = [REPO_ROOT / "_config.yml", REPO_ROOT / "_toc.yml", REPO_ROOT / "pyproject.toml"]
+
+
+def _files(root: Path) -> list[Path]:
+    """Every file under ``root``, in a fixed order, leaving out caches and checkpoints."""
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".ipynb_checkpoints"))
+        out += [Path(folder) / n for n in sorted(names) if not n.endswith(".pyc")]
+    return out
+
+
+def _content(h: Any, paths: list[Path]) -> None:
+    for path in paths:
+        h.update(str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT)
+                     else path).encode() + b"\0")
+        h.update(path.read_bytes() if path.is_file() else b"(none)")
+
+
+def _stats(h: Any, root: Path) -> None:
+    for path in _files(root) if root.is_dir() else []:
+        st = path.stat()
+        h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+
+
+def render_key(src: Path, parameters: dict[str, Any], data_dir: Path) -> str:
+    """The key of executing notebook ``src`` with ``parameters`` on ``data_dir``."""
+    h = hashlib.sha256(f"iolab {__version__}\0".encode())
+    h.update(json.dumps(parameters, sort_keys=True, default=str).encode())
+    h.update(os.environ.get("IOLAB_SKIP_CORRUPT", "").encode())
+    _content(h, [src, *_files(NOTEBOOKS_DIR / "params"), *_files(_PACKAGE), *_CONFIG,
+                 *_files(BENCH_RESULTS)])
+    for part in ("raw", "reference"):
+        h.update(part.encode())
+        _stats(h, Path(data_dir) / part)
+    return h.hexdigest()
+
+
+def build_key(argv: list[str]) -> str:
+    """The key of building the book with ``argv``."""
+    h = hashlib.sha256(json.dumps(argv[1:]).encode())
+    _content(h, [*_files(BOOK_DIR), *_CONFIG])
+    return h.hexdigest()
+
+
+def _state() -> dict[str, str]:
+    try:
+        doc = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def is_fresh(name: str, key: str, output: Path) -> bool:
+    """Whether ``output`` exists and was made from inputs with this key."""
+    return output.exists() and _state().get(name) == key
+
+
+def remember(name: str, key: str | None) -> None:
+    """Record the key ``output`` ``name`` was made from (None: forget it)."""
+    state = _state()
+    if key is None:
+        state.pop(name, None)
+    else:
+        state[name] = key
+    try:
+        STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+        tmp = STATE_FILE.with_name(f".{STATE_FILE.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, STATE_FILE)
+    except OSError:
+        pass  # then the next build does the work again

@@ -1,0 +1,71 @@
+"""The fio adapter: fio started directly with json+ into fio.json, the launch contract that
+keeps the ids of runs made through the old driver script, and one real run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from iolab.errors import InputError
+from iolab.parsers.fio import parse_fio_file
+from iolab.tools.base import Invocation
+from iolab.tools.fio import Fio
+
+FIO = Fio()
+
+
+def test_fio_is_started_directly_with_json_plus_into_fio_json():
+    launch = FIO.launch(Invocation("fio", {"name": "x", "rw": "randread", "bs": 4096}), [])
+    assert launch.argv == ["fio", "--output-format=json+", "--output=fio.json", "--name=x",
+                           "--rw=randread", "--bs=4096"]
+
+
+@pytest.mark.parametrize("key", ["output-format", "output"])
+def test_an_option_choosing_the_report_is_refused(key):
+    with pytest.raises(InputError, match="chooses the report format"):
+        FIO.launch(Invocation("fio", {key: "json"}), [])
+
+
+def test_the_identity_names_the_contract_of_the_old_driver_script():
+    # runs stored through scripts/drivers/fio.sh v1 keep their ids only while this holds
+    ident = FIO.identity(Invocation("fio", {"name": "x"}))
+    assert (ident["driver"], ident["driver_version"]) == ("fio.sh", "1")
+    assert FIO.driver_record() == ("fio.sh", "1") and FIO.runnable
+
+
+@pytest.mark.parametrize("prefix", [[], ["/usr/bin/time", "-o", "time.txt"]])
+def test_recorded_argv_is_what_the_driver_script_recorded(prefix):
+    argv = prefix + FIO.launch(Invocation("fio", {"name": "x"}), []).argv
+    assert FIO.recorded_argv(argv) == prefix + ["scripts/drivers/fio.sh", "--output",
+                                                "fio.json", "--name=x"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (make setup)")
+def test_a_real_run_writes_parseable_json_plus_and_takes_arguments_literally(tmp_path):
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(4 * 2**20))
+    marker = tmp_path / "injected"
+    name = f"a b;$(touch {marker})"  # must reach fio as one literal argument
+    launch = FIO.launch(Invocation("fio", {
+        "name": name, "filename": str(data), "size": "4M", "rw": "randread", "bs": "4k",
+        "runtime": "500ms", "time_based": 1}), [])
+    proc = subprocess.run(launch.argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
+
+    doc = json.loads((tmp_path / "fio.json").read_text())  # the file holds only the report
+    assert doc["jobs"][0]["jobname"] == name
+    assert "bins" in doc["jobs"][0]["read"]["clat_ns"]  # json+
+
+    version = subprocess.run(["fio", "--version"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    r = parse_fio_file(tmp_path / "fio.json")
+    assert r["fio_version"] == version
+    assert (r["njobs"], r["error"], r["direction"]) == (1, 0, "read")
+    assert r["read_total_ios"] > 0 and r["read_io_bytes"] == 4096 * r["read_total_ios"]
+    assert 400 <= r["runtime_ms"] <= 1000

@@ -1,0 +1,86 @@
+"""Rendering and building skip what did not change: the keys, and render() acting on them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from iolab.paths import NOTEBOOKS_DIR
+from iolab.report import book, freshness
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "state.json")
+    return tmp_path
+
+
+@pytest.fixture
+def data(tmp_path):
+    (tmp_path / "data" / "raw" / "x").mkdir(parents=True)
+    (tmp_path / "data" / "raw" / "x" / "run.json").write_text("{}")
+    return tmp_path / "data"
+
+
+SRC = NOTEBOOKS_DIR / "smt_thp.ipynb"
+
+
+def test_a_key_changes_with_data_notebook_and_parameters(data, tmp_path):
+    key = freshness.render_key(SRC, {"mode": "replay"}, data)
+    assert freshness.render_key(SRC, {"mode": "replay"}, data) == key
+    assert freshness.render_key(SRC, {"mode": "replay", "data_dir": "x"}, data) != key
+    other = tmp_path / "other.ipynb"
+    other.write_bytes(SRC.read_bytes() + b" ")
+    assert freshness.render_key(other, {"mode": "replay"}, data) != key
+    run = data / "raw" / "x" / "run.json"
+    st = run.stat()
+    os.utime(run, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    touched = freshness.render_key(SRC, {"mode": "replay"}, data)
+    assert touched != key
+    (data / "cache").mkdir()  # derived data is not an input
+    (data / "cache" / "t.parquet").write_text("x")
+    assert freshness.render_key(SRC, {"mode": "replay"}, data) == touched
+
+
+def test_remembered_only_while_the_output_exists(state):
+    out = state / "out.ipynb"
+    freshness.remember("out", "k1")
+    assert not freshness.is_fresh("out", "k1", out)
+    out.write_text("{}")
+    assert freshness.is_fresh("out", "k1", out) and not freshness.is_fresh("out", "k2", out)
+    freshness.remember("out", None)
+    assert not freshness.is_fresh("out", "k1", out)
+
+
+def test_render_replays_only_what_changed(state, data, monkeypatch):
+    dst = book.REPO_ROOT / "_build" / "test-freshness" / "smt_thp.ipynb"
+    monkeypatch.setattr(book, "rendered", lambda: {SRC: dst})
+    calls = []
+
+    def execute(src, out, params):
+        calls.append(src)
+        shutil.copy(src, out)
+
+    monkeypatch.setattr(book, "execute", execute)
+    try:
+        assert book.render(data, log=lambda *_: None) == [dst]
+        assert book.render(data, log=lambda *_: None) == [] and len(calls) == 1
+        (data / "raw" / "x" / "new.json").write_text("{}")
+        assert book.render(data, log=lambda *_: None) == [dst] and len(calls) == 2
+        assert book.render(data, log=lambda *_: None, force=True) == [dst]
+
+        def fails(src, out, params):
+            raise RuntimeError("a cell failed")
+
+        monkeypatch.setattr(book, "execute", fails)
+        (data / "raw" / "x" / "newer.json").write_text("{}")
+        with pytest.raises(RuntimeError):
+            book.render(data, log=lambda *_: None)
+        monkeypatch.setattr(book, "execute", execute)
+        # the failed replay forgot the old key: the same inputs are replayed, not skipped
+        (data / "raw" / "x" / "newer.json").unlink()
+        assert book.render(data, log=lambda *_: None) == [dst]
+    finally:
+        shutil.rmtree(dst.parent, ignore_errors=True)

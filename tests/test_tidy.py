@@ -1,0 +1,71 @@
+"""The tidy table's cache: a warm load keyed on the files' sizes and modification times,
+and everything else read again the moment anything changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from iolab import experiments
+from iolab.core import tidy
+from iolab.core.store import Store
+from iolab.errors import IolabError
+from iolab.paths import default_data_dir
+
+CAMPAIGN = default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu"
+
+
+@pytest.fixture
+def data(tmp_path):
+    """Four real stored smt_thp runs in a data folder of their own."""
+    if not CAMPAIGN.exists():
+        pytest.skip(f"{CAMPAIGN} is not in this checkout")
+    dest = tmp_path / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
+    (dest / "runs").mkdir(parents=True)
+    shutil.copy2(CAMPAIGN / "host.json", dest / "host.json")
+    for run in sorted((CAMPAIGN / "runs").iterdir())[:4]:
+        shutil.copytree(run, dest / "runs" / run.name)
+    return tmp_path / "data"
+
+
+def load(data):
+    return tidy.load(data, experiments.get("smt_thp"), "kvm-2vcpu")
+
+
+def test_a_warm_load_reads_no_manifest(data, monkeypatch):
+    first = load(data)
+    monkeypatch.setattr(Store, "scan", lambda *a, **k: pytest.fail("scanned the store"))
+    warm = load(data)
+    assert warm.equals(first) and len(warm) == 4
+
+
+def test_a_rewritten_raw_file_is_verified_again_and_refused(data):
+    load(data)
+    run = sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir())[0]
+    stdout = run / "fio.json"
+    text = stdout.read_bytes()
+    stdout.write_bytes(text.replace(b'"iops"', b'"IOPS"', 1))  # same size, other bytes
+    st = stdout.stat()
+    os.utime(stdout, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    with pytest.raises(IolabError, match=f"{run.name}.*fio.json differs"):
+        load(data)
+
+
+def test_a_new_run_is_a_new_key(data):
+    runs = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs"
+    moved = sorted(runs.iterdir())[-1]
+    aside = data / "aside"
+    shutil.move(moved, aside)
+    assert len(load(data)) == 3
+    shutil.move(aside, moved)
+    assert len(load(data)) == 4
+
+
+def test_a_table_that_left_corrupt_runs_out_keeps_reporting_them(data):
+    run = sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir())[0]
+    (run / "stdout").write_text("edited\n")
+    for _ in range(2):
+        df = tidy.load(data, experiments.get("smt_thp"), "kvm-2vcpu", skip_corrupt=True)
+        assert len(df) == 3 and df.attrs["corrupt_skipped"] == 1
