@@ -69,3 +69,20 @@ def test_a_table_that_left_corrupt_runs_out_keeps_reporting_them(data):
     for _ in range(2):
         df = tidy.load(data, experiments.get("smt_thp"), "kvm-2vcpu", skip_corrupt=True)
         assert len(df) == 3 and df.attrs["corrupt_skipped"] == 1
+
+
+def test_rows_parsed_by_forked_workers_equal_those_parsed_in_line(data, monkeypatch):
+    exp = experiments.get("smt_thp")
+    runs = Store(data, "smt_thp", "kvm-2vcpu").complete_runs()
+    in_line = tidy.build(exp, runs)
+    monkeypatch.setattr(tidy, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(tidy.os, "cpu_count", lambda: 2)
+    from concurrent.futures import ProcessPoolExecutor
+
+    mapped = []
+    real = ProcessPoolExecutor.map
+    monkeypatch.setattr(ProcessPoolExecutor, "map",
+                        lambda self, fn, *its: mapped.append(fn) or real(self, fn, *its))
+    forked = tidy.build(exp, runs)
+    assert mapped == [tidy._rows_of_slice], "the rows were not parsed by workers"
+    assert forked.equals(in_line) and len(forked) == 4

@@ -153,8 +153,11 @@ class Store:
         """Every folder under runs/ that is not a temporary one, complete or not."""
         if not self.runs_dir.exists():
             return []
-        return [d for d in sorted(self.runs_dir.iterdir())
-                if d.is_dir() and not d.name.startswith(".")]
+        # sorted by name as strings: comparing Path objects was a tenth of a large scan
+        with os.scandir(self.runs_dir) as it:
+            names = sorted(e.name for e in it
+                           if not e.name.startswith(".") and e.is_dir())
+        return [self.runs_dir / name for name in names]
 
     def _doc(self, run_dir: Path) -> dict[str, Any]:
         """The manifest's JSON; UnreadableManifest when cut off or missing, InputError for a

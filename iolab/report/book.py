@@ -35,7 +35,7 @@ CELL_TIMEOUT_S = 900          # replaying a cell from stored data takes a few se
 KERNEL_START_TIMEOUT_S = 120
 
 # Notebooks that are pages but not experiments: notebook name -> page in book/ (no suffix).
-PAGES = {"inventory": "environments/inventory"}
+PAGES = {"inventory": "environments/inventory", "benchmarks": "benchmarks"}
 
 
 def rendered() -> dict[Path, Path]:
