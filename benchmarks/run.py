@@ -10,8 +10,10 @@ things measured side by side:
 ``overhead_per_run_s``              what ``iolab run`` adds to each run of a sweep of N short
                                     fio runs beyond the bare fio processes, once its fixed
                                     cost (the same command with nothing left to run) is taken
-                                    off: (t_iolab - t_iolab_nothing_to_do - t_bare) / N
-``bench_fio_overhead_per_run_s``    the same for bench-fio (fio-plot), the same sweep, its
+                                    off: (t_iolab - t_iolab_nothing_to_do - t_bare) / N per
+                                    round, median over the rounds
+``bench_fio_overhead_per_run_s``    the same for bench-fio (fio-plot), the same sweep (pinned
+                                    and threaded alike; it asks for json and its logs), its
                                     fixed cost taken as its ``--dry-run``
 ``campaign_fixed_s``                ``iolab run`` with nothing left to run, interpreter start
                                     included: what a campaign costs before its first run
@@ -19,7 +21,9 @@ things measured side by side:
                                     runs, made in a temporary folder by ``copies.py`` and
                                     labelled as copies) without any cache, then again
 ``plan_s``                          the plan of the full CPU search (hpc-server params, ~19,000
-                                    runs) against the store and this host, in process
+                                    runs) against the store and this host, in process, median
+                                    of three after a first plan (which also loads the params
+                                    and asks the tools' versions)
 ``book_clean_s``/``book_noop_s``    ``iolab book`` in a copy of the repository without
                                     rendered notebooks or HTML, then again with nothing changed
 ``import_s``                        ``iolab import-cijoe`` of AiSIO's CPU-initiated archive
@@ -146,7 +150,10 @@ class Sweep:
             f"{shlex.join(a)} >/dev/null\n" for a in argvs)
         return wall(["bash", "-c", script], cwd=out)
 
-    def bench_fio(self, dry: bool = False) -> float:
+    def bench_fio(self, fio_argv: list[str], dry: bool = False) -> float:
+        """bench-fio over the same file and queue depths, pinned and threaded like the fio
+        argv iolab ran (``fio_argv``). Two differences stay: bench-fio asks fio for json, not
+        json+, and for its bandwidth, latency and IOPS logs (one sample a second)."""
         self.rounds += 1
         out = self.work / f"bench-fio-{self.rounds}"
         argv = [str(Path(sys.executable).with_name("bench-fio")),
@@ -156,6 +163,9 @@ class Sweep:
                 "--time-based",
                 # the sweep variable is the queue depth (settings.yaml), bench-fio's --iodepth
                 "--iodepth", *map(str, self.values), "--output", str(out), "--quiet"]
+        same = [a[2:] for a in fio_argv if a.startswith(("--cpus_allowed=", "--thread="))]
+        if same:
+            argv += ["--extra-opts", *same]
         return wall(argv + (["--dry-run"] if dry else []), cwd=self.work)
 
 
@@ -170,21 +180,27 @@ def bench_sweeps(work: Path, conf: dict[str, Any], rounds: int) -> dict[str, Any
         ("bare", lambda r: samples["bare"].append(sweep.bare(argvs))),
         ("iolab", lambda r: (samples["iolab"].append(sweep.iolab(work / f"iolab-{r}")),
                              samples["iolab_nothing"].append(sweep.iolab(work / f"iolab-{r}")))),
-        ("bench-fio", lambda r: (samples["bench_fio"].append(sweep.bench_fio()),
-                                 samples["bench_fio_dry"].append(sweep.bench_fio(dry=True)))),
+        ("bench-fio", lambda r: (samples["bench_fio"].append(sweep.bench_fio(argvs[0])),
+                                 samples["bench_fio_dry"].append(
+                                     sweep.bench_fio(argvs[0], dry=True)))),
     ]
     for r in range(rounds):
         for name, do in ways[r % 3:] + ways[:r % 3]:  # each way first in turn
             progress(f"sweep round {r + 1}/{rounds}: {name} ({n} fio runs of {runtime_s} s)")
             do(r)
     med = {k: statistics.median(v) for k, v in samples.items()}
+    # per round first (the three ways ran side by side), then the median over the rounds
+    ours = [(a - z - b) / n for a, z, b in
+            zip(samples["iolab"], samples["iolab_nothing"], samples["bare"])]
+    theirs = [(a - z - b) / n for a, z, b in
+              zip(samples["bench_fio"], samples["bench_fio_dry"], samples["bare"])]
     return {
-        "overhead_per_run_s": (med["iolab"] - med["iolab_nothing"] - med["bare"]) / n,
-        "bench_fio_overhead_per_run_s": (med["bench_fio"] - med["bench_fio_dry"]
-                                         - med["bare"]) / n,
+        "overhead_per_run_s": statistics.median(ours),
+        "bench_fio_overhead_per_run_s": statistics.median(theirs),
         "campaign_fixed_s": med["iolab_nothing"],
         "_sweeps": {"runs_per_sweep": n, "runtime_s": runtime_s, "rounds": rounds,
-                    conf["variable"]: conf["values"], "seconds": samples, "median_s": med},
+                    conf["variable"]: conf["values"], "seconds": samples, "median_s": med,
+                    "iolab_per_round_s": ours, "bench_fio_per_round_s": theirs},
     }
 
 

@@ -33,6 +33,11 @@ class InputError(IolabError):
             msg += f" (allowed: {allowed})"
         super().__init__(msg)
 
+    def __reduce__(self):
+        # rebuilt from the constructor's arguments, so that it crosses a process boundary
+        # (a worker of the tidy table) as itself
+        return type(self), (self.path, self.key, self.problem, self.allowed)
+
 
 class ParseError(IolabError):
     """A raw tool output that cannot be parsed; names the file and what is wrong."""
@@ -41,6 +46,9 @@ class ParseError(IolabError):
         self.source = str(source)
         self.problem = problem
         super().__init__(f"{self.source}: {problem}")
+
+    def __reduce__(self):
+        return type(self), (self.source, self.problem)
 
 
 class ToolError(IolabError):

@@ -84,3 +84,11 @@ def test_render_replays_only_what_changed(state, data, monkeypatch):
         assert book.render(data, log=lambda *_: None) == [dst]
     finally:
         shutil.rmtree(dst.parent, ignore_errors=True)
+
+
+def test_files_a_page_includes_are_inputs_of_the_build(tmp_path):
+    (tmp_path / "book").mkdir()
+    page = tmp_path / "book" / "page.md"
+    page.write_text("# x\n\n```{literalinclude} ../code/a.py\n```\n\n:::{include} b.md\n:::\n")
+    assert freshness._included([page]) == sorted([(tmp_path / "code" / "a.py").resolve(),
+                                                  (tmp_path / "book" / "b.md").resolve()])

@@ -196,3 +196,20 @@ def test_a_version_1_manifest_needs_an_experiment_to_read_it(store):
                                                 "status": "ok"}))
     with pytest.raises(InputError, match="iolab migrate"):
         store.complete_runs()
+
+
+def test_a_failed_filesystem_sync_is_an_error_not_a_silent_fallback(tmp_path, monkeypatch):
+    import ctypes
+    import errno
+
+    from iolab.core import durable
+
+    class Libc:
+        @staticmethod
+        def syncfs(fd):
+            ctypes.set_errno(errno.EIO)
+            return -1
+
+    monkeypatch.setattr(durable, "_LIBC", Libc())
+    with pytest.raises(OSError, match="syncfs"):
+        durable.sync_filesystem(tmp_path)

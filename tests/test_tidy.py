@@ -77,6 +77,8 @@ def test_rows_parsed_by_forked_workers_equal_those_parsed_in_line(data, monkeypa
     in_line = tidy.build(exp, runs)
     monkeypatch.setattr(tidy, "PARALLEL_FROM", 2)
     monkeypatch.setattr(tidy.os, "cpu_count", lambda: 2)
+    # a thread another test left running would make build() parse in-line, rightly
+    monkeypatch.setattr(tidy.threading, "active_count", lambda: 1)
     from concurrent.futures import ProcessPoolExecutor
 
     mapped = []
@@ -86,3 +88,32 @@ def test_rows_parsed_by_forked_workers_equal_those_parsed_in_line(data, monkeypa
     forked = tidy.build(exp, runs)
     assert mapped == [tidy._rows_of_slice], "the rows were not parsed by workers"
     assert forked.equals(in_line) and len(forked) == 4
+
+
+def test_a_cache_that_could_not_be_written_never_vouches_for_an_old_table(data, monkeypatch):
+    runs = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs"
+    moved = sorted(runs.iterdir())[-1]
+    shutil.move(moved, data / "aside")
+    assert len(load(data)) == 3  # cached with its key
+    shutil.move(data / "aside", moved)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tidy.pd.DataFrame, "to_parquet", full_disk)
+    assert len(load(data)) == 4  # rebuilt, but not cached
+    monkeypatch.undo()
+    assert len(load(data)) == 4  # the old table of 3 is not served
+
+
+def test_a_parse_error_in_a_forked_worker_names_the_file(data, monkeypatch):
+    from iolab.errors import ParseError
+
+    run = sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir())[0]
+    runs = Store(data, "smt_thp", "kvm-2vcpu").complete_runs()
+    (run / "fio.json").write_text("{ not json")  # after the scan: only the parser sees it
+    monkeypatch.setattr(tidy, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(tidy.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(tidy.threading, "active_count", lambda: 1)
+    with pytest.raises(ParseError, match=f"{run.name}/fio.json"):
+        tidy.build(experiments.get("smt_thp"), runs)

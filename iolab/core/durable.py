@@ -7,6 +7,7 @@ knob journal. Not responsible for: what is written or where.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 from pathlib import Path
@@ -33,11 +34,15 @@ def sync_filesystem(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         syncfs = getattr(_LIBC, "syncfs", None)
-        if syncfs is not None and syncfs(fd) == 0:
-            return
+        if syncfs is not None:
+            if syncfs(fd) == 0:
+                return
+            err = ctypes.get_errno()
+            if err != errno.ENOSYS:  # a failed flush (EIO) is an error, not a fallback
+                raise OSError(err, f"syncfs {path}: {os.strerror(err)}")
         for f in Path(path).rglob("*"):
             if f.is_file():
-                with open(f, "rb+") as fh:
+                with open(f, "rb") as fh:  # fsync needs no write access
                     os.fsync(fh.fileno())
         os.fsync(fd)
     finally:

@@ -223,7 +223,7 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         # poll is restarted after a signal handler returns (PEP 475), with the time left
-        if not poller.poll(timeout * 1000):
+        if not poller.poll(min(timeout * 1000, 2**31 - 1)):  # poll takes a C int of ms
             raise subprocess.TimeoutExpired(proc.args, timeout)
     finally:
         os.close(fd)

@@ -38,8 +38,8 @@ from iolab.errors import IolabError
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 _PACKAGE = Path(__file__).resolve().parent.parent
 # Code whose change can change a row; the experiment's own package is added per table.
-_PARSING_CODE = ("tools", "parsers", "core/rows.py", "core/tidy.py", "core/manifest.py",
-                 "experiments/base.py")
+_PARSING_CODE = ("tools", "parsers", "importers", "core/rows.py", "core/tidy.py",
+                 "core/manifest.py", "experiments/base.py")
 
 
 class TidySource(Protocol):
@@ -71,11 +71,19 @@ def _code(source: TidySource) -> str:
     return "\n".join(p.read_text() for p in paths)
 
 
-def stat_key(campaign: Path, code: str) -> str:
+def stat_key(campaign: Path, code: str) -> str | None:
     """A key of the campaign as the file system describes it: every run folder's files
     with their sizes and modification times, host.json's, and the parsing code. Equal keys
     mean nothing was added, removed or rewritten since a table was built and its files
-    verified, so that table stands without reading a single manifest again."""
+    verified, so that table stands without reading a single manifest again. None when a
+    folder changed while it was read: then there is no key to trust."""
+    try:
+        return _stat_key(campaign, code)
+    except OSError:
+        return None
+
+
+def _stat_key(campaign: Path, code: str) -> str:
     h = hashlib.sha256(code.encode())
     host = campaign / "host.json"
     if host.exists():
@@ -85,8 +93,9 @@ def stat_key(campaign: Path, code: str) -> str:
     if not runs.is_dir():
         return h.hexdigest()
     with os.scandir(runs) as it:
+        # followed like the store follows them (Store.run_folders, os.stat)
         folders = sorted((e.name, e.path) for e in it
-                         if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+                         if not e.name.startswith(".") and e.is_dir())
     stat = os.stat
     for name, path in folders:
         # one stat per file is the floor; the rest is kept to plain strings, once per file
@@ -94,7 +103,7 @@ def stat_key(campaign: Path, code: str) -> str:
             files = sorted(e.name for e in it)
         parts = [name]
         for f in files:
-            st = stat(f"{path}/{f}", follow_symlinks=False)
+            st = stat(f"{path}/{f}")
             parts.append(f"{f}\0{st.st_size}\0{st.st_mtime_ns}")
         h.update("\0".join(parts).encode())
     return h.hexdigest()
@@ -121,15 +130,20 @@ def _write_text(path: Path, text: str) -> None:
         pass  # best effort, like the cache itself
 
 
-def _write_cache(frame: pd.DataFrame, cpath: Path, dpath: Path, digest: str) -> None:
+def _write_cache(frame: pd.DataFrame, cpath: Path, dpath: Path, digest: str) -> bool:
     """Best effort: a data directory that cannot be written (read-only, full) still gives
-    its table, only without the cache."""
+    its table, only without the cache. Whether the cache now holds this table."""
+    tmp = cpath.with_name(f".{cpath.name}.{os.getpid()}.tmp")
     try:
         cpath.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_parquet(cpath, index=False)
+        _remove(dpath)  # the old digest must not vouch for a table being replaced
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, cpath)
         dpath.write_text(digest)
+        return True
     except OSError:
-        pass  # the digest is written last: a cache without its current digest is never read
+        _remove(tmp)
+        return False  # without its current digest, a cache is never read
 
 
 def cache_path(data_dir: Path, experiment: str, environment: str) -> Path:
@@ -203,8 +217,8 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         cpath = cache_path(data_dir, source.name, env)
         dpath, spath = cpath.with_suffix(".digest"), cpath.with_suffix(".stat")
         # taken before the scan: a file that changes during it cannot match the next time
-        stamp = stat_key(store.root, code) if use_cache else ""
-        if use_cache and _read(spath) == stamp and cpath.exists():
+        stamp = (stat_key(store.root, code) or "") if use_cache else ""
+        if stamp and _read(spath) == stamp and cpath.exists():
             frames.append(pd.read_parquet(cpath))
             continue
         if use_cache:
@@ -215,13 +229,13 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
                              "--skip-corrupt to leave them out")
         skipped += len(corrupt)
         digest = _digest(runs, code)
-        if use_cache and cpath.exists() and _read(dpath) == digest:
+        cached = use_cache and cpath.exists() and _read(dpath) == digest
+        if cached:
             frame = pd.read_parquet(cpath)
         else:
             frame = build(source, runs)
-            if use_cache:
-                _write_cache(frame, cpath, dpath, digest)
-        if use_cache and not corrupt:
+            cached = use_cache and _write_cache(frame, cpath, dpath, digest)
+        if cached and stamp and not corrupt:
             # a table that left corrupt runs out is rebuilt each time, so they are reported
             _write_text(spath, stamp)
         frames.append(frame)

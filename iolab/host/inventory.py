@@ -38,12 +38,20 @@ def version_output(argv: list[str] | tuple[str, ...],
     program: the plan and the host inventory both ask, and a campaign needs one answer.
     Raises OSError or TimeoutExpired when it cannot run; failures are not remembered."""
     exe = shutil.which(argv[0]) or argv[0]
-    return _version_output((exe, *argv[1:]), timeout)
+    try:
+        st = os.stat(exe)
+        identity: tuple = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        identity = ()
+    return _version_output((exe, *argv[1:]), timeout, identity)
 
 
 @lru_cache(maxsize=64)
-def _version_output(argv: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
-    # the C locale: a localized tool must print the same version everywhere
+def _version_output(argv: tuple[str, ...], timeout: float,
+                    identity: tuple) -> subprocess.CompletedProcess:
+    # keyed on the executable's inode, size and time too, so that a tool upgraded while a
+    # notebook's kernel lives is asked again; the C locale, so that a localized tool prints
+    # the same version everywhere
     return subprocess.run(list(argv), capture_output=True, text=True, check=False,
                           timeout=timeout, stdin=subprocess.DEVNULL,
                           env={**os.environ, "LC_ALL": "C"})

@@ -19,11 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from iolab import __version__
-from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT
+from iolab.paths import BOOK_DIR, DRIVERS_DIR, NOTEBOOKS_DIR, REPO_ROOT
+from iolab.tools import builds
 
 STATE_FILE = REPO_ROOT / "_build" / ".iolab-fresh.json"
 _PACKAGE = REPO_ROOT / "iolab"
@@ -54,22 +56,44 @@ def _stats(h: Any, root: Path) -> None:
 
 
 def render_key(src: Path, parameters: dict[str, Any], data_dir: Path) -> str:
-    """The key of executing notebook ``src`` with ``parameters`` on ``data_dir``."""
+    """The key of executing notebook ``src`` with ``parameters`` on ``data_dir``.
+
+    A chapter's plan also names the programs this host would run with, and their versions:
+    the drivers are in the key, and so are the builds of ``make tools`` (by where they
+    resolve to); a tool installed or upgraded otherwise needs ``iolab book --force``."""
     h = hashlib.sha256(f"iolab {__version__}\0".encode())
     h.update(json.dumps(parameters, sort_keys=True, default=str).encode())
     h.update(os.environ.get("IOLAB_SKIP_CORRUPT", "").encode())
     _content(h, [src, *_files(NOTEBOOKS_DIR / "params"), *_files(_PACKAGE), *_CONFIG,
-                 *_files(BENCH_RESULTS)])
+                 *_files(BENCH_RESULTS), *_files(DRIVERS_DIR)])
+    tools = builds.tools_dir()
+    if tools.is_dir():
+        h.update("".join(f"{p.name}->{p.resolve()}\0" for p in sorted(tools.iterdir())).encode())
     for part in ("raw", "reference"):
         h.update(part.encode())
         _stats(h, Path(data_dir) / part)
     return h.hexdigest()
 
 
+# a Markdown page's include or literalinclude: the file it names, relative to the page
+_INCLUDE = re.compile(r"^[`:]{3,}\{(?:literal)?include\}\s+(\S+)", re.M)
+
+
+def _included(pages: list[Path]) -> list[Path]:
+    """Files outside book/ that its Markdown pages include (e.g. the example experiment's
+    code in the architecture chapter)."""
+    out = []
+    for page in pages:
+        if page.suffix == ".md":
+            out += [(page.parent / rel).resolve() for rel in _INCLUDE.findall(page.read_text())]
+    return sorted(set(out))
+
+
 def build_key(argv: list[str]) -> str:
     """The key of building the book with ``argv``."""
     h = hashlib.sha256(json.dumps(argv[1:]).encode())
-    _content(h, [*_files(BOOK_DIR), *_CONFIG])
+    pages = _files(BOOK_DIR)
+    _content(h, [*pages, *_included(pages), *_CONFIG])
     return h.hexdigest()
 
 

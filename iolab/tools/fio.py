@@ -12,7 +12,9 @@ Until iolab 0.2 a script, ``scripts/drivers/fio.sh`` version 1, stood between: i
 ``fio --version`` (the manifest has the version already) and then replaced itself with
 exactly this argv. It cost a shell and a fio start per run and added nothing, so it is gone;
 its name and version stay as this adapter's :attr:`contract`, so that the runs it made keep
-their ids.
+their ids. What fio measured is unchanged; what GNU time measured around it is not quite:
+its user, system and elapsed times of runs made through the script include a shell and a
+``fio --version`` (a few milliseconds), those of later runs do not.
 
 Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`)
 and the measurement window. Not responsible for: which options an experiment wants.
