@@ -45,7 +45,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 # The harness's own costs against their targets (benchmarks/run.py says what each key is),
-# written to benchmarks/results/<machine-class>.json; takes about ten minutes. Needs fio.
+# written to benchmarks/results/<machine-class>.json; about five minutes on 2 vCPUs. Needs fio.
 bench: setup $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/run.py
