@@ -41,6 +41,7 @@ from iolab.core.spec import Spec
 from iolab.core.rows import WINDOW_FILE
 from iolab.core.store import corrupt_message, open_store
 from iolab.errors import IolabError, ParseError, ToolError
+from iolab.host import slurm
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
 from iolab.host.journal import KnobSession, restore_from_journal
 from iolab.host.knobset import make_knobs
@@ -257,6 +258,8 @@ class _Campaign:
         self.config_id = config_id(experiment.name, spec.environment,
                                    experiment.config_settings(spec.settings))
         self.fingerprint = ""
+        # the Slurm job the campaign runs in (None outside one), recorded with every run
+        self.allocation = slurm.allocation()
         self.versions: dict[str, str | None] = {}
         self.originals: dict[str, Any] = {}
         self.proc: subprocess.Popen | None = None
@@ -321,7 +324,8 @@ class _Campaign:
             argv=[driver_rel if a == driver else a for a in launch.argv], cpus=launch.cpus,
             knobs=knob_record, collectors=[c.name for c in collectors],
             host_fingerprint=self.fingerprint, iolab_version=__version__,
-            spec_sources=self.spec.sources, overrides=self.spec.overrides)
+            spec_sources=self.spec.sources, overrides=self.spec.overrides,
+            extra={"slurm": self.allocation} if self.allocation else {})
         started = now_iso()
         t0 = time.monotonic()
         if not reason:
