@@ -206,9 +206,10 @@ def program_status(experiment: RunnableExperiment, settings: dict, runs: list[Pl
     for key, point in points.items():
         now = key in selected
         for program in experiment.programs(settings, point.params, topo if now else None):
-            entry = seen.setdefault((program.name, program.executable),
-                                    {**program.status(), "needed_now": False})
-            entry["needed_now"] |= now
+            key = (program.name, program.executable)
+            if key not in seen:  # asked once: a status looks the program up and runs it
+                seen[key] = {**program.status(), "needed_now": False}
+            seen[key]["needed_now"] |= now
     return list(seen.values())
 
 

@@ -99,8 +99,9 @@ class Program:
                 "install": None if where else self.install}
 
 
-@lru_cache(maxsize=64)
 def _version_line(path: str, args: tuple[str, ...], pattern: str | None) -> str | None:
+    # not cached here: version_output is, keyed on the executable, so that a tool upgraded
+    # while a process lives is asked again, by the plan as by the inventory
     try:
         done = version_output((path, *args))
     except (OSError, subprocess.TimeoutExpired):
