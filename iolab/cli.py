@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from iolab import experiments
+from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
 from iolab.core import spec as specmod
 from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, IolabError
@@ -83,17 +84,36 @@ def cmd_plan(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from iolab.core import stop
+
     camp = _campaign(args)
     result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
                       progress=not args.no_progress, allow_host_change=args.allow_host_change,
-                      max_runs=args.max_runs,
+                      max_runs=args.max_runs, allow_shared_node=args.allow_shared_node,
                       show_plan=lambda plan: print(plan.summary(), flush=True))
     for line in result.messages:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
     if result.interrupted:
         return 130
-    return 1 if result.failed else 0
+    if result.failed:
+        return 1
+    return stop.EXIT_STOPPED if result.stopped else 0
+
+
+def cmd_stop(args) -> int:
+    from iolab.core import locks, stop
+
+    data_dir = _data_dir(args)
+    holder = locks.holder(locks.data_lock_path(data_dir))
+    if holder is None:
+        print(f"no campaign is running on {data_dir} on this host; nothing to stop (a Slurm "
+              "job's campaign runs on its node: scancel --batch --signal=USR1 JOBID)")
+        return 0
+    path = stop.request(data_dir, f"'iolab stop' by uid {os.getuid()}")
+    print(f"asked the campaign ({locks.describe(holder)}) to stop after its current run "
+          f"({path}); its knobs are restored as it ends")
+    return 0
 
 
 def _data_dir(args, write: bool = False) -> Path:
@@ -141,7 +161,9 @@ def cmd_status(args) -> int:
                   f"{host.get('fingerprint', '?')}")
             for c in corrupt:
                 print(f"  corrupt: {c.describe()}")
-        except InputError as exc:  # one unreadable campaign must not hide the others
+            for line in _job_lines(exp, env, store, data_dir):
+                print(f"  {line}")
+        except IolabError as exc:  # one unreadable campaign must not hide the others
             print(f"{exp}/{env}: cannot be read: {exc}")
     holder = locks.holder(locks.data_lock_path(data_dir))
     if holder is not None:
@@ -153,6 +175,37 @@ def cmd_status(args) -> int:
     if journal.exists() and holder is None:
         print(f"a knob journal is present at {journal}: a campaign crashed; run 'iolab restore'")
     return 0
+
+
+def _job_lines(exp: str, env: str, store, data_dir: Path) -> list[str]:
+    """The campaign's Slurm jobs with their states, and what the last job's selection has
+    left to run."""
+    from iolab.batch import jobs
+    from iolab.host import slurm
+
+    folder = jobs.jobs_dir(store.root)
+    records = jobs.read_all(folder)
+    if not records:
+        return []
+    try:
+        states = slurm.job_states([r.job_id for r in records])
+    except IolabError as exc:
+        return [jobs.describe(r, None, folder, unknown=str(exc)) for r in records]
+    lines = [jobs.describe(r, states.get(r.job_id), folder) for r in records]
+    last = records[-1]
+    if last.mode == "run" and exp in experiments.names():
+        from iolab.campaign import Campaign
+
+        try:
+            plan = Campaign(exp, env, data_dir=data_dir,
+                            overrides=last.options.get("overrides") or []).plan(
+                where=last.options.get("where") or [])
+            c = plan.counts()
+            lines.append(f"the last job's selection: {c['stored']} stored, {c['to run']} to "
+                         f"run, {c['blocked']} blocked on this host")
+        except IolabError as exc:
+            lines.append(f"the last job's selection cannot be planned: {exc}")
+    return lines
 
 
 def cmd_verify(args) -> int:
@@ -266,17 +319,51 @@ def cmd_book(args) -> int:
 
 
 def cmd_notebook(args) -> int:
-    from iolab.report.book import execute
+    from iolab.batch.job import run_notebook
 
-    exp = experiments.get(args.experiment)
-    specmod.load(exp, args.env, params_dir=exp.params_dir, overrides=args.overrides)  # fail early
-    out = Path(args.output or f"{exp.name}-{args.env}-{args.mode}.ipynb")
-    params = {"environment": args.env, "mode": args.mode,
-              "overrides": dict(specmod.parse_assignment(o, "--set") for o in args.overrides)}
-    if args.data:
-        params["data_dir"] = str(_data_dir(args))
-    execute(exp.notebook, out, params)
-    print(f"wrote {out}")
+    if args.limit is not None and args.limit < 0:
+        raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
+    out = Path(args.output or f"{args.experiment}-{args.env}-{args.mode}.ipynb")
+    return run_notebook(args.experiment, args.env, mode=args.mode, output=out,
+                        data_dir=_data_dir(args) if args.data else None,
+                        overrides=args.overrides, where=args.where, limit=args.limit,
+                        allow_shared_node=args.allow_shared_node,
+                        allow_host_change=args.allow_host_change, resubmit=args.resubmit)
+
+
+def _slurm_options(args) -> dict[str, str]:
+    from iolab.batch.script import SLURM_OPTIONS
+
+    return {key: getattr(args, key) for key in SLURM_OPTIONS if getattr(args, key)}
+
+
+def cmd_submit(args) -> int:
+    from iolab.batch import submit
+
+    if args.resume:
+        given = [flag for flag, value in (("--set", args.overrides), ("--where", args.where),
+                                          ("--limit", args.limit is not None),
+                                          ("--requeue", args.requeue),
+                                          ("--allow-host-change", args.allow_host_change),
+                                          ("--signal-before",
+                                           args.signal_before != DEFAULT_SIGNAL_BEFORE_S),
+                                          ("--sbatch", args.sbatch),
+                                          ("--mode", args.mode != "run"))
+                 if value] + [f"--{k}" for k in _slurm_options(args)]
+        if given:
+            raise InputError("--resume", None, f"takes the options of the last job's script, "
+                             f"not {', '.join(given)}", allowed="--resume with --env and --data "
+                             "only; submit anew to change options")
+        for experiment in args.experiments:
+            for env in args.env:
+                submit.resume(experiment, env, args.data)
+        return 0
+    request = submit.Request(mode=args.mode, data_dir=args.data, overrides=args.overrides,
+                             where=args.where, limit=args.limit, requeue=args.requeue,
+                             allow_host_change=args.allow_host_change,
+                             signal_before_s=args.signal_before, slurm=_slurm_options(args),
+                             sbatch_args=args.sbatch)
+    submit.submit(args.experiments, args.env, request)
     return 0
 
 
@@ -379,7 +466,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-host-change", action="store_true",
                    help="add runs from a host whose fingerprint differs from the campaign's")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--allow-shared-node", action="store_true",
+                   help="inside a Slurm job on a node shared with other jobs, change system "
+                        "settings all the same (refused by default)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("stop", help="ask the campaign running on a data directory to stop "
+                       "after its current run (exit status 3 tells it stopped early)")
+    _add_common(p)
+    p.set_defaults(func=cmd_stop)
 
     p = sub.add_parser("status", help="list stored campaigns and a crashed run's journal")
     _add_common(p)
@@ -442,9 +537,57 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["replay", "plan", "run"], default="replay")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a params key, as for 'plan' and 'run'")
+    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
+                   help="with --mode run: only these points, as for 'run'")
+    p.add_argument("--limit", type=int, metavar="N", help="with --mode run: at most N runs")
+    p.add_argument("--allow-shared-node", action="store_true",
+                   help="with --mode run: as for 'run'")
+    p.add_argument("--allow-host-change", action="store_true",
+                   help="with --mode run: as for 'run'")
+    p.add_argument("--resubmit", action="store_true", help="in a Slurm job of 'iolab submit': "
+                   "when the campaign stopped before the time limit with runs left, submit the "
+                   "job's script again (what 'iolab submit --requeue' asks for)")
     p.add_argument("-o", "--output", help="the executed notebook (default: "
                    "EXPERIMENT-ENV-MODE.ipynb here)")
     p.set_defaults(func=cmd_notebook)
+
+    p = sub.add_parser("submit", help="run campaigns as Slurm batch jobs: write a batch script "
+                       "into each campaign's jobs/ folder and submit it (one job per "
+                       "experiment and environment)")
+    p.add_argument("experiments", nargs="+", metavar="experiment",
+                   help=f"one or more of: {', '.join(experiments.names())}")
+    p.add_argument("--env", action="append", required=True,
+                   help=_envs_help() + "; repeatable")
+    _add_common(p)
+    p.add_argument("--mode", choices=["run", "replay", "plan"], default="run",
+                   help="what the job's notebook does (default run: measure what is left, on a "
+                        "node of its own)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a params key, as for 'run'")
+    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
+                   help="only these points, as for 'run'")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N runs in each job")
+    p.add_argument("--partition", help="the Slurm partition (checked with sinfo)")
+    p.add_argument("--time", help="the job's time limit, as sbatch takes it (e.g. 2:00:00)")
+    p.add_argument("--nodelist", help="the node(s) to run on, as sbatch takes it")
+    p.add_argument("--account", help="the Slurm account to charge")
+    p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
+                   help="one more sbatch option, written as a #SBATCH line (repeatable; give "
+                        "it with =, e.g. --sbatch=--mem=0)")
+    p.add_argument("--signal-before", type=int, default=DEFAULT_SIGNAL_BEFORE_S,
+                   metavar="SECONDS",
+                   help="ask Slurm for SIGUSR1 this long before the time limit, when the "
+                        f"campaign stops after its current run (default {DEFAULT_SIGNAL_BEFORE_S})")
+    p.add_argument("--allow-host-change", action="store_true",
+                   help="as for 'run': add runs from a host whose fingerprint differs from "
+                        "the campaign's")
+    p.add_argument("--requeue", action="store_true",
+                   help="a job stopped before its time limit with runs left submits the next "
+                        "job itself")
+    p.add_argument("--resume", action="store_true",
+                   help="submit each campaign's last script again (after its job, if that "
+                        "has not ended): the campaign goes on where it stopped")
+    p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("experiments", help="list the experiments, their chapters, notebooks "
                        "and the environments that have params")

@@ -279,106 +279,39 @@ def drive(launch, run_dir: Path, timeout: float = 120):
 
 # -- a real single-node Slurm ------------------------------------------------------------------
 
-SLURM_PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "setpriv")
-MUNGE_KEY = Path("/etc/munge/munge.key")
+def _local_slurm():
+    import importlib.util
 
+    from iolab.paths import REPO_ROOT
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    path = REPO_ROOT / "scripts" / "local_slurm.py"
+    spec = importlib.util.spec_from_file_location("local_slurm", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """munged, slurmctld and slurmd of Debian's packages (scripts/system-packages.txt), on
+    """munged, slurmctld and slurmd of Debian's packages, started by scripts/local_slurm.py on
     free ports with their state in a temporary folder, stopped afterwards. Yields the
-    environment (SLURM_CONF) that points Slurm's commands at it. Skips, saying why, without
-    root or the packages; a cluster that does not come up fails, with its logs."""
-    import os
-    import shutil
-    import subprocess
+    environment (SLURM_CONF added) that points Slurm's commands at it. Skips, saying why,
+    without root or the packages; a cluster that does not come up fails, with its logs."""
     import tempfile
-    import time
 
-    missing = [p for p in SLURM_PROGRAMS if shutil.which(p) is None]
-    if missing or not MUNGE_KEY.exists():
-        pytest.skip(f"Slurm is not installed ({', '.join(missing) or MUNGE_KEY} missing): "
-                    "'make setup' installs slurmctld, slurmd, slurm-client and munge as root")
-    if os.geteuid() != 0:
-        pytest.skip("starting munged and the Slurm daemons needs root")
-    # munged refuses a socket whose parent folders are not searchable by everyone
-    root = Path(tempfile.mkdtemp(prefix="iolab-slurm-", dir="/tmp"))
-    root.chmod(0o755)
-    munge = root / "munge"
-    munge.mkdir(mode=0o755)
-    shutil.chown(munge, "munge", "munge")
-    for sub in ("state", "spool", "log"):
-        (root / sub).mkdir()
-    node = subprocess.run(["slurmd", "-C"], capture_output=True, text=True,
-                          check=True).stdout.splitlines()[0]
-    host = node.split()[0].split("=", 1)[1]
-    conf = root / "slurm.conf"
-    conf.write_text("\n".join([
-        "ClusterName=iolabtest", f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
-        "AuthType=auth/munge", f"AuthInfo=socket={munge}/socket", "CredType=cred/munge",
-        "SlurmUser=root", "SlurmdUser=root", f"StateSaveLocation={root}/state",
-        f"SlurmdSpoolDir={root}/spool", f"SlurmctldPidFile={root}/slurmctld.pid",
-        f"SlurmdPidFile={root}/slurmd.pid", f"SlurmctldLogFile={root}/log/slurmctld.log",
-        f"SlurmdLogFile={root}/log/slurmd.log", "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none", "SchedulerParameters=batch_sched_delay=0",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none", "JobCompType=jobcomp/none",
-        "ReturnToService=2", "MpiDefault=none",
-        f"{node} NodeAddr=127.0.0.1 State=UNKNOWN",
-        "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP", ""]))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    logs = {name: open(root / "log" / f"{name}.out", "wb")
-            for name in ("munged", "slurmctld", "slurmd")}
-    argvs = {
-        "munged": ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups", "munged",
-                   "-F", "-S", f"{munge}/socket", f"--pid-file={munge}/pid",
-                   f"--log-file={munge}/log", f"--seed-file={munge}/seed"],
-        "slurmctld": ["slurmctld", "-D", "-c", "-f", str(conf)],
-        "slurmd": ["slurmd", "-D", "-f", str(conf)],
-    }
-    procs = {}
-
-    def tails() -> str:
-        return "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1500:]}"
-                         for p in sorted((root / "log").iterdir()))
-
+    local = _local_slurm()
+    why = local.missing()
+    if why:
+        pytest.skip(why)
+    parent = Path(tempfile.mkdtemp(prefix="iolab-slurm-", dir="/tmp"))
+    parent.chmod(0o755)  # munged refuses a socket below a folder not everybody may search
+    root = parent / "cluster"
     try:
-        for name, argv in argvs.items():
-            procs[name] = subprocess.Popen(argv, stdout=logs[name], stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, env=env)
-            if name == "munged":
-                deadline = time.monotonic() + 10
-                while not (munge / "socket").exists() and time.monotonic() < deadline:
-                    time.sleep(0.1)
-        deadline = time.monotonic() + 60
-        state = ""
-        while time.monotonic() < deadline:
-            state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
-                                   env=env).stdout.strip()
-            if state == "idle":
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the test Slurm did not come up (node state {state!r}):\n{tails()}")
-        yield env
+        extra = local.start(root)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield {**os.environ, **extra}
     finally:
-        subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True, timeout=30)
-        for proc in reversed(list(procs.values())):
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for fh in logs.values():
-            fh.close()
-        shutil.rmtree(root, ignore_errors=True)
+        local.stop(root)
+        parent.rmdir()

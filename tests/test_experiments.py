@@ -26,7 +26,7 @@ REQUIRED_ENVS = ("kvm-2vcpu", "hpc-server")
 # The GPU experiments need an NVIDIA GPU, which this machine class lacks: they have params for
 # the lab server (and the GPU machine) only, and their chapters say what is measured where.
 GPU_ONLY_ENVS = ("hpc-server",)
-PARAMETERS = {"experiment", "environment", "mode", "data_dir", "overrides"}
+PARAMETERS = {"experiment", "environment", "mode", "data_dir", "overrides", "run_options"}
 
 
 def toc_files() -> list[str]:

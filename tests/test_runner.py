@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from iolab.campaign import Campaign
+from iolab.core import stop
 from iolab.core.store import sha256_file
 from iolab.errors import IolabError, ToolError
 from iolab.experiments import get
@@ -124,7 +125,7 @@ sys.path.insert(0, {repo!r})
 from iolab.campaign import Campaign
 c = Campaign("smt_thp", {env!r}, data_dir={data!r}, overrides=json.loads({overrides!r}))
 r = c.run(progress=False)
-print("INTERRUPTED" if r.interrupted else "FINISHED", r.completed)
+print("INTERRUPTED" if r.interrupted else "STOPPED" if r.stopped else "FINISHED", r.completed)
 """
 
 
@@ -239,3 +240,65 @@ def test_ctrl_c_restores_knobs_and_leaves_no_partial_run(tmp_path):
         assert THP.read_text() == before
     assert len(camp.store.complete_ids()) == int(out.split()[1])
     assert_whole(camp.store)
+
+
+@pytest.mark.parametrize("how", ["iolab stop", "SIGUSR1"])
+def test_a_stop_request_ends_the_campaign_after_its_current_run(tmp_path, how):
+    overrides = tiny_overrides(tmp_path)
+    if CAN_SET_THP:  # THP is changed for the run under way when the request comes
+        overrides["grids"] = {"thp": overrides["grids"]["thp"]}
+        overrides["repetitions"] = 4
+    camp = Campaign("smt_thp", ENV, data_dir=tmp_path / "data", overrides=overrides)
+    total = camp.plan().counts()["to run"]
+    before = THP.read_text() if THP.exists() else None
+    proc = subprocess.Popen([sys.executable, "-c", child(camp, overrides)], stdout=subprocess.PIPE,
+                            text=True)
+    wait_for(camp.store.runs_dir, 1)
+    if how == "SIGUSR1":
+        proc.send_signal(signal.SIGUSR1)
+    else:
+        stopped = subprocess.run([sys.executable, "-m", "iolab", "stop", "--data",
+                                  str(camp.data_dir)], capture_output=True, text=True, check=True)
+        assert "to stop after its current run" in stopped.stdout
+    out, _ = proc.communicate(timeout=60)
+    assert out.startswith("STOPPED"), out
+    stored = camp.store.complete_ids()
+    # the run under way when asked is finished and kept, and no other is begun
+    assert len(stored) == int(out.split()[1]) and 2 <= len(stored) < total
+    assert not list(camp.store.runs_dir.glob(".tmp-*"))
+    assert not (camp.data_dir / ".knob-journal.json").exists()
+    if before is not None:
+        assert THP.read_text() == before
+    assert not stop.request_path(camp.data_dir).exists(), "a request honoured is removed"
+    result = camp.run(progress=False)
+    assert result.completed == total - len(stored) and not result.stopped
+    assert len(camp.store.complete_ids()) == total
+
+
+def test_a_stale_stop_request_does_not_stop_a_new_campaign(tiny, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # a request of its own job is not stale
+    camp, _ = tiny
+    stop.request(camp.data_dir, "left by a campaign that ended before it read it")
+    time.sleep(0.01)
+    result = camp.run(progress=False, limit=1)
+    assert result.completed == 1 and not result.stopped
+    assert any("removed a stale stop request" in m for m in result.messages)
+    assert not stop.request_path(camp.data_dir).exists()
+
+
+@pytest.mark.skipif(not CAN_SET_THP, reason="needs root and a writable THP knob")
+def test_a_shared_slurm_node_refuses_knob_changes_unless_allowed(tiny, monkeypatch):
+    from iolab.host import slurm
+
+    camp, _ = tiny
+    monkeypatch.setattr(slurm, "allocation", lambda env=None: {
+        "job_id": "9", "node": "n1", "partition": "p", "cluster": "c", "cpus_on_node": 2,
+        "exclusive": False})
+    with pytest.raises(IolabError, match="Slurm job 9 on node n1 is shared with other jobs, "
+                                         "and this campaign changes system settings \\(thp\\)"):
+        camp.run(progress=False, where={"thp": "never"})
+    assert not camp.store.root.exists(), "nothing was run or written"
+    # points that leave every setting as it is may run beside other jobs
+    assert camp.run(progress=False, limit=1, where={"thp": "asis"}).completed == 1
+    assert camp.run(progress=False, where={"thp": "never"}, limit=1,
+                    allow_shared_node=True).completed == 1

@@ -1,18 +1,17 @@
-"""The Slurm allocation a run records: read from the job's environment and record, and a
-campaign run as a job of a real single-node Slurm (the session fixture ``slurm_cluster``)."""
+"""What iolab asks of Slurm (``iolab.host.slurm``): the allocation a run records, read from
+the job's environment and record; partitions; job states, read from a real single-node Slurm
+(the session fixture ``slurm_cluster``). The jobs of ``iolab submit`` are tested in
+test_submit.py."""
 
 from __future__ import annotations
 
-import json
-import shlex
 import subprocess
-import sys
 import time
 
 import pytest
 
+from iolab.errors import IolabError
 from iolab.host import slurm
-from iolab.paths import REPO_ROOT
 
 RECORD = ("JobId=7 JobName=x UserId=root(0) JobState=RUNNING Reason=None NumNodes=1 NumCPUs=2 "
           "OverSubscribe={} Contiguous=0 Partition=debug")
@@ -45,39 +44,42 @@ def test_without_scontrol_exclusivity_is_unknown(monkeypatch):
     assert slurm.exclusive("42") is None
 
 
-def _wait(job: str, env: dict, timeout: float = 180) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
-                                text=True, env=env).stdout
-        state = next((w.split("=", 1)[1] for w in record.split() if w.startswith("JobState=")),
-                     "")
-        if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
-            return state
-        time.sleep(0.5)
-    raise AssertionError(f"job {job} did not end within {timeout} s")
+def test_a_job_record_is_read_field_by_field():
+    fields = slurm.parse_record("JobId=7 JobName=x y JobState=TIMEOUT Reason=TimeLimit "
+                                "ExitCode=0:15 RunTime=00:01:27 TimeLimit=00:01:00")
+    assert fields["JobState"] == "TIMEOUT" and fields["ExitCode"] == "0:15"
+    assert fields["JobName"] == "x", "a value with spaces keeps its first word"
+
+
+def test_partitions_put_the_default_first(monkeypatch):
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, "io\ndebug*\ngpu\n", ""))
+    assert slurm.partitions() == ["debug", "gpu", "io"]
+
+
+def test_a_missing_slurm_command_is_named_with_how_to_get_it(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(IolabError, match="squeue is not on PATH: this machine is not a Slurm "
+                                         "submit host"):
+        slurm.job_states(["1"])
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(subprocess.run(["which", "fio"], capture_output=True).returncode != 0,
-                    reason="fio is not installed (make setup)")
-def test_a_campaign_run_as_a_slurm_job_records_its_allocation(slurm_cluster, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    command = [sys.executable, "-m", "iolab", "run", "smt_thp", "--env", "kvm-2vcpu",
-               "--data", str(data), "--limit", "1", "--no-progress",
-               "--set", "runtime_s=1", "--set", "ramp_s=0",
-               "--set", f"target_path={tmp_path / 'target.dat'}", "--set", "target_size=16M"]
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\nset -e\n" + shlex.join(command) + "\n")
-    job = subprocess.run(["sbatch", "--parsable", "--exclusive", "--nodes=1",
-                          f"--chdir={REPO_ROOT}", f"--output={tmp_path / 'job.out'}",
-                          str(script)], capture_output=True, text=True, check=True,
-                         env=slurm_cluster).stdout.strip().split(";")[0]
-    state = _wait(job, slurm_cluster)
-    output = (tmp_path / "job.out").read_text(errors="replace")
-    assert state == "COMPLETED", output[-3000:]
-    (run,) = (data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir()
-    recorded = json.loads((run / "run.json").read_text())["extra"]["slurm"]
-    assert recorded["job_id"] == job and recorded["exclusive"] is True
-    assert recorded["partition"] == "debug" and recorded["cpus_on_node"] >= 1
+def test_job_states_come_from_squeue_then_scontrol(slurm_cluster, monkeypatch, tmp_path):
+    for key, value in slurm_cluster.items():
+        monkeypatch.setenv(key, value)
+    job_script = tmp_path / "sleep.sh"
+    job_script.write_text(f"#!/bin/sh\n#SBATCH --output={tmp_path}/%j.out\nsleep 60\n")
+    job = slurm.submit(str(job_script))
+    deadline = time.monotonic() + 30
+    while slurm.job_states([job])[job]["state"] != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    running = slurm.job_states([job, "999999"])
+    assert running[job]["state"] == "RUNNING" and running[job]["node"]
+    assert "999999" not in running, "a job Slurm does not know is left out"
+    subprocess.run(["scancel", job], check=True)
+    while slurm.job_states([job])[job]["state"] not in slurm.ENDED:
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.2)
+    ended = slurm.job_states([job])[job]
+    assert ended["state"] == "CANCELLED" and "exit_code" in ended

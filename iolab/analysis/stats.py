@@ -81,7 +81,8 @@ def interval(values, method: str = "t", confidence: float = 0.95) -> dict[str, f
 def summarize(df: pd.DataFrame, by: list[str], metrics: list[str], confidence: float = 0.95,
               methods: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per group and metric: the grouping columns, ``metric``, n, mean, sd, the
-    interval, and ``method`` (its name; ``t`` unless ``methods`` names another per metric)."""
+    interval, and ``method`` (its name; ``t`` unless ``methods`` names another per metric);
+    the same columns, no rows, for no rows."""
     methods = methods or {}
     rows = []
     for key, group in df.groupby(by, sort=True, dropna=False):
@@ -90,7 +91,8 @@ def summarize(df: pd.DataFrame, by: list[str], metrics: list[str], confidence: f
             method = methods.get(metric, "t")
             rows.append({**dict(zip(by, key)), "metric": metric, "method": method,
                          **interval(group[metric], method, confidence)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*by, "metric", "method", "n", "mean", "sd", "ci_low",
+                                       "ci_high", "ci_half"])
 
 
 def ratio_interval(a, b, confidence: float = 0.95) -> dict[str, float]:

@@ -9,7 +9,13 @@ execute the driver with an argv list inside the run folder, stop the collectors,
 raw output with the tool's adapter, and commit the run with its manifest. A failing run is
 kept under ``failed/``; without ``keep_going`` the campaign then stops. Ctrl-C or SIGTERM
 stops the driver, discards the unfinished run and restores every knob; a journal left by a
-process that was killed outright is restored before the next campaign starts.
+process that was killed outright is restored before the next campaign starts. A stop request
+(``iolab.core.stop``, or SIGUSR1, Slurm's warning before a job's time limit) stops the campaign
+after its current run instead, with every knob restored.
+
+Inside a Slurm job, every run records the allocation (``iolab.host.slurm``), and a campaign
+that would change a system setting on a node the job does not have to itself is refused
+unless ``allow_shared_node``: another job's measurements would see the setting.
 
 Responsible for: the host-aware plan, orchestration, and filling in the run manifest.
 Not responsible for: what a point executes (the experiment and its tool adapter), parsing
@@ -34,7 +40,7 @@ from typing import Any, Callable, Protocol
 from iolab import __version__
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
-from iolab.core import datadir, locks, procs
+from iolab.core import datadir, locks, procs, stop
 from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, knob_needs,
                                  make_plan)
 from iolab.core.spec import Spec
@@ -82,6 +88,7 @@ class CampaignResult:
     failed: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     interrupted: bool = False
+    stopped: str = ""  # why the campaign stopped on request before its last run
 
 
 def now_iso() -> str:
@@ -249,7 +256,7 @@ class _Campaign:
     """State shared by the runs of one campaign."""
 
     def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path, knobs: dict,
-                 topo: list[dict]):
+                 topo: list[dict], started_at: float):
         self.exp = experiment
         self.spec = spec
         self.settings = spec.settings
@@ -266,6 +273,23 @@ class _Campaign:
         self.proc: subprocess.Popen | None = None
         self.tmp: Path | None = None
         self.stop_signal: int | None = None
+        self.started_at = started_at  # a stop request made from then on is this campaign's
+        self.stop_reason = ""  # a stop after the current run was asked for (SIGUSR1)
+
+    def stop_after_run(self, signum: int, frame: Any) -> None:
+        """The handler of SIGUSR1: finish the current run, then stop."""
+        self.stop_reason = f"signal {signal.Signals(signum).name}"
+
+    def stop_requested(self) -> tuple[str, str]:
+        """(why the campaign must stop before its next run, or ""; a message to pass on)."""
+        if self.stop_reason:
+            return self.stop_reason, ""
+        doc, message = stop.pending(self.store.data_dir, self.started_at)
+        if doc is None:
+            return "", message
+        stop.clear(self.store.data_dir)
+        who = f" by Slurm job {doc['job']}" if doc.get("job") else ""
+        return f"{doc.get('reason') or 'a stop request'}{who}", message
 
     def request_stop(self, signum: int, frame: Any) -> None:
         """The handler of SIGINT and SIGTERM during a campaign. It raises nothing: an
@@ -431,7 +455,7 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                  where: dict[str, list[Any]] | None = None, limit: int | None = None,
                  keep_going: bool = False, progress: bool = True, allow_host_change: bool = False,
                  knobs: dict | None = None, journal_path: Path | None = None,
-                 max_runs: int = MAX_RUNS,
+                 max_runs: int = MAX_RUNS, allow_shared_node: bool = False,
                  show_plan: Callable[[Plan], None] | None = None) -> CampaignResult:
     """Run every selected run of the plan (all runs still to do, or ``limit`` of them).
 
@@ -442,6 +466,10 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     data_dir = datadir.check(Path(data_dir))
     check_size(spec, max_runs)
     result = CampaignResult()
+    # SIGUSR1 (Slurm's warning) must not end the process, which is its default, at any
+    # time while the campaign holds its locks: a stop asked for before the runs begin is kept
+    early: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: early.append(signum))
     try:
         with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock, \
                 procs.Owned(data_dir) as owner:
@@ -449,23 +477,46 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
             _run_locked(experiment, spec, data_dir, result, owner, where=where, limit=limit,
                         keep_going=keep_going, progress=progress,
                         allow_host_change=allow_host_change, knobs=knobs,
-                        journal_path=journal_path, max_runs=max_runs, show_plan=show_plan)
+                        journal_path=journal_path, max_runs=max_runs, show_plan=show_plan,
+                        allow_shared_node=allow_shared_node, early_stop=early)
     except OSError as exc:
         # e.g. a full disk: the unfinished run was discarded and the knobs restored on the
         # way out; what is stored is complete
         raise datadir.from_os_error(exc, "while running the campaign") from exc
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
     return result
+
+
+def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
+                         allocation: dict[str, Any] | None) -> str | None:
+    """Why these runs may not change system settings in this Slurm allocation, or None."""
+    if allocation is None or allocation.get("exclusive") is True:
+        return None
+    changes = sorted({knob for r in todo
+                      for knob in knob_needs(r.point.params, experiment.knob_variables)}
+                     | set(experiment.campaign_knobs(spec.settings)))
+    if not changes:
+        return None
+    how = ("is shared with other jobs" if allocation.get("exclusive") is False
+           else "may be shared with other jobs (scontrol could not tell)")
+    return (f"Slurm job {allocation['job_id']} on node {allocation.get('node')} {how}, and "
+            f"this campaign changes system settings ({', '.join(changes)}) that other jobs "
+            "would measure under: submit it with --exclusive ('iolab submit --mode run' does), "
+            "or pass --allow-shared-node (in a notebook, run_options allow_shared_node) if "
+            "you own the node. Nothing was run and no system setting was touched.")
 
 
 def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                 result: CampaignResult, owner: procs.Owned, *, where, limit, keep_going,
                 progress, allow_host_change, knobs, journal_path, max_runs,
-                show_plan) -> None:
+                show_plan, allow_shared_node, early_stop) -> None:
     if "IPython" in sys.modules:  # in a notebook's kernel: its widget bar
         from tqdm.auto import tqdm
     else:  # tqdm.auto would import IPython only to find out, a third of a second
         from tqdm import tqdm
 
+    started_at = time.time()
     # a killed campaign's fio would still be measuring beside this one's
     result.messages += procs.end_leftovers(data_dir)
     knobs = make_knobs() if knobs is None else knobs
@@ -480,8 +531,13 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     if unwritable:
         raise IolabError("; ".join(unwritable) + ". Nothing was run.")
     _missing_programs(plan)
+    camp = _Campaign(experiment, spec, data_dir, knobs, topo, started_at)
+    shared = None if allow_shared_node else _shared_node_problem(experiment, spec,
+                                                                  plan.selected(),
+                                                                  camp.allocation)
+    if shared:
+        raise IolabError(shared)
     datadir.check(data_dir, write=True)  # only now: a refused campaign leaves no folder behind
-    camp = _Campaign(experiment, spec, data_dir, knobs, topo)
 
     journal = journal_path or default_journal(data_dir)
     if journal.exists():
@@ -515,6 +571,16 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(), "owner": owner.owner,
                     "params": spec.sources, "overrides": spec.overrides, "where": where or {},
                     "limit": limit, "selected": len(todo), "iolab_version": __version__})
+    signal.signal(signal.SIGUSR1, camp.stop_after_run)  # run_campaign puts the old one back
+    if early_stop:
+        camp.stop_after_run(early_stop[0], None)
+    why, message = camp.stop_requested()
+    result.messages += [message] if message else []
+    if why and todo:  # asked before the first run: set nothing up only to undo it
+        result.stopped = why
+        result.messages.append(f"stopped on request ({why}) before the first of {len(todo)} "
+                               "runs; nothing was changed")
+        todo = []
     if todo:
         experiment.prepare_host(spec.settings)
         experiment.prepare_points(spec.settings, [r.point.params for r in todo])
@@ -528,14 +594,25 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
         with KnobSession(knobs, journal) as session:
             camp.originals = {k: knobs[k].read() for k in set(experiment.knob_variables.values())
                               if k in knobs and knobs[k].available()[0]}
-            for name, value in experiment.campaign_knobs(spec.settings).items():
+            for name, value in (experiment.campaign_knobs(spec.settings).items() if todo
+                                else ()):
                 # e.g. binding the devices to a user-space driver: once, restored at the end
                 rec = session.set(name, value)
                 if not rec.get("matches", False):
                     raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
                 result.messages.append(f"{name}: set to {value!r} for this campaign")
-            for planned in todo:
+            for done, planned in enumerate(todo):
                 camp.check_stop()
+                why, message = camp.stop_requested()
+                if message:
+                    result.messages.append(message)
+                if why:
+                    result.stopped = why
+                    result.messages.append(
+                        f"stopped on request ({why}) after {done} of {len(todo)} runs, with "
+                        "every knob restored; run the same command again (a Slurm job: "
+                        "'iolab submit --resume') to go on")
+                    break
                 try:
                     ok, reason, metrics = camp.run_one(session, planned)
                 except BaseException:
@@ -567,7 +644,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
         try:
             camp.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
                             "completed": result.completed, "failed": len(result.failed),
-                            "interrupted": result.interrupted})
+                            "interrupted": result.interrupted, "stopped": result.stopped})
         except OSError:
             pass  # a full disk must not hide why the campaign stopped
 

@@ -1,21 +1,35 @@
-"""The Slurm allocation a process runs in, as a run records it.
+"""What iolab asks of Slurm: the allocation a process runs in, submitting a batch script,
+the partitions there are, and the state of jobs.
 
 Inside a Slurm job, Slurm names the job, node, partition and CPUs in the environment; whether
 the node is the job's alone is in the job's record (``scontrol show job``: OverSubscribe=NO
-for a job given its nodes exclusively, OK for one that shares them).
+for a job given its nodes exclusively, OK for one that shares them). A job's state is read
+from ``squeue`` while it is queued or running, then from ``scontrol show job`` for as long
+as the controller keeps ended jobs (MinJobAge, 300 s by default); no accounting database is
+needed. Every command is an argv list and has a timeout; a Slurm that cannot be reached is an
+error naming the command and Slurm's own message.
 
-Responsible for: reading that allocation. Not responsible for: submitting jobs or acting on
-what the allocation allows.
+Responsible for: those commands and reading their output. Not responsible for: what a batch
+script says (``iolab.batch.script``), job records (``iolab.batch.jobs``) or acting on what the
+allocation allows (``iolab.core.runner``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from typing import Any, Mapping
 
+from iolab.errors import IolabError
+
 SCONTROL_TIMEOUT_S = 20.0
+# job states after which a job no longer runs (squeue/scontrol spellings)
+ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                   "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"})
+INSTALL = ("is not on PATH: this machine is not a Slurm submit host (Debian/Ubuntu: "
+           "apt-get install slurm-client, with the cluster's slurm.conf and munge key)")
 
 
 def allocation(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
@@ -49,3 +63,81 @@ def parse_oversubscribe(record: str) -> bool | None:
     job's alone), False for any other value, None without the field."""
     match = re.search(r"(?:^|\s)OverSubscribe=(\S+)", record)
     return None if match is None else match.group(1) == "NO"
+
+
+def _slurm(argv: list[str], env: Mapping[str, str] | None = None,
+           check: bool = True) -> subprocess.CompletedProcess:
+    if shutil.which(argv[0]) is None:
+        raise IolabError(f"{argv[0]} {INSTALL}")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, env=dict(env or os.environ))
+    except subprocess.TimeoutExpired:
+        raise IolabError(f"{' '.join(argv)} did not answer within {SCONTROL_TIMEOUT_S:.0f} s: "
+                         "is the Slurm controller reachable?") from None
+    if check and done.returncode != 0:
+        said = (done.stderr or done.stdout).strip() or f"exit status {done.returncode}"
+        raise IolabError(f"Slurm refused: {' '.join(argv)}: {said}")
+    return done
+
+
+def submit(script: str, env: Mapping[str, str] | None = None,
+           dependency: str | None = None) -> str:
+    """``sbatch --parsable SCRIPT`` -> the job id (Slurm's message as an error)."""
+    argv = ["sbatch", "--parsable"]
+    if dependency:
+        argv.append(f"--dependency={dependency}")
+    out = _slurm(argv + [script], env).stdout.strip()
+    job = out.split(";")[0]  # "ID" or "ID;CLUSTER"
+    if not job.isdigit():
+        raise IolabError(f"sbatch printed {out!r}, not a job id")
+    return job
+
+
+def partitions(env: Mapping[str, str] | None = None) -> list[str]:
+    """The partitions of the cluster (``sinfo``), the default one first."""
+    names = _slurm(["sinfo", "--all", "-h", "-o", "%P"], env).stdout.split()
+    default = [n[:-1] for n in names if n.endswith("*")]
+    return default + sorted({n for n in names if not n.endswith("*")} - set(default))
+
+
+def parse_record(record: str) -> dict[str, str]:
+    """One ``scontrol show job -o`` line -> its KEY=VALUE fields (values without spaces;
+    fields such as Command keep only their first word, which is all iolab reads)."""
+    fields: dict[str, str] = {}
+    for word in record.split():
+        key, sep, value = word.partition("=")
+        if sep and key and key not in fields:
+            fields[key] = value
+    return fields
+
+
+SQUEUE_FORMAT = "%i|%T|%M|%l|%N|%r"
+
+
+def job_states(jobs: list[str], env: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Each job's ``state``, with ``elapsed``, ``limit``, ``node``, ``reason`` and
+    ``exit_code`` where Slurm still says; a job Slurm no longer knows is left out."""
+    if not jobs:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    done = _slurm(["squeue", "-h", "-j", ",".join(jobs), "-o", SQUEUE_FORMAT], env, check=False)
+    if done.returncode != 0 and "invalid job id" not in done.stderr.lower():
+        # the controller cannot be reached: a job is not "ended" because nobody answered
+        raise IolabError(f"squeue: {done.stderr.strip() or f'exit status {done.returncode}'}")
+    for line in done.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 6 and parts[0] in jobs:
+            out[parts[0]] = dict(zip(("job", "state", "elapsed", "limit", "node", "reason"),
+                                     parts))
+    for job in jobs:
+        if job in out:
+            continue
+        record = _slurm(["scontrol", "show", "job", "-o", job], env, check=False)
+        fields = parse_record(record.stdout) if record.returncode == 0 else {}
+        if "JobState" in fields:
+            out[job] = {"job": job, "state": fields["JobState"],
+                        "elapsed": fields.get("RunTime", ""), "limit": fields.get("TimeLimit", ""),
+                        "node": fields.get("NodeList", ""), "reason": fields.get("Reason", ""),
+                        "exit_code": fields.get("ExitCode", "")}
+    return out

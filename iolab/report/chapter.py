@@ -1,9 +1,11 @@
 """What a chapter notebook opens with and ends with.
 
-``Chapter(experiment, environment, mode=..., data_dir=..., overrides=...)`` runs the campaign
-when ``mode == "run"``, plans it, and loads the tidy rows of the runs the params file plans,
-matched by run identity (any other stored run is kept apart and listed, never pooled; runs
-imported from an AiSIO archive are kept in :attr:`imported`). It
+``Chapter(experiment, environment, mode=..., data_dir=..., overrides=..., run_options=...)``
+runs the campaign when ``mode == "run"`` (``run_options``: the ``where``, ``limit``,
+``allow_shared_node`` and ``allow_host_change`` of ``iolab run``, as ``iolab notebook`` and
+the jobs of ``iolab submit`` pass them), plans it, and loads the tidy rows of the runs the
+params file plans, matched by run identity (any other stored run is kept apart and listed,
+never pooled; runs imported from an AiSIO archive are kept in :attr:`imported`). It
 states what ran from the stored manifests (:meth:`what_ran`), summarises with the interval
 each metric calls for (:meth:`summarize`), collects the chapter's glued text and figures, and
 at the end glues every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a
@@ -30,6 +32,7 @@ from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report.figures import one_configuration, placeholder, theme
 
 MODES = ("replay", "plan", "run")
+RUN_OPTIONS = ("where", "limit", "allow_shared_node", "allow_host_change")
 # a key of this notebook (optionally with a format); `page.ipynb::key` is another page's
 _TEXT_KEY = re.compile(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)(?::[^`]*)?`")
 _FIGURE_KEY = re.compile(r"\{glue:figure\}\s*`?([A-Za-z0-9_]+)")
@@ -49,18 +52,31 @@ def referenced_keys(notebook: Path) -> tuple[list[str], list[str]]:
 
 class Chapter:
     def __init__(self, experiment: str, environment: str, *, mode: str = "replay",
-                 data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None):
+                 data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                 run_options: dict[str, Any] | None = None):
         if mode not in MODES:
             raise InputError("notebook parameters", "mode", f"unknown mode {mode!r}",
                              allowed=", ".join(MODES))
+        run_options = dict(run_options or {})
+        unknown = sorted(set(run_options) - set(RUN_OPTIONS))
+        if unknown:
+            raise InputError("notebook parameters", "run_options",
+                             f"unknown option {', '.join(map(repr, unknown))}",
+                             allowed=", ".join(RUN_OPTIONS))
         self.campaign = Campaign(experiment, environment, data_dir=data_dir, overrides=overrides)
         self.experiment = self.campaign.experiment
         self.spec = self.campaign.spec
         self.environment = environment
         self.data_dir = self.campaign.data_dir
         self.messages: list[str] = []
+        self.run_result = None
         if mode == "run":
-            self.messages = self.campaign.run(keep_going=True).messages
+            self.run_result = self.campaign.run(keep_going=True, **run_options)
+            self.messages = self.run_result.messages
+            # in the executed notebook a batch job keeps (the cell is not on the book's page)
+            for line in self.messages + [f"completed {self.run_result.completed} runs, "
+                                         f"{len(self.run_result.failed)} failed"]:
+                print(line)
         # A replayed chapter describes the campaign's host, not the one that builds the book.
         self.plan = self.campaign.plan(as_recorded=mode == "replay")
         rows = self.campaign.tidy()
@@ -102,9 +118,10 @@ class Chapter:
         return f"{m.label} ({m.unit})" if m.unit else m.label
 
     def summarize(self, rows: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
-        """n, mean, sd and each metric's own interval (``Metric.interval``) per group."""
+        """n, mean, sd and each metric's own interval (``Metric.interval``) per group (no
+        rows, with the same columns, for no rows: a campaign stopped part way)."""
         if rows.empty:
-            return pd.DataFrame()
+            return stats.summarize(pd.DataFrame(columns=[*by, *metrics]), by, metrics)
         one_configuration(rows, f"summary of {', '.join(metrics)} by {', '.join(by)}")
         methods = {m: self.experiment.metrics[m].interval for m in metrics
                    if m in self.experiment.metrics}

@@ -78,6 +78,8 @@ def band(ax, summary: pd.DataFrame, x: str, metric: str, *, hue: str | None = No
     repetition as a dot (``rows``)."""
     if rows is not None:
         one_configuration(rows, f"figure of {metric} against {x}")
+    if "metric" not in summary:  # no rows summarized (Chapter.summarize of none): nothing to draw
+        return
     s = summary[summary["metric"] == metric]
     groups = list(order) or (sorted(s[hue].unique()) if hue else [None])
     for g in groups:
@@ -104,6 +106,8 @@ def bars(ax, summary: pd.DataFrame, x: str, metric: str, *, order: Sequence[Any]
     """Grouped bars of the means with interval whiskers, each repetition as a dot."""
     if rows is not None:
         one_configuration(rows, f"figure of {metric} by {x}")
+    if "metric" not in summary:  # no rows summarized (Chapter.summarize of none): nothing to draw
+        return
     width = 0.8 / len(hue_order)
     xs = np.arange(len(order))
     s = summary[summary["metric"] == metric]

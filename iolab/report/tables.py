@@ -1,9 +1,9 @@
 """Numbers as the book prints them, and the summary tables of the chapters.
 
-Responsible for: formatting (thousands separators, ranges, signed percentages) and turning a
-summary (:func:`iolab.analysis.stats.summarize`) into a wide table of "mean (sd; interval)"
-cells, one row per point, that names its interval method. Not responsible for: computing
-anything.
+Responsible for: formatting (thousands separators, ranges, signed percentages; "n/a" for a
+number that is missing) and turning a summary (:func:`iolab.analysis.stats.summarize`) into a
+wide table of "mean (sd; interval)" cells, one row per point, that names its interval method.
+Not responsible for: computing anything.
 """
 
 from __future__ import annotations
@@ -11,30 +11,42 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from iolab.analysis.stats import METHODS
 
 
+def missing(x: Any) -> bool:
+    """Whether a number is absent: None or NaN (a mean of no runs, the interval of one run)."""
+    return x is None or (isinstance(x, (float, np.floating)) and math.isnan(x))
+
+
 def fmt_int(x: float) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.0f}"
+    return "n/a" if missing(x) else f"{x:,.0f}"
+
+
+def fmt_num(x: float | None, digits: int = 2) -> str:
+    """``x`` with ``digits`` decimals and no separators ('1.23', '1307'); 'n/a' if missing."""
+    return "n/a" if missing(x) else f"{x:.{digits}f}"
 
 
 def fmt_range(low: float, high: float, fmt: Callable[[float], str] = fmt_int,
               sep: str = " – ") -> str:
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
+    if missing(low) or missing(high):
         return "n/a"
     return f"{fmt(low)}{sep}{fmt(high)}"
 
 
 def fmt_pct(x: float, digits: int = 1) -> str:
-    return f"{x:+.{digits}f} %"
+    return "n/a" if missing(x) else f"{x:+.{digits}f} %"
 
 
 def pct_with_interval(change: dict[str, float], digits: int = 1) -> tuple[str, str]:
-    """('+2.1 %', '-3.4 % to +7.6 %') from :func:`iolab.analysis.stats.pct_change`."""
+    """('+2.1 %', '-3.4 % to +7.6 %') from :func:`iolab.analysis.stats.pct_change`; 'n/a'
+    for what one run per side leaves undefined."""
     return (fmt_pct(change["pct"], digits),
-            f"{fmt_pct(change['ci_low'], digits)} to {fmt_pct(change['ci_high'], digits)}")
+            fmt_range(change["ci_low"], change["ci_high"], lambda v: fmt_pct(v, digits), " to "))
 
 
 def cell(row: pd.Series, digits: int) -> str:

@@ -74,7 +74,8 @@ def point_means(df: pd.DataFrame, variables: list[str] | None = None,
 def device_capacity(df: pd.DataFrame, confidence: float = 0.95) -> dict[str, Any]:
     single = df[df["ndevs"] == 1]
     if single.empty:
-        return {"iops": float("nan"), "max_single_run": float("nan"), "n": 0, "point": {}}
+        return {"iops": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                "max_single_run": float("nan"), "n": 0, "point": {}}
     means = point_means(single, confidence=confidence)
     best = means.sort_values("mean").iloc[-1]
     cols = [v for v in VARIABLES if v in means]

@@ -54,7 +54,10 @@ def payload_vs_total(rows: pd.DataFrame, by: list[str], confidence: float) -> pd
     wide = wide.rename(columns={f"{s}_{total}": f"{s}_total" for s in ("mean", "ci_low", "ci_high", "n")})
     wide = wide.rename(columns={f"{s}_payload_bytes_per_s": f"{s}_payload"
                                 for s in ("mean", "ci_low", "ci_high", "n")})
-    for column in ("mean_total", "ci_low_total", "ci_high_total", "n_total"):
+    # pivot_table drops a column that is all NaN: the interval with one run per point, the
+    # total without a GPU counter
+    for column in (f"{s}_{side}" for side in ("payload", "total")
+                   for s in ("mean", "ci_low", "ci_high", "n")):
         if column not in wide:
             wide[column] = float("nan")
     wide["ratio"] = wide["mean_total"] / wide["mean_payload"]

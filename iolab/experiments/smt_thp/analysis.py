@@ -10,7 +10,7 @@ Definitions:
 - an *effect* of a setting is the % change of mean IOPS against a reference setting, with
   its interval (:func:`iolab.analysis.stats.pct_change`);
 - a *verdict* reads an interval against a reference value: ``above``, ``below`` or
-  ``includes``.
+  ``includes`` (None without an interval).
 
 Responsible for: selections, ratios, effects, peak and knee numbers. Not responsible for:
 loading (``iolab.core.tidy``), wording or figures (the notebook and ``iolab.report``).
@@ -53,11 +53,16 @@ def engine_ratios(rows: pd.DataFrame, by: str = "concurrency", metric: str = "io
             out.append({by: value, "io_uring": a.mean(), "psync": b.mean(), "n_io_uring": len(a),
                         "n_psync": len(b), "ratio": r["ratio"], "ci_low": r["ci_low"],
                         "ci_high": r["ci_high"]})
-    return pd.DataFrame(out)
+    # the columns even without a value both engines ran (a campaign stopped part way)
+    return pd.DataFrame(out, columns=[by, "io_uring", "psync", "n_io_uring", "n_psync", "ratio",
+                                      "ci_low", "ci_high"])
 
 
-def verdict(low: float, high: float, reference: float = 1.0) -> str:
-    """Where an interval lies against a reference value."""
+def verdict(low: float, high: float, reference: float = 1.0) -> str | None:
+    """Where an interval lies against a reference value; None where it is undefined (one
+    run on a side)."""
+    if np.isnan(low) or np.isnan(high):
+        return None
     if low > reference:
         return "above"
     if high < reference:

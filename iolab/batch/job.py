@@ -1,0 +1,139 @@
+"""What runs inside a batch job (and behind ``iolab notebook``): the experiment's notebook
+executed with papermill, Slurm's warning before the time limit passed on to the campaign, and
+the next job submitted when the campaign stopped with runs left (``--resubmit``).
+
+The campaign runs in the notebook's kernel, a process in a session of its own, while Slurm's
+warning (SIGUSR1, ``--signal=B:USR1@...``) reaches only this process, the job's first; so
+this process turns SIGUSR1 and SIGTERM into a stop request (``iolab.core.stop``) that the
+campaign reads before each run, and stays alive until the kernel has stored its last run and
+restored its knobs. (On ``scancel`` and at the time limit Slurm sends SIGTERM to every process
+of the job, the kernel's included, which ends the run in progress at once and discards it.)
+
+Responsible for: executing the notebook, passing the stop on, and resubmitting. Not
+responsible for: the campaign (the notebook's ``Chapter``) or the job's script
+(``iolab.batch.script``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any, Callable
+
+import nbformat
+
+from iolab import experiments
+from iolab.core import spec as specmod
+from iolab.core import stop
+from iolab.errors import InputError
+from iolab.paths import resolve_data_dir
+
+WARNING = "Slurm's warning before the job's time limit (SIGUSR1)"
+
+
+def _takes(notebook: Path, name: str) -> bool:
+    nb = nbformat.read(notebook, as_version=4)
+    return any(f"{name} =" in c.source for c in nb.cells
+               if "parameters" in c.metadata.get("tags", []))
+
+
+def _stored(experiment: str, environment: str, data_dir: Path, overrides: list[str],
+            where: list[str]) -> tuple[int, int]:
+    """(stored, still to run) of the campaign's selected points."""
+    from iolab.campaign import Campaign
+
+    plan = Campaign(experiment, environment, data_dir=data_dir, overrides=overrides).plan(
+        where=where)
+    return len(plan.by_status("stored")), len(plan.selected())
+
+
+def run_notebook(experiment: str, environment: str, *, mode: str, output: Path,
+                 data_dir: str | Path | None = None, overrides: list[str] = (),
+                 where: list[str] = (), limit: int | None = None,
+                 allow_shared_node: bool = False, allow_host_change: bool = False,
+                 resubmit: bool = False,
+                 log: Callable[[str], None] = print) -> int:
+    """Execute the notebook; the exit status is 0 also when the campaign stopped on request
+    with runs left (the job ends cleanly; ``iolab status`` says what is left)."""
+    data = resolve_data_dir(data_dir)
+    asked: list[str] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if signum == signal.SIGTERM and signal.SIGTERM.name in asked:
+            raise KeyboardInterrupt  # a second SIGTERM: stop waiting for the kernel
+        asked.append(signal.Signals(signum).name)
+        stop.request(data, WARNING if signum == signal.SIGUSR1
+                     else f"SIGTERM to process {os.getpid()}")
+
+    # first of all: SIGUSR1's default action ends the process, and Slurm may send it early
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        return _run(experiment, environment, mode=mode, output=output, data_dir=data_dir,
+                    data=data, overrides=list(overrides), where=list(where), limit=limit,
+                    allow_shared_node=allow_shared_node, allow_host_change=allow_host_change,
+                    resubmit=resubmit, asked=asked, log=log)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        if asked:
+            stop.clear(data)  # a request the campaign did not get to read is not left behind
+
+
+def _run(experiment: str, environment: str, *, mode: str, output: Path,
+         data_dir: str | Path | None, data: Path, overrides: list[str], where: list[str],
+         limit: int | None, allow_shared_node: bool, allow_host_change: bool, resubmit: bool,
+         asked: list[str], log: Callable[[str], None]) -> int:
+    from iolab.report.book import execute
+
+    exp = experiments.get(experiment)
+    specmod.load(exp, environment, params_dir=exp.params_dir, overrides=overrides)
+    run_options: dict[str, Any] = {}
+    if where:
+        run_options["where"] = where
+    if limit is not None:
+        run_options["limit"] = limit
+    if allow_shared_node:
+        run_options["allow_shared_node"] = True
+    if allow_host_change:
+        run_options["allow_host_change"] = True
+    if run_options and mode != "run":
+        raise InputError("--where/--limit/--allow-*", None,
+                         f"only choose what a campaign runs, and mode is {mode}",
+                         allowed="--mode run")
+    if run_options and not _takes(exp.notebook, "run_options"):
+        raise InputError(exp.notebook, "run_options", "its parameters cell has no run_options, "
+                         "so --where, --limit and --allow-* would be ignored",
+                         allowed="a parameters cell with 'run_options = {}' passed to Chapter")
+    params: dict[str, Any] = {
+        "environment": environment, "mode": mode,
+        "overrides": dict(specmod.parse_assignment(o, "--set") for o in overrides)}
+    if run_options:
+        params["run_options"] = run_options
+    if data_dir is not None:
+        params["data_dir"] = str(data_dir)
+    before = (_stored(experiment, environment, data, overrides, where)[0]
+              if mode == "run" and resubmit else 0)
+    execute(exp.notebook, output, params)
+    log(f"wrote {output}")
+    if not asked or mode != "run":
+        return 0
+    stored, left = _stored(experiment, environment, data, overrides, where)
+    if not left:
+        log(f"asked to stop ({', '.join(asked)}), but no run is left: the campaign is complete")
+        return 0
+    log(f"stopped on request ({', '.join(asked)}) with {left} runs left")
+    if signal.SIGTERM.name in asked:
+        # scancel, or the time limit itself: the job is being ended, not asked to make room
+        log("ended by SIGTERM (scancel or the time limit): no next job is submitted; go on "
+            f"with: iolab submit {experiment} --env {environment} --data {data} --resume")
+    elif resubmit and stored > before:
+        from iolab.batch.submit import resume
+
+        resume(experiment, environment, data, after=os.environ.get("SLURM_JOB_ID"), log=log)
+    elif resubmit:
+        log("no run was completed in this job before the stop, so no next job is submitted "
+            "(it would stop the same way): give the job a longer --time")
+    else:
+        log(f"go on with: iolab submit {experiment} --env {environment} --data {data} --resume")
+    return 0

@@ -1,0 +1,90 @@
+"""The Slurm jobs of a campaign: one record per submitted job in the campaign's ``jobs/``
+folder, beside the batch script it ran, its output and error files and its executed notebook.
+
+``jobs/<id>.json`` holds the job id, when and how it was submitted, the script, the options
+(what to run again on ``--resume``) and the job it resumes, if any. A job's state is not
+stored: it is asked of Slurm when shown (``iolab.host.slurm.job_states``).
+
+Responsible for: writing, reading and describing records. Not responsible for: submitting
+(``iolab.batch.submit``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iolab.core.durable import write_json_atomic
+from iolab.errors import InputError
+
+FOLDER = "jobs"
+
+
+def jobs_dir(campaign_root: Path) -> Path:
+    return Path(campaign_root) / FOLDER
+
+
+@dataclass
+class JobRecord:
+    job_id: str
+    script: str                    # file name in jobs/
+    submitted_at: str
+    mode: str
+    options: dict[str, Any] = field(default_factory=dict)
+    resumes: str | None = None     # the job this one goes on from
+    submitted_by: str = "iolab submit"
+
+    def output(self, folder: Path) -> Path:
+        return folder / f"{self.job_id}.out"
+
+    def notebook(self, folder: Path) -> Path:
+        return folder / f"{self.job_id}.ipynb"
+
+
+def write(folder: Path, record: JobRecord) -> Path:
+    path = folder / f"{record.job_id}.json"
+    write_json_atomic(path, asdict(record))
+    return path
+
+
+def read_all(folder: Path) -> list[JobRecord]:
+    """The records of ``folder``, oldest first (by job id, which Slurm counts up)."""
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in folder.glob("*.json"):
+        if not path.stem.isdigit():
+            continue
+        try:
+            doc = json.loads(path.read_text())
+            out.append(JobRecord(**doc))
+        except (ValueError, TypeError) as exc:
+            raise InputError(path, None, f"is not a job record ({exc})",
+                             allowed="the JSON 'iolab submit' writes") from None
+    return sorted(out, key=lambda r: int(r.job_id))
+
+
+def describe(record: JobRecord, state: dict[str, str] | None, folder: Path,
+             unknown: str = "") -> str:
+    """One line: the job, its state as Slurm tells it (``unknown``: why Slurm could not be
+    asked), and where its output is."""
+    if unknown:
+        now = f"state unknown ({unknown})"
+    elif state is None:
+        now = "no longer known to Slurm (ended)"
+    else:
+        now = state["state"]
+        if state.get("node"):
+            now += f" on {state['node']}"
+        if state.get("elapsed"):
+            now += f" for {state['elapsed']}" + (f" of {state['limit']}"
+                                                 if state.get("limit") else "")
+        if state.get("reason") and state["reason"] not in ("None", "(null)"):
+            now += f" ({state['reason']})"
+        if state.get("exit_code") and state["state"] not in ("RUNNING", "PENDING"):
+            now += f", exit code {state['exit_code']}"
+    resumed = f", resumes job {record.resumes}" if record.resumes else ""
+    return (f"job {record.job_id} ({record.mode}, submitted {record.submitted_at}{resumed}): "
+            f"{now}; output {record.output(folder)}")

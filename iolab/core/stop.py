@@ -1,0 +1,78 @@
+"""Requests that a running campaign stop after its current run.
+
+A campaign stopped this way ends as if it had run out of runs: the run in progress is
+finished and stored, every knob is restored, and the same command (or ``iolab submit
+--resume``) continues where it stopped. Slurm's warning before a job's time limit arrives at
+the job's first process (``iolab notebook``), while the campaign runs in the notebook's
+kernel, another process in a session of its own; so the request is a small file that the
+campaign reads between runs, not a signal. It lies beside the data directory's lock (see
+``iolab.core.locks``), never in the data directory.
+
+A request names the Slurm job that made it, if any, and when. A campaign honours a request
+of its own job, or one made after it started; any other is stale (its campaign ended before
+reading it) and is removed with a message.
+
+Responsible for: writing, reading and clearing requests. Not responsible for: what the
+campaign does when it stops (``iolab.core.runner``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from iolab.core import locks
+from iolab.core.durable import write_json_atomic
+
+EXIT_STOPPED = 3  # the exit status of a command whose campaign stopped on request, runs left
+
+
+def request_path(data_dir: Path) -> Path:
+    return locks.data_lock_path(data_dir).with_suffix(".stop")
+
+
+def request(data_dir: Path, reason: str) -> Path:
+    """Ask the campaign on ``data_dir`` (running now, or about to start in this Slurm job) to
+    stop after its current run."""
+    path = request_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"reason": reason, "at": time.time(), "pid": os.getpid(),
+                             "job": os.environ.get("SLURM_JOB_ID")})
+    return path
+
+
+def read(data_dir: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(request_path(data_dir).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        # half a request (a full disk) still asks for a stop
+        return {"reason": "an unreadable stop request", "at": time.time(), "job": None}
+    return doc if isinstance(doc, dict) else None
+
+
+def clear(data_dir: Path) -> None:
+    try:
+        request_path(data_dir).unlink()
+    except OSError:
+        # gone already, or another user's in a sticky lock folder: then it stays stale, and
+        # stale requests are not honoured
+        pass
+
+
+def pending(data_dir: Path, started_at: float) -> tuple[dict[str, Any] | None, str]:
+    """(the request this campaign, started at ``started_at`` (time.time()), must honour, or
+    None; a message when a stale request was removed)."""
+    doc = read(data_dir)
+    if doc is None:
+        return None, ""
+    job = os.environ.get("SLURM_JOB_ID")
+    if (job is not None and doc.get("job") == job) or float(doc.get("at") or 0) >= started_at:
+        return doc, ""
+    clear(data_dir)
+    return None, (f"removed a stale stop request ({doc.get('reason')}, made before this "
+                  "campaign started)")

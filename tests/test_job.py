@@ -1,0 +1,100 @@
+"""What runs inside a batch job (``iolab.batch.job``), with papermill replaced by a stand-in
+that plays the campaign: Slurm's warning turned into a stop request, the request cleared at
+the end, and the next job submitted only when the stopped campaign made progress."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from iolab.batch import job
+from iolab.core import stop
+from iolab.errors import InputError
+
+ENV = "kvm-2vcpu"
+
+
+@pytest.fixture
+def played(monkeypatch, tmp_path):
+    """Replace the notebook's execution: it sends this process a signal (SIGUSR1, Slurm's
+    warning, unless told otherwise) and keeps the request the campaign would read; the
+    campaign's (stored, to run) before and after are scripted."""
+    seen: dict = {"stored": [5, 5], "resumed": []}
+    monkeypatch.setenv("SLURM_JOB_ID", "31")
+
+    def execute(src: Path, dst: Path, params: dict) -> None:
+        os.kill(os.getpid(), seen["signal"])
+        seen["request"] = stop.read(tmp_path)
+        seen["params"] = params
+        dst.write_text("{}")
+
+    stored = iter([])
+
+    def counts(experiment, environment, data_dir, overrides, where):
+        return next(stored)
+
+    monkeypatch.setattr("iolab.report.book.execute", execute)
+    monkeypatch.setattr(job, "_stored", counts)
+    monkeypatch.setattr("iolab.batch.submit.resume",
+                        lambda *a, **k: seen["resumed"].append(k.get("after")))
+
+    def play(before_after: list[tuple[int, int]], sent: int = signal.SIGUSR1, **options):
+        nonlocal stored
+        stored = iter(before_after)
+        seen["signal"] = sent
+        status = job.run_notebook("smt_thp", ENV, mode="run", output=tmp_path / "out.ipynb",
+                                  data_dir=tmp_path, log=seen.setdefault("log", []).append,
+                                  **options)
+        return status, seen
+
+    return play
+
+
+def test_the_warning_becomes_a_stop_request_of_the_job_and_is_cleared(played, tmp_path):
+    status, seen = played([(0, 4)])
+    assert status == 0
+    assert seen["request"]["job"] == "31" and "time limit" in seen["request"]["reason"]
+    assert not stop.request_path(tmp_path).exists()
+    assert seen["resumed"] == []
+    assert any("--resume" in line for line in seen["log"])
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL, "the handler is put back"
+
+
+def test_a_job_that_stored_runs_submits_the_next_one_after_itself(played):
+    status, seen = played([(2, 9), (5, 6)], resubmit=True)
+    assert status == 0 and seen["resumed"] == ["31"]
+    assert not any("no next job" in line for line in seen["log"])
+
+
+def test_a_cancelled_job_submits_no_next_one(played):
+    # scancel sends SIGTERM to every process of the job: that is an end, not a warning
+    status, seen = played([(2, 9), (5, 6)], sent=signal.SIGTERM, resubmit=True)
+    assert status == 0 and seen["resumed"] == []
+    assert any("ended by SIGTERM" in line for line in seen["log"])
+
+
+def test_a_job_that_stored_nothing_does_not_submit_another(played):
+    status, seen = played([(2, 9), (2, 9)], resubmit=True)
+    assert status == 0 and seen["resumed"] == []
+    assert any("longer --time" in line for line in seen["log"])
+
+
+def test_a_campaign_complete_when_warned_needs_no_next_job(played):
+    status, seen = played([(2, 9), (11, 0)], resubmit=True)
+    assert status == 0 and seen["resumed"] == []
+    assert any("no run is left" in line for line in seen["log"])
+
+
+def test_the_selection_reaches_the_notebook_as_run_options(played):
+    _, seen = played([(0, 4)], where=["engine=psync"], limit=3, allow_shared_node=True)
+    assert seen["params"]["run_options"] == {"where": ["engine=psync"], "limit": 3,
+                                             "allow_shared_node": True}
+
+
+def test_a_selection_without_mode_run_is_refused(tmp_path):
+    with pytest.raises(InputError, match="only choose what a campaign runs"):
+        job.run_notebook("smt_thp", ENV, mode="replay", output=tmp_path / "o.ipynb",
+                         limit=2, log=lambda line: None)

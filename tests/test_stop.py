@@ -1,0 +1,43 @@
+"""Stop requests (``iolab.core.stop``): which campaign honours one, and which is stale."""
+
+from __future__ import annotations
+
+import time
+
+from iolab.core import stop
+
+
+def test_a_request_made_after_the_campaign_started_is_honoured(tmp_path):
+    started = time.time()
+    stop.request(tmp_path, "asked by hand")
+    doc, message = stop.pending(tmp_path, started)
+    assert doc["reason"] == "asked by hand" and message == ""
+    assert stop.request_path(tmp_path).exists(), "the campaign clears it when it stops"
+
+
+def test_a_request_of_the_campaigns_own_job_is_honoured_whenever_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    stop.request(tmp_path, "Slurm's warning")  # before the campaign in the kernel started
+    doc, _ = stop.pending(tmp_path, time.time() + 60)
+    assert doc["job"] == "12"
+
+
+def test_an_older_request_of_another_job_is_stale_and_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    stop.request(tmp_path, "Slurm's warning")
+    monkeypatch.setenv("SLURM_JOB_ID", "13")
+    doc, message = stop.pending(tmp_path, time.time() + 60)
+    assert doc is None and "stale stop request" in message
+    assert not stop.request_path(tmp_path).exists()
+
+
+def test_without_a_request_nothing_stops(tmp_path):
+    assert stop.pending(tmp_path, time.time()) == (None, "")
+
+
+def test_an_unreadable_request_still_asks_for_a_stop(tmp_path):
+    path = stop.request_path(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{half")
+    doc, _ = stop.pending(tmp_path, time.time())
+    assert doc is not None and "unreadable" in doc["reason"]

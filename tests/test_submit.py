@@ -1,0 +1,425 @@
+"""``iolab submit`` and the jobs it makes: the batch script's text, the checks before
+submitting, and (against the real single-node Slurm of the ``cluster`` fixture) a replay
+job, a tiny fio campaign, a stop before the time limit that the next job resumes, ``scancel``
+in the middle of a run, and ``iolab status``.
+
+The jobs run the repository's smt_thp design for this machine class, shrunk with ``--set``, in
+a temporary data folder, through the CLI exactly as a user would submit them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iolab.batch import jobs, script, submit
+from iolab.campaign import Campaign
+from iolab.errors import InputError, IolabError
+from iolab.paths import REPO_ROOT
+
+ENV = "kvm-2vcpu"
+EXAMPLE = REPO_ROOT / "book" / "slurm-example.sh"
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+CAN_SET_THP = os.geteuid() == 0 and os.access(THP, os.W_OK)
+needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed "
+                               "(make setup)")
+
+
+def example_spec() -> script.JobSpec:
+    """The job the book's appendix shows, with the lab server's paths."""
+    return script.JobSpec(
+        experiment="smt_thp", environment="hpc-server", mode="run",
+        data_dir=Path("/srv/iolab/data"),
+        jobs_dir=Path("/srv/iolab/data/raw/smt_thp/hpc-server/jobs"),
+        python="/srv/iolab/.venv/bin/python", repo=Path("/srv/iolab"),
+        overrides=["runtime_s=30"], where=["engine=io_uring"], requeue=True,
+        slurm={"partition": "nvme", "time": "12:00:00"}, sbatch_args=["--mem=0"],
+        written_at="2026-11-24 09:00:00 UTC", iolab_version="0.2.0")
+
+
+# -- the script ------------------------------------------------------------------------------
+
+def test_the_books_example_is_what_iolab_writes():
+    text = script.render(example_spec())
+    assert EXAMPLE.read_text() == text, (
+        f"{EXAMPLE} differs from what iolab writes now; renew it with: .venv/bin/python -c "
+        "'import sys; sys.path.insert(0, \"tests\"); from test_submit import example_spec; "
+        "from iolab.batch.script import render; "
+        "open(\"book/slurm-example.sh\", \"w\").write(render(example_spec()))'")
+
+
+def test_a_run_job_asks_for_a_node_of_its_own_and_a_warning_before_its_limit():
+    text = script.render(example_spec())
+    for line in ("#SBATCH --exclusive", "#SBATCH --nodes=1", "#SBATCH --signal=B:USR1@300",
+                 "#SBATCH --dependency=singleton", "#SBATCH --partition=nvme",
+                 "#SBATCH --time=12:00:00", "#SBATCH --mem=0",
+                 "#SBATCH --output=/srv/iolab/data/raw/smt_thp/hpc-server/jobs/%j.out",
+                 "#SBATCH --error=/srv/iolab/data/raw/smt_thp/hpc-server/jobs/%j.err"):
+        assert line + "\n" in text
+    # bash reads it as one command, and exec makes iolab the process Slurm signals
+    assert "\nexec /srv/iolab/.venv/bin/python -m iolab notebook smt_thp" in text
+    done = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_script_runs_the_notebook_with_the_options_given(tmp_path):
+    spec = example_spec()
+    spec.jobs_dir = tmp_path
+    text = script.render(spec)
+    # the exec line, as bash would run it, with echo in place of exec
+    line = text[text.index("\nexec ") + 1:].replace("exec ", "printf '%s\\n' ", 1)
+    words = subprocess.run(["bash", "-c", line], env={"SLURM_JOB_ID": "41", "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert words == ["/srv/iolab/.venv/bin/python", "-m", "iolab", "notebook", "smt_thp",
+                     "--env", "hpc-server", "--mode", "run", "--data", "/srv/iolab/data",
+                     "--set", "runtime_s=30", "--where", "engine=io_uring", "--resubmit",
+                     "--output", f"{tmp_path}/41.ipynb"]
+
+
+def test_replay_and_plan_jobs_take_no_node_to_themselves():
+    spec = example_spec()
+    spec.mode, spec.requeue, spec.overrides, spec.where = "replay", False, [], []
+    text = script.render(spec)
+    assert "--exclusive" not in text and "--signal" not in text
+    assert "--mode replay" in text
+
+
+def test_measuring_jobs_of_one_data_directory_run_one_at_a_time():
+    # the data directory's lock is seen by one node only, so Slurm keeps them apart
+    a, b, c = example_spec(), example_spec(), example_spec()
+    b.experiment = "irq_affinity"
+    c.data_dir = Path("/srv/other/data")
+    assert a.name == b.name != c.name
+    assert "#SBATCH --dependency=singleton\n" in script.render(b)
+
+
+@pytest.mark.parametrize("limit, expected", [("1", 60), ("1:30", 90), ("2:00:00", 7200),
+                                             ("1-0", 86400), ("1-2:30", 95400),
+                                             ("UNLIMITED", None), ("soon", None)])
+def test_slurm_time_limits_are_read_as_sbatch_reads_them(limit, expected):
+    assert submit.seconds(limit) == expected
+
+
+@pytest.mark.parametrize("arg", ["mem=0", "--constraint=a b", "--comment=x\ny"])
+def test_an_sbatch_option_must_be_one_word(arg):
+    with pytest.raises(InputError, match="cannot be a #SBATCH line"):
+        script.check_sbatch_arg(arg)
+
+
+# -- checks before anything is submitted -------------------------------------------------------
+
+@pytest.mark.parametrize("request_, match", [
+    (submit.Request(mode="measure"), "unknown mode"),
+    (submit.Request(limit=0), "--limit"),
+    (submit.Request(signal_before_s=0), "--signal-before"),
+    (submit.Request(slurm={"time": "1 day"}), "--time"),
+    (submit.Request(sbatch_args=["--mem 0"]), "#SBATCH"),
+    (submit.Request(slurm={"time": "5"}), "not longer than --signal-before"),
+])
+def test_bad_options_are_refused_before_anything_is_written(tmp_path, request_, match):
+    request_.data_dir = tmp_path / "data"
+    with pytest.raises(IolabError, match=match):
+        submit.submit(["smt_thp"], [ENV], request_, log=lambda line: None)
+    assert not (tmp_path / "data").exists()
+
+
+def test_without_sbatch_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(IolabError, match="sbatch is not on PATH: this machine is not a Slurm "
+                                         "submit host"):
+        submit.submit(["smt_thp"], [ENV], submit.Request(data_dir=tmp_path / "data"),
+                      log=lambda line: None)
+    assert not (tmp_path / "data").exists()
+
+
+def _fake_sbatch(tmp_path: Path, monkeypatch) -> Path:
+    """An sbatch that records its arguments and prints a job id, first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "sbatch.log"
+    fake = bin_dir / "sbatch"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\necho 77\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return log
+
+
+def test_a_data_directory_that_cannot_be_written_is_refused(tmp_path, monkeypatch):
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(IolabError, match="cannot create the data directory"):
+        submit.submit(["smt_thp"], [ENV], submit.Request(data_dir=tmp_path / "file" / "data"),
+                      log=lambda line: None)
+    assert not log.exists(), "nothing may be submitted"
+
+
+def test_a_job_slurm_refuses_leaves_no_script_and_no_campaign_folder(tmp_path, monkeypatch):
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'error: invalid account' >&2\n"
+                                             "exit 1\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(IolabError, match="Slurm refused: sbatch.*invalid account.*nothing was "
+                                         "submitted"):
+        submit.submit(["smt_thp"], [ENV], submit.Request(mode="replay", data_dir=data),
+                      log=lambda line: None)
+    assert list(data.iterdir()) == [] and not log.exists()
+
+
+def test_bad_params_are_refused_before_submitting(tmp_path, monkeypatch):
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    for request_, match in ((submit.Request(overrides=["runtime_s=abc"]), "runtime_s"),
+                            (submit.Request(where=["engine=spdk"]), "engine")):
+        request_.data_dir = tmp_path / "data"
+        with pytest.raises(InputError, match=match):
+            submit.submit(["smt_thp"], [ENV], request_, log=lambda line: None)
+    with pytest.raises(InputError, match="experiment"):
+        submit.submit(["nosuch"], [ENV], submit.Request(data_dir=tmp_path / "data"),
+                      log=lambda line: None)
+    assert not log.exists()
+    assert not list((tmp_path / "data").rglob("*.sh"))
+
+
+def test_one_job_per_experiment_and_environment_each_in_its_campaign(tmp_path, monkeypatch):
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    records = submit.submit(["smt_thp", "irq_affinity"], [ENV],
+                            submit.Request(mode="replay", data_dir=data), log=lambda line: None)
+    assert [r.job_id for r in records] == ["77", "77"]
+    for exp in ("smt_thp", "irq_affinity"):
+        folder = data / "raw" / exp / ENV / "jobs"
+        (record,) = jobs.read_all(folder)
+        assert record.mode == "replay"
+        assert (folder / record.script).read_text().count(f"notebook {exp} ") == 1
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_resume_takes_the_last_jobs_options_only(tmp_path, capsys):
+    from iolab.cli import main
+
+    assert main(["submit", "smt_thp", "--env", ENV, "--data", str(tmp_path), "--resume",
+                 "--set", "runtime_s=1"]) == 2
+    assert "--resume: takes the options of the last job's script, not --set" in \
+        capsys.readouterr().err
+
+
+def test_resume_without_a_job_says_so(tmp_path, monkeypatch):
+    _fake_sbatch(tmp_path, monkeypatch)
+    with pytest.raises(IolabError, match="no job was submitted for smt_thp/kvm-2vcpu"):
+        submit.resume("smt_thp", ENV, tmp_path / "data", log=lambda line: None)
+
+
+# -- against a real Slurm ----------------------------------------------------------------------
+
+def iolab(args: list[str], env: dict, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "iolab", *args], capture_output=True,
+                          text=True, env=env, cwd=REPO_ROOT, timeout=120)
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    """The session's Slurm, with every job a test left queued or running cancelled after it,
+    so that a failed test does not hold the node from the next."""
+    yield slurm_cluster
+    subprocess.run(["scancel", f"--user={os.getuid()}"], env=slurm_cluster, capture_output=True)
+
+
+def job_state(job: str, env: dict) -> str:
+    record = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
+                            text=True, env=env).stdout
+    return next((w.split("=", 1)[1] for w in record.split() if w.startswith("JobState=")), "")
+
+
+def wait_job(job: str, env: dict, timeout: float = 240) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = job_state(job, env)
+        if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"job {job} did not end within {timeout} s")
+
+
+def shrunk(tmp_path: Path, runtime_s: int = 1) -> list[str]:
+    return ["--set", f"runtime_s={runtime_s}", "--set", "ramp_s=0", "--set", "target_size=16M",
+            "--set", f"target_path={tmp_path / 'target.dat'}"]
+
+
+def job_ids(folder: Path) -> list[str]:
+    return [r.job_id for r in jobs.read_all(folder)]
+
+
+def output_of(folder: Path, job: str) -> str:
+    return "".join((folder / f"{job}.{ext}").read_text(errors="replace")[-3000:]
+                   for ext in ("out", "err") if (folder / f"{job}.{ext}").exists())
+
+
+def manifests(campaign: Path) -> list[dict]:
+    return [json.loads((run / "run.json").read_text())
+            for run in sorted((campaign / "runs").iterdir()) if not run.name.startswith(".")]
+
+
+@pytest.mark.slow
+def test_a_replay_job_keeps_its_executed_notebook(cluster, tmp_path):
+    data = tmp_path / "data"
+    done = iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--mode", "replay"],
+                 cluster)
+    folder = data / "raw" / "smt_thp" / ENV / "jobs"
+    (job,) = job_ids(folder)
+    assert f"submitted job {job}" in done.stdout and f"squeue -j {job}" in done.stdout
+    assert wait_job(job, cluster) == "COMPLETED", output_of(folder, job)
+    assert (folder / f"{job}.ipynb").stat().st_size > 0
+    status = iolab(["status", "--data", str(data)], cluster).stdout
+    assert f"job {job} (replay" in status
+
+
+@pytest.mark.slow
+@needs_fio
+def test_a_run_job_stores_runs_that_name_it_and_status_shows_it(cluster, tmp_path):
+    data = tmp_path / "data"
+    iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--mode", "run",
+           "--limit", "2", *shrunk(tmp_path)], cluster)
+    campaign = data / "raw" / "smt_thp" / ENV
+    (job,) = job_ids(campaign / "jobs")
+    assert wait_job(job, cluster) == "COMPLETED", output_of(campaign / "jobs", job)
+    stored = manifests(campaign)
+    assert len(stored) == 2
+    assert {m["extra"]["slurm"]["job_id"] for m in stored} == {job}
+    assert all(m["extra"]["slurm"]["exclusive"] is True for m in stored)
+    status = iolab(["status", "--data", str(data)], cluster).stdout
+    assert "smt_thp/kvm-2vcpu: 2 complete" in status
+    assert f"job {job} (run" in status and "COMPLETED" in status
+    assert "the last job's selection: 2 stored" in status
+
+
+def wait_runs(campaign: Path, n: int, timeout: float = 120, in_progress: bool = False) -> None:
+    """Until ``n`` runs are stored (and, with ``in_progress``, another is under way)."""
+    runs = campaign / "runs"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        entries = list(runs.iterdir()) if runs.exists() else []
+        done = [p for p in entries if not p.name.startswith(".")]
+        if len(done) >= n and (not in_progress or any(p.name.startswith(".tmp-")
+                                                       for p in entries)):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{n} runs were not stored in {runs} within {timeout} s")
+
+
+@pytest.mark.slow
+@needs_fio
+def test_a_job_warned_of_its_time_limit_stops_and_the_next_job_goes_on(cluster, tmp_path):
+    # Slurm sends the batch shell SIGUSR1 --signal-before seconds before the limit; scancel
+    # sends the same signal now, which keeps the test short and its timing certain
+    data = tmp_path / "data"
+    selection = ["--where", "engine=io_uring", "--where", "concurrency=[1, 2]"]  # 6 runs
+    iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--requeue", "--time", "10",
+           *selection, *shrunk(tmp_path, runtime_s=2)], cluster)
+    campaign = data / "raw" / "smt_thp" / ENV
+    (first,) = job_ids(campaign / "jobs")
+    wait_runs(campaign, 1, in_progress=True)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", first], env=cluster,
+                   check=True)
+    assert wait_job(first, cluster) == "COMPLETED", output_of(campaign / "jobs", first)
+    records = jobs.read_all(campaign / "jobs")
+    assert len(records) == 2, output_of(campaign / "jobs", first)
+    second = records[1]
+    assert second.resumes == first and second.submitted_by == f"job {first} (--resubmit)"
+    assert second.script == records[0].script
+    assert wait_job(second.job_id, cluster) == "COMPLETED", \
+        output_of(campaign / "jobs", second.job_id)
+    stored = manifests(campaign)
+    assert len(stored) == 6, "no run lost"  # run folders are named by run id: none twice
+    per_job = {job: sum(m["extra"]["slurm"]["job_id"] == job for m in stored)
+               for job in (first, second.job_id)}
+    assert per_job[first] >= 2 and per_job[first] + per_job[second.job_id] == 6, per_job
+    assert not (campaign / "failed").exists() or not list((campaign / "failed").iterdir())
+    assert not list((campaign / "runs").glob(".tmp-*"))
+    assert "stopped on request" in output_of(campaign / "jobs", first) + \
+        (campaign / "jobs" / f"{first}.ipynb").read_text()
+    again = iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--resume"],
+                  cluster)
+    assert "nothing left to run" in again.stdout
+    assert len(jobs.read_all(campaign / "jobs")) == 2
+
+
+@pytest.mark.slow
+@needs_fio
+@pytest.mark.skipif(not CAN_SET_THP, reason="changing THP needs root and a writable "
+                    f"{THP}; without a knob changed the test shows less")
+def test_scancel_in_the_middle_of_a_run_restores_knobs_and_keeps_no_half_run(cluster,
+                                                                           tmp_path):
+    before = THP.read_text()
+    other = "never" if "[never]" not in before else "always"
+    data = tmp_path / "data"
+    iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data),
+           "--set", f"grids={{thp: {{vary: {{thp: [{other}]}}}}}}", "--where", f"thp={other}",
+           *shrunk(tmp_path, runtime_s=30)], cluster)
+    campaign = data / "raw" / "smt_thp" / ENV
+    (job,) = job_ids(campaign / "jobs")
+    wait_runs(campaign, 0, in_progress=True)
+    time.sleep(1)  # fio is measuring, THP set to the point's value
+    assert f"[{other}]" in THP.read_text()
+    subprocess.run(["scancel", job], env=cluster, check=True)
+    assert wait_job(job, cluster) == "CANCELLED"
+    assert THP.read_text() == before
+    assert not [p for p in (campaign / "runs").iterdir()], "no run, whole or half, is kept"
+    assert not (data / ".knob-journal.json").exists()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "target.dat")], capture_output=True)
+    assert left.returncode == 1, f"fio still runs: {left.stdout}"
+
+
+@pytest.mark.slow
+def test_an_unknown_partition_is_named_with_those_there_are(cluster, tmp_path):
+    done = iolab(["submit", "smt_thp", "--env", ENV, "--data", str(tmp_path / "data"),
+                  "--partition", "gpu"], cluster, check=False)
+    assert done.returncode == 2
+    assert "--partition: no partition 'gpu' on this cluster (allowed: debug)" in done.stderr
+    assert not (tmp_path / "data" / "raw").exists()
+
+
+@pytest.mark.slow
+def test_what_only_slurm_can_refuse_comes_back_in_its_words(cluster, tmp_path):
+    data = tmp_path / "data"
+    done = iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--mode", "replay",
+                  "--time", "soon"], cluster, check=False)
+    assert done.returncode == 2
+    assert "Slurm refused: sbatch" in done.stderr and "time" in done.stderr.lower()
+    assert not list(data.rglob("*.sh")), "the refused job's script is removed"
+
+
+@pytest.mark.slow
+@needs_fio
+def test_slurms_own_warning_before_a_short_time_limit_ends_the_job_cleanly(cluster,
+                                                                           tmp_path):
+    # the real thing, once: a limit of two minutes, the warning due 100 s before it (Slurm
+    # checks limits about every 30 s, so it may come up to that much earlier or later), and
+    # more runs than fit; the job must end on its own, before the limit
+    data = tmp_path / "data"
+    iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--time", "2",
+           "--signal-before", "100", "--where", "engine=psync", *shrunk(tmp_path, runtime_s=2)],
+          cluster)
+    campaign = data / "raw" / "smt_thp" / ENV
+    (job,) = job_ids(campaign / "jobs")
+    assert wait_job(job, cluster, timeout=150) == "COMPLETED", \
+        output_of(campaign / "jobs", job)
+    notebook = (campaign / "jobs" / f"{job}.ipynb").read_text()
+    assert "stopped on request (Slurm's warning before the job's time limit" in notebook
+    (campaign / "runs").mkdir(exist_ok=True)  # absent when the warning came before a run
+    left = Campaign("smt_thp", ENV, data_dir=data,
+                    overrides=shrunk(tmp_path, runtime_s=2)[1::2]).plan(
+        where=["engine=psync"]).counts()["to run"]
+    assert left > 0, "the campaign stopped before its end"
+    assert not list((campaign / "runs").glob(".tmp-*"))
+    status = iolab(["status", "--data", str(data)], cluster).stdout
+    assert f"job {job} (run" in status and "to run" in status
