@@ -9,8 +9,8 @@ campaign reads before each run, and stays alive until the kernel has stored its 
 restored its knobs. (On ``scancel`` and at the time limit Slurm sends SIGTERM to every process
 of the job, the kernel's included, which ends the run in progress at once and discards it.)
 
-Responsible for: executing the notebook, passing the stop on, and resubmitting. Not
-responsible for: the campaign (the notebook's ``Chapter``) or the job's script
+Responsible for: executing the notebook, passing the stop on, and resubmitting.
+Not responsible for: the campaign (the notebook's ``Chapter``) or the job's script
 (``iolab.batch.script``).
 """
 
