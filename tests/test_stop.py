@@ -31,6 +31,16 @@ def test_an_older_request_of_another_job_is_stale_and_removed(tmp_path, monkeypa
     assert not stop.request_path(tmp_path).exists()
 
 
+def test_a_request_of_the_jobs_attempt_before_a_requeue_is_stale(tmp_path, monkeypatch):
+    # Slurm keeps a job's id when it requeues it; the restart count tells the attempts apart
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    stop.request(tmp_path, "Slurm's warning")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    doc, message = stop.pending(tmp_path, time.time() + 60)
+    assert doc is None and "stale" in message
+
+
 def test_without_a_request_nothing_stops(tmp_path):
     assert stop.pending(tmp_path, time.time()) == (None, "")
 

@@ -8,9 +8,10 @@ kernel, another process in a session of its own; so the request is a small file 
 campaign reads between runs, not a signal. It lies beside the data directory's lock (see
 ``iolab.core.locks``), never in the data directory.
 
-A request names the Slurm job that made it, if any, and when. A campaign honours a request
-of its own job, or one made after it started; any other is stale (its campaign ended before
-reading it) and is removed with a message.
+A request names the Slurm job that made it, if any (with its restart count: Slurm keeps a
+job's id when it requeues it), and when. A campaign honours a request of its own job, or one
+made after it started; any other is stale (its campaign ended before reading it) and is
+removed with a message.
 
 Responsible for: writing, reading and clearing requests. Not responsible for: what the
 campaign does when it stops (``iolab.core.runner``).
@@ -34,13 +35,20 @@ def request_path(data_dir: Path) -> Path:
     return locks.data_lock_path(data_dir).with_suffix(".stop")
 
 
+def _job() -> str | None:
+    """This process's Slurm job as ``ID`` or ``ID.RESTARTS`` (None outside Slurm)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    restarts = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return job if job is None or restarts == "0" else f"{job}.{restarts}"
+
+
 def request(data_dir: Path, reason: str) -> Path:
     """Ask the campaign on ``data_dir`` (running now, or about to start in this Slurm job) to
     stop after its current run."""
     path = request_path(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {"reason": reason, "at": time.time(), "pid": os.getpid(),
-                             "job": os.environ.get("SLURM_JOB_ID")})
+                             "job": _job()})
     return path
 
 
@@ -70,7 +78,7 @@ def pending(data_dir: Path, started_at: float) -> tuple[dict[str, Any] | None, s
     doc = read(data_dir)
     if doc is None:
         return None, ""
-    job = os.environ.get("SLURM_JOB_ID")
+    job = _job()
     if (job is not None and doc.get("job") == job) or float(doc.get("at") or 0) >= started_at:
         return doc, ""
     clear(data_dir)
