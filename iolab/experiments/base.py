@@ -28,6 +28,7 @@ from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.schema import Choice, Field, Int, Number, Schema, in_order
 from iolab.core.store import StoredRun
+from iolab.errors import ToolError
 from iolab.core.rows import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 from iolab.tools import registry
@@ -181,7 +182,13 @@ class Experiment:
         invocation = self.invocation(settings, point)
         programs = [self.adapter(invocation).program(invocation.options)]
         if topology is not None:
-            for collector in self.launch(settings, point, topology)[1]:
+            try:
+                collectors = self.launch(settings, point, topology)[1]
+            except ToolError:
+                # the tool cannot be launched here (e.g. SPDK not built): its own program's
+                # status says so, and a plan, a replayed chapter among them, must still be made
+                collectors = []
+            for collector in collectors:
                 programs += collector.programs()
         return programs
 
