@@ -52,6 +52,12 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _need_sbatch() -> None:
+    """Before any planning or writing: without sbatch nothing can be submitted."""
+    if shutil.which("sbatch") is None:
+        raise IolabError(f"sbatch {slurm.INSTALL}; nothing was submitted")
+
+
 def _check_request(request: Request) -> None:
     if request.mode not in MODES:
         raise InputError("--mode", None, f"unknown mode {request.mode!r}", allowed=", ".join(MODES))
@@ -75,8 +81,7 @@ def _check_request(request: Request) -> None:
         if not value or any(c.isspace() for c in value):
             raise InputError(f"--{key}", None, f"{value!r} is empty or has spaces",
                              allowed="one word, as sbatch takes it")
-    if shutil.which("sbatch") is None:
-        raise IolabError(f"sbatch {slurm.INSTALL}; nothing was submitted")
+    _need_sbatch()
     partition = request.slurm.get("partition")
     if partition:
         known = slurm.partitions()
@@ -241,8 +246,7 @@ def resume(experiment: str, environment: str, data_dir: str | Path | None, *,
     after ``after``, the job that calls this); None when nothing is left to run."""
     from iolab.campaign import Campaign
 
-    if shutil.which("sbatch") is None:
-        raise IolabError(f"sbatch {slurm.INSTALL}; nothing was submitted")
+    _need_sbatch()
     data_dir = datadir.check(resolve_data_dir(data_dir)).resolve()
     camp = Campaign(experiment, environment, data_dir=data_dir)
     folder = jobs.jobs_dir(camp.store.root)

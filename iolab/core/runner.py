@@ -507,6 +507,13 @@ def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[
             "you own the node. Nothing was run and no system setting was touched.")
 
 
+def _stopped(result: CampaignResult, why: str, done: int, total: int) -> None:
+    result.stopped = why
+    result.messages.append(f"stopped on request ({why}) after {done} of {total} runs, with "
+                           "every knob restored; run the same command again (a Slurm job: "
+                           "'iolab submit --resume') to go on")
+
+
 def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                 result: CampaignResult, owner: procs.Owned, *, where, limit, keep_going,
                 progress, allow_host_change, knobs, journal_path, max_runs,
@@ -577,9 +584,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     why, message = camp.stop_requested()
     result.messages += [message] if message else []
     if why and todo:  # asked before the first run: set nothing up only to undo it
-        result.stopped = why
-        result.messages.append(f"stopped on request ({why}) before the first of {len(todo)} "
-                               "runs; nothing was changed")
+        _stopped(result, why, 0, len(todo))
         todo = []
     if todo:
         experiment.prepare_host(spec.settings)
@@ -607,11 +612,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                 if message:
                     result.messages.append(message)
                 if why:
-                    result.stopped = why
-                    result.messages.append(
-                        f"stopped on request ({why}) after {done} of {len(todo)} runs, with "
-                        "every knob restored; run the same command again (a Slurm job: "
-                        "'iolab submit --resume') to go on")
+                    _stopped(result, why, done, len(todo))
                     break
                 try:
                     ok, reason, metrics = camp.run_one(session, planned)

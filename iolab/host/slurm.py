@@ -17,7 +17,6 @@ allocation allows (``iolab.core.runner``).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from typing import Any, Mapping
@@ -50,10 +49,8 @@ def allocation(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
 def exclusive(job: str, env: Mapping[str, str] | None = None) -> bool | None:
     """Whether job ``job`` has its nodes to itself, from its record (None: unknown)."""
     try:
-        done = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
-                              text=True, timeout=SCONTROL_TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL, env=dict(env or os.environ))
-    except (OSError, subprocess.TimeoutExpired):
+        done = _slurm(["scontrol", "show", "job", "-o", job], env, check=False)
+    except IolabError:  # no scontrol, or no answer: a run records "unknown"
         return None
     return parse_oversubscribe(done.stdout) if done.returncode == 0 else None
 
@@ -61,8 +58,8 @@ def exclusive(job: str, env: Mapping[str, str] | None = None) -> bool | None:
 def parse_oversubscribe(record: str) -> bool | None:
     """``scontrol show job -o`` output -> True for OverSubscribe=NO (the nodes are the
     job's alone), False for any other value, None without the field."""
-    match = re.search(r"(?:^|\s)OverSubscribe=(\S+)", record)
-    return None if match is None else match.group(1) == "NO"
+    value = parse_record(record).get("OverSubscribe")
+    return None if value is None else value == "NO"
 
 
 def _slurm(argv: list[str], env: Mapping[str, str] | None = None,
