@@ -161,6 +161,8 @@ def cmd_status(args) -> int:
                   f"{host.get('fingerprint', '?')}")
             for c in corrupt:
                 print(f"  corrupt: {c.describe()}")
+            for line in _rule_lines(exp, env, data_dir):
+                print(f"  {line}")
             for line in _job_lines(exp, env, store, data_dir):
                 print(f"  {line}")
         except IolabError as exc:  # one unreadable campaign must not hide the others
@@ -175,6 +177,32 @@ def cmd_status(args) -> int:
     if journal.exists() and holder is None:
         print(f"a knob journal is present at {journal}: a campaign crashed; run 'iolab restore'")
     return 0
+
+
+def _rule_lines(exp: str, env: str, data_dir: Path) -> list[str]:
+    """Under a repetition rule, the points' decisions by reason and the runs still to do."""
+    from iolab.campaign import Campaign
+    from iolab.core.repetitions import REASON_TEXT
+
+    if exp not in experiments.names():
+        return []
+    try:
+        campaign = Campaign(exp, env, data_dir=data_dir)
+    except InputError:  # no params file for this environment (any more): nothing to decide
+        return []
+    rule = campaign.spec.rule
+    if rule.fixed:
+        return []
+    try:
+        plan = campaign.plan()
+    except IolabError as exc:
+        return [f"its params' rule cannot be applied: {exc}"]
+    settled = plan.settled()
+    counts = ", ".join(f"{n} {REASON_TEXT[r]}" for r, n in settled.items())
+    return [f"rule (of the params file): {rule.min} to {rule.max} runs per point, until the "
+            f"{rule.confidence * 100:g} % CI of {rule.metric} is within "
+            f"±{rule.target_ci_pct:g} %: {counts}; {plan.counts()['to run']} to "
+            f"{plan.to_run_max} runs still to do"]
 
 
 def _job_lines(exp: str, env: str, store, data_dir: Path) -> list[str]:
@@ -264,8 +292,19 @@ def cmd_tidy(args) -> int:
 
     if args.format == "parquet" and not args.output:
         raise IolabError("--format parquet needs -o FILE (parquet is binary)")
-    df = load(_data_dir(args), source(args.experiment), args.env,
-              allow_mixed_hosts=args.allow_mixed_hosts, skip_corrupt=args.skip_corrupt)
+    if args.decisions:
+        import pandas as pd
+
+        from iolab.campaign import Campaign
+
+        if args.experiment not in experiments.names():
+            raise IolabError(f"--decisions: '{args.experiment}' has no params file to "
+                             "decide with (an imported campaign)")
+        df = pd.DataFrame(Campaign(args.experiment, args.env, data_dir=_data_dir(args))
+                          .plan().decision_rows())
+    else:
+        df = load(_data_dir(args), source(args.experiment), args.env,
+                  allow_mixed_hosts=args.allow_mixed_hosts, skip_corrupt=args.skip_corrupt)
     if df.attrs.get("corrupt_skipped"):
         print(f"left out {df.attrs['corrupt_skipped']} corrupt runs ('iolab verify' names them)",
               file=sys.stderr)
@@ -502,6 +541,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
     p.add_argument("--skip-corrupt", action="store_true", help="leave out corrupt runs (say "
                    "how many) instead of failing")
+    p.add_argument("--decisions", action="store_true", help="instead, one row per point: its "
+                   "runs (n), the mean of the repetition rule's metric, the interval's "
+                   "half-width in %% of the mean and the rule's decision")
     p.set_defaults(func=cmd_tidy)
 
     p = sub.add_parser("import-cijoe", help="import an AiSIO CIJOE result archive, re-deriving "

@@ -157,3 +157,48 @@ def test_tidy_of_the_committed_campaign(tmp_path):
     assert set(df["run.host_fingerprint"]) == {host["fingerprint"]}
     code, _, err = run(["tidy", "smt_thp", "--env", "kvm-2vcpu", "--format", "parquet"])
     assert code == 2 and "needs -o" in err
+
+
+@pytest.mark.parametrize("experiment", ["smt_thp", "cpu_search"])
+def test_the_committed_campaigns_have_settled_every_point_they_can(experiment):
+    """The committed kvm-2vcpu campaigns ran to their repetition rule's end: nothing certain
+    and nothing possible is left to run; only blocked points are open."""
+    if not (default_data_dir() / "raw" / experiment / "kvm-2vcpu" / "runs").exists():
+        pytest.skip(f"no committed {experiment}/kvm-2vcpu campaign")
+    code, out, _ = run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["to_run"] == 0 and doc["to_run_max"] == 0
+    assert isinstance(doc["repetitions"], dict) and doc["order"] == "interleaved"
+    rule = doc["repetitions"]
+    for d in doc["decisions"]:
+        if d["reason"] == "target":
+            assert rule["min"] <= d["n"] <= rule["max"] and d["rel_half_pct"] <= rule["target_ci_pct"]
+        elif d["reason"] == "max":
+            assert d["n"] == rule["max"]
+        else:
+            assert d["blocked"] and d["n"] == 0, d
+    code, out, _ = run(["tidy", experiment, "--env", "kvm-2vcpu", "--decisions"])
+    table = pd.read_csv(io.StringIO(out))
+    assert code == 0 and len(table) == len(doc["decisions"])
+    assert {"n", "mean", "rel_half_pct", "reason"} <= set(table.columns)
+
+
+def test_status_states_the_rules_outcome(tmp_path):
+    if not (default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").exists():
+        pytest.skip("no committed smt_thp/kvm-2vcpu campaign")
+    code, out, _ = run(["status"])
+    line = next(line for line in out.splitlines() if line.strip().startswith("rule (of the params file):")
+                and "iops" in line)
+    assert code == 0 and "met the target" in line and "0 to 0 runs still to do" in line
+
+
+@pytest.mark.parametrize("override", ["repetitions.max=abc", "repetitions.min=1",
+                                      "repetitions.target_ci_pct=0", "repetitions.confidence=1",
+                                      "repetitions.metric=nope", "runtime_s.max=3"])
+def test_a_bad_rule_is_refused_before_the_data_folder_is_touched(tmp_path, override):
+    data = tmp_path / "data"
+    code, _, err = run(["run", "smt_thp", "--env", "kvm-2vcpu", "--data", str(data),
+                        "--set", override])
+    key = override.split("=")[0]
+    assert code == 2 and "--set" in err and f"key '{key}'" in err and "allowed" in err
+    assert not data.exists()

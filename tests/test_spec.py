@@ -194,3 +194,51 @@ def test_an_exclusion_with_an_unknown_field(demo, params_dir):
     err = error_for(demo, params_dir, DEMO_PARAMS.replace("why: not interesting",
                                                           "why: not interesting, whn: {}"))
     assert err.key == "exclusions[0].whn"
+
+
+RULE = "repetitions: {min: 3, max: 8, metric: iops, target_ci_pct: 5}"
+
+
+def test_a_repetition_rule_interleaves_by_default_and_a_count_does_not(demo, params_dir):
+    spec = load(demo, params_dir, DEMO_PARAMS.replace("repetitions: 5", RULE))
+    assert not spec.rule.fixed and spec.rule.max == spec.repetitions == 8
+    assert spec.order == "interleaved" and spec.seed is None
+    fixed = load(demo, params_dir)
+    assert fixed.rule.fixed and fixed.order == "sequential"
+    chosen = load(demo, params_dir, DEMO_PARAMS.replace("repetitions: 5", RULE)
+                  + "order: sequential\nseed: 12\n")
+    assert chosen.order == "sequential" and chosen.seed == 12
+
+
+def test_dotted_set_reaches_into_the_rule(demo, params_dir):
+    spec = load(demo, params_dir, DEMO_PARAMS.replace("repetitions: 5", RULE),
+                overrides=["repetitions.max=12", "repetitions.target_ci_pct=2.5"])
+    assert (spec.rule.min, spec.rule.max, spec.rule.target_ci_pct) == (3, 12, 2.5)
+    assert spec.overrides == {"repetitions.max": 12, "repetitions.target_ci_pct": 2.5}
+    # a whole rule in place of a count
+    spec = load(demo, params_dir, overrides=["repetitions={min: 2, max: 4, metric: iops, "
+                                             "target_ci_pct: 10}"])
+    assert spec.rule.max == 4 and spec.order == "interleaved"
+
+
+@pytest.mark.parametrize("text, overrides, key, says", [
+    (RULE, ["repetitions.max=abc"], "repetitions.max", "'abc' is a string"),
+    (RULE, ["repetitions.min=9"], "repetitions.min", "min 9 is larger than max 8"),
+    (RULE, ["repetitions.metric=latency"], "repetitions.metric", "not a metric this experiment"),
+    (RULE, ["repetitions.confidence=1.5"], "repetitions.confidence", "out of range"),
+    ("repetitions: 5", ["repetitions.max=8"], "repetitions.max",
+     "'repetitions' is a whole number, not a mapping"),
+    (RULE, ["order=random"], "order", "not one of the allowed values"),
+    (RULE, ["seed=-1"], "seed", "out of range"),
+])
+def test_bad_rule_overrides_are_refused_naming_the_option(demo, params_dir, text, overrides,
+                                                         key, says):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("repetitions: 5", text), overrides)
+    assert err.path.startswith("--set") and err.key == key and says in err.problem
+
+
+def test_a_rule_in_the_file_is_checked_against_the_experiments_metrics(demo, params_dir):
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(
+        "repetitions: 5", RULE.replace("iops", "iopz")))
+    assert err.path.endswith("here/demo.yaml") and err.key == "repetitions.metric"
+    assert err.allowed == "iops"

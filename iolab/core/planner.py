@@ -10,6 +10,11 @@ Each (point, repetition) is *stored* (its run id is in the store), *to run*, *ex
 which rule) or *blocked* (by every reason this host gives: a knob it cannot control, too few
 cores, ...). ``--limit N`` selects the first N runs still to do.
 
+How many repetitions a point gets is its :class:`~iolab.core.repetitions.Decision` under the
+spec's rule, made from its stored runs' values of the rule's metric. The plan lists the runs
+a point certainly still needs (its ``to run`` runs, at the lowest repetition indices not
+stored); a rule may ask for more, up to ``to_run_max``, as the measurements come in.
+
 Responsible for: points, statuses, counts, ETAs and the plan's text and JSON forms.
 Not responsible for: what a point executes (the experiment supplies the identity of each
 point) or running anything.
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from iolab.core.identity import canonical_json, run_ids
+from iolab.core.repetitions import REASON_TEXT, Decision, decide
 from iolab.core.spec import Spec
 from iolab.errors import InputError
 
@@ -36,6 +42,8 @@ class Point:
     params: dict[str, Any]
     grids: list[str] = field(default_factory=list)
     excluded_by: str | None = None
+    decision: Decision | None = None   # under the spec's rule (None when excluded)
+    blocked: bool = False              # this host cannot run it
 
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.params.items())
@@ -60,7 +68,8 @@ def check_size(spec: Spec, max_runs: int = MAX_RUNS) -> None:
         per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} points"
                              for name, g in spec.grids.items())
         raise InputError(spec.params_file, "grids", f"the design has up to {size:,} runs "
-                         f"({per_grid}; x {spec.repetitions} repetitions), more than the limit "
+                         f"({per_grid}; x {'' if spec.rule.fixed else 'at most '}"
+                         f"{spec.repetitions} repetitions), more than the limit "
                          f"of {max_runs:,}; shrink the grids or raise the limit with --max-runs",
                          allowed=f"at most {max_runs:,} runs")
 
@@ -124,6 +133,11 @@ class Plan:
     # points --where left out that this host could run: their tools still enter the host's
     # fingerprint, which must not depend on the filter
     left_out_points: list[Any] = field(default_factory=list)
+    # what the decisions were made from: stored ids, the rule's metric by run id, failures
+    all_points: list[Point] = field(default_factory=list)
+    stored_ids: set[str] = field(default_factory=set)
+    values: dict[str, float | None] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
 
     def by_status(self, status: str) -> list[PlannedRun]:
         return [r for r in self.runs if r.status == status]
@@ -138,21 +152,51 @@ class Plan:
         return out
 
     @property
+    def to_run_max(self) -> int:
+        """The most runs the rule can still ask for of the points this host can run (equal
+        to the runs to do for a fixed count)."""
+        return sum(p.decision.to_run_max for p in self.points()
+                   if p.decision is not None and not p.blocked)
+
+    @property
     def eta_s(self) -> float:
-        """Time for what ``run`` with the same options would do now."""
+        """Time for what ``run`` with the same options would do now (at least)."""
         return len(self.selected()) * self.seconds_per_run
+
+    def most_runs(self) -> int:
+        """The most runs ``run`` with the same options may make."""
+        most = self.to_run_max if self.limit is None else min(self.limit, self.to_run_max)
+        return max(most, len(self.selected()))
+
+    @property
+    def eta_max_s(self) -> float:
+        """Time for the most runs ``run`` with the same options may make."""
+        return self.most_runs() * self.seconds_per_run
 
     @property
     def eta_all_s(self) -> float:
-        """Time for every run not stored, blocked ones included (the design's full cost)."""
-        c = self.counts()
-        return (c["to run"] + c["blocked"]) * self.seconds_per_run
+        """Time for every run not stored, blocked ones included (the design's full cost; under
+        a rule, the most it can cost)."""
+        return sum(p.decision.to_run_max for p in self.decisions()) * self.seconds_per_run
 
     def points(self) -> list[Point]:
+        """Every point of the plan (within --where), with runs or not: a point settled
+        before it stored a run (all its runs failed) has none."""
+        if self.all_points:
+            return list(self.all_points)
         seen: dict[int, Point] = {}
         for r in self.runs:
             seen.setdefault(id(r.point), r.point)
         return list(seen.values())
+
+    def may_run(self) -> list[PlannedRun]:
+        """The runs ``run`` may make now, for what must be checked before it starts (programs,
+        knobs on a shared node). A fixed count in sequential order makes exactly the selected
+        runs; otherwise the order (and a rule) picks them as the campaign goes, so any run
+        still to do may come, within --limit."""
+        if self.spec.rule.fixed and self.spec.order == "sequential":
+            return self.selected()
+        return self.by_status("to run") if self.selected() else []
 
     def blockers(self) -> dict[str, int]:
         """Every blocking reason with the number of runs it blocks (a run may have several)."""
@@ -161,6 +205,19 @@ class Plan:
             for why in r.reasons:
                 out[why] = out.get(why, 0) + 1
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def decisions(self) -> list[Point]:
+        """The points with a decision (those not excluded), in the plan's order."""
+        return [p for p in self.points() if p.decision is not None]
+
+    def settled(self) -> dict[str, int]:
+        """Points by the reason of their decision: ``open`` (not settled yet, and this host
+        can run it) or ``blocked`` (not settled, and this host cannot)."""
+        out: dict[str, int] = {}
+        for p in self.decisions():
+            reason = "blocked" if p.blocked and not p.decision.settled else p.decision.reason
+            out[reason] = out.get(reason, 0) + 1
+        return out
 
     def missing_programs(self) -> list[dict[str, Any]]:
         return [p for p in self.programs if not p["found"]]
@@ -175,15 +232,26 @@ class Plan:
             "params": self.spec.sources, "overrides": self.spec.overrides,
             "where": self.where, "limit": self.limit,
             "points": len(self.points()), "points_filtered_out": self.filtered_out,
-            "repetitions": self.spec.repetitions, "runs": len(self.runs),
-            "stored": c["stored"], "to_run": c["to run"], "excluded": c["excluded"],
-            "blocked": c["blocked"], "selected": len(self.selected()),
+            "repetitions": self.spec.rule.to_dict(), "order": self.spec.order,
+            "runs": len(self.runs),
+            "stored": c["stored"], "to_run": c["to run"], "to_run_max": self.to_run_max,
+            "excluded": c["excluded"], "blocked": c["blocked"], "selected": len(self.selected()),
             "stored_outside_plan": len(self.stored_outside),
-            "eta_s": round(self.eta_s, 1), "eta_all_s": round(self.eta_all_s, 1),
+            "eta_s": round(self.eta_s, 1), "eta_max_s": round(self.eta_max_s, 1),
+            "eta_all_s": round(self.eta_all_s, 1),
             "seconds_per_run": round(self.seconds_per_run, 2),
             "blockers": self.blockers(), "exclusions": excluded,
             "programs": self.programs, "scratch": self.scratch, "corrupt": [c.describe() for c in self.corrupt],
+            # a fixed count's decisions are its runs' statuses (--format table)
+            **({} if self.spec.rule.fixed else {"settled": self.settled(),
+                                                 "decisions": self.decision_rows()}),
         }
+
+    def decision_rows(self) -> list[dict[str, Any]]:
+        """One row per point with a decision: its variables, the decision's fields and
+        whether this host is blocked from running it."""
+        return [{**p.params, **p.decision.to_dict(), "blocked": p.blocked}
+                for p in self.decisions()]
 
     def summary(self) -> str:
         """The plan in a few lines of at most ~90 characters."""
@@ -191,8 +259,16 @@ class Plan:
         pts = self.points()
         n_excl = sum(1 for p in pts if p.excluded_by)
         spec = self.spec
+        rule = spec.rule
         lines = [f"{spec.experiment} / {spec.environment}: {len(pts)} points ({n_excl} excluded) "
-                 f"x {spec.repetitions} repetitions"]
+                 + (f"x {rule.max} repetitions" if rule.fixed else
+                    f"x {rule.min} to {rule.max} repetitions")]
+        if not rule.fixed:
+            lines.append(f"  rule: stop when the {rule.confidence * 100:g} % CI of {rule.metric} is "
+                         f"within ±{rule.target_ci_pct:g} % of its mean; {spec.order} order")
+            settled = self.settled()
+            lines.append("  points: " + ", ".join(f"{settled[r]} {REASON_TEXT[r]}"
+                                                  for r in REASON_TEXT if settled.get(r)))
         for name, grid in spec.grids.items():
             varied = " x ".join(f"{var} {', '.join(map(str, values))}"
                                 for var, values in grid["vary"].items())
@@ -201,8 +277,10 @@ class Plan:
         if self.where:
             lines.append(f"  only points with {_where_text(self.where)} "
                          f"({self.filtered_out} points left out)")
-        lines.append(f"  stored {c['stored']}, to run {c['to run']}, excluded {c['excluded']}, "
-                     f"blocked {c['blocked']}")
+        more = (f" (up to {self.to_run_max} as the rule decides)"
+                if self.to_run_max > c["to run"] else "")
+        lines.append(f"  stored {c['stored']}, to run {c['to run']}{more}, excluded "
+                     f"{c['excluded']}, blocked {c['blocked']}")
         if self.stored_outside:
             lines.append(f"  {len(self.stored_outside)} further stored runs are not part of this "
                          f"plan (other settings or points, or repetitions beyond its count)")
@@ -211,7 +289,8 @@ class Plan:
                          f"count as not stored; 'iolab verify' names them")
         if self.limit is not None:
             lines.append(f"  --limit {self.limit}: {len(self.selected())} runs would run now")
-        lines.append(f"  time for the runs to do: {format_duration(self.eta_s)} "
+        span = (f" to {format_duration(self.eta_max_s)}" if self.eta_max_s > self.eta_s else "")
+        lines.append(f"  time for the runs to do: {format_duration(self.eta_s)}{span} "
                      f"({self.seconds_per_run:.1f} s per run)")
         if c["blocked"]:
             lines.append(f"  with the blocked runs, the whole design takes "
@@ -251,16 +330,21 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
               seconds_per_run: float, stored_ids: Iterable[str] = (),
               blockers: Callable[[dict[str, Any]], list[str]] | None = None,
               where: dict[str, list[Any]] | None = None, limit: int | None = None,
-              max_runs: int = MAX_RUNS) -> Plan:
+              max_runs: int = MAX_RUNS, values: dict[str, float | None] | None = None,
+              failures: dict[str, int] | None = None) -> Plan:
     """Classify every (point, repetition) of the spec (refused beyond ``max_runs``).
 
     ``identity(params)`` gives a point's identity (see :mod:`iolab.core.identity`);
     ``blockers(params)`` every reason this host cannot run the point (empty if it can).
+    ``values``: the rule's metric of stored runs, by run id; ``failures``: the failed
+    attempts of run ids (both only matter under a rule).
     """
     check_size(spec, max_runs)
     stored = set(stored_ids)
     where = where or {}
+    rule, values, failures = spec.rule, values or {}, failures or {}
     runs: list[PlannedRun] = []
+    points: list[Point] = []
     filtered = 0
     left_out = []  # points --where left out that this host could run
     known: set[str] = set()  # ids of every point of the design, filtered ones included
@@ -274,17 +358,30 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                              f"{_where_text({k: [v] for k, v in point.params.items()})} of "
                              f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
         ids = run_ids(ident, spec.repetitions)
+        known.update(ids)
         if where and not _matches(where, point.params):
             filtered += 1
-            known.update(ids)
             if not point.excluded_by and not (blockers and blockers(point.params)):
                 left_out.append(point)
             continue
         blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
-        for rep, rid in enumerate(ids):
-            if point.excluded_by:
-                status, reasons = "excluded", [point.excluded_by]
-            elif rid in stored:
+        point.blocked = bool(blocked)
+        points.append(point)
+        if point.excluded_by:
+            # a rule's point would get at least min runs: those are what the exclusion saves
+            # (and any stored before the exclusion was made)
+            for rep, rid in enumerate(ids):
+                if rep < rule.min or rid in stored:
+                    runs.append(PlannedRun(point, rep, rid, ident, "excluded",
+                                           [point.excluded_by]))
+            continue
+        have = [rep for rep, rid in enumerate(ids) if rid in stored]
+        point.decision = decide(rule, [values.get(ids[rep]) for rep in have],
+                                sum(failures.get(rid, 0) for rid in ids))
+        needed = [rep for rep, rid in enumerate(ids) if rid not in stored][:point.decision.to_run]
+        for rep in sorted(have + needed):
+            rid = ids[rep]
+            if rid in stored:
                 status, reasons = "stored", []
             elif blocked:
                 status, reasons = "blocked", blocked
@@ -294,6 +391,6 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     todo = [r for r in runs if r.status == "to run"]
     for r in todo[:limit] if limit is not None else todo:
         r.selected = True
-    known.update(r.run_id for r in runs)
     return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known),
-                left_out_points=left_out)
+                left_out_points=left_out, all_points=points, stored_ids=stored, values=values,
+                failures=failures)

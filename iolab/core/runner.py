@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import select
 import signal
@@ -45,12 +46,14 @@ from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, kn
                                  make_plan)
 from iolab.core.spec import Spec
 from iolab.core.rows import WINDOW_FILE
-from iolab.core.store import corrupt_message, open_store
+from iolab.core.rounds import Schedule, new_seed
+from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.errors import IolabError, ParseError, ToolError
 from iolab.host import slurm
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
 from iolab.host.journal import KnobSession, restore_from_journal
 from iolab.host.knobset import make_knobs
+from iolab.tools import registry
 from iolab.tools.base import Program, cpu_mask
 
 CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
@@ -80,6 +83,8 @@ class RunnableExperiment(Protocol):
     def prepare_points(self, settings: dict, points: list[dict]) -> None: ...
     def config_settings(self, settings: dict) -> dict: ...
     def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> RunManifest: ...
+    def tidy_row(self, run: StoredRun) -> dict: ...
+    def derive(self, row: dict) -> dict: ...
 
 
 @dataclass
@@ -148,10 +153,17 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
         host = experiment.host_block(settings, params, topo)
         return out + ([host] if host else []) + unwritable
 
+    values: dict[str, float | None] = {}
+    failures: dict[str, int] = {}
+    if not spec.rule.fixed:  # what a rule decides from
+        values = {r.run_id: metric_value(experiment, r, spec.rule.metric) for r in stored}
+        for folder in store.failed_runs():
+            rid = folder.name.split("@", 1)[0]
+            failures[rid] = failures.get(rid, 0) + 1
     plan = make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
                      seconds_per_run=experiment.seconds_per_run(settings, spec.base),
                      stored_ids={r.run_id for r in stored}, blockers=blockers, where=where,
-                     limit=limit, max_runs=max_runs)
+                     limit=limit, max_runs=max_runs, values=values, failures=failures)
     # once runs of this very design are stored, their measured durations are the estimate
     planned = {r.run_id for r in plan.by_status("stored")}
     durations = [r.manifest.duration_s for r in stored
@@ -162,10 +174,25 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     # among them are part of the host's fingerprint, which must not depend on what is left
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
     plan.programs = program_status(experiment, settings, runnable, topo,
-                                   plan.left_out_points)
+                                   plan.left_out_points, plan.may_run())
     plan.scratch = experiment.scratch(settings)
     plan.corrupt = corrupt
     return plan
+
+
+def metric_value(experiment: RunnableExperiment, run: StoredRun, metric: str) -> float | None:
+    """A stored run's value of a tidy column (None where its raw files give none). Most
+    metrics come from the tool's own output, so that is parsed first; the whole row, with
+    every collector's files, only for a metric it does not give."""
+    try:
+        m = run.manifest
+        parsed = {f"{m.tool}.{k}": v for k, v in registry.adapter(m.tool).parse(run.path).items()}
+        value = experiment.derive({**m.point, **parsed}).get(metric)
+        if value is None or math.isnan(value):
+            value = experiment.tidy_row(run).get(metric)
+    except (ParseError, OSError, ValueError, KeyError, TypeError):
+        return None  # the tidy table names the problem; here the run is simply no sample
+    return None if value is None or math.isnan(value) else float(value)
 
 
 def _writable_problem(path: Path) -> str | None:
@@ -201,15 +228,16 @@ def scratch_problems(experiment: RunnableExperiment, spec: Spec) -> list[str]:
 
 
 def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
-                   topo: list[dict], left_out: list[Any] = ()) -> list[dict[str, Any]]:
+                   topo: list[dict], left_out: list[Any] = (),
+                   now: list[PlannedRun] = ()) -> list[dict[str, Any]]:
     """Each program the runs (and the points a filter ``left_out``) need, once (by name and
-    executable), found or with how to install it; ``needed_now`` marks those the selected runs
-    need. Collectors' programs are asked of selected runs only: those can run here, so their
-    CPU sets resolve."""
+    executable), found or with how to install it; ``needed_now`` marks those the runs ``run``
+    may make now (``now``) need. Collectors' programs are asked of those runs only: they can
+    run here, so their CPU sets resolve."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     points = {id(r.point): r.point for r in runs}
     points.update({id(p): p for p in left_out})
-    selected = {id(r.point) for r in runs if r.selected}
+    selected = {id(r.point) for r in now}
     for key, point in points.items():
         now = key in selected
         for program in experiment.programs(settings, point.params, topo if now else None):
@@ -327,7 +355,8 @@ class _Campaign:
         return record, problem
 
     def run_one(self, session: KnobSession, planned: PlannedRun) -> tuple[bool, str, dict]:
-        """Run one repetition; returns (ok, failure reason, the tool's metrics)."""
+        """Run one repetition; returns (ok, failure reason, the tool's metrics); the metrics
+        of a stored run under a repetition rule carry the rule's metric as ``rule_value``."""
         params = planned.point.params
         knob_record, reason = self.set_knobs(session, params)
         self.tmp = tmp = self.store.begin(planned.run_id)
@@ -371,8 +400,11 @@ class _Campaign:
             dest = self.store.commit_failed(tmp, manifest)
             self.tmp = None
             return False, f"{reason}; kept in {dest}", metrics
-        self.store.commit(tmp, manifest)
+        final = self.store.commit(tmp, manifest)
         self.tmp = None
+        if not self.spec.rule.fixed:
+            metrics["rule_value"] = metric_value(self.exp, StoredRun(final, manifest),
+                                                 self.spec.rule.metric)
         return True, "", metrics
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path) -> tuple[int, str]:
@@ -507,7 +539,7 @@ def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[
             "you own the node. Nothing was run and no system setting was touched.")
 
 
-def _stopped(result: CampaignResult, why: str, done: int, total: int) -> None:
+def _stopped(result: CampaignResult, why: str, done: int, total: str) -> None:
     result.stopped = why
     result.messages.append(f"stopped on request ({why}) after {done} of {total} runs, with "
                            "every knob restored; run the same command again (a Slurm job: "
@@ -540,7 +572,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     _missing_programs(plan)
     camp = _Campaign(experiment, spec, data_dir, knobs, topo, started_at)
     shared = None if allow_shared_node else _shared_node_problem(experiment, spec,
-                                                                  plan.selected(),
+                                                                  plan.may_run(),
                                                                   camp.allocation)
     if shared:
         raise IolabError(shared)
@@ -575,26 +607,34 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
 
     result.messages += camp.store.quarantine()
     todo = plan.selected()
+    seed = spec.seed if spec.seed is not None else new_seed()
+    schedule = Schedule(plan, seed, on_round=lambda n, ids: camp.store.log(
+        {"event": "round", "at": now_iso(), "round": n, "seed": seed, "runs": ids}))
+    most = plan.most_runs()
+    of = str(most) if spec.rule.fixed else f"at most {most}"  # a rule may settle points sooner
     camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(), "owner": owner.owner,
                     "params": spec.sources, "overrides": spec.overrides, "where": where or {},
-                    "limit": limit, "selected": len(todo), "iolab_version": __version__})
+                    "limit": limit, "selected": len(todo), "most": most,
+                    "repetitions": spec.rule.to_dict(), "order": spec.order, "seed": seed,
+                    "iolab_version": __version__})
     signal.signal(signal.SIGUSR1, camp.stop_after_run)  # run_campaign puts the old one back
     if early_stop:
         camp.stop_after_run(early_stop[0], None)
     why, message = camp.stop_requested()
     result.messages += [message] if message else []
     if why and todo:  # asked before the first run: set nothing up only to undo it
-        _stopped(result, why, 0, len(todo))
+        _stopped(result, why, 0, of)
         todo = []
     if todo:
         experiment.prepare_host(spec.settings)
-        experiment.prepare_points(spec.settings, [r.point.params for r in todo])
+        experiment.prepare_points(spec.settings, schedule.points())
         result.messages += [f"scratch: {item}" for item in plan.scratch]
 
     handlers = {sig: signal.signal(sig, camp.request_stop) for sig in (signal.SIGINT,
                                                                        signal.SIGTERM)}
-    bar = tqdm(total=len(todo), desc=f"{spec.experiment}/{spec.environment}", unit="run",
-               disable=not progress)
+    # under a rule, the bar's total is the most runs it may ask for; it ends when the rule does
+    bar = tqdm(total=most if todo else 0, desc=f"{spec.experiment}/{spec.environment}",
+               unit="run", disable=not progress)
     try:
         with KnobSession(knobs, journal) as session:
             camp.originals = {k: knobs[k].read() for k in set(experiment.knob_variables.values())
@@ -606,19 +646,20 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                 if not rec.get("matches", False):
                     raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
                 result.messages.append(f"{name}: set to {value!r} for this campaign")
-            for done, planned in enumerate(todo):
+            for done, planned in enumerate(schedule if todo else ()):
                 camp.check_stop()
                 why, message = camp.stop_requested()
                 if message:
                     result.messages.append(message)
                 if why:
-                    _stopped(result, why, done, len(todo))
+                    _stopped(result, why, done, of)
                     break
                 try:
                     ok, reason, metrics = camp.run_one(session, planned)
                 except BaseException:
                     camp.abort(owner)
                     raise
+                schedule.record(planned, ok, metrics.get("rule_value"))
                 note = metrics.get("note")
                 if note and note not in result.messages:
                     result.messages.append(note)  # said once per campaign, not per run
@@ -634,6 +675,10 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                         raise IolabError(message + ". Use --keep-going to record failures and continue.")
                     bar.write(message)
                 bar.update(1)
+            else:
+                if bar.n < bar.total:  # the rule settled every point before its most runs
+                    bar.total = bar.n
+                    bar.refresh()
     except KeyboardInterrupt:
         result.interrupted = True
         result.messages.append("interrupted: the unfinished run was discarded, its processes "

@@ -6,7 +6,8 @@ in one environment::
     experiment: smt_thp          # which experiment the file is for
     tool: fio                    # settings: what is executed (the experiment's schema)
     runtime_s: 3
-    repetitions: 3
+    repetitions: 3               # or a rule: {min: 3, max: 8, metric: iops, target_ci_pct: 5}
+    order: sequential            # or interleaved: rounds of one run per point, shuffled
     base: {engine: psync, ...}   # every variable's value at the base point
     grids:                       # named grids: the Cartesian product of 'vary', with 'set'
       concurrency: {vary: {engine: [psync, io_uring], concurrency: [1, 2, 4]}}
@@ -33,13 +34,17 @@ from typing import Any, Protocol
 
 import yaml
 
-from iolab.core.schema import Field, Int, Schema, in_order, type_name
+from iolab.core import repetitions as reps
+from iolab.core.schema import Choice, Field, Int, Schema, in_order, type_name
 from iolab.errors import InputError
 from iolab.paths import PARAMS_DIR, check_name
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
-STRUCTURE_KEYS = ("experiment", "repetitions", "base", "grids", "exclusions", "analysis")
-REPETITIONS = Int(1, 1000, help="repetitions of every point")
+STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids", "exclusions",
+                  "analysis")
+ORDERS = ("interleaved", "sequential")
+SEED = Int(0, 2**63 - 1, help="the seed of the interleaved order's shuffles (drawn and recorded "
+           "in the campaign log when absent)")
 
 
 class HasSchema(Protocol):
@@ -55,13 +60,25 @@ class Spec:
     experiment: str
     environment: str
     settings: dict[str, Any]        # execution settings that apply, defaults filled in
-    repetitions: int
+    rule: reps.Rule                 # how many repetitions each point gets
     base: dict[str, Any]
     grids: dict[str, dict[str, Any]]
     exclusions: list[dict[str, Any]]
     analysis: dict[str, Any]
     params_file: Path
     overrides: dict[str, Any] = field(default_factory=dict)  # --set KEY: value, as given
+    order: str = "sequential"       # of the runs: ORDERS
+    seed: int | None = None         # of the interleaved order; None: drawn per campaign
+
+    @property
+    def repetitions(self) -> int:
+        """The most repetitions a point can have (the count itself, for a fixed count)."""
+        return self.rule.max
+
+    @property
+    def repetitions_text(self) -> str:
+        """How many repetitions a point gets, for prose: '5', or '3 to 8' under a rule."""
+        return str(self.rule.max) if self.rule.fixed else f"{self.rule.min} to {self.rule.max}"
 
     @property
     def variables(self) -> list[str]:
@@ -110,7 +127,8 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
                          allowed=", ".join(known) or "none yet")
     doc = _read_yaml(path)
     schema = experiment.schema()
-    spec = _validate(doc, path, experiment.name, environment, schema)
+    metrics = list(getattr(experiment, "metrics", None) or []) or None
+    spec = _validate(doc, path, experiment.name, environment, schema, metrics)
     label: str | Path = path
     if overrides:
         pairs = (dict(parse_assignment(o, "--set") for o in overrides)
@@ -119,7 +137,7 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
         for key, value in pairs.items():
             _assign(merged, key, value)
         label = "--set " + ", ".join(pairs)
-        spec = _validate(merged, label, experiment.name, environment, schema)
+        spec = _validate(merged, label, experiment.name, environment, schema, metrics)
         spec.params_file, spec.overrides = path, pairs
     check = getattr(experiment, "check_settings", None)
     if check is not None:
@@ -169,7 +187,9 @@ def _assign(doc: dict[str, Any], dotted: str, value: Any) -> None:
             nxt = target[part] = {}
         if not isinstance(nxt, dict):
             raise InputError("--set", dotted, f"'{'.'.join(parts[:i + 1])}' is a "
-                             f"{type_name(nxt)}, not a mapping one can set keys in")
+                             f"{type_name(nxt)}, not a mapping one can set keys in",
+                             allowed=f"{'.'.join(parts[:i + 1])}=VALUE, or a dotted key into a "
+                             "mapping such as base.qdepth or repetitions.max")
         target = nxt
     target[parts[-1]] = value
 
@@ -180,7 +200,8 @@ def _unknown(label, key: str, known: list[str], what: str) -> InputError:
     return InputError(label, key, f"unknown {what}{hint}", allowed=", ".join(sorted(known)))
 
 
-def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: Schema) -> Spec:
+def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: Schema,
+              metrics: list[str] | None = None) -> Spec:
     if "experiment" not in doc:
         raise InputError(label, "experiment", "missing: every params file names the experiment "
                          "it is for", allowed=name)
@@ -196,14 +217,18 @@ def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: S
             raise _unknown(label, key, top, "top-level key")
 
     settings = _settings(doc, label, schema.settings)
-    repetitions = REPETITIONS.check(doc.get("repetitions"), label, "repetitions") \
-        if "repetitions" in doc else _missing(label, "repetitions", REPETITIONS)
+    rule = reps.parse(doc["repetitions"], label, metrics) if "repetitions" in doc \
+        else _missing(label, "repetitions", reps.COUNT)
+    # interleaving is a rule's default; a fixed count keeps the order it always had
+    order = Choice(*ORDERS, default="sequential" if rule.fixed else "interleaved")
+    order = order.check(doc["order"], label, "order") if "order" in doc else order.default
+    seed = SEED.check(doc["seed"], label, "seed") if doc.get("seed") is not None else None
     base = _base(doc, label, schema.variables)
     grids = _grids(doc, label, schema.variables)
     exclusions = _exclusions(doc, label, schema.variables)
     analysis = _analysis(doc, label, schema.analysis)
-    return Spec(name, environment, settings, repetitions, base, grids, exclusions, analysis,
-                Path(str(label)))
+    return Spec(name, environment, settings, rule, base, grids, exclusions, analysis,
+                Path(str(label)), order=order, seed=seed)
 
 
 def _missing(label, key: str, fld: Field) -> Any:

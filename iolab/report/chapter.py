@@ -27,9 +27,11 @@ import pandas as pd
 
 from iolab.analysis import stats
 from iolab.campaign import Campaign
+from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
 from iolab.importers.aisio import IMPORTED_SOURCE
-from iolab.report.figures import one_configuration, placeholder, theme
+from iolab.report.figures import half_widths, one_configuration, placeholder, theme
+from iolab.report.tables import fmt_num
 
 MODES = ("replay", "plan", "run")
 RUN_OPTIONS = ("where", "limit", "allow_shared_node", "allow_host_change")
@@ -172,6 +174,70 @@ class Chapter:
 
     def plan_text(self) -> str:
         return self.plan.summary()
+
+    # -- repetitions -----------------------------------------------------------------------
+
+    def decisions(self) -> pd.DataFrame:
+        """One row per planned point: its variables, n, failures, the mean of the rule's
+        metric, the interval's half-width in % of the mean, the decision's reason, the runs
+        still to do (``iolab.core.repetitions``) and whether this host is blocked from it."""
+        return pd.DataFrame(self.plan.decision_rows())
+
+    def repetitions(self, figure: str = "fig_repetitions") -> pd.DataFrame:
+        """The rule and its outcome for the prose (keys ``rule``, ``rule_order`` and
+        ``rule_outcome``) and, under a rule, the figure of each point's interval width
+        against the target; returns the decisions of the points with runs, to show."""
+        rule, T = self.spec.rule, self.text
+        metric = self.experiment.metrics.get(rule.metric) if rule.metric else None
+        T["rule"] = rule.text(metric.label if metric else None)
+        T["rule_order"] = ("The runs were made in rounds of one run per open point, each round "
+                           "in a shuffled order whose seed the campaign log records."
+                           if self.spec.order == "interleaved" else
+                           "The runs of a point were made back to back, point after point.")
+        d = self.decisions()
+        ran = d[d["n"] > 0] if not d.empty else d
+        low, high = (int(ran["n"].min()), int(ran["n"].max())) if not ran.empty else (0, 0)
+        spread = str(low) if low == high else f"{low} to {high}"
+        counts = self.plan.settled()
+        if d.empty:
+            T["rule_outcome"] = "No point of the params file is planned here."
+        elif rule.fixed:
+            done = sum(1 for p in self.plan.decisions() if p.decision.settled)
+            T["rule_outcome"] = (f"{done} of the {len(d)} planned points have all their runs "
+                                 f"stored; the points with runs have {spread} each.")
+        else:
+            T["rule_outcome"] = (
+                f"Of the {len(d)} planned points, {counts.get('target', 0)} met the target, "
+                f"{counts.get('max', 0)} stopped at the maximum without meeting it, "
+                f"{counts.get('failed', 0)} failed, {counts.get('open', 0)} are still open and "
+                f"{counts.get('blocked', 0)} cannot run on the campaign's host; the points with "
+                f"runs have {spread} runs each.")
+        if rule.fixed or ran.empty:
+            self.figures[figure] = placeholder(
+                "A fixed number of repetitions per point: no stopping rule to show"
+                if rule.fixed else f"No run stored for environment {self.environment}")
+        else:
+            fig = half_widths(ran, rule.target_ci_pct, min(rule.min, low), rule.max,
+                              self.spec.analysis["figure_width"], self.spec.analysis["palette"],
+                              f"{self.environment}: {rule.metric}, "
+                              f"{rule.confidence * 100:g} % interval of the mean")
+            self.figures[figure] = fig
+            plt.close(fig)
+        if ran.empty:
+            return ran
+        variables = [v for v in self.spec.variables if d[v].nunique() > 1]
+        if rule.fixed:  # no metric to decide on: the runs of each point
+            return ran[variables + ["n"]].rename(
+                columns={v: self.axis_label(v) for v in variables})
+        table = ran[variables + ["n", "mean", "rel_half_pct", "reason"]].copy()
+        for v in variables:
+            table[v] = [self.experiment.describe(v, x) for x in table[v]]
+        table["rel_half_pct"] = [fmt_num(v, 1) for v in table["rel_half_pct"]]
+        table["reason"] = table["reason"].map(lambda r: REASON_TEXT.get(r, r))
+        label = metric.label if metric else "mean"
+        return table.rename(columns={
+            **{v: self.axis_label(v) for v in variables}, "mean": f"mean {label}",
+            "rel_half_pct": "CI half-width (% of mean)", "reason": "decision"})
 
     # -- glue ------------------------------------------------------------------------------
 

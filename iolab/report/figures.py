@@ -20,6 +20,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import IolabError
 
 Label = Callable[[Any], str]
@@ -141,4 +142,35 @@ def placeholder(message: str):
     fig, ax = plt.subplots(figsize=(8, 1.2))
     ax.axis("off")
     ax.text(0.5, 0.5, message, ha="center", va="center")
+    return fig
+
+
+def half_widths(decisions: pd.DataFrame, target: float, low: int, high: int, width: float,
+                palette: str = "colorblind", title: str = ""):
+    """Each point's relative half-width of its interval (%) against its number of runs, by
+    the reason its rule settled it, with the target as a dashed line. Points at the same n
+    are spread sideways so that none hides another."""
+    fig, ax = plt.subplots(figsize=(width, 4.2))
+    shown = decisions.dropna(subset=["rel_half_pct"])
+    reasons = [r for r in REASON_TEXT if r in set(shown["reason"])]
+    palette_of = colors(list(REASON_TEXT), palette)
+    for reason in reasons:
+        part = shown[shown["reason"] == reason]
+        # a fixed spread of each n's points (not random: the figure is the same every build)
+        offsets = part.groupby("n").cumcount() / part.groupby("n")["n"].transform("size")
+        x = part["n"] + 0.5 * (offsets - 0.5 + 0.5 / part.groupby("n")["n"].transform("size"))
+        # a log axis has no 0: runs that agreed exactly are drawn at its floor
+        ax.scatter(x, part["rel_half_pct"].clip(lower=0.01), s=36, color=palette_of[reason],
+                   label=f"{REASON_TEXT[reason]} ({len(part)})", edgecolor="white", zorder=3)
+    ax.axhline(target, color="black", linestyle="--", linewidth=1,
+               label=f"target ±{target:g} %")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xticks(range(low, high + 1))
+    ax.set_xlim(low - 0.6, high + 0.6)
+    ax.set(xlabel="runs of the point (n)", ylabel="CI half-width, % of the mean")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
     return fig

@@ -136,7 +136,8 @@ EFFECTS = (("powersave governor", {"cpu_governor": "powersave"}, "powersave"),
 
 
 def design_summary(points: list, repetitions: int) -> dict[str, int]:
-    """Sizes of a plan's design: the search grid, its exclusions, the one-at-a-time points."""
+    """Sizes of a plan's design: the search grid, its exclusions, the one-at-a-time points,
+    and its runs with ``repetitions`` per point (under a rule, pass its max: the most)."""
     search = [p for p in points if "search" in p.grids]
     return {"search_points": len(search),
             "search_excluded": sum(bool(p.excluded_by) for p in search),
