@@ -251,8 +251,9 @@ def wait_job(job: str, env: dict, timeout: float = 240) -> str:
 
 
 def shrunk(tmp_path: Path, runtime_s: int = 1) -> list[str]:
+    """Short runs on a small file, and a fixed count, so that a selection's runs are known."""
     return ["--set", f"runtime_s={runtime_s}", "--set", "ramp_s=0", "--set", "target_size=16M",
-            "--set", f"target_path={tmp_path / 'target.dat'}"]
+            "--set", f"target_path={tmp_path / 'target.dat'}", "--set", "repetitions=3"]
 
 
 def job_ids(folder: Path) -> list[str]:

@@ -225,7 +225,8 @@ class Chapter:
             plt.close(fig)
         if ran.empty:
             return ran
-        variables = [v for v in self.spec.variables if d[v].nunique() > 1]
+        # the variables that tell the shown points apart, not those the same everywhere
+        variables = [v for v in self.spec.variables if ran[v].nunique() > 1]
         if rule.fixed:  # no metric to decide on: the runs of each point
             return ran[variables + ["n"]].rename(
                 columns={v: self.axis_label(v) for v in variables})
@@ -234,10 +235,9 @@ class Chapter:
             table[v] = [self.experiment.describe(v, x) for x in table[v]]
         table["rel_half_pct"] = [fmt_num(v, 1) for v in table["rel_half_pct"]]
         table["reason"] = table["reason"].map(lambda r: REASON_TEXT.get(r, r))
-        label = metric.label if metric else "mean"
         return table.rename(columns={
-            **{v: self.axis_label(v) for v in variables}, "mean": f"mean {label}",
-            "rel_half_pct": "CI half-width (% of mean)", "reason": "decision"})
+            **{v: self.axis_label(v) for v in variables}, "mean": f"mean {metric.label}",
+            "rel_half_pct": f"± % ({rule.confidence * 100:g} % CI)", "reason": "decision"})
 
     # -- glue ------------------------------------------------------------------------------
 

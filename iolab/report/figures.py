@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import IolabError
@@ -165,7 +165,11 @@ def half_widths(decisions: pd.DataFrame, target: float, low: int, high: int, wid
     ax.axhline(target, color="black", linestyle="--", linewidth=1,
                label=f"target ±{target:g} %")
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    values = list(shown["rel_half_pct"].clip(lower=0.01)) + [target]
+    ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500)
+             if min(values) / 2.5 <= t <= max(values) * 2.5]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(range(low, high + 1))
     ax.set_xlim(low - 0.6, high + 0.6)
     ax.set(xlabel="runs of the point (n)", ylabel="CI half-width, % of the mean")
