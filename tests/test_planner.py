@@ -122,7 +122,7 @@ def test_statuses_every_blocker_and_the_full_cost(demo, params_dir):
     assert plan.eta_s == pytest.approx(c["to run"] * 2.0)
     assert plan.eta_all_s == pytest.approx((c["to run"] + c["blocked"]) * 2.0)
     text = plan.summary()
-    assert "too many jobs" in text and "needs knob thp" in text and "whole design" in text
+    assert "too many jobs" in text and "needs knob thp" in text and "runs left would take" in text
     doc = plan.to_dict()
     assert {"stored", "to_run", "excluded", "blocked", "eta_s"} <= set(doc)
 

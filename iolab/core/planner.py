@@ -293,7 +293,8 @@ class Plan:
         lines.append(f"  time for the runs to do: {format_duration(self.eta_s)}{span} "
                      f"({self.seconds_per_run:.1f} s per run)")
         if c["blocked"]:
-            lines.append(f"  with the blocked runs, the whole design takes "
+            lines.append(f"  with the blocked runs, the runs left would take "
+                         f"{'' if spec.rule.fixed else 'up to '}"
                          f"{format_duration(self.eta_all_s)}")
         for why, n in self.blockers().items():
             lines.append(f"  blocked ({n} runs): {why}")

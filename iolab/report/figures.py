@@ -45,7 +45,9 @@ def one_configuration(rows: pd.DataFrame, what: str) -> None:
 
 def thousands(ax, axis: str = "y") -> None:
     """Large counts as 120k instead of 120000."""
-    fmt = FuncFormatter(lambda v, _: f"{v / 1e3:.0f}k" if abs(v) >= 1e3 else f"{v:.0f}")
+    # one decimal where the ticks need it (62.5k), none where they do not (65k)
+    fmt = FuncFormatter(lambda v, _: f"{v / 1e3:.1f}".removesuffix(".0") + "k"
+                        if abs(v) >= 1e3 else f"{v:.0f}")
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
 
 
