@@ -9,8 +9,10 @@ a temporary data folder, through the CLI exactly as a user would submit them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -53,6 +55,23 @@ def test_the_books_example_is_what_iolab_writes():
         "'import sys; sys.path.insert(0, \"tests\"); from test_submit import example_spec; "
         "from iolab.batch.script import render; "
         "open(\"book/slurm-example.sh\", \"w\").write(render(example_spec()))'")
+
+
+def test_a_run_script_ignores_the_warning_until_iolab_handles_it():
+    """Slurm may send its warning in the job's first moment; by default SIGUSR1 would end the
+    job then, before iolab's handler exists, with nothing in its output."""
+    text = script.render(example_spec())
+    assert text.index("trap '' USR1\n") < text.index("exec ")
+    replay = script.render(dataclasses.replace(example_spec(), mode="replay"))
+    assert "trap" not in replay
+    # what it relies on: bash's ignore outlives exec, and a handler set later replaces it
+    probe = ("import os, signal; ignored = signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN; "
+             "os.kill(os.getpid(), signal.SIGUSR1); got = []; "
+             "signal.signal(signal.SIGUSR1, lambda *a: got.append(1)); "
+             "os.kill(os.getpid(), signal.SIGUSR1); print(ignored, got)")
+    out = subprocess.run(["bash", "-c", f"trap '' USR1; exec {shlex.quote(sys.executable)} -c "
+                          f"{shlex.quote(probe)}"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "True [1]", out
 
 
 def test_a_run_job_asks_for_a_node_of_its_own_and_a_warning_before_its_limit():
@@ -403,16 +422,16 @@ def test_what_only_slurm_can_refuse_comes_back_in_its_words(cluster, tmp_path):
 @needs_fio
 def test_slurms_own_warning_before_a_short_time_limit_ends_the_job_cleanly(cluster,
                                                                            tmp_path):
-    # the real thing, once: a limit of two minutes, the warning due 100 s before it (Slurm
-    # checks limits about every 30 s, so it may come up to that much earlier or later), and
-    # more runs than fit; the job must end on its own, before the limit
+    # the real thing, once: a limit of three minutes, the warning due 100 s before it (Slurm
+    # may send it up to 60 s earlier, its event resolution: so at 20 to 80 s, after iolab's
+    # start), and more runs than fit; the job must end on its own, before the limit
     data = tmp_path / "data"
-    iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--time", "2",
+    iolab(["submit", "smt_thp", "--env", ENV, "--data", str(data), "--time", "3",
            "--signal-before", "100", "--where", "engine=psync", *shrunk(tmp_path, runtime_s=2)],
           cluster)
     campaign = data / "raw" / "smt_thp" / ENV
     (job,) = job_ids(campaign / "jobs")
-    assert wait_job(job, cluster, timeout=150) == "COMPLETED", \
+    assert wait_job(job, cluster, timeout=210) == "COMPLETED", \
         output_of(campaign / "jobs", job)
     notebook = (campaign / "jobs" / f"{job}.ipynb").read_text()
     assert "stopped on request (Slurm's warning before the job's time limit" in notebook

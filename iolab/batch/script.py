@@ -3,8 +3,8 @@
 A script is meant to be read: a header saying what it runs, how it was made and how to run
 it again, the ``#SBATCH`` options, and one ``iolab notebook`` command line. For ``run`` it
 asks for a node of its own (``--exclusive --nodes=1``) and for SIGUSR1 some minutes before the
-time limit, sent to the batch shell (``B:``); the script ``exec``\\ s into iolab, so iolab is
-the process that receives it.
+time limit, sent to the batch shell (``B:``); the script ignores SIGUSR1 until iolab has set
+its handler and ``exec``\\ s into iolab, so iolab is the process that receives it.
 
 Responsible for: that text, a pure function of a :class:`JobSpec`. Not responsible for:
 checking the options against the cluster or submitting (``iolab.batch.submit``).
@@ -111,6 +111,10 @@ def render(job: JobSpec) -> str:
             "# and stops. The stored runs are kept; 'iolab submit ... --resume' goes on",
             "# with the rest" + (" (this job submits it itself: --resubmit)." if job.requeue
                                  else "."),
+            "# Ignored until iolab sets its handler: a warning in the job's first moment would",
+            "# otherwise end it before it starts (ignoring is kept across exec; iolab's own",
+            "# handler replaces it). A warning lost that way leaves the stop to the time limit.",
+            "trap '' USR1",
         ]
     output = shlex.quote(str(job.jobs_dir)) + '/"${SLURM_JOB_ID}".ipynb'
     words = [shlex.join(group) for group in command(job)] + [f"--output {output}"]
