@@ -44,6 +44,11 @@ class Point:
     excluded_by: str | None = None
     decision: Decision | None = None   # under the spec's rule (None when excluded)
     blocked: bool = False              # this host cannot run it
+    # what the decision is made from: the run ids the rule allows (repetitions 0 .. max-1),
+    # the stored repetitions with their value of the rule's metric, and the failed attempts
+    ids: list[str] = field(default_factory=list)
+    samples: dict[int, float | None] = field(default_factory=dict)
+    failures: int = 0
 
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.params.items())
@@ -133,11 +138,7 @@ class Plan:
     # points --where left out that this host could run: their tools still enter the host's
     # fingerprint, which must not depend on the filter
     left_out_points: list[Any] = field(default_factory=list)
-    # what the decisions were made from: stored ids, the rule's metric by run id, failures
-    all_points: list[Point] = field(default_factory=list)
-    stored_ids: set[str] = field(default_factory=set)
-    values: dict[str, float | None] = field(default_factory=dict)
-    failures: dict[str, int] = field(default_factory=dict)
+    all_points: list[Point] = field(default_factory=list)  # within --where, with runs or not
 
     def by_status(self, status: str) -> list[PlannedRun]:
         return [r for r in self.runs if r.status == status]
@@ -182,12 +183,7 @@ class Plan:
     def points(self) -> list[Point]:
         """Every point of the plan (within --where), with runs or not: a point settled
         before it stored a run (all its runs failed) has none."""
-        if self.all_points:
-            return list(self.all_points)
-        seen: dict[int, Point] = {}
-        for r in self.runs:
-            seen.setdefault(id(r.point), r.point)
-        return list(seen.values())
+        return list(self.all_points)
 
     def may_run(self) -> list[PlannedRun]:
         """The runs ``run`` may make now, for what must be checked before it starts (programs,
@@ -376,11 +372,12 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                     runs.append(PlannedRun(point, rep, rid, ident, "excluded",
                                            [point.excluded_by]))
             continue
-        have = [rep for rep, rid in enumerate(ids) if rid in stored]
-        point.decision = decide(rule, [values.get(ids[rep]) for rep in have],
-                                sum(failures.get(rid, 0) for rid in ids))
+        point.ids = ids
+        point.samples = {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored}
+        point.failures = sum(failures.get(rid, 0) for rid in ids)
+        point.decision = decide(rule, list(point.samples.values()), point.failures)
         needed = [rep for rep, rid in enumerate(ids) if rid not in stored][:point.decision.to_run]
-        for rep in sorted(have + needed):
+        for rep in sorted([*point.samples, *needed]):
             rid = ids[rep]
             if rid in stored:
                 status, reasons = "stored", []
@@ -393,5 +390,4 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     for r in todo[:limit] if limit is not None else todo:
         r.selected = True
     return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known),
-                left_out_points=left_out, all_points=points, stored_ids=stored, values=values,
-                failures=failures)
+                left_out_points=left_out, all_points=points)

@@ -24,7 +24,6 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from iolab.core.identity import run_ids
 from iolab.core.planner import Plan, PlannedRun, Point
 from iolab.core.repetitions import Decision, Rule, decide
 
@@ -79,20 +78,14 @@ class Schedule:
         self._states: dict[int, _PointState] = {}
         for r in plan.by_status("to run"):
             key = id(r.point)
-            if key not in self._states:
-                ids = run_ids(r.identity, plan.spec.repetitions)
-                self._states[key] = _PointState(
-                    r.point, r.identity, ids,
-                    {rep: plan.values.get(rid) for rep, rid in enumerate(ids)
-                     if rid in plan.stored_ids},
-                    sum(plan.failures.get(rid, 0) for rid in ids))
+            if key not in self._states:  # a copy of what the plan decided from, to add to
+                self._states[key] = _PointState(r.point, r.identity, r.point.ids,
+                                                dict(r.point.samples), r.point.failures)
             self._states[key].queue.append(r)
 
     def points(self) -> list[dict[str, Any]]:
         """The params of every point this schedule may run."""
-        if self.rule.fixed and self.order == "sequential":
-            return list({id(r.point): r.point.params for r in self.plan.selected()}.values())
-        return [state.point.params for state in self._states.values()]
+        return list({id(r.point): r.point.params for r in self.plan.may_run()}.values())
 
     def record(self, run: PlannedRun, ok: bool, value: float | None = None) -> None:
         """The outcome of ``run``: stored with the metric's ``value``, or failed."""

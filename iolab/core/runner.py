@@ -180,14 +180,18 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     return plan
 
 
-def metric_value(experiment: RunnableExperiment, run: StoredRun, metric: str) -> float | None:
+def metric_value(experiment: RunnableExperiment, run: StoredRun, metric: str,
+                 parsed: dict[str, Any] | None = None) -> float | None:
     """A stored run's value of a tidy column (None where its raw files give none). Most
-    metrics come from the tool's own output, so that is parsed first; the whole row, with
-    every collector's files, only for a metric it does not give."""
+    metrics come from the tool's own output (``parsed``, when the caller has parsed it
+    already), so that is read first; the whole row, with every collector's files, only for a
+    metric it does not give."""
     try:
         m = run.manifest
-        parsed = {f"{m.tool}.{k}": v for k, v in registry.adapter(m.tool).parse(run.path).items()}
-        value = experiment.derive({**m.point, **parsed}).get(metric)
+        if parsed is None:
+            parsed = registry.adapter(m.tool).parse(run.path)
+        tool = {f"{m.tool}.{k}": v for k, v in parsed.items()}
+        value = experiment.derive({**m.point, **tool}).get(metric)
         if value is None or math.isnan(value):
             value = experiment.tidy_row(run).get(metric)
     except (ParseError, OSError, ValueError, KeyError, TypeError):
@@ -404,7 +408,7 @@ class _Campaign:
         self.tmp = None
         if not self.spec.rule.fixed:
             metrics["rule_value"] = metric_value(self.exp, StoredRun(final, manifest),
-                                                 self.spec.rule.metric)
+                                                 self.spec.rule.metric, parsed=metrics)
         return True, "", metrics
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path) -> tuple[int, str]:
