@@ -19,9 +19,9 @@
 # finishes the run in progress, restores every system setting it changed
 # and stops. The stored runs are kept; 'iolab submit ... --resume' goes on
 # with the rest (this job submits it itself: --resubmit).
-# Ignored until iolab sets its handler: a warning in the job's first moment would
-# otherwise end it before it starts (ignoring is kept across exec; iolab's own
-# handler replaces it). A warning lost that way leaves the stop to the time limit.
+# SIGUSR1 is ignored until iolab sets its handler: a warning in the
+# job's first moment would otherwise end it before it starts (an ignore
+# outlives exec). A warning lost so leaves the stop to the time limit.
 trap '' USR1
 exec /srv/iolab/.venv/bin/python -m iolab notebook smt_thp \
     --env hpc-server --mode run \

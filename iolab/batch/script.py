@@ -111,9 +111,9 @@ def render(job: JobSpec) -> str:
             "# and stops. The stored runs are kept; 'iolab submit ... --resume' goes on",
             "# with the rest" + (" (this job submits it itself: --resubmit)." if job.requeue
                                  else "."),
-            "# Ignored until iolab sets its handler: a warning in the job's first moment would",
-            "# otherwise end it before it starts (ignoring is kept across exec; iolab's own",
-            "# handler replaces it). A warning lost that way leaves the stop to the time limit.",
+            "# SIGUSR1 is ignored until iolab sets its handler: a warning in the",
+            "# job's first moment would otherwise end it before it starts (an ignore",
+            "# outlives exec). A warning lost so leaves the stop to the time limit.",
             "trap '' USR1",
         ]
     output = shlex.quote(str(job.jobs_dir)) + '/"${SLURM_JOB_ID}".ipynb'
