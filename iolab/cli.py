@@ -15,11 +15,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from iolab import experiments
+from iolab import experiments, streams
 from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
 from iolab.core import spec as specmod
 from iolab.core.planner import MAX_RUNS
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, printable
 from iolab.paths import PARAMS_DIR, REPO_ROOT, resolve_data_dir
 
 DEFAULT_TEMPLATE_ENV = "kvm-2vcpu"
@@ -95,7 +95,7 @@ def cmd_run(args) -> int:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
     if result.interrupted:
-        return 130
+        return 128 + (result.signal or 2)
     if result.failed:
         return 1
     return stop.EXIT_STOPPED if result.stopped else 0
@@ -237,7 +237,7 @@ def _job_lines(exp: str, env: str, store, data_dir: Path) -> list[str]:
 
 
 def cmd_verify(args) -> int:
-    from iolab.core import locks
+    from iolab.core import locks, tidy
 
     data_dir = _data_dir(args, write=args.quarantine)
     lock = locks.data_lock(data_dir) if args.quarantine else None
@@ -251,15 +251,20 @@ def cmd_verify(args) -> int:
                   + (f" matching {args.experiment or ''}/{args.env or ''}"
                      if args.experiment or args.env else ""))
         for exp, env, store in chosen:
-            runs, corrupt = store.scan()
+            runs, corrupt = store.scan(rehash=not args.fast)
             print(f"{exp}/{env}: {len(runs)} intact, {len(corrupt)} corrupt")
             for c in corrupt:
                 print(f"  corrupt: {c.describe()}")
+            if corrupt:
+                tidy.forget(data_dir, exp, env)  # a cached table must not hide them
             if corrupt and args.quarantine:
                 for line in store.quarantine_corrupt(corrupt):
                     print(f"  {line}")
             elif corrupt:
                 bad += len(corrupt)
+        if chosen and args.fast:
+            print("--fast: a file whose size and modification time match its last "
+                  "verification was not read again; an alteration that kept both is not seen")
         if bad:
             print(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
                   "aside with 'iolab verify --quarantine'")
@@ -283,6 +288,23 @@ def cmd_restore(args) -> int:
         lines += restore_from_journal(journal, make_knobs())
     for line in lines:
         print(line)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from iolab.core import locks
+    from iolab.host import scratch
+
+    registry = scratch.Registry()
+    # the host lock: a campaign running now reads these files
+    with locks.host_lock(None) if not args.dry_run else contextlib.nullcontext():
+        lines = scratch.clean(registry, dry_run=args.dry_run,
+                              under=Path(args.under) if args.under else None)
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"no scratch files of iolab's on this host (registry {registry.path})"
+              + (f" under {args.under}" if args.under else ""))
     return 0
 
 
@@ -435,7 +457,8 @@ def cmd_env_new(args) -> int:
         raise InputError(target, None, "exists already; edit its files, or choose another name")
     shutil.copytree(source, target)
     files = sorted(p.name for p in target.glob("*.yaml"))
-    print(f"created {target.relative_to(REPO_ROOT)} from {args.source}: {', '.join(files)}")
+    shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
+    print(f"created {shown} from {args.source}: {', '.join(files)}")
     print("edit what differs on this machine (target_path, file_dir, devices, runtimes, grids), "
           f"then look before you run: iolab plan EXPERIMENT --env {name}")
     return 0
@@ -484,8 +507,15 @@ def _migrate(args, data_dir: Path) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, refusing bad arguments in one line that says where help is."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see '{self.prog} --help')\n")
+
+
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="iolab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="iolab", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = parser.add_subparsers(dest="verb", required=True)
 
@@ -519,12 +549,16 @@ def make_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("verify", help="check every stored run's raw files against the sha256 "
-                       "sums in its run.json (exit 1 when any run is corrupt)")
+    p = sub.add_parser("verify", help="read every stored run's raw files and check them "
+                       "against the sha256 sums in its run.json (exit 1 when any run is "
+                       "corrupt)")
     p.add_argument("experiment", nargs="?", help="only this campaign name")
     p.add_argument("--env", help="only this environment")
     p.add_argument("--quarantine", action="store_true", help="move corrupt runs to partial/ "
                    "(never deleted) so that 'iolab run' measures them again")
+    p.add_argument("--fast", action="store_true", help="trust the cache of verified files: a "
+                   "file whose size and modification time match its last verification is not "
+                   "read again (an alteration that kept both is then not seen)")
     _add_common(p)
     p.set_defaults(func=cmd_verify)
 
@@ -533,6 +567,13 @@ def make_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--journal", help="journal file (default: DATA/.knob-journal.json)")
     p.set_defaults(func=cmd_restore)
+
+    p = sub.add_parser("clean", help="remove the scratch files iolab wrote for its runs (the "
+                       "target files it reads): only files it created and that are still as it "
+                       "left them; never a stored run, never another file")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument("--under", metavar="DIR", help="only files under this folder")
+    p.set_defaults(func=cmd_clean)
 
     p = sub.add_parser("tidy", help="the tidy table (one row per repetition) as CSV or parquet")
     _add_campaign(p, imported=True)
@@ -656,6 +697,24 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb; its exit status: 0, 1 (runs failed, corrupt runs found), 2 (bad input or
+    a refusal, one line on standard error), 3 (a campaign stopped on request), 128 + N (a
+    campaign ended by signal N), 74 or 141 (it succeeded, but its output was lost)."""
+    saved = sys.stdout, sys.stderr
+    out, err = streams.guard()
+    try:
+        code = _main(argv)
+    finally:
+        if isinstance(out.lost, BrokenPipeError):
+            # the reader went away (`iolab tidy ... | head`): no second error when Python
+            # flushes standard output at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        if saved[0] is not None and saved[1] is not None:
+            sys.stdout, sys.stderr = saved
+    return streams.exit_status(code, out, err)
+
+
+def _main(argv: list[str] | None) -> int:
     from iolab.core.datadir import from_os_error
 
     args = make_parser().parse_args(argv)
@@ -669,20 +728,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"iolab: error: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return _broken_pipe()
     except OSError as exc:  # a file system's refusal is the user's to fix, not a bug
         if args.debug:
             raise
         print(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
         return 2
-
-
-def _broken_pipe() -> int:
-    # the reader went away (`iolab tidy ... | head`): no traceback, and no second error when
-    # Python flushes stdout at exit
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 141
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def printable(text: str) -> str:
+    """``text`` with what a terminal would not show as itself (a newline, a carriage return,
+    other control characters) written as its escape, so that a message stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class IolabError(Exception):
     """Base class: a problem the user can fix, phrased so they can."""
 
@@ -24,13 +30,14 @@ class InputError(IolabError):
         self.allowed = allowed
         parts = []
         if self.path:
-            parts.append(self.path)
+            parts.append(printable(self.path))
         if key:
-            parts.append(f"key '{key}'")
+            parts.append(f"key '{printable(str(key))}'")
         where = ": ".join(parts)
-        msg = f"{where}: {problem}" if where else problem
+        # the problem may quote what the user gave: one line whatever it holds
+        msg = f"{where}: {printable(problem)}" if where else printable(problem)
         if allowed:
-            msg += f" (allowed: {allowed})"
+            msg += f" (allowed: {printable(allowed)})"
         super().__init__(msg)
 
     def __reduce__(self):

@@ -22,11 +22,22 @@ BOOK_DIR = REPO_ROOT / "book"
 def default_data_dir() -> Path:
     """The data folder: ``$IOLAB_DATA`` when set, else the repository's ``data/``."""
     env = os.environ.get("IOLAB_DATA")
-    return Path(env).resolve() if env else REPO_ROOT / "data"
+    return _resolve(env, "$IOLAB_DATA") if env else REPO_ROOT / "data"
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    return Path(data_dir).resolve() if data_dir else default_data_dir()
+    return _resolve(data_dir, "--data") if data_dir else default_data_dir()
+
+
+def _resolve(path: str | os.PathLike, source: str) -> Path:
+    from iolab.errors import InputError
+
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a loop of symbolic links
+        raise InputError(source, None, f"{os.fspath(path)!r} cannot be resolved to a folder "
+                         f"({'a loop of symbolic links' if isinstance(exc, RuntimeError) else exc})",
+                         allowed="a data directory, or a link to one") from None
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -41,3 +52,13 @@ def check_name(kind: str, name: object) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
         raise InputError(None, kind, f"{name!r} is not a usable {kind} name", allowed=NAME_RULE)
     return name
+
+
+def state_dir() -> Path:
+    """This user's iolab state on this host (the registry of scratch files): ``$IOLAB_STATE_DIR``,
+    else ``$XDG_STATE_HOME/iolab``, else ``~/.local/state/iolab``."""
+    env = os.environ.get("IOLAB_STATE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "iolab"

@@ -31,14 +31,18 @@ import pytest
 
 
 @pytest.fixture(autouse=True, scope="session")
-def private_lock_dir(tmp_path_factory):
-    saved = os.environ.get("IOLAB_LOCK_DIR")
+def private_lock_and_state_dirs(tmp_path_factory):
+    """The suite's own host lock and registry of scratch files, so that it neither waits for
+    nor touches a campaign or the scratch files of the user running it."""
+    saved = {var: os.environ.get(var) for var in ("IOLAB_LOCK_DIR", "IOLAB_STATE_DIR")}
     os.environ["IOLAB_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+    os.environ["IOLAB_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
     yield
-    if saved is None:
-        os.environ.pop("IOLAB_LOCK_DIR", None)
-    else:
-        os.environ["IOLAB_LOCK_DIR"] = saved
+    for var, value in saved.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import pytest
 
 from iolab.errors import InputError
 from iolab.experiments import get
+from iolab.host.scratch import ScratchFile
 from iolab.tools import bdevperf
 from iolab.tools.gnu_time import GNU_TIME
 
@@ -68,7 +69,8 @@ def test_bdevperf_on_files_reads_one_file_per_device_without_pci_or_hugepages():
     assert CS.campaign_knobs({**FILES, "spdk_hugepages": 1024}) == {
         "hugepages": {"pages": 1024}}
     assert CS.host_block(FILES, {**POINT, "ndevs": 8, "thr_sib": False}, smt_topology()) is None
-    assert CS.scratch_paths(FILES) == [("file_dir", Path("/tmp/x"))]
+    assert CS.scratch_files(FILES, [POINT]) == [
+        ScratchFile("file_dir", Path(f"/tmp/x/dev0{i}.dat"), 16 << 20) for i in range(2)]
 
 
 def test_runs_on_nvme_keep_their_options_and_so_their_identity():
@@ -85,13 +87,13 @@ def test_files_need_a_folder_and_a_size():
     assert exc.value.key == "file_dir" and "bdevperf with bdev aio or uring" in exc.value.problem
 
 
-def test_bdevperf_lays_out_the_files_of_the_largest_point(tmp_path):
-    settings = {**FILES, "file_dir": str(tmp_path), "file_size": "1M"}
-    CS.prepare_host(settings)
-    CS.prepare_points(settings, [{**POINT, "ndevs": 1}, {**POINT, "ndevs": 3}])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev00.dat", "dev01.dat", "dev02.dat"]
-    CS.prepare_points({**FIO, "file_dir": str(tmp_path / "fio")}, [POINT])
-    assert not (tmp_path / "fio").exists()  # fio lays out its own files
+def test_the_files_of_the_largest_point_are_the_scratch_files_for_both_tools():
+    points = [{**POINT, "ndevs": 1}, {**POINT, "ndevs": 3}]
+    for settings in (FILES, FIO):  # fio's too: the package writes them, fio reuses them
+        files = CS.scratch_files(settings, points)
+        assert [f.path.name for f in files] == ["dev00.dat", "dev01.dat", "dev02.dat"]
+        assert {f.key for f in files} == {"file_dir"}
+    assert CS.scratch_files(SETTINGS, points) == []  # NVMe devices are no files
 
 
 def test_fio_argv_has_one_job_per_cpu_and_no_output_format():

@@ -110,7 +110,8 @@ def test_kill_and_resume_trials(tmp_path):
         time.sleep(0.2)
         left = [p for p in left if _state(p.pid) == "T"]
         if how != signal.SIGKILL:
-            assert proc.returncode in (130, 1, 2, -how), f"{context}: exit {proc.returncode}\n{out}"
+            assert proc.returncode in (128 + how, 1, 2, -how), \
+                f"{context}: exit {proc.returncode}\n{out}"
             assert left == [], f"{context}: a stopped campaign left {left}\n{out}"
         assert "Traceback" not in out, f"{context}\n{out}"
 
@@ -147,7 +148,7 @@ def test_sigterm_ends_the_whole_tree_before_iolab_exits(tmp_path):
     out, _ = proc.communicate(timeout=60)
     # "within a few seconds"; the margin is for a loaded machine, where it takes about one
     assert time.monotonic() - started < 30, "stopping took too long"
-    assert proc.returncode == 130 and "interrupted" in out
+    assert proc.returncode == 128 + signal.SIGTERM and "interrupted by SIGTERM" in out
     assert [p for p in workers if not procs._zombie_or_gone(p.pid)] == []
     assert not list((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").glob(".tmp-*"))
 
@@ -250,3 +251,163 @@ def test_ctrl_c_in_process_returns_130_and_leaves_nothing_running(tmp_path):
     assert code == 130
     assert procs.find(data_dir=data) == []
     assert os.environ.get(procs.OWNER_VAR) is None, "the owner's name is not left in this process"
+
+
+# -- every way a campaign can be told to end, with a knob changed ---------------------------
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+needs_thp = pytest.mark.skipif(not (os.geteuid() == 0 and os.access(THP, os.W_OK)),
+                               reason="needs root and a writable THP knob")
+
+
+def thp_now() -> str:
+    return THP.read_text().split("[")[1].split("]")[0]
+
+
+def thp_campaign(tmp: Path, data: Path, *extra: str) -> list[str]:
+    """One run of 30 s (stopped long before its end) that sets THP to a value it does not
+    have now."""
+    other = "never" if thp_now() != "never" else "always"
+    return [*IOLAB, *campaign_argv(tmp, data), "--set", "runtime_s=30", "--set",
+            f"base.thp={other}", "--limit", "1", *extra]
+
+
+def measuring(data: Path) -> bool:
+    return len([p for p in procs.find(data_dir=data) if p.command == "fio"]) >= 2
+
+
+def assert_put_back(data: Path, before: str, context: str) -> None:
+    assert thp_now() == before, f"{context}: THP left at {thp_now()}"
+    assert not (data / ".knob-journal.json").exists(), f"{context}: a journal is left"
+    runs = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs"
+    assert not list(runs.glob(".tmp-*")), f"{context}: the unfinished run is left"
+    assert not list(runs.glob("[!.]*")), f"{context}: the unfinished run was stored"
+    assert procs.find(data_dir=data) == [], f"{context}: a process of the campaign outlived it"
+    log = [json.loads(line) for line in
+           (data / "raw" / "smt_thp" / "kvm-2vcpu" / "campaign-log.jsonl").read_text().splitlines()]
+    assert log[-1]["event"] == "end" and log[-1]["interrupted"], context
+
+
+@needs_thp
+@pytest.mark.parametrize("how", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGQUIT],
+                         ids=lambda s: s.name)
+def test_every_stop_signal_ends_the_tree_restores_the_knob_and_sets_the_run_aside(tmp_path, how):
+    data = tmp_path / "data"
+    before = thp_now()
+    proc = spawn(thp_campaign(tmp_path, data), stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: measuring(data)), "fio started"
+    assert thp_now() != before, "the campaign changed THP"
+    proc.send_signal(how)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + how, out
+    assert f"interrupted by {how.name}" in out and "Traceback" not in out
+    assert_put_back(data, before, how.name)
+
+
+@needs_thp
+def test_a_lost_terminal_ends_the_tree_and_restores_the_knob(tmp_path):
+    """The terminal (or SSH session) goes away: the kernel hangs up the campaign, whose writes
+    to the terminal then fail; it ends as for SIGHUP, saying so in its log."""
+    import fcntl
+    import select
+    import termios
+
+    data = tmp_path / "data"
+    before = thp_now()
+    master, slave = os.openpty()
+    proc = spawn(thp_campaign(tmp_path, data), stdin=slave, stdout=slave, stderr=slave,
+                 start_new_session=True,
+                 preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while not measuring(data) and time.monotonic() < deadline:
+        # what a terminal shows (read without blocking, so that closing it below is final)
+        if select.select([master], [], [], 0.05)[0]:
+            seen += os.read(master, 4096)
+    assert measuring(data), seen.decode(errors="replace")
+    os.close(master)  # the terminal is gone
+    assert proc.wait(timeout=60) == 128 + signal.SIGHUP
+    assert_put_back(data, before, "lost terminal")
+    log = (data / "raw" / "smt_thp" / "kvm-2vcpu" / "campaign-log.jsonl").read_text()
+    assert '"signal": "SIGHUP"' in log.splitlines()[-1]
+
+
+def test_closed_or_full_output_never_aborts_a_campaign_and_the_status_says_so(tmp_path):
+    data = tmp_path / "data"
+    argv = [*IOLAB, *campaign_argv(tmp_path, data), "--set", "repetitions=2"]
+    argv.remove("--no-progress")  # the bar writes to standard error all along
+    closed = subprocess.run([*argv, "--limit", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: os.close(2), timeout=120)
+    assert closed.returncode == 74, "the bar's output was lost, and the status says so"
+    store = Store(data, "smt_thp", "kvm-2vcpu")
+    assert len(store.complete_runs()) == 2
+    with open("/dev/full", "w") as full:
+        filled = subprocess.run([*argv, "--limit", "2"], stdout=full, stderr=subprocess.PIPE,
+                                text=True, timeout=120)
+    assert filled.returncode == 74 and "Traceback" not in filled.stderr
+    assert len(store.complete_runs()) == 4
+    quiet = subprocess.run([*argv, "--no-progress", "--limit", "0"], stdout=subprocess.DEVNULL,
+                           preexec_fn=lambda: os.close(2), timeout=120)
+    assert quiet.returncode == 0, "nothing was written to the closed stream: nothing lost"
+
+
+# -- disturbed runs are failed runs ---------------------------------------------------------
+
+
+def failures(data: Path) -> list[str]:
+    folders = sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "failed").iterdir())
+    return [json.loads((f / "run.json").read_text())["failure"] for f in folders]
+
+
+def test_a_run_whose_processes_were_stopped_is_stored_as_failed(tmp_path):
+    data = tmp_path / "data"
+    proc = spawn([*IOLAB, *campaign_argv(tmp_path, data), "--set", "runtime_s=3", "--limit", "1",
+                  "--keep-going"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: measuring(data))
+    workers = [p for p in procs.find(data_dir=data) if p.command == "fio"]
+    for p in workers:  # a debugger, a suspended job: the tool stops, the clock does not
+        os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(2.5)
+    for p in workers:
+        os.kill(p.pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    [reason] = failures(data)
+    assert reason.startswith("disturbed: process ") and "(fio) was stopped during the run" \
+        in reason, reason
+    assert Store(data, "smt_thp", "kvm-2vcpu").complete_runs() == []
+
+
+def test_a_campaign_held_for_a_while_fails_its_run(tmp_path):
+    """The whole job suspended (Slurm's scontrol suspend stops every process of it)."""
+    data = tmp_path / "data"
+    proc = spawn([*IOLAB, *campaign_argv(tmp_path, data), "--set", "runtime_s=2", "--limit", "1",
+                  "--keep-going"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: measuring(data))
+    held = [proc.pid] + [p.pid for p in procs.find(data_dir=data)]
+    for pid in held:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(8)
+    for pid in held:
+        os.kill(pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    [reason] = failures(data)
+    assert "the campaign did not run for" in reason, reason
+
+
+@needs_thp
+def test_a_knob_changed_by_hand_during_a_run_fails_the_run(tmp_path):
+    data = tmp_path / "data"
+    before = thp_now()
+    argv = thp_campaign(tmp_path, data, "--set", "runtime_s=3", "--keep-going")
+    proc = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: measuring(data))
+    THP.write_text(before)  # someone sets it back by hand while the run measures
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    [reason] = failures(data)
+    assert reason.startswith("disturbed: knob thp changed during the run"), reason
+    assert thp_now() == before and not (data / ".knob-journal.json").exists()

@@ -15,6 +15,7 @@ import pytest
 
 from iolab.campaign import Campaign
 from iolab.experiments import get
+from iolab.host.scratch import ScratchFile
 from iolab.experiments.irq_affinity import analysis as an
 from iolab.host.irqs import IrqCpus
 from iolab.paths import REPO_ROOT
@@ -58,18 +59,11 @@ def test_polled_points_need_poll_queues_and_a_missing_device_is_named(monkeypatc
     assert message.startswith("key 'device': no block device or NVMe controller 'nvme9'")
 
 
-def test_the_scratch_file_is_written_once_with_random_data(tmp_path):
-    target = tmp_path / "sub" / "t.dat"
-    settings = {**SETTINGS, "target_path": str(target), "target_size": "2M"}
-    EXP.prepare_host(settings)
-    data = target.read_bytes()
-    assert len(data) == 2 << 20 and data.count(0) < len(data) // 100  # not zeros, not sparse
-    assert os.stat(target).st_blocks * 512 >= 2 << 20
-    stamp = target.stat().st_mtime_ns
-    EXP.prepare_host(settings)
-    assert target.stat().st_mtime_ns == stamp, "an existing file of the size is reused"
-    assert EXP.scratch_paths(settings) == [("target_path", target)]
-    assert EXP.scratch_paths({**settings, "target_path": "/dev/nvme0n1"}) == []
+def test_the_target_file_is_a_scratch_file_and_a_device_is_not(tmp_path):
+    settings = {**SETTINGS, "target_path": str(tmp_path / "t.dat"), "target_size": "2M"}
+    assert EXP.scratch_files(settings, [POINT]) == [
+        ScratchFile("target_path", tmp_path / "t.dat", 2 << 20)]
+    assert EXP.scratch_files({**settings, "target_path": "/dev/nvme0n1"}, [POINT]) == []
 
 
 @pytest.fixture(scope="module")

@@ -69,18 +69,29 @@ def test_end_kills_and_waits_until_the_processes_are_gone():
 
 
 def test_a_stop_signal_kills_the_driver_and_is_raised_only_where_the_campaign_checks():
-    """The campaign's SIGINT/SIGTERM handler must not raise at an arbitrary point (inside
+    """A campaign's stop-now handler must not raise at an arbitrary point (inside
     subprocess's wait it would leave its lock held and the next wait would hang for ever);
     it kills the driver's group and the campaign raises at its next check."""
     import pytest
 
-    from iolab.core.runner import _Campaign, _Terminated
+    from iolab.core.signals import Interrupted, Signals
 
-    camp = _Campaign.__new__(_Campaign)
-    camp.proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    camp.stop_signal = None
-    camp.check_stop()  # nothing asked yet
-    camp.request_stop(signal.SIGTERM, None)  # returns: no exception from the handler
-    assert camp.proc.wait(timeout=10) == -signal.SIGKILL
-    with pytest.raises(_Terminated):
-        camp.check_stop()
+    signals = Signals()
+    driver = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    signals.driver_started(driver.pid)
+    signals.check()  # nothing asked yet
+    signals._stop_now(signal.SIGHUP, None)  # returns: no exception from the handler
+    assert driver.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(Interrupted) as info:
+        signals.check()
+    assert (info.value.name, info.value.exit_status) == ("SIGHUP", 129)
+
+
+def test_a_stop_asked_just_before_the_driver_started_ends_it_at_once():
+    from iolab.core.signals import Signals
+
+    signals = Signals()
+    signals._stop_now(signal.SIGTERM, None)  # no driver yet
+    driver = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    signals.driver_started(driver.pid)
+    assert driver.wait(timeout=10) == -signal.SIGKILL

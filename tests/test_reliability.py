@@ -4,7 +4,8 @@ Every case runs one CLI command against a data directory holding a copy of commi
 (their sha256 sums verified once, as a user's would be), and asserts that the command
 * exits non-zero, with no traceback,
 * prints the expected message (a fragment of its one line, quoted exactly), and
-* leaves the data directory byte for byte as it was (file names, contents and modes).
+* leaves the data directory byte for byte as it was (file names, contents and modes; the
+  derived ``cache/`` aside).
 
 The randomized kill-and-resume trials and the full-disk case, which need fio, are in
 ``test_faults.py``.
@@ -39,9 +40,13 @@ TIDY = ["tidy", "smt_thp", *ENV]
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    """Every path under ``root`` with its mode and content hash (folders: mode only)."""
+    """Every path under ``root`` with its mode and content hash (folders: mode only), but
+    ``cache/``: what is derived there may change (a file found altered leaves the cache of
+    verified files, so that no later command takes it for verified)."""
     out = {}
     for path in sorted(root.rglob("*")):
+        if path.relative_to(root).parts[0] == "cache":
+            continue
         st = path.lstat()
         rel = str(path.relative_to(root))
         if path.is_file():
@@ -407,10 +412,10 @@ def test_two_campaigns_on_one_data_directory_name_the_running_one(data):
 
 
 def test_an_unwritable_target_is_named_before_anything_runs(tmp_path):
-    """A file left by another user's run (here: root's, read by 'nobody')."""
-    target = tmp_path / "target.dat"
-    target.write_bytes(b"")
-    target.chmod(0o600)
+    """A target in another user's folder (here: root's, planned by 'nobody')."""
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    target = folder / "target.dat"
     data = tmp_path / "data"
     argv = ["plan", "smt_thp", *ENV, "--data", str(data), "--set", f"target_path={target}"]
     if os.geteuid() == 0:
@@ -429,11 +434,12 @@ def test_an_unwritable_target_is_named_before_anything_runs(tmp_path):
                               env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "locks")})
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     else:
-        target.chmod(0o400)
+        folder.chmod(0o555)
         code, out, err = cli(argv)
     assert code == 0, err
-    assert (f"key 'target_path': {target} is not writable by uid {65534 if os.geteuid() == 0 else os.getuid()}"
-            in out), out
+    uid = 65534 if os.geteuid() == 0 else os.getuid()
+    assert (f"--set target_path: {target} cannot be created: {folder} is not a folder this "
+            f"user (uid {uid}) may write" in out), out
     assert "to run 0" in out
     assert not data.exists()
 
@@ -451,3 +457,25 @@ def test_a_chapter_built_with_skip_corrupt_says_how_many_it_left_out(data, monke
     table = chapter.what_ran()
     [left_out] = table[table.iloc[:, 0] == "left out"].iloc[:, 1]
     assert left_out.startswith("1 stored runs whose raw files do not match their manifests")
+
+
+def test_verify_rereads_what_the_caches_trust_and_tidy_then_serves_no_cached_table(data,
+                                                                                   tmp_path):
+    """Bit rot or a careless copy: a raw file altered with its size and modification time
+    kept. The caches of verified files and of the tidy table key on both, so only reading
+    the bytes sees it; 'iolab verify' does, and from then on the cached table is not served."""
+    assert cli([*TIDY, "--data", str(data), "-o", str(tmp_path / "t.csv")])[0] == 0  # cached
+    target = first_run(data) / "fio.json"
+    st = target.stat()
+    same_size_garbage(target)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cli([*TIDY, "--data", str(data), "-o", str(tmp_path / "t.csv")])[0] == 0, \
+        "before anyone reads the bytes, the caches cannot know"
+    code, out, _ = cli(["verify", "--fast", "--data", str(data)])
+    assert code == 0 and "6 intact" in out and "an alteration that kept both is not seen" in out
+    code, out, _ = cli(["verify", "--data", str(data)])
+    assert code == 1 and "fio.json differs from what run.json records" in out
+    code, out, err = cli([*TIDY, "--data", str(data), "-o", str(tmp_path / "t.csv")])
+    assert code == 2 and "fio.json differs from what run.json records" in err
+    code, out, _ = cli(["verify", "--fast", "--data", str(data)])
+    assert code == 1, "once found, the file is never again taken for verified"

@@ -164,7 +164,8 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tiny):
 
 
 def test_failing_run_is_recorded_and_stops_without_keep_going(tmp_path):
-    overrides = {**tiny_overrides(tmp_path, thp=False), "target_path": "/proc/iolab-cannot-create-this"}
+    # 513-byte blocks cannot be read with O_DIRECT: fio starts and fails
+    overrides = {**tiny_overrides(tmp_path, thp=False), "base.bs": 513, "base.direct": 1}
     camp = Campaign("smt_thp", ENV, data_dir=tmp_path / "data", overrides=overrides)
     with pytest.raises(IolabError, match="--keep-going"):
         camp.run(progress=False)

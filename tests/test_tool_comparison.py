@@ -17,7 +17,7 @@ from iolab.errors import InputError, ParseError
 from iolab.experiments.tool_comparison import EXPERIMENT as TC
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison import targets
-from iolab.host.scratch import lay_out
+from iolab.host.scratch import Registry, ScratchFile, lay_out
 from iolab.tools.base import CpuCount, CpuRequest
 
 from conftest import drive
@@ -79,26 +79,12 @@ def test_every_point_of_both_params_files_makes_a_valid_invocation():
         assert {p.params["tool"] for p in plan.points()} == {"fio", "bdevperf", "xnvmeperf"}
 
 
-def test_lay_out_writes_data_once(tmp_path):
-    path = tmp_path / "dev00.dat"
-    assert lay_out(path, 3 * 2**20 + 512)
-    data = path.read_bytes()
-    assert len(data) == 3 * 2**20 + 512
-    assert data.count(0) < len(data) // 100  # data, not holes or zeros
-    mtime = path.stat().st_mtime_ns
-    assert not lay_out(path, 3 * 2**20 + 512)
-    assert path.stat().st_mtime_ns == mtime
-    assert lay_out(path, 2**20) and path.stat().st_size == 2**20  # a wrong size is redone
-    assert not list(tmp_path.glob(".*"))  # no temporary file left
-
-
-def test_the_files_of_the_largest_point_are_laid_out(tmp_path):
+def test_the_files_of_the_largest_point_are_the_scratch_files(tmp_path):
     settings = {**FILES, "file_dir": str(tmp_path / "files"), "file_size": "1M"}
-    TC.prepare_host(settings)
-    TC.prepare_points(settings, [{**POINT, "ncores": 1}, {**POINT, "ncores": 3}])
-    made = sorted(p.name for p in (tmp_path / "files").iterdir())
-    assert made == ["dev00.dat", "dev01.dat", "dev02.dat"]
-    assert all((tmp_path / "files" / m).stat().st_size == 2**20 for m in made)
+    files = TC.scratch_files(settings, [{**POINT, "ncores": 1}, {**POINT, "ncores": 3}])
+    assert [(f.key, f.path.name, f.size) for f in files] == [
+        ("file_dir", f"dev0{i}.dat", 2**20) for i in range(3)]
+    assert TC.scratch_files(BLOCK, [POINT]) == []
     assert targets(settings, 1) == [str(tmp_path / "files" / "dev00.dat")]
 
 
@@ -111,7 +97,7 @@ def test_a_colon_in_a_path_is_refused_for_fio(tmp_path):
 def test_a_file_size_the_block_size_does_not_divide_is_refused(tmp_path):
     settings = {**FILES, "file_dir": str(tmp_path), "file_size": 1000}
     with pytest.raises(InputError) as exc:
-        TC.prepare_host(settings)
+        TC.check_settings(settings)
     assert exc.value.key == "file_size" and "block size 512" in exc.value.problem
 
 
@@ -223,7 +209,7 @@ def test_spdk_without_hugepages_refuses_to_start_and_says_so(tmp_path, built_spd
     from iolab.tools.base import Invocation
     from iolab.tools.registry import adapter
 
-    lay_out(tmp_path / "f.dat", 2**20)
+    lay_out(ScratchFile("file_dir", tmp_path / "f.dat", 2**20), Registry(), by="test")
     invocation = Invocation("bdevperf", {
         "spdk_dir": None, "devices": [str(tmp_path / "f.dat")], "json_results": False,
         "core_mask": CpuRequest(1, siblings=False), "queue_depth": 4, "io_size": 4096,

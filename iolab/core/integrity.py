@@ -7,6 +7,11 @@ the recorded sha256 is not read again; any other file is hashed. The cache is a 
 deleting it only costs one re-hash, and a cache that cannot be written (a read-only data
 directory) is not an error.
 
+The cache trusts a file that was altered with its size and modification time kept (bit rot,
+a careless copy). ``iolab verify`` therefore hashes every file (``rehash``), whatever the
+cache says, and a file it finds altered leaves the cache, so that no later command takes it
+for verified.
+
 Responsible for: the per-file check and its cache. Not responsible for: deciding what a
 corrupt run means for a command (``iolab.core.store`` and the callers).
 """
@@ -30,10 +35,12 @@ def sha256_file(path: str | Path) -> str:
 class Checker:
     """Verifies run folders, remembering verified files in ``cache_path``."""
 
-    def __init__(self, cache_path: Path):
+    def __init__(self, cache_path: Path, rehash: bool = False):
         self.cache_path = Path(cache_path)
+        self.rehash = rehash  # hash every file, trusting no remembered entry
         self._old = self._load()
         self._new: dict[str, list[Any]] = {}
+        self._bad: set[str] = set()  # files found altered: never remembered as verified
 
     def _load(self) -> dict[str, list[Any]]:
         try:
@@ -61,10 +68,11 @@ class Checker:
                 return f"{name} cannot be read ({exc.strerror})"
             want_size, want_sha = record.get("bytes"), record.get("sha256")
             if want_size is not None and st.st_size != want_size:
+                self._bad.add(key)
                 return (f"{name} has {st.st_size} bytes, run.json records {want_size} "
                         f"(truncated or altered)")
             stamp = [st.st_size, st.st_mtime_ns, want_sha]
-            if self._old.get(key) == stamp:
+            if not self.rehash and self._old.get(key) == stamp:
                 self._new[key] = stamp
                 continue
             try:
@@ -72,22 +80,26 @@ class Checker:
             except OSError as exc:
                 return f"{name} cannot be read ({exc.strerror})"
             if want_sha is not None and sha != want_sha:
+                self._bad.add(key)
                 return f"{name} differs from what run.json records (sha256 {sha[:12]}..., " \
                        f"recorded {want_sha[:12]}...): altered"
             self._new[key] = stamp
         return None
 
     def save(self) -> None:
-        """Add what was verified now to the cache; written only when something is new, so a
-        command that finds nothing new to verify leaves the data directory as it was. Entries
-        are never removed: an outdated one matches no file's size and mtime."""
-        if all(self._old.get(key) == stamp for key, stamp in self._new.items()):
+        """Add what was verified now to the cache, and drop what was found altered; written
+        only when that changes it, so a command that finds nothing new leaves the data
+        directory as it was. Other entries stay: an outdated one matches no file's size and
+        mtime."""
+        bad = self._bad & set(self._old)
+        if not bad and all(self._old.get(key) == stamp for key, stamp in self._new.items()):
             return
         tmp = self.cache_path.with_name(f".{self.cache_path.name}.{os.getpid()}.tmp")
+        kept = {k: v for k, v in self._old.items() if k not in self._bad}
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps({"version": CACHE_VERSION,
-                                       "files": {**self._old, **self._new}}))
+                                       "files": {**kept, **self._new}}))
             os.replace(tmp, self.cache_path)
         except OSError:
             try:

@@ -54,7 +54,7 @@ class Point:
         return ", ".join(f"{k}={v}" for k, v in self.params.items())
 
 
-def _matches(rule: dict[str, list[Any]], params: dict[str, Any]) -> bool:
+def matches(rule: dict[str, list[Any]], params: dict[str, Any]) -> bool:
     return all(params.get(var) in values for var, values in rule.items())
 
 
@@ -94,7 +94,7 @@ def expand(spec: Spec) -> list[Point]:
                 continue
             point = Point(params, [name])
             for rule in spec.exclusions:
-                if _matches(rule["when"], params):
+                if matches(rule["when"], params):
                     point.excluded_by = rule["why"]
                     break
             points[key] = point
@@ -356,7 +356,7 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                              f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
         ids = run_ids(ident, spec.repetitions)
         known.update(ids)
-        if where and not _matches(where, point.params):
+        if where and not matches(where, point.params):
             filtered += 1
             if not point.excluded_by and not (blockers and blockers(point.params)):
                 left_out.append(point)

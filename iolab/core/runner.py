@@ -41,18 +41,20 @@ from typing import Any, Callable, Protocol
 from iolab import __version__
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
-from iolab.core import datadir, locks, procs, stop
-from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, knob_needs,
-                                 make_plan)
+from iolab.core import datadir, disturbance, locks, procs, stop
+from iolab.core.signals import Interrupted, Signals
+from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, expand,
+                                 knob_needs, make_plan, matches)
 from iolab.core.spec import Spec
 from iolab.core.rows import WINDOW_FILE
 from iolab.core.rounds import Schedule, new_seed
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.errors import IolabError, ParseError, ToolError
-from iolab.host import slurm
+from iolab.host import scratch, slurm
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
 from iolab.host.journal import KnobSession, restore_from_journal
 from iolab.host.knobset import make_knobs
+from iolab.host.scratch import ScratchFile
 from iolab.tools import registry
 from iolab.tools.base import Program, cpu_mask
 
@@ -77,8 +79,7 @@ class RunnableExperiment(Protocol):
     def host_block(self, settings: dict, point: dict, topology: list[dict]) -> str | None: ...
     def campaign_knobs(self, settings: dict) -> dict: ...
     def knob_value(self, variable: str, value: Any) -> Any: ...
-    def scratch(self, settings: dict) -> list[str]: ...
-    def scratch_paths(self, settings: dict) -> list[tuple[str, Path]]: ...
+    def scratch_files(self, settings: dict, points: list[dict]) -> list[ScratchFile]: ...
     def prepare_host(self, settings: dict) -> None: ...
     def prepare_points(self, settings: dict, points: list[dict]) -> None: ...
     def config_settings(self, settings: dict) -> dict: ...
@@ -93,6 +94,7 @@ class CampaignResult:
     failed: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     interrupted: bool = False
+    signal: int | None = None  # the stop-now signal that interrupted it
     stopped: str = ""  # why the campaign stopped on request before its last run
 
 
@@ -127,7 +129,9 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     check_size(spec, max_runs)  # before reading the store: a design too large is refused at once
     store = open_store(experiment, spec.environment, data_dir)
     stored, corrupt = store.scan()
-    unwritable = [] if recorded_host is not None else scratch_problems(experiment, spec)
+    # a replayed chapter says nothing about this machine's files
+    files = [] if recorded_host is not None else scratch_files(experiment, spec, where)
+    unwritable = scratch_problems(spec, files, data_dir)
     if recorded_host is not None:
         topo = recorded_host.get("topology") or []
         refused = recorded_host.get("knobs_not_controllable") or {}
@@ -175,7 +179,11 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
     plan.programs = program_status(experiment, settings, runnable, topo,
                                    plan.left_out_points, plan.may_run())
-    plan.scratch = experiment.scratch(settings)
+    # what the runs that may come will create, rewrite or reuse
+    may_run = list({id(r.point): r.point.params for r in plan.may_run()}.values())
+    plan.scratch = scratch.describe(experiment.scratch_files(settings, may_run)
+                                    if may_run and recorded_host is None else [],
+                                    scratch.Registry(), data_dir)
     plan.corrupt = corrupt
     return plan
 
@@ -199,36 +207,20 @@ def metric_value(experiment: RunnableExperiment, run: StoredRun, metric: str,
     return None if value is None or math.isnan(value) else float(value)
 
 
-def _writable_problem(path: Path) -> str | None:
-    """Why this user cannot create or write ``path`` (a file, or a folder and its files)."""
-    if path.exists():
-        targets = [path] + (sorted(p for p in path.iterdir() if p.is_file())[:1000]
-                            if path.is_dir() else [])
-        for target in targets:
-            mode = os.W_OK | (os.X_OK if target.is_dir() else os.R_OK)
-            if not os.access(target, mode):
-                st = target.stat()
-                return (f"{target} is not writable by uid {os.getuid()} (owner uid "
-                        f"{st.st_uid}, mode {st.st_mode & 0o7777:04o}); another user's run made "
-                        f"it? Delete it, run as that user, or choose another path")
-        return None
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        return f"{path} cannot be created: {parent} is not a folder this user (uid " \
-               f"{os.getuid()}) may write"
-    return None
+def scratch_files(experiment: RunnableExperiment, spec: Spec,
+                  where: dict[str, list[Any]] | None = None) -> list[ScratchFile]:
+    """The scratch files of the design's points that ``where`` keeps (excluded points
+    left out): what the campaign may create or rewrite."""
+    points = [p.params for p in expand(spec)
+              if p.excluded_by is None and (not where or matches(where, p.params))]
+    return experiment.scratch_files(spec.settings, points) if points else []
 
 
-def scratch_problems(experiment: RunnableExperiment, spec: Spec) -> list[str]:
-    """Every scratch path of the campaign this user cannot write, naming its params key."""
-    out = []
-    for key, path in experiment.scratch_paths(spec.settings):
-        problem = _writable_problem(Path(path))
-        if problem:
-            out.append(f"{spec.params_file}: key '{key}': {problem}")
-    return out
+def scratch_problems(spec: Spec, files: list[ScratchFile], data_dir: Path) -> list[str]:
+    """Every scratch file the campaign may not write, naming where its path was set."""
+    return [(f"--set {f.key}" if f.key in spec.overrides else
+             f"{spec.params_file}: key '{f.key}'") + f": {why}"
+            for f, why in scratch.problems(files, scratch.Registry(), data_dir)]
 
 
 def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
@@ -252,6 +244,20 @@ def program_status(experiment: RunnableExperiment, settings: dict, runs: list[Pl
     return list(seen.values())
 
 
+def wait_watched(proc: subprocess.Popen, timeout: float, watch: disturbance.Watch) -> int:
+    """Wait for the driver's exit (at most ``timeout`` s), looking at it every
+    ``disturbance.WATCH_S`` in between."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return wait_exit(proc, max(0.0, min(disturbance.WATCH_S, left)))
+        except subprocess.TimeoutExpired:
+            if left <= disturbance.WATCH_S:
+                raise subprocess.TimeoutExpired(proc.args, timeout) from None
+            watch.look(proc.pid)
+
+
 def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
     """``proc.wait(timeout)`` without its polling: Popen.wait with a timeout sleeps in steps
     of up to 50 ms, which a short run pays on top of what it measures. A pidfd (Linux 5.3)
@@ -271,11 +277,6 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
     return proc.wait()
 
 
-class _Terminated(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM during a campaign, raised where the campaign can stop cleanly, so
-    that its processes are ended and its knobs restored on the way out."""
-
-
 def _tail(path: Path, n: int = 5) -> str:
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
@@ -288,7 +289,7 @@ class _Campaign:
     """State shared by the runs of one campaign."""
 
     def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path, knobs: dict,
-                 topo: list[dict], started_at: float):
+                 topo: list[dict], started_at: float, signals: Signals):
         self.exp = experiment
         self.spec = spec
         self.settings = spec.settings
@@ -304,40 +305,19 @@ class _Campaign:
         self.originals: dict[str, Any] = {}
         self.proc: subprocess.Popen | None = None
         self.tmp: Path | None = None
-        self.stop_signal: int | None = None
+        self.signals = signals
         self.started_at = started_at  # a stop request made from then on is this campaign's
-        self.stop_reason = ""  # a stop after the current run was asked for (SIGUSR1)
-
-    def stop_after_run(self, signum: int, frame: Any) -> None:
-        """The handler of SIGUSR1: finish the current run, then stop."""
-        self.stop_reason = f"signal {signal.Signals(signum).name}"
 
     def stop_requested(self) -> tuple[str, str]:
         """(why the campaign must stop before its next run, or ""; a message to pass on)."""
-        if self.stop_reason:
-            return self.stop_reason, ""
+        if self.signals.after_run:
+            return self.signals.after_run_reason(), ""
         doc, message = stop.pending(self.store.data_dir, self.started_at)
         if doc is None:
             return "", message
         stop.clear(self.store.data_dir)
         who = f" by Slurm job {doc['job']}" if doc.get("job") else ""
         return f"{doc.get('reason') or 'a stop request'}{who}", message
-
-    def request_stop(self, signum: int, frame: Any) -> None:
-        """The handler of SIGINT and SIGTERM during a campaign. It raises nothing: an
-        exception raised at an arbitrary point can leave subprocess's internal lock held, and
-        the next wait for the driver then hangs for ever. It kills the driver's process group,
-        so that the wait returns, and the campaign stops at its next check."""
-        self.stop_signal = signum
-        if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def check_stop(self) -> None:
-        if self.stop_signal is not None:
-            raise _Terminated()
 
     def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
         record: dict[str, Any] = {}
@@ -387,7 +367,11 @@ class _Campaign:
         started = now_iso()
         t0 = time.monotonic()
         if not reason:
-            manifest.exit_code, reason = self._execute(launch.argv, collectors, tmp)
+            manifest.exit_code, reason = self._execute(
+                launch.argv, collectors, tmp, self.exp.seconds_per_run(self.settings, params))
+        if not reason:  # a knob changed by hand (or a daemon) while the run measured
+            changed = disturbance.changed_knobs(self.knobs, knob_record)
+            reason = disturbance.reason(changed) if changed else ""
         manifest.started_at, manifest.ended_at = started, now_iso()
         manifest.duration_s = round(time.monotonic() - t0, 3)
         if not reason and manifest.exit_code != 0:
@@ -411,8 +395,11 @@ class _Campaign:
                                                  self.spec.rule.metric, parsed=metrics)
         return True, "", metrics
 
-    def _execute(self, argv: list[str], collectors: list, tmp: Path) -> tuple[int, str]:
-        self.check_stop()
+    def _execute(self, argv: list[str], collectors: list, tmp: Path,
+                 expected_s: float) -> tuple[int, str]:
+        """Run the driver with its collectors around it, watched for disturbances
+        (``iolab.core.disturbance``); (exit code, why the run failed or "")."""
+        self.signals.check()
         for c in collectors:
             c.start(tmp)
         reason = ""
@@ -425,10 +412,12 @@ class _Campaign:
                 self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                              cwd=tmp, start_new_session=True,
                                              env={**os.environ, procs.RUN_VAR: str(tmp)})
+                watch = disturbance.Watch(expected_s)
+                self.signals.driver_started(self.proc.pid)
                 for c in collectors:
                     c.attach(self.proc.pid)
                 try:
-                    exit_code = wait_exit(self.proc, timeout)
+                    exit_code = wait_watched(self.proc, timeout, watch)
                 except subprocess.TimeoutExpired:
                     self.end_driver(tmp)
                     exit_code = self.proc.wait()
@@ -436,9 +425,14 @@ class _Campaign:
                 except BaseException:
                     self.end_driver(tmp)  # before the collectors stop: nothing may run on
                     raise
-                if self.stop_signal is not None:  # the handler killed the driver's group
+                finally:
+                    self.signals.group = None
+                if self.signals.now is not None:  # the handler killed the driver's group
                     self.end_driver(tmp)
-                    raise _Terminated()
+                    self.signals.check()
+                disturbed = watch.finish()
+                if disturbed and not reason:
+                    reason = disturbance.reason(disturbed)
             self.proc = None
         finally:
             end_ns = time.time_ns()
@@ -502,26 +496,30 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     data_dir = datadir.check(Path(data_dir))
     check_size(spec, max_runs)
     result = CampaignResult()
-    # SIGUSR1 (Slurm's warning) must not end the process, which is its default, at any
-    # time while the campaign holds its locks: a stop asked for before the runs begin is kept
-    early: list[int] = []
-    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: early.append(signum))
     try:
-        with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock, \
-                procs.Owned(data_dir) as owner:
+        # the handlers first: a signal at any moment of the campaign is answered alike
+        with Signals() as signals, locks.data_lock(data_dir) as dlock, \
+                locks.host_lock(data_dir) as hlock, procs.Owned(data_dir) as owner:
             result.messages += dlock.messages + hlock.messages
-            _run_locked(experiment, spec, data_dir, result, owner, where=where, limit=limit,
-                        keep_going=keep_going, progress=progress,
+            _run_locked(experiment, spec, data_dir, result, owner, signals, where=where,
+                        limit=limit, keep_going=keep_going, progress=progress,
                         allow_host_change=allow_host_change, knobs=knobs,
                         journal_path=journal_path, max_runs=max_runs, show_plan=show_plan,
-                        allow_shared_node=allow_shared_node, early_stop=early)
+                        allow_shared_node=allow_shared_node)
+    except Interrupted as exc:  # before the runs began: nothing was set up yet
+        _interrupted(result, exc)
     except OSError as exc:
         # e.g. a full disk: the unfinished run was discarded and the knobs restored on the
         # way out; what is stored is complete
         raise datadir.from_os_error(exc, "while running the campaign") from exc
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
     return result
+
+
+def _interrupted(result: CampaignResult, exc: Interrupted) -> None:
+    result.interrupted, result.signal = True, exc.signum
+    result.messages.append(f"interrupted by {exc.name}: the unfinished run was discarded, its "
+                           "processes ended and knobs restored; run the same command again to "
+                           "resume")
 
 
 def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
@@ -551,9 +549,9 @@ def _stopped(result: CampaignResult, why: str, done: int, total: str) -> None:
 
 
 def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
-                result: CampaignResult, owner: procs.Owned, *, where, limit, keep_going,
-                progress, allow_host_change, knobs, journal_path, max_runs,
-                show_plan, allow_shared_node, early_stop) -> None:
+                result: CampaignResult, owner: procs.Owned, signals: Signals, *, where, limit,
+                keep_going, progress, allow_host_change, knobs, journal_path, max_runs,
+                show_plan, allow_shared_node) -> None:
     if "IPython" in sys.modules:  # in a notebook's kernel: its widget bar
         from tqdm.auto import tqdm
     else:  # tqdm.auto would import IPython only to find out, a third of a second
@@ -568,13 +566,15 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                     max_runs=max_runs)
     if show_plan is not None:
         show_plan(plan)
+    signals.check()
     if plan.corrupt:
         raise IolabError(corrupt_message(plan.corrupt, "this campaign") + ". Nothing was run.")
-    unwritable = scratch_problems(experiment, spec)
+    files = scratch_files(experiment, spec, where)
+    unwritable = scratch_problems(spec, files, data_dir)
     if unwritable:
         raise IolabError("; ".join(unwritable) + ". Nothing was run.")
     _missing_programs(plan)
-    camp = _Campaign(experiment, spec, data_dir, knobs, topo, started_at)
+    camp = _Campaign(experiment, spec, data_dir, knobs, topo, started_at, signals)
     shared = None if allow_shared_node else _shared_node_problem(experiment, spec,
                                                                   plan.may_run(),
                                                                   camp.allocation)
@@ -587,6 +587,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
         # A campaign killed with SIGKILL could not restore its knobs; do it before resuming,
         # and before the inventory, whose fingerprint depends on knob-driven state like SMT.
         result.messages += restore_from_journal(journal, knobs)
+    signals.check()
 
     # Only the benchmark tools enter the host's fingerprint; collectors' versions do not
     # change what a run measures.
@@ -621,37 +622,33 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                     "limit": limit, "selected": len(todo), "most": most,
                     "repetitions": spec.rule.to_dict(), "order": spec.order, "seed": seed,
                     "iolab_version": __version__})
-    signal.signal(signal.SIGUSR1, camp.stop_after_run)  # run_campaign puts the old one back
-    if early_stop:
-        camp.stop_after_run(early_stop[0], None)
     why, message = camp.stop_requested()
     result.messages += [message] if message else []
     if why and todo:  # asked before the first run: set nothing up only to undo it
         _stopped(result, why, 0, of)
         todo = []
-    if todo:
-        experiment.prepare_host(spec.settings)
-        experiment.prepare_points(spec.settings, schedule.points())
-        result.messages += [f"scratch: {item}" for item in plan.scratch]
-
-    handlers = {sig: signal.signal(sig, camp.request_stop) for sig in (signal.SIGINT,
-                                                                       signal.SIGTERM)}
     # under a rule, the bar's total is the most runs it may ask for; it ends when the rule does
     bar = tqdm(total=most if todo else 0, desc=f"{spec.experiment}/{spec.environment}",
                unit="run", disable=not progress)
     try:
+        if todo:
+            signals.check()
+            experiment.prepare_host(spec.settings)
+            result.messages += _lay_out(experiment, spec, schedule.points(), signals)
+            experiment.prepare_points(spec.settings, schedule.points())
         with KnobSession(knobs, journal) as session:
             camp.originals = {k: knobs[k].read() for k in set(experiment.knob_variables.values())
                               if k in knobs and knobs[k].available()[0]}
             for name, value in (experiment.campaign_knobs(spec.settings).items() if todo
                                 else ()):
                 # e.g. binding the devices to a user-space driver: once, restored at the end
+                signals.check()
                 rec = session.set(name, value)
                 if not rec.get("matches", False):
                     raise IolabError(f"knob {name}: requested {value!r}, the kernel reports {rec.get('after')!r}")
                 result.messages.append(f"{name}: set to {value!r} for this campaign")
             for done, planned in enumerate(schedule if todo else ()):
-                camp.check_stop()
+                signals.check()
                 why, message = camp.stop_requested()
                 if message:
                     result.messages.append(message)
@@ -683,18 +680,32 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                 if bar.n < bar.total:  # the rule settled every point before its most runs
                     bar.total = bar.n
                     bar.refresh()
-    except KeyboardInterrupt:
-        result.interrupted = True
-        result.messages.append("interrupted: the unfinished run was discarded, its processes "
-                               "ended and knobs restored; run the same command again to resume")
+    except Interrupted as exc:
+        _interrupted(result, exc)
     finally:
         bar.close()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
         try:
             camp.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
                             "completed": result.completed, "failed": len(result.failed),
-                            "interrupted": result.interrupted, "stopped": result.stopped})
+                            "interrupted": result.interrupted, "stopped": result.stopped,
+                            **({"signal": signal.Signals(result.signal).name}
+                               if result.signal else {})})
         except OSError:
             pass  # a full disk must not hide why the campaign stopped
 
+
+def _lay_out(experiment: RunnableExperiment, spec: Spec, points: list[dict],
+             signals: Signals) -> list[str]:
+    """Write the scratch files the points read (``iolab.host.scratch``); one line each."""
+    registry = scratch.Registry()
+    lines = []
+    for f in experiment.scratch_files(spec.settings, points) if points else []:
+        signals.check()
+        try:
+            wrote = scratch.lay_out(f, registry, by=f"{spec.experiment}/{spec.environment}")
+        except OSError as exc:  # its folder is not one that takes files, a full disk, ...
+            raise IolabError(f"{spec.params_file}: key '{f.key}': {f.path} could not be "
+                             f"written ({exc.strerror or exc}); nothing was run") from exc
+        lines.append(f"scratch: {f.path} ({f.size:,} bytes): "
+                     + ("written with data" if wrote else "reused"))
+    return lines

@@ -109,9 +109,10 @@ def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
     if not eq or not key.strip():
         raise InputError(flag, None, f"{text!r} is not KEY=VALUE", allowed="e.g. runtime_s=1")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise InputError(f"{flag} {key}", None, f"value {raw!r} is not valid YAML ({exc})") from None
+        raise InputError(f"{flag} {key}", None, f"value {raw!r} is not valid YAML "
+                         f"({yaml_problem(exc)})") from None
     return key.strip(), value
 
 
@@ -160,17 +161,71 @@ def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | 
             raise InputError("--where", key, "is not a variable of this experiment",
                              allowed=", ".join(spec.variables))
         values = value if isinstance(value, list) else [value]
+        if not values:
+            raise InputError("--where", key, "an empty list matches no point",
+                             allowed="a value, or a YAML list of values such as [1, 2]")
         out[key] = [schema.variables[key].check(v, "--where", key) for v in values]
     return out
 
 
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, second: int):
+        super().__init__(f"key {key!r} is given twice, on line {first} and on line {second}: "
+                         "keep one")
+        self.key = key
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
+    one silently, and a repeated ``repetitions`` would then override the first unseen."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if first is not None:
+                raise DuplicateKey(key, first, key_node.start_mark.line + 1)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                              _StrictLoader.construct_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML as params files and ``--set`` values are read: safe, no key twice."""
+    return yaml.load(text, Loader=_StrictLoader)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line, with its line and column where YAML gives them."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        context = f"{exc.context}, " if exc.context else ""
+        return f"{context}{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"malformed YAML: {exc}") from exc
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError(path, None, f"cannot read it: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(path, None, f"is not UTF-8 text (byte {raw[exc.start]:#04x} on line "
+                         f"{line}); save it as UTF-8") from None
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise InputError(path, None, f"malformed YAML: {yaml_problem(exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

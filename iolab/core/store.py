@@ -177,17 +177,19 @@ class Store:
             self._host = self.read_host() or {}
         return self.upgrade(doc, path, self._host)
 
-    def scan(self, verify: bool = True) -> tuple[list[StoredRun], list[CorruptRun]]:
+    def scan(self, verify: bool = True, rehash: bool = False
+             ) -> tuple[list[StoredRun], list[CorruptRun]]:
         """Every committed run with its manifest (version-1 manifests upgraded in memory), and
         every folder under runs/ that is not one: an unreadable ``run.json``, or (``verify``)
-        a raw file that is missing or differs from the size and sha256 its manifest records.
+        a raw file that is missing or differs from the size and sha256 its manifest records
+        (``rehash``: every file hashed, none trusted to the cache of verified files).
 
         Runs are committed by renaming a finished folder into place, so a folder under runs/
         without a valid manifest was damaged afterwards: it is *corrupt*, never "not run yet".
         """
         out: list[StoredRun] = []
         corrupt: list[CorruptRun] = []
-        checker = integrity.Checker(self.verify_cache_path) if verify else None
+        checker = integrity.Checker(self.verify_cache_path, rehash) if verify else None
         run_dirs = self.run_folders()
         names = {d.name for d in run_dirs}
         for run_dir in run_dirs:

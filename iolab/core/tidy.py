@@ -150,6 +150,14 @@ def cache_path(data_dir: Path, experiment: str, environment: str) -> Path:
     return Path(data_dir) / "cache" / "tidy" / experiment / f"{environment}.parquet"
 
 
+def forget(data_dir: Path, experiment: str, environment: str) -> None:
+    """Let no cached table of the campaign be served again without a scan of its runs (after
+    'iolab verify' found one altered in a way the cache's keys cannot see)."""
+    cpath = cache_path(data_dir, experiment, environment)
+    for path in (cpath.with_suffix(".stat"), cpath.with_suffix(".digest")):
+        _remove(path)
+
+
 # From this many runs on, rows are parsed in forked worker processes, one per CPU (at most
 # MAX_WORKERS), where a worker's start is a small part of what it saves.
 PARALLEL_FROM = 2000

@@ -29,6 +29,7 @@ from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.schema import Choice, Field, Int, Number, Schema, in_order
 from iolab.core.store import StoredRun
 from iolab.errors import ToolError
+from iolab.host.scratch import ScratchFile
 from iolab.core.rows import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 from iolab.tools import registry
@@ -117,13 +118,11 @@ class Experiment:
         """The value a knob-backed variable's value sets its knob to."""
         return value
 
-    def scratch(self, settings: dict[str, Any]) -> list[str]:
-        """Files the runs create and leave in place, in words, for the plan to announce."""
-        return []
-
-    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
-        """The files or folders the runs write, each with the params key that names it, so
-        that a plan can say which one this user may not write before any run fails on it."""
+    def scratch_files(self, settings: dict[str, Any],
+                      points: list[dict[str, Any]]) -> list[ScratchFile]:
+        """The files the runs of ``points`` read and the package writes (each with the params
+        key that names it and its size): the runner checks and lays them out before the first
+        run (``iolab.host.scratch``), and the plan lists them."""
         return []
 
     def check_settings(self, settings: dict[str, Any]) -> None:

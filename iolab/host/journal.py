@@ -192,9 +192,10 @@ class KnobSession:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._active = False
-        # Ctrl-C or SIGTERM during the restore would leave knobs half restored; they are held
-        # until it is done and then delivered as usual.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        # a stop signal during the restore would leave knobs half restored; they are held
+        # until it is done and then delivered as usual
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
+                                                            signal.SIGHUP, signal.SIGQUIT})
         try:
             failures = []
             for change in reversed(self._journal["changes"]):

@@ -1,32 +1,319 @@
-"""Target files that benchmarks read: written once with data, then reused.
+"""Scratch files: the target files benchmarks read, which the package writes, marks as its
+own, and alone may overwrite or remove.
 
-Responsible for: laying out a file of a given size with incompressible data, atomically and
-only when it is missing or has another size. Not responsible for: where the files go or how
-many (the experiments), or deleting them (the plan names them; the user removes them).
+A scratch file is written once with incompressible data and then reused. Before a byte of
+it is written, it is entered in this user's registry of scratch files on this host
+(``scratch.json`` in :func:`iolab.paths.state_dir`) with its device and inode number. That
+entry is the mark: a file is *ours* when the registry has its path, on this machine, with
+the device and inode the file has now. A file of the same name made by anyone else, or put
+in the place of ours, has no matching entry.
+
+Before anything runs, a scratch path is refused (:func:`problems`) when
+
+* it is relative (the tools run inside each run folder, so a relative path would put a
+  scratch file into every stored run and hash it into ``run.json``);
+* fio would read it as something else: ``:`` separates file names in fio's ``filename``,
+  ``$`` starts a variable it expands, ``\\`` escapes, and control characters or blanks at
+  either end do not survive its option parser;
+* it lies inside the data directory, which holds the record and nothing else;
+* something exists there that is not ours (a user's file, a folder, a link, a device);
+* this user cannot create or write it.
+
+Responsible for: those checks, laying a file out under its mark (:func:`lay_out`), saying
+what a campaign will do to each file (:func:`describe`) and removing marked files
+(:func:`clean`). Not responsible for: which files an experiment reads
+(``Experiment.scratch_files``) or when they are written (the runner).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
+import socket
+import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from iolab.paths import state_dir
 
 CHUNK = 1 << 20
+REGISTRY = "scratch.json"
+VERSION = 1
+# what fio's option parser splits on, expands or unescapes in a file name
+FIO_SPECIAL = {":": "fio's separator between file names", "$": "fio expands $VARIABLES",
+               "\\": "fio's escape character"}
 
 
-def lay_out(path: Path, size: int) -> bool:
-    """Write ``size`` bytes of incompressible data to ``path`` unless it already has that
-    size; True when it wrote. A file read before it was written would be holes, which the
-    filesystem answers without any device I/O."""
-    path = Path(path)
-    if path.exists() and path.stat().st_size == size:
+@dataclass(frozen=True)
+class ScratchFile:
+    """A file the runs read, with the params key that names it and the size it must have."""
+
+    key: str
+    path: Path
+    size: int
+
+
+def _machine() -> str:
+    """This machine's name in registry entries: a registry in a home folder shared over NFS
+    must not vouch on one host for a file another host made."""
+    try:
+        return Path("/etc/machine-id").read_text().strip() or socket.gethostname()
+    except OSError:
+        return socket.gethostname()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Registry:
+    """This user's scratch files on this host: path -> device, inode, size, who made it."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path is not None else state_dir() / REGISTRY
+        self.machine = _machine()
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            # unreadable: treated as empty, so nothing is taken for ours; the next write
+            # replaces it
+            return {}
+        files = doc.get("files") if isinstance(doc, dict) else None
+        return files if isinstance(files, dict) else {}
+
+    def _save(self, files: dict[str, dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w") as fh:
+            json.dump({"version": VERSION, "files": files}, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def entry(self, path: Path) -> dict[str, Any] | None:
+        """The entry that makes ``path`` ours now, or None."""
+        found = self._pruned().get(str(path))
+        return found if found and found.get("machine") == self.machine else None
+
+    def mark(self, path: Path, fd: int, *, size: int, by: str, final: Path | None = None
+             ) -> None:
+        """Enter the open, still empty file ``fd`` (at ``path``) as ours; ``final``: the
+        path it will be renamed to, under which the entry then stands (:meth:`_pruned`)."""
+        st = os.fstat(fd)
+        files = self._pruned()
+        files[str(path)] = {"dev": st.st_dev, "ino": st.st_ino, "size": size, "by": by,
+                            "created_at": _now(), "machine": self.machine,
+                            **({"final": str(final)} if final is not None else {})}
+        self._save(files)
+
+    def seal(self, path: Path, fd: int) -> None:
+        """The file is complete: record its modification time, which nobody else's file
+        at that path can share (an inode number can be handed out again at once)."""
+        st = os.fstat(fd)
+        files = self._pruned()
+        files[str(path)]["mtime_ns"] = st.st_mtime_ns
+        self._save(files)
+
+    def tidy(self) -> None:
+        """Write the registry as :meth:`_pruned` sees it (after a rename, or removals)."""
+        self._save(self._pruned())
+
+    def _pruned(self) -> dict[str, dict[str, Any]]:
+        """The entries that still describe a file, each under the name the file has now: a
+        partial file renamed into place is found under its ``final`` name. Another machine's
+        entries are kept as they are."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, rec in self._load().items():
+            if rec.get("machine") != self.machine:
+                out.setdefault(name, rec)
+                continue
+            for candidate in (name, rec.get("final")):
+                # under its final name only once complete: a partial file is never renamed
+                if candidate and _same_file(candidate, rec, sealed=candidate != name):
+                    out[candidate] = rec if candidate == name else \
+                        {k: v for k, v in rec.items() if k != "final"}
+                    break
+        return out
+
+    def ours(self) -> list[tuple[Path, dict[str, Any]]]:
+        """Every file of this machine that is still ours, by path."""
+        return [(Path(name), rec) for name, rec in sorted(self._pruned().items())
+                if rec.get("machine") == self.machine]
+
+
+def _same_file(path: str, rec: dict[str, Any], sealed: bool = False) -> bool:
+    """Whether ``path`` is the file of the entry ``rec``: its device and inode, and once the
+    file was complete (``mtime_ns`` recorded), its size and modification time too, so that a
+    file written or replaced since is not taken for ours. ``sealed``: only a complete one."""
+    try:
+        st = os.lstat(path)
+    except OSError:
         return False
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    block = os.urandom(CHUNK)
-    with tmp.open("wb") as out:
-        for _ in range(size // CHUNK):
-            out.write(block)
-        out.write(block[:size % CHUNK])
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
+    if not stat.S_ISREG(st.st_mode) or [st.st_dev, st.st_ino] != [rec.get("dev"),
+                                                                  rec.get("ino")]:
+        return False
+    if "mtime_ns" not in rec:
+        return not sealed
+    return [st.st_size, st.st_mtime_ns] == [rec.get("size"), rec.get("mtime_ns")]
+
+
+def _within(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def path_problem(path: Path, data_dir: Path | None = None) -> str | None:
+    """Why ``path`` may not be a scratch file, whatever is there now; or None."""
+    text = str(path)
+    if not path.is_absolute():
+        return (f"{text!r} is a relative path; the tools run inside each run's folder, so it "
+                "would be written into every stored run: give an absolute path")
+    for char, why in FIO_SPECIAL.items():
+        if char in text:
+            return f"{text!r} contains {char!r} ({why}), so fio would read another file"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text) or text != text.strip():
+        return f"{text!r} holds control characters or blanks at an end, which fio drops"
+    if data_dir is not None:
+        folder = Path(os.path.abspath(data_dir))
+        real = Path(os.path.abspath(path))
+        if _within(real, folder) or _within(Path(os.path.realpath(real)),
+                                            Path(os.path.realpath(folder))):
+            return (f"{text} lies inside the data directory {folder}, which holds the stored "
+                    "runs and nothing else: choose a path outside it")
+    return None
+
+
+def _writable_problem(path: Path) -> str | None:
+    """Why this user cannot create or replace ``path``."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return (f"{path} cannot be created: {parent} is not a folder this user (uid "
+                f"{os.getuid()}) may write")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        st = path.stat()
+        return (f"{path} is not writable by uid {os.getuid()} (owner uid {st.st_uid}, mode "
+                f"{st.st_mode & 0o7777:04o}); another user's run made it? Run as that user, or "
+                "choose another path")
+    return None
+
+
+def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
+          ) -> tuple[str, str]:
+    """(what a campaign will do with the file, in words): ``create``, ``reuse``, ``rewrite``
+    or ``refuse``, with the detail."""
+    problem = path_problem(f.path, data_dir)
+    if problem:
+        return "refuse", problem
+    try:
+        st = os.lstat(f.path)
+    except FileNotFoundError:
+        problem = _writable_problem(f.path)
+        return ("refuse", problem) if problem else ("create", "will be created")
+    except OSError as exc:
+        return "refuse", f"{f.path} cannot be examined ({exc.strerror})"
+    entry = registry.entry(f.path)
+    if entry is None:
+        what = ("a file" if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a special file")
+        return "refuse", (f"{f.path} exists, and is {what} this package did not create (no "
+                          f"entry in {registry.path}): it is never written; choose a path "
+                          "where nothing is, or remove it yourself if it is yours to remove")
+    problem = _writable_problem(f.path)
+    if problem:
+        return "refuse", problem
+    made = f"made by iolab ({entry.get('by', '?')}) at {entry.get('created_at', '?')}"
+    if st.st_size == f.size:
+        return "reuse", f"exists, {made}; reused"
+    return "rewrite", f"exists, {made}, with {st.st_size} bytes; rewritten with {f.size}"
+
+
+def problems(files: list[ScratchFile], registry: Registry, data_dir: Path | None = None
+             ) -> list[tuple[ScratchFile, str]]:
+    """Each file that may not be used, with why."""
+    return [(f, detail) for f in files
+            for what, detail in [state(f, registry, data_dir)] if what == "refuse"]
+
+
+def describe(files: list[ScratchFile], registry: Registry, data_dir: Path | None = None
+             ) -> list[str]:
+    """One line per file for the plan: its path, size and what the campaign does to it."""
+    return [f"{f.path} ({f.size:,} bytes, {f.key}): {detail}" for f in files
+            for _, detail in [state(f, registry, data_dir)]]
+
+
+def lay_out(f: ScratchFile, registry: Registry, by: str) -> bool:
+    """Write ``f`` with incompressible data unless it is ours with its size already; True
+    when it wrote. The new file is marked before its first byte and renamed into place only
+    when complete, so a file half-written by a killed campaign is never taken for done (and
+    is ours, for :func:`clean`). Refuses (ValueError) a file that is not ours: callers check
+    :func:`problems` first, so this is the last line of defence, not the message.
+
+    A file read before it was written would be holes, which the file system answers without
+    any device I/O; hence the data."""
+    what, detail = state(f, registry)
+    if what == "refuse":
+        raise ValueError(detail)
+    if what == "reuse":
+        return False
+    f.path.parent.mkdir(parents=True, exist_ok=True)
+    for path, rec in registry.ours():  # a killed campaign's half-written copy: ours to remove
+        if rec.get("final") == str(f.path):
+            path.unlink(missing_ok=True)
+    tmp = f.path.with_name(f".{f.path.name}.{os.getpid()}.partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        registry.mark(tmp, fd, size=f.size, by=by, final=f.path)
+        block = os.urandom(CHUNK)
+        with os.fdopen(fd, "wb", closefd=False) as out:
+            for _ in range(f.size // CHUNK):
+                out.write(block)
+            out.write(block[:f.size % CHUNK])
+            out.flush()
+            os.fsync(out.fileno())
+        registry.seal(tmp, fd)
+    except OSError:  # a full disk: the partial file, ours, would only hold the space
+        tmp.unlink(missing_ok=True)
+        try:
+            registry.tidy()
+        except OSError:
+            pass  # its entry names a file that is gone: it vouches for nothing
+        raise
+    finally:
+        os.close(fd)
+    os.replace(tmp, f.path)
+    registry.tidy()  # the entry now stands under the final name
     return True
+
+
+def clean(registry: Registry, *, dry_run: bool = False,
+          under: Path | None = None) -> list[str]:
+    """Remove every file that is ours (``under`` a folder, if given); one line per file. A
+    file that is no longer ours (replaced, moved) is not touched and drops out of the
+    registry."""
+    lines = []
+    for path, rec in registry.ours():
+        if under is not None and not _within(path, Path(os.path.abspath(under))):
+            continue
+        size = f"{rec.get('size', 0):,} bytes"
+        if dry_run:
+            lines.append(f"would remove {path} ({size}, made by {rec.get('by', '?')})")
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        lines.append(f"removed {path} ({size}, made by {rec.get('by', '?')})")
+    if not dry_run:
+        registry.tidy()  # drops what is gone
+    return lines

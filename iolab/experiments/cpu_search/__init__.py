@@ -30,7 +30,7 @@ from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
 from iolab.errors import InputError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.binding import USER_SPACE_DRIVERS
-from iolab.host.scratch import lay_out
+from iolab.host.scratch import ScratchFile
 from iolab.tools.base import CpuCount, CpuRequest, Invocation
 from iolab.tools.cpufreq import CpufreqSampler
 from iolab.tools.gnu_time import GnuTime
@@ -237,29 +237,15 @@ class CpuSearch(Experiment):
         return {k: v for k, v in settings.items()
                 if not (k in unchanged and v == unchanged[k])}
 
-    def prepare_host(self, settings: dict[str, Any]) -> None:
-        if uses_files(settings):
-            device_files(settings, 1)  # file_dir and file_size are set
-            Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
-
-    def prepare_points(self, settings: dict[str, Any], points: list[dict[str, Any]]) -> None:
-        """bdevperf cannot create its files: write those of the largest point, with data."""
-        if settings["tool"] == "bdevperf" and uses_files(settings) and points:
-            size = size_bytes(settings["file_size"])
-            for path in device_files(settings, max(p["ndevs"] for p in points)):
-                lay_out(Path(path), size)
-
-    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
-        return [("file_dir", Path(settings["file_dir"]))] if uses_files(settings) else []
-
-    def scratch(self, settings: dict[str, Any]) -> list[str]:
-        if not uses_files(settings):
+    def scratch_files(self, settings: dict[str, Any],
+                      points: list[dict[str, Any]]) -> list[ScratchFile]:
+        """One file per device of the largest point, written with data before the first run
+        (bdevperf cannot create its files, and fio's own would differ from them)."""
+        if not uses_files(settings) or not points:
             return []
-        how = ("fio creates them on first use" if settings["tool"] == "fio" else
-               "written with data before the first run")
-        return [f"{settings['file_dir']}/dev00.dat, dev01.dat, ... ({settings['file_size']} "
-                f"each, one per device of the largest point): {how} and later runs reuse "
-                "them; delete them when the campaign is done"]
+        files = device_files(settings, max(p["ndevs"] for p in points))
+        return [ScratchFile("file_dir", Path(f), size_bytes(settings["file_size"]))
+                for f in files]
 
 
 EXPERIMENT = CpuSearch()

@@ -23,7 +23,6 @@ figures (``analysis`` and the notebook).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,13 @@ from iolab.experiments.base import Experiment, Metric
 from iolab.host.irqs import SIDES, IrqCpus, placement, vectors
 from iolab.host.knobs import SysRoot
 from iolab.host.knobset import make_knobs
+from iolab.host.scratch import ScratchFile
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
 from iolab.tools.interrupts import PLACEMENT_FILE, Interrupts
 from iolab.tools.irqtrace import BPFTRACE, IrqTrace
 
 TASKRUN_FLAGS = {"default": {}, "coop": {"coop_taskrun": True},
                  "defer": {"single_issuer": True, "defer_taskrun": True}}
-_CHUNK = 1 << 20
 
 
 class IrqAffinity(Experiment):
@@ -199,33 +198,14 @@ class IrqAffinity(Experiment):
                                      "cpus": settings["irq_cpus"]}
         return knobs
 
-    def prepare_host(self, settings: dict[str, Any]) -> None:
-        """Write the target file once, with random data (zeros or preallocated space would
-        let the file system answer without reading the device)."""
+    def scratch_files(self, settings: dict[str, Any],
+                      points: list[dict[str, Any]]) -> list[ScratchFile]:
+        """The target file, written once with random data (zeros or preallocated space would
+        let the file system answer without reading the device); a device is read as it is."""
         path = Path(settings["target_path"])
         if _is_device(path):
-            return
-        size = size_bytes(settings["target_size"])
-        if path.is_file() and path.stat().st_size >= size:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        with open(partial, "wb") as fh:
-            for _ in range(0, size, _CHUNK):
-                fh.write(os.urandom(_CHUNK))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(partial, path)
-
-    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
-        path = Path(settings["target_path"])
-        return [] if _is_device(path) else [("target_path", path)]
-
-    def scratch(self, settings: dict[str, Any]) -> list[str]:
-        if _is_device(Path(settings["target_path"])):
             return []
-        return [f"{settings['target_path']} ({settings['target_size']}): written once with "
-                "random data before the first run, reused later; delete it when done"]
+        return [ScratchFile("target_path", path, size_bytes(settings["target_size"]))]
 
 
 def _queue_irqs(device: str) -> list[int] | str:

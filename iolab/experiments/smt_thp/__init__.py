@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Flag, Int, Size, Text
+from iolab.core.schema import Choice, Flag, Int, Size, Text, size_bytes
 from iolab.experiments.base import Experiment, Metric
+from iolab.host.scratch import ScratchFile
 from iolab.tools.base import CpuRequest, Invocation
 from iolab.tools.procstat import ProcStat
 
@@ -48,7 +49,8 @@ class SmtThp(Experiment):
         "tool": Choice("fio", default="fio", help="the benchmark tool"),
         "runtime_s": Int(1, 86400, help="measured seconds per run"),
         "ramp_s": Int(0, 3600, default=0, help="seconds of warm-up before fio measures"),
-        "target_path": Text(help="the file fio reads (created on the first run)"),
+        "target_path": Text(help="the file fio reads (an absolute path; written with data "
+                                 "before the first run, then reused)"),
         "target_size": Size(help="its size"),
     }
     variables = {
@@ -114,15 +116,10 @@ class SmtThp(Experiment):
             return f"affinity {point['affinity']} needs {wanted} physical cores, this host has {cores}"
         return None
 
-    def prepare_host(self, settings: dict[str, Any]) -> None:
-        Path(settings["target_path"]).parent.mkdir(parents=True, exist_ok=True)
-
-    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
-        return [("target_path", Path(settings["target_path"]))]
-
-    def scratch(self, settings: dict[str, Any]) -> list[str]:
-        return [f"{settings['target_path']} ({settings['target_size']}): fio creates it on the "
-                "first run and later runs reuse it; delete it when the campaign is done"]
+    def scratch_files(self, settings: dict[str, Any],
+                      points: list[dict[str, Any]]) -> list[ScratchFile]:
+        return [ScratchFile("target_path", Path(settings["target_path"]),
+                            size_bytes(settings["target_size"]))]
 
 
 EXPERIMENT = SmtThp()

@@ -26,7 +26,7 @@ from iolab.core.schema import Choice, Int, ListOf, Size, Text, size_bytes
 from iolab.errors import InputError
 from iolab.experiments.base import Experiment, Metric
 from iolab.host.binding import check_free
-from iolab.host.scratch import lay_out
+from iolab.host.scratch import ScratchFile
 from iolab.tools.base import CpuCount, CpuRequest, Invocation
 from iolab.tools.gnu_time import GnuTime
 from iolab.tools.hugepages import Hugepages
@@ -154,32 +154,18 @@ class ToolComparison(Experiment):
                                  allowed=f"a multiple of {settings['block_size']} bytes")
 
     def prepare_host(self, settings: dict[str, Any]) -> None:
-        """Refuse block devices in use; make the folder of the files."""
+        """Refuse block devices in use."""
         if settings["targets"] == "block_devices":
             check_free(list(settings["block_devices"]), key="block_devices")
-            return
-        self.check_settings(settings)
-        Path(settings["file_dir"]).mkdir(parents=True, exist_ok=True)
 
-    def prepare_points(self, settings: dict[str, Any], points: list[dict[str, Any]]) -> None:
-        """Write the files the points read (one per core of the largest), with data: neither
-        bdevperf nor xnvmeperf creates them, and all three tools must read the same."""
+    def scratch_files(self, settings: dict[str, Any],
+                      points: list[dict[str, Any]]) -> list[ScratchFile]:
+        """The files the points read (one per core of the largest), written with data:
+        neither bdevperf nor xnvmeperf creates them, and all three tools must read the same."""
         if settings["targets"] != "files" or not points:
-            return
-        size = size_bytes(settings["file_size"])
-        for path in targets(settings, max(p["ncores"] for p in points)):
-            lay_out(Path(path), size)
-
-    def scratch_paths(self, settings: dict[str, Any]) -> list[tuple[str, Path]]:
-        return [("file_dir", Path(settings["file_dir"]))] if settings["targets"] == "files" \
-            else []
-
-    def scratch(self, settings: dict[str, Any]) -> list[str]:
-        if settings["targets"] != "files":
             return []
-        return [f"{settings['file_dir']}/dev00.dat, dev01.dat, … ({settings['file_size']} "
-                "each, one per core of the largest point, written with data before the first "
-                "run and reused): delete them when the campaign is done"]
+        return [ScratchFile("file_dir", Path(f), size_bytes(settings["file_size"]))
+                for f in targets(settings, max(p["ncores"] for p in points))]
 
 
 EXPERIMENT = ToolComparison()

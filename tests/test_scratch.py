@@ -1,0 +1,193 @@
+"""Scratch files: written only when ours, refused when not, removed only when ours."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from iolab.cli import main
+from iolab.host import scratch
+from iolab.host.scratch import Registry, ScratchFile, lay_out
+
+
+@pytest.fixture
+def registry(tmp_path) -> Registry:
+    return Registry(tmp_path / "state" / "scratch.json")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_file_is_written_once_with_data_marked_and_rewritten_only_at_another_size(
+        tmp_path, registry):
+    f = ScratchFile("target_path", tmp_path / "sub" / "t.dat", 3 * 2**20 + 512)
+    assert scratch.state(f, registry)[0] == "create"
+    assert lay_out(f, registry, by="test")
+    data = f.path.read_bytes()
+    assert len(data) == f.size and data.count(0) < len(data) // 100  # data, not holes
+    assert os.stat(f.path).st_blocks * 512 >= f.size
+    assert scratch.state(f, registry)[0] == "reuse"
+    stamp = f.path.stat().st_mtime_ns
+    assert not lay_out(f, registry, by="test") and f.path.stat().st_mtime_ns == stamp
+    smaller = ScratchFile(f.key, f.path, 2**20)
+    assert scratch.state(smaller, registry)[0] == "rewrite"
+    assert lay_out(smaller, registry, by="test") and f.path.stat().st_size == 2**20
+    assert scratch.state(smaller, registry)[0] == "reuse", "the rewritten file is ours too"
+    assert sorted(p.name for p in f.path.parent.iterdir()) == ["t.dat"]  # no temporary left
+    assert list(json.loads(registry.path.read_text())["files"]) == [str(f.path)]
+
+
+@pytest.mark.parametrize("kind", ["file", "folder", "link", "replaced"])
+def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, registry, kind):
+    f = ScratchFile("target_path", tmp_path / "results.csv", 2**20)
+    if kind == "file":
+        f.path.write_text("a,b\n1,2\n")
+    elif kind == "folder":
+        f.path.mkdir()
+    elif kind == "link":
+        (tmp_path / "precious").write_text("mine")
+        f.path.symlink_to(tmp_path / "precious")
+    else:  # ours once, then replaced by the user's own file of that name
+        lay_out(f, registry, by="test")
+        f.path.unlink()
+        f.path.write_text("a,b\n")
+    before = {p.name: (p.lstat().st_mode, p.read_bytes() if p.is_file() else b"")
+              for p in tmp_path.iterdir() if p.name != "state"}
+    what, why = scratch.state(f, registry)
+    assert what == "refuse" and "this package did not create" in why
+    with pytest.raises(ValueError):
+        lay_out(f, registry, by="test")
+    assert {p.name: (p.lstat().st_mode, p.read_bytes() if p.is_file() else b"")
+            for p in tmp_path.iterdir() if p.name != "state"} == before
+
+
+@pytest.mark.parametrize("path,fragment", [
+    ("target.dat", "is a relative path"),
+    ("/var/tmp/a:b.dat", "fio's separator between file names"),
+    ("/var/tmp/$HOME.dat", "fio expands $VARIABLES"),
+    ("/var/tmp/a\\b.dat", "fio's escape character"),
+    ("/var/tmp/a\nb.dat", "control characters"),
+    ("/var/tmp/ab.dat ", "blanks at an end"),
+])
+def test_paths_fio_would_misread_or_that_land_in_run_folders_are_refused(path, fragment):
+    assert fragment in scratch.path_problem(Path(path))
+
+
+def test_a_path_inside_the_data_directory_is_refused_even_through_a_link(tmp_path):
+    data = tmp_path / "data"
+    (data / "raw").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(data)
+    for path in (data / "raw" / "x" / "t.dat", tmp_path / "alias" / "t.dat"):
+        assert "lies inside the data directory" in scratch.path_problem(path, data)
+    assert scratch.path_problem(tmp_path / "t.dat", data) is None
+
+
+def test_clean_removes_only_what_is_still_ours(tmp_path, registry):
+    ours = ScratchFile("file_dir", tmp_path / "a" / "dev00.dat", 2**20)
+    theirs = ScratchFile("file_dir", tmp_path / "a" / "dev01.dat", 2**20)
+    kept = ScratchFile("file_dir", tmp_path / "b" / "dev00.dat", 2**20)
+    for f in (ours, theirs, kept):
+        lay_out(f, registry, by="test")
+    theirs.path.unlink()
+    theirs.path.write_text("the user's file now")
+    assert scratch.clean(registry, dry_run=True, under=tmp_path / "a") == [
+        f"would remove {ours.path} (1,048,576 bytes, made by test)"]
+    assert ours.path.exists()
+    assert scratch.clean(registry, under=tmp_path / "a") == [
+        f"removed {ours.path} (1,048,576 bytes, made by test)"]
+    assert not ours.path.exists() and theirs.path.read_text() == "the user's file now"
+    assert kept.path.exists()
+    assert list(json.loads(registry.path.read_text())["files"]) == [str(kept.path)]
+
+
+def test_a_half_written_file_of_a_killed_campaign_is_ours_to_replace_and_clean(
+        tmp_path, registry, monkeypatch):
+    f = ScratchFile("target_path", tmp_path / "t.dat", 3 * 2**20)
+
+    def killed(*args):
+        raise KeyboardInterrupt  # the campaign dies as it starts writing
+    monkeypatch.setattr(scratch.os, "urandom", killed)
+    with pytest.raises(KeyboardInterrupt):
+        lay_out(f, registry, by="test")
+    monkeypatch.undo()
+    [partial] = [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    assert not f.path.exists() and scratch.state(f, registry)[0] == "create"
+    assert [p for p, _ in registry.ours()] == [partial]
+    assert lay_out(f, registry, by="test")
+    assert not partial.exists(), "the next campaign removes its own leftover"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["t.dat"]
+
+
+def test_an_entry_of_another_machine_vouches_for_nothing_here(tmp_path, registry):
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, registry, by="test")
+    doc = json.loads(registry.path.read_text())
+    doc["files"][str(f.path)]["machine"] = "another-machine"
+    registry.path.write_text(json.dumps(doc))
+    assert scratch.state(f, registry)[0] == "refuse"
+    assert scratch.clean(registry) == [] and f.path.exists()
+
+
+def test_run_never_overwrites_a_users_file_and_plan_names_it(tmp_path):
+    """The fault that started this: --set target_path naming a user's CSV of results."""
+    precious = tmp_path / "results.csv"
+    precious.write_text("point,iops\n1,62000\n")
+    data = tmp_path / "data"
+    argv = ["smt_thp", "--env", "kvm-2vcpu", "--data", str(data), "--set",
+            f"target_path={precious}", "--set", "runtime_s=1", "--limit", "1"]
+    before = digest(precious)
+    assert main(["run", *argv, "--no-progress"]) == 2
+    assert digest(precious) == before and not data.exists()
+
+
+@pytest.mark.parametrize("value", ["relative.dat", "/var/tmp/a:b.dat"])
+def test_run_refuses_a_target_fio_would_misplace(tmp_path, value, capsys):
+    data = tmp_path / "data"
+    code = main(["run", "smt_thp", "--env", "kvm-2vcpu", "--data", str(data), "--set",
+                 f"target_path={value}", "--limit", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--set target_path: '{value}'" in err and "Nothing was run" in err
+    assert not data.exists() and not Path(value).exists()
+
+
+def test_a_target_inside_the_data_directory_is_refused(tmp_path, capsys):
+    data = tmp_path / "data"
+    target = data / "raw" / "t.dat"
+    code = main(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(data), "--set",
+                 f"target_path={target}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "lies inside the data directory" in out and "to run 0" in out
+
+
+def test_the_plan_lists_each_file_and_what_the_campaign_does_to_it(tmp_path, capsys,
+                                                                   monkeypatch):
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    argv = ["plan", "cpu_search", "--env", "kvm-2vcpu", "--data", str(tmp_path / "data"),
+            "--set", f"file_dir={tmp_path / 'files'}", "--set", "file_size=1M",
+            "--set", "repetitions=1"]
+    lay_out(ScratchFile("file_dir", tmp_path / "files" / "dev00.dat", 2**20), Registry(),
+            by="cpu_search/kvm-2vcpu")
+    assert main(argv) == 0
+    lines = [l.strip() for l in capsys.readouterr().out.splitlines() if "scratch:" in l]
+    assert lines[0].startswith(f"scratch: {tmp_path / 'files' / 'dev00.dat'} (1,048,576 bytes, "
+                               "file_dir): exists, made by iolab (cpu_search/kvm-2vcpu) at ")
+    assert lines[0].endswith("; reused")
+    assert lines[1] == (f"scratch: {tmp_path / 'files' / 'dev01.dat'} (1,048,576 bytes, "
+                        "file_dir): will be created")
+
+
+def test_clean_verb_lists_and_removes(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    assert main(["clean", "--dry-run"]) == 0 and f.path.exists()
+    assert main(["clean"]) == 0 and not f.path.exists()
+    out = capsys.readouterr().out
+    assert f"would remove {f.path}" in out and f"removed {f.path}" in out
+    assert main(["clean"]) == 0
+    assert "no scratch files of iolab's on this host" in capsys.readouterr().out
