@@ -31,9 +31,18 @@ def _envs_help() -> str:
             f"notebooks/params/); make a new one with 'iolab env new NAME'")
 
 
+def _folder_arg(text: str) -> str:
+    """A folder given on the command line: an empty one (an unset shell variable) is refused,
+    not taken for the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give a folder (or leave the option out for "
+                                         "the default)")
+    return text
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="DIR", help="data folder (default: the repository's data/, "
-                   "or $IOLAB_DATA)")
+    p.add_argument("--data", metavar="DIR", type=_folder_arg,
+                   help="data folder (default: the repository's data/, or $IOLAB_DATA)")
 
 
 def _add_campaign(p: argparse.ArgumentParser, imported: bool = False) -> None:
@@ -66,6 +75,9 @@ def _campaign(args):
 
 
 def cmd_plan(args) -> int:
+    if args.runs and args.format != "json":
+        raise InputError("--runs", None, "lists the runs inside the JSON object",
+                         allowed="--runs with --format json (--format table lists them too)")
     camp = _campaign(args)
     plan = camp.plan(where=args.where, limit=args.limit, max_runs=args.max_runs)
     if args.format == "json":
@@ -330,15 +342,32 @@ def cmd_tidy(args) -> int:
     if df.attrs.get("corrupt_skipped"):
         print(f"left out {df.attrs['corrupt_skipped']} corrupt runs ('iolab verify' names them)",
               file=sys.stderr)
-    if args.format == "parquet":
-        df.to_parquet(args.output, index=False)
-    elif args.output:
-        df.to_csv(args.output, index=False)
-    else:
+    if not args.output:
         df.to_csv(sys.stdout, index=False)
+    else:
+        _write_table(df, Path(args.output), args.format)
     if args.output:
         print(f"wrote {len(df)} rows to {args.output}", file=sys.stderr)
     return 0
+
+
+def _write_table(df, out: Path, fmt: str) -> None:
+    """The table into ``out``, written whole or not at all; a refusal names -o."""
+    if not out.parent.is_dir():
+        raise InputError("-o", None, f"{out}: its folder {out.parent} "
+                         f"{'is not a folder' if out.parent.exists() else 'does not exist'}")
+    if out.is_dir():
+        raise InputError("-o", None, f"{out} is a folder", allowed="a file path")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise IolabError(f"-o {out}: cannot be written ({exc.strerror or exc})") from None
 
 
 def cmd_import_cijoe(args) -> int:
@@ -448,7 +477,7 @@ def cmd_experiments(args) -> int:
 
 def cmd_env_new(args) -> int:
     name = specmod.check_environment_name(args.name)
-    source = PARAMS_DIR / args.source
+    source = PARAMS_DIR / specmod.check_environment_name(args.source)
     target = PARAMS_DIR / name
     if not source.is_dir():
         raise InputError(source, None, f"no environment '{args.source}' to copy",
@@ -601,10 +630,14 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("book", help="replay the notebooks from stored data and build the book strictly")
     _add_common(p)
-    p.add_argument("--no-render", action="store_true", help="build from the notebooks already in book/")
-    p.add_argument("--render-only", action="store_true", help="replay the notebooks, do not build")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--no-render", action="store_true",
+                      help="build from the notebooks already in book/")
+    what.add_argument("--render-only", action="store_true",
+                      help="replay the notebooks, do not build")
     p.add_argument("--lenient", action="store_true", help="build without -W -n (warnings do not fail)")
-    p.add_argument("--clean", action="store_true", help="remove the rendered notebooks and _build/")
+    what.add_argument("--clean", action="store_true",
+                      help="remove the rendered notebooks and _build/")
     p.add_argument("--force", action="store_true", help="replay every notebook and build, even "
                    "those whose inputs did not change since the last time")
     p.add_argument("--skip-corrupt", action="store_true", help="leave corrupt runs out of the "
@@ -693,13 +726,25 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", type=int, default=5, metavar="N", help="list N runs per campaign")
     _add_common(p)
     p.set_defaults(func=cmd_migrate)
+    _debug_everywhere(parser)
     return parser
+
+
+def _debug_everywhere(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the verb too (``iolab plan ... --debug``), as before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                 help="show a traceback on errors")
+                _debug_everywhere(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one verb; its exit status: 0, 1 (runs failed, corrupt runs found), 2 (bad input or
-    a refusal, one line on standard error), 3 (a campaign stopped on request), 128 + N (a
-    campaign ended by signal N), 74 or 141 (it succeeded, but its output was lost)."""
+    a refusal, one line on standard error), 3 (a campaign stopped on request), 70 (a bug in
+    iolab), 128 + N (a campaign ended by signal N), 74 or 141 (it succeeded, but its output
+    was lost)."""
     saved = sys.stdout, sys.stderr
     out, err = streams.guard()
     try:
@@ -712,6 +757,9 @@ def main(argv: list[str] | None = None) -> int:
         if saved[0] is not None and saved[1] is not None:
             sys.stdout, sys.stderr = saved
     return streams.exit_status(code, out, err)
+
+
+EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: a bug of iolab's, not the user's input
 
 
 def _main(argv: list[str] | None) -> int:
@@ -733,6 +781,13 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug: one line with how to see more, and its own status
+        if args.debug:
+            raise
+        print(f"iolab: internal error (a bug in iolab, please report it): "
+              f"{type(exc).__name__}: {printable(str(exc))}; run the same command with "
+              "--debug for the traceback", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -284,7 +284,79 @@ CASES = [
          "imported campaigns are named 'aisio-<name>'"),
     Case("unknown-mode", d("notebook", "smt_thp", *ENV, "--mode", "measure"),
          "argument --mode: invalid choice: 'measure'"),
+    # -- the second fault pass (issue 30) ------------------------------------------------------
+    Case("where-twice", d(*PLAN, "--where", "engine=psync", "--where", "engine=io_uring"),
+         "--where: key 'engine': is given twice ('psync' and 'io_uring'); give it once, with a "
+         "list for several values"),
+    Case("where-empty-list", d(*PLAN, "--where", "engine=[]"),
+         "--where: key 'engine': an empty list matches no point"),
+    Case("where-no-value", d(*PLAN, "--where", "engine="), "--where: key 'engine': has no value"),
+    Case("where-no-equals", d(*PLAN, "--where", "engine"),
+         "--where: 'engine' is not KEY=VALUE (allowed: e.g. engine=io_uring)"),
+    Case("set-twice", d(*PLAN, "--set", "runtime_s=1", "--set", "runtime_s=2"),
+         "--set: key 'runtime_s': is given twice (1 and 2); give it once"),
+    Case("set-experiment", d(*PLAN, "--set", "experiment=cpu_search"),
+         "--set: key 'experiment': names what the params file is for"),
+    Case("set-deeply-nested", d(*PLAN, "--set", "grids=" + "[" * 5000),
+         "--set grids: value is nested too deeply"),
+    Case("data-empty", lambda data, tmp: [*RUN, "--data", ""],
+         "argument --data: empty: give a folder"),
+    Case("runs-without-json", d(*PLAN, "--runs"), "--runs: lists the runs inside the JSON object"),
+    Case("book-render-only-and-no-render", d("book", "--render-only", "--no-render"),
+         "argument --no-render: not allowed with argument --render-only"),
+    Case("tidy-into-a-file", lambda data, tmp: [*TIDY, "--data", str(data), "-o", str(
+        data / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json" / "t.csv")],
+         "host.json is not a folder"),
+    Case("env-from-traversal", lambda data, tmp: ["env", "new", "x", "--from", "../params"],
+         "key 'environment': '../params' is not a usable environment name"),
+    Case("journal-is-a-folder", lambda data, tmp: ["restore", "--data", str(data), "--journal",
+                                                   str(data / "raw")],
+         "raw: is not a regular file, so not a knob journal"),
+    Case("journal-is-a-fifo", lambda data, tmp: ["restore", "--data", str(data), "--journal",
+                                                 str(tmp / "fifo")],
+         "fifo: is not a regular file, so not a knob journal",
+         setup=lambda data, tmp: os.mkfifo(tmp / "fifo")),
+    Case("journal-a-list", lambda data, tmp: ["restore", "--data", str(data), "--journal",
+                                              str(tmp / "j.json")],
+         "j.json: is a JSON list, not a knob journal",
+         setup=lambda data, tmp: (tmp / "j.json").write_text("[1]")),
+    Case("host-record-a-list", d(*RUN, "--limit", "1"),
+         "host.json: is not a JSON object, so not a host record",
+         setup=lambda data, tmp: (data / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json")
+         .write_text("[]")),
+    Case("manifest-files-not-a-mapping", d(*TIDY),
+         "run.json is not a valid manifest (key 'files'): is str, not a dict",
+         setup=lambda data, tmp: edit_manifest(data, files="x")),
+    Case("manifest-size-a-string", d("verify"),
+         "run.json is not a valid manifest (key 'files.fio.json.bytes'): '0' is not a size",
+         setup=lambda data, tmp: edit_manifest(data, files={**json.loads(
+             (first_run(data) / "run.json").read_text())["files"],
+             "fio.json": {"sha256": "0" * 64, "bytes": "0"}}), code=1),
+    Case("manifest-without-point", d("verify"),
+         "run.json is not a valid manifest (key 'point'): missing from the manifest",
+         setup=lambda data, tmp: edit_manifest_without(data, "point"), code=1),
+    Case("host-record-deleted-runs-of-another-host", d(*RUN, "--limit", "1"),
+         "host.json is missing, but the campaign's stored runs were made on a host with "
+         "fingerprint ffff",
+         setup=lambda data, tmp: other_host_without_record(data)),
 ]
+
+
+def edit_manifest_without(data: Path, key: str) -> None:
+    path = first_run(data) / "run.json"
+    doc = json.loads(path.read_text())
+    del doc[key]
+    path.write_text(json.dumps(doc))
+
+
+def other_host_without_record(data: Path) -> None:
+    """The campaign's runs made on another host, and its host.json gone."""
+    runs = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs"
+    for run in runs.iterdir():
+        path = run / "run.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()),
+                                    "host_fingerprint": "ffff"}))
+    (data / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json").unlink()
 
 
 @pytest.fixture(autouse=True)
@@ -340,10 +412,12 @@ def test_a_read_only_data_directory_is_one_line(data, tmp_path):
             path.chmod(path.stat().st_mode & ~0o222)
     try:
         before = tree_digest(target)
+        why = ("the data directory is on a read-only file system" if target != data else
+               "the data directory is not writable by this user")
         code, out, err = cli([*RUN, "--limit", "1", "--data", str(target)])
-        assert code == 2 and "the data directory is not writable by this user" in err, err
+        assert code == 2 and why in err, err
         code2, out2, err2 = cli(["verify", "--quarantine", "--data", str(target)])
-        assert code2 == 2 and "not writable" in err2, err2
+        assert code2 == 2 and why in err2, err2
         assert "Traceback" not in err + err2 and tree_digest(target) == before
         # reading still works
         assert cli([*TIDY, "--data", str(target), "-o", str(tmp_path / "t.csv")])[0] == 0
@@ -479,3 +553,11 @@ def test_verify_rereads_what_the_caches_trust_and_tidy_then_serves_no_cached_tab
     assert code == 2 and "fio.json differs from what run.json records" in err
     code, out, _ = cli(["verify", "--fast", "--data", str(data)])
     assert code == 1, "once found, the file is never again taken for verified"
+
+
+def test_a_loop_of_links_among_the_runs_is_a_corrupt_run_not_a_stop(data):
+    (first_run(data).parent / "loopx").symlink_to("loopx")
+    code, out, _ = cli(["status", "--data", str(data)])
+    assert code == 0 and "smt_thp/kvm-2vcpu: 6 complete, 1 corrupt" in out
+    code, out, _ = cli(["verify", "--data", str(data)])
+    assert code == 1 and "loopx: run.json cannot be read" in out

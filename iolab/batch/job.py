@@ -107,7 +107,7 @@ def _run(experiment: str, environment: str, *, mode: str, output: Path,
                          allowed="a parameters cell with 'run_options = {}' passed to Chapter")
     params: dict[str, Any] = {
         "environment": environment, "mode": mode,
-        "overrides": dict(specmod.parse_assignment(o, "--set") for o in overrides)}
+        "overrides": specmod.parse_assignments(overrides, "--set")}
     if run_options:
         params["run_options"] = run_options
     if data_dir is not None:

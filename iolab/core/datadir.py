@@ -50,6 +50,9 @@ def check(data_dir: Path, *, write: bool = False) -> Path:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise from_os_error(exc, "cannot create the data directory") from None
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            raise IolabError(f"{path}: the data directory is on a read-only file system; "
+                             "nothing was changed")
         if not os.access(path, os.W_OK | os.X_OK):
             raise IolabError(f"{path}: the data directory is not writable by this user "
                              f"(uid {os.getuid()}); nothing was changed")
@@ -60,7 +63,7 @@ HINTS = {
     errno.ENOSPC: "the disk is full; free space and run the same command again (stored runs "
                   "are kept; an unfinished one is discarded)",
     errno.EDQUOT: "the disk quota is exceeded; free space and run the same command again",
-    errno.EROFS: "the file system is read-only; use a writable --data folder",
+    errno.EROFS: "the file system is read-only",
     errno.EACCES: "permission denied; run as a user who may write there or choose another "
                   "--data folder",
     errno.EPERM: "operation not permitted",

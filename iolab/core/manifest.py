@@ -141,7 +141,29 @@ def from_json(doc: dict[str, Any], path: Path) -> RunManifest:
     missing = sorted(_REQUIRED - set(doc))
     if missing:
         raise InputError(path, missing[0], "missing from the manifest")
+    _check_kinds(doc, path)
     return RunManifest(**doc)
+
+
+_KINDS = {"run_id": str, "identity": dict, "experiment": str, "environment": str, "rep": int,
+          "point": dict, "status": str, "settings": dict, "knobs": dict, "files": dict}
+
+
+def _check_kinds(doc: dict[str, Any], path: Path) -> None:
+    """The fields the store and the tidy table rely on have their kinds; ``files`` maps
+    names to ``{sha256: 64 hex digits, bytes: a whole number}``."""
+    for key, kind in _KINDS.items():
+        if key in doc and (not isinstance(doc[key], kind) or isinstance(doc[key], bool)):
+            raise InputError(path, key, f"is {type(doc[key]).__name__}, not "
+                             f"{'an int' if kind is int else 'a ' + kind.__name__}")
+    for name, record in (doc.get("files") or {}).items():
+        sha = record.get("sha256") if isinstance(record, dict) else None
+        size = record.get("bytes") if isinstance(record, dict) else None
+        if not (isinstance(sha, str) and len(sha) == 64
+                and all(c in "0123456789abcdef" for c in sha)):
+            raise InputError(path, f"files.{name}.sha256", f"{sha!r} is not a sha256 sum")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise InputError(path, f"files.{name}.bytes", f"{size!r} is not a size in bytes")
 
 
 def from_v1(doc: dict[str, Any], *, identity: dict[str, Any], settings: dict[str, Any],

@@ -153,7 +153,8 @@ class Field:
 
 
 def _num(value: float) -> str:
-    return f"{value:g}"
+    """A bound as written: a whole number in full (2**63 - 1, not 9.22337e+18)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def _when(when: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:

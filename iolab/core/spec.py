@@ -103,17 +103,37 @@ def check_environment_name(name: str) -> str:
     return check_name("environment", name)
 
 
+EXAMPLES = {"--set": "e.g. runtime_s=1", "--where": "e.g. engine=io_uring"}
+
+
 def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
     """``KEY=VALUE`` with VALUE read as YAML (``3`` a number, ``[1, 2]`` a list, ``'on'`` text)."""
     key, eq, raw = text.partition("=")
     if not eq or not key.strip():
-        raise InputError(flag, None, f"{text!r} is not KEY=VALUE", allowed="e.g. runtime_s=1")
+        raise InputError(flag, None, f"{text!r} is not KEY=VALUE",
+                         allowed=EXAMPLES.get(flag, "KEY=VALUE"))
     try:
         value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise InputError(f"{flag} {key}", None, f"value {raw!r} is not valid YAML "
                          f"({yaml_problem(exc)})") from None
+    except RecursionError:
+        raise InputError(f"{flag} {key}", None, "value is nested too deeply") from None
     return key.strip(), value
+
+
+def parse_assignments(items: list[str], flag: str) -> dict[str, Any]:
+    """Every ``KEY=VALUE`` of a repeated flag; a key given twice is refused (which one was
+    meant?)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = parse_assignment(item, flag)
+        if key in out:
+            raise InputError(flag, key, f"is given twice ({out[key]!r} and {value!r}); give it "
+                             "once" + (", with a list for several values" if flag == "--where"
+                                       else ""))
+        out[key] = value
+    return out
 
 
 def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_DIR,
@@ -123,6 +143,12 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
     path = params_path(experiment.name, environment, params_dir)
     if not path.exists():
         known = environments(experiment.name, params_dir)
+        if path.parent.is_dir():  # the environment is there, without this experiment
+            how = (f"copy one from an environment that has it (cp "
+                   f"{params_path(experiment.name, known[0], params_dir)} {path}) and edit it"
+                   if known else "write one")
+            raise InputError(path, None, f"environment '{environment}' has no params file for "
+                             f"{experiment.name}; {how}", allowed=", ".join(known) or "none yet")
         raise InputError(path, None, f"no params file for environment '{environment}'; create "
                          f"one with 'iolab env new {environment}'",
                          allowed=", ".join(known) or "none yet")
@@ -132,8 +158,11 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
     spec = _validate(doc, path, experiment.name, environment, schema, metrics)
     label: str | Path = path
     if overrides:
-        pairs = (dict(parse_assignment(o, "--set") for o in overrides)
+        pairs = (parse_assignments(overrides, "--set")
                  if isinstance(overrides, list) else dict(overrides))
+        if "experiment" in pairs:
+            raise InputError("--set", "experiment", "names what the params file is for; the "
+                             "command line chooses the experiment", allowed="any other key")
         merged = copy.deepcopy(doc)
         for key, value in pairs.items():
             _assign(merged, key, value)
@@ -153,13 +182,16 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
 def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | None
                 ) -> dict[str, list[Any]]:
     """``--where KEY=VALUE`` filters as {variable: [allowed values]}, each value checked."""
-    pairs = (dict(parse_assignment(i, "--where") for i in items) if isinstance(items, list)
+    pairs = (parse_assignments(items, "--where") if isinstance(items, list)
              else dict(items or {}))
     out: dict[str, list[Any]] = {}
     for key, value in pairs.items():
         if key not in spec.base:
             raise InputError("--where", key, "is not a variable of this experiment",
                              allowed=", ".join(spec.variables))
+        if value is None:
+            raise InputError("--where", key, "has no value",
+                             allowed=f"{key}=VALUE, or {key}=[VALUE, VALUE] for several")
         values = value if isinstance(value, list) else [value]
         if not values:
             raise InputError("--where", key, "an empty list matches no point",
@@ -212,6 +244,8 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():  # a FIFO would block the read for ever
+        raise InputError(path, None, "is not a regular file", allowed="a YAML file")
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -226,6 +260,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise InputError(path, None, f"malformed YAML: {yaml_problem(exc)}") from None
+    except RecursionError:
+        raise InputError(path, None, "malformed YAML: nested too deeply") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -60,6 +60,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _folder(entry: os.DirEntry) -> bool:
+    """A folder, or an entry that cannot be told from one (a loop of links), which is then
+    reported as a corrupt run rather than stopping every command that lists the runs."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return True
+
+
 @dataclass
 class StoredRun:
     path: Path
@@ -115,10 +124,14 @@ class Store:
         if not self.host_path.exists():
             return None
         try:
-            return json.loads(self.host_path.read_text())
+            doc = json.loads(self.host_path.read_text())
         except json.JSONDecodeError as exc:
             raise InputError(self.host_path, None, f"not valid JSON ({exc}); restore it from git "
                              "or move the campaign away") from exc
+        if not isinstance(doc, dict):
+            raise InputError(self.host_path, None, "is not a JSON object, so not a host record; "
+                             "restore it from git or move the campaign away")
+        return doc
 
     def check_or_record_host(self, inventory: dict[str, Any], fingerprint: str,
                              diff: list[str], allow_change: bool = False) -> None:
@@ -129,6 +142,16 @@ class Store:
         """
         stored = self.read_host()
         if stored is None:
+            # without host.json, the stored runs still say which host made them
+            made_on = sorted({r.manifest.host_fingerprint for r in self.complete_runs(verify=False)
+                              if r.manifest.host_fingerprint})
+            if made_on and fingerprint not in made_on and not allow_change:
+                raise IolabError(
+                    f"{self.host_path} is missing, but the campaign's stored runs were made on "
+                    f"a host with fingerprint {', '.join(made_on)}, and this host has "
+                    f"{fingerprint}. Restore host.json (e.g. from git), give this host an "
+                    f"environment of its own ('iolab env new NAME --from {self.environment}'), "
+                    f"or pass --allow-host-change to add to this campaign anyway.")
             self.root.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.host_path, {**inventory, "fingerprint": fingerprint})
             return
@@ -155,8 +178,7 @@ class Store:
             return []
         # sorted by name as strings: comparing Path objects was a tenth of a large scan
         with os.scandir(self.runs_dir) as it:
-            names = sorted(e.name for e in it
-                           if not e.name.startswith(".") and e.is_dir())
+            names = sorted(e.name for e in it if not e.name.startswith(".") and _folder(e))
         return [self.runs_dir / name for name in names]
 
     def _doc(self, run_dir: Path) -> dict[str, Any]:
@@ -170,9 +192,6 @@ class Store:
         path = run_dir / mf.FILE
         if doc["schema_version"] == mf.SCHEMA_VERSION:
             return mf.from_json(doc, path)
-        if self.upgrade is None:
-            raise InputError(path, "schema_version", "a version-1 manifest, and no experiment "
-                             "to read it with; run 'iolab migrate'")
         if self._host is None:
             self._host = self.read_host() or {}
         return self.upgrade(doc, path, self._host)
@@ -206,7 +225,18 @@ class Store:
                 corrupt.append(CorruptRun(run_dir, f"run.json is the manifest of run "
                                           f"{doc.get('run_id')!r}, not of this folder"))
                 continue
-            run = StoredRun(run_dir, self._manifest(run_dir, doc))
+            if doc["schema_version"] != mf.SCHEMA_VERSION and self.upgrade is None:
+                raise InputError(run_dir / mf.FILE, "schema_version", "a version-1 manifest, "
+                                 "and no experiment to read it with; run 'iolab migrate'")
+            try:
+                run = StoredRun(run_dir, self._manifest(run_dir, doc))
+            except (InputError, KeyError, TypeError, ValueError) as exc:
+                # fields missing or of the wrong kind: damaged after it was written
+                why = exc.problem if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+                key = f" (key '{exc.key}')" if isinstance(exc, InputError) and exc.key else ""
+                corrupt.append(CorruptRun(run_dir, f"run.json is not a valid manifest{key}: "
+                                          f"{why}"))
+                continue
             problem = checker.check(run_dir, run.manifest.files) if checker else None
             if problem:
                 corrupt.append(CorruptRun(run_dir, problem))
@@ -270,7 +300,8 @@ class Store:
         self.partial_dir.mkdir(parents=True, exist_ok=True)
         dest = self.partial_dir / f"{folder.name.lstrip('.')}@{_stamp()}"
         os.rename(folder, dest)
-        return f"moved {kind} {folder} to {dest}; it will be run again"
+        return (f"moved {kind} {folder} to {dest} (kept there, never deleted); the next "
+                "'iolab run' measures again any run its plan still holds")
 
     # -- writing -------------------------------------------------------------------------
     def begin(self, run_id: str) -> Path:

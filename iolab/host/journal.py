@@ -64,15 +64,20 @@ def _owner_running(journal: dict[str, Any]) -> bool:
 
 
 def _load_journal(path: Path) -> dict[str, Any]:
+    if not path.is_file():  # a folder, or a FIFO that would block the read for ever
+        raise InputError(path, None, "is not a regular file, so not a knob journal",
+                         allowed="the journal a campaign left (DATA/.knob-journal.json)")
     try:
         journal = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(path, None, f"not a readable knob journal: {exc}; restore the knobs by "
                          f"hand and delete the file") from exc
-    if not isinstance(journal, dict) or journal.get("schema_version") != SCHEMA_VERSION:
-        found = journal.get("schema_version") if isinstance(journal, dict) else None
-        raise InputError(path, "schema_version", f"unsupported journal version {found!r}",
-                         str(SCHEMA_VERSION))
+    if not isinstance(journal, dict):
+        raise InputError(path, None, f"is a JSON {type(journal).__name__}, not a knob journal "
+                         "(a JSON object)")
+    if journal.get("schema_version") != SCHEMA_VERSION:
+        raise InputError(path, "schema_version", f"unsupported journal version "
+                         f"{journal.get('schema_version')!r}", str(SCHEMA_VERSION))
     changes = journal.get("changes")
     if not isinstance(changes, list) or not all(
             isinstance(c, dict) and isinstance(c.get("knob"), str) and "before" in c

@@ -328,6 +328,9 @@ def _open(path: Path) -> _Archive:
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise InputError(path, None, f"not a readable tar archive ({exc})") from None
         sha = sha256_file(path)
+    elif path.exists():  # a FIFO or a device: never read (a FIFO would block for ever)
+        raise InputError(path, None, "is neither a regular file nor a folder",
+                         allowed="a .tar.gz archive or its extracted folder")
     else:
         raise InputError(path, None, "no such archive or folder")
     roots = {m.group("root") for m in map(_STATE.match, files) if m}
