@@ -561,3 +561,17 @@ def test_a_loop_of_links_among_the_runs_is_a_corrupt_run_not_a_stop(data):
     assert code == 0 and "smt_thp/kvm-2vcpu: 6 complete, 1 corrupt" in out
     code, out, _ = cli(["verify", "--data", str(data)])
     assert code == 1 and "loopx: run.json cannot be read" in out
+
+
+def test_a_bug_is_one_line_with_its_own_status(monkeypatch):
+    from iolab import cli as climod
+
+    def broken(args):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(climod, "cmd_status", broken)
+    code, out, err = cli(["status"])
+    assert code == 70 and err.strip() == (
+        "iolab: internal error (a bug in iolab, please report it): ZeroDivisionError: division "
+        "by zero; run the same command with --debug for the traceback")
+    with pytest.raises(ZeroDivisionError):
+        cli(["status", "--debug"])

@@ -76,3 +76,24 @@ def test_a_verb_named_with_a_flag_in_prose_has_it():
              re.findall(r"`([a-z][a-z-]*(?: new)?) (--[a-z][a-z-]*)", README)
              if verb in VERBS and flag not in VERBS[verb]]
     assert wrong == []
+
+
+FRAMEWORK = (REPO_ROOT / "book" / "framework.md").read_text()
+
+
+def test_every_test_the_books_fault_catalogue_names_exists():
+    """The catalogue in the framework chapter names, for each case, the test that shows it:
+    a test function (``file.py::name``) or cases of the reliability catalogue (``case-*``)."""
+    from tests.test_reliability import CASES
+
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", FRAMEWORK)
+    assert len(named) >= 20
+    missing = [f"{f}::{t}" for f, t in named
+               if not re.search(rf"^def {t}\(", (REPO_ROOT / "tests" / f).read_text(), re.M)]
+    assert missing == []
+    ids = {c.id for c in CASES}
+    for pattern in re.findall(r"cases? ((?:`[a-z*-]+`(?:, )?)+)", FRAMEWORK):
+        for case in re.findall(r"`([a-z*-]+)`", pattern):
+            prefix = case.rstrip("*")
+            assert any(i == case or (case.endswith("*") and i.startswith(prefix)) for i in ids), \
+                f"no case {case!r} in test_reliability.CASES"
