@@ -55,7 +55,8 @@ def _add_campaign(p: argparse.ArgumentParser, imported: bool = False) -> None:
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a params key (dotted for nested keys, e.g. base.qdepth=64; "
-                        "the value is read as YAML); repeatable; validated like the file")
+                        "the value is read as YAML); repeatable, a later one for the same key "
+                        "wins; validated like the file")
     p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
                    help="only points whose variable has this value (or one of a YAML list); "
                         "repeatable, all must hold")

@@ -293,8 +293,6 @@ CASES = [
     Case("where-no-value", d(*PLAN, "--where", "engine="), "--where: key 'engine': has no value"),
     Case("where-no-equals", d(*PLAN, "--where", "engine"),
          "--where: 'engine' is not KEY=VALUE (allowed: e.g. engine=io_uring)"),
-    Case("set-twice", d(*PLAN, "--set", "runtime_s=1", "--set", "runtime_s=2"),
-         "--set: key 'runtime_s': is given twice (1 and 2); give it once"),
     Case("set-experiment", d(*PLAN, "--set", "experiment=cpu_search"),
          "--set: key 'experiment': names what the params file is for"),
     Case("set-deeply-nested", d(*PLAN, "--set", "grids=" + "[" * 5000),

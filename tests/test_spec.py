@@ -242,3 +242,13 @@ def test_a_rule_in_the_file_is_checked_against_the_experiments_metrics(demo, par
         "repetitions: 5", RULE.replace("iops", "iopz")))
     assert err.path.endswith("here/demo.yaml") and err.key == "repetitions.metric"
     assert err.allowed == "iops"
+
+
+def test_a_later_set_of_the_same_key_wins_and_a_where_twice_is_refused():
+    from iolab.core.spec import parse_assignments
+    from iolab.errors import InputError
+
+    assert parse_assignments(["runtime_s=1", "ramp_s=0", "runtime_s=30"], "--set") == {
+        "ramp_s": 0, "runtime_s": 30}
+    with pytest.raises(InputError, match="is given twice"):
+        parse_assignments(["engine=psync", "engine=io_uring"], "--where")

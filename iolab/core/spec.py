@@ -123,15 +123,16 @@ def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
 
 
 def parse_assignments(items: list[str], flag: str) -> dict[str, Any]:
-    """Every ``KEY=VALUE`` of a repeated flag; a key given twice is refused (which one was
-    meant?)."""
+    """Every ``KEY=VALUE`` of a repeated flag. A ``--set`` key given again overrides the
+    earlier one (a script appends what it changes); a ``--where`` variable given twice is
+    refused, as the two filters could not both hold."""
     out: dict[str, Any] = {}
     for item in items:
         key, value = parse_assignment(item, flag)
-        if key in out:
+        if key in out and flag == "--where":
             raise InputError(flag, key, f"is given twice ({out[key]!r} and {value!r}); give it "
-                             "once" + (", with a list for several values" if flag == "--where"
-                                       else ""))
+                             "once, with a list for several values")
+        out.pop(key, None)  # in the order last given
         out[key] = value
     return out
 
