@@ -327,6 +327,8 @@ def cmd_tidy(args) -> int:
 
     if args.format == "parquet" and not args.output:
         raise IolabError("--format parquet needs -o FILE (parquet is binary)")
+    if args.output:
+        _check_output(Path(args.output))  # before the table is built: nothing done in vain
     if args.decisions:
         import pandas as pd
 
@@ -352,13 +354,17 @@ def cmd_tidy(args) -> int:
     return 0
 
 
-def _write_table(df, out: Path, fmt: str) -> None:
-    """The table into ``out``, written whole or not at all; a refusal names -o."""
+def _check_output(out: Path) -> None:
+    """Refuse an output path that cannot take a file, naming -o."""
     if not out.parent.is_dir():
         raise InputError("-o", None, f"{out}: its folder {out.parent} "
                          f"{'is not a folder' if out.parent.exists() else 'does not exist'}")
     if out.is_dir():
         raise InputError("-o", None, f"{out} is a folder", allowed="a file path")
+
+
+def _write_table(df, out: Path, fmt: str) -> None:
+    """The table into ``out``, written whole or not at all; a refusal names -o."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         if fmt == "parquet":
@@ -749,12 +755,13 @@ def main(argv: list[str] | None = None) -> int:
     saved = sys.stdout, sys.stderr
     out, err = streams.guard()
     try:
-        code = _main(argv)
+        try:
+            code = _main(argv)
+        except SystemExit as exc:  # argparse: --help, or a refusal it printed
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     finally:
-        if isinstance(out.lost, BrokenPipeError):
-            # the reader went away (`iolab tidy ... | head`): no second error when Python
-            # flushes standard output at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        # flushed here, so that output lost in a buffer is seen now and not at exit
+        streams.settle(out, err)
         if saved[0] is not None and saved[1] is not None:
             sys.stdout, sys.stderr = saved
     return streams.exit_status(code, out, err)

@@ -62,3 +62,12 @@ def state_dir() -> Path:
         return Path(env)
     xdg = os.environ.get("XDG_STATE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "iolab"
+
+
+def shown(path: str | os.PathLike) -> str:
+    """A path of the checkout as the repository names it (``notebooks/params/...``); any
+    other as it is. Where the checkout lies says nothing about a plan or a refusal, and a book
+    built anywhere then reads the same."""
+    text = os.fspath(path)
+    root = f"{REPO_ROOT}{os.sep}"
+    return text[len(root):] if text.startswith(root) else text

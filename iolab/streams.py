@@ -109,6 +109,20 @@ def guard() -> tuple[Guarded, Guarded]:
     return out[0], out[1]
 
 
+def settle(*streams: Guarded) -> None:
+    """Flush each stream; where one was lost, point its descriptor at ``/dev/null``, so that
+    what is still buffered beneath it cannot fail again when Python flushes at exit."""
+    for stream in streams:
+        stream.flush()
+        if stream.lost is not None:
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, stream.fileno())
+                os.close(null)
+            except (OSError, ValueError):
+                pass  # no descriptor beneath (a StringIO in a test): nothing to flush later
+
+
 def exit_status(code: int, *streams: Guarded) -> int:
     """``code``, or the status of output that was lost when the command itself succeeded."""
     if code != 0:

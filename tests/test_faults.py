@@ -338,19 +338,26 @@ def test_closed_or_full_output_never_aborts_a_campaign_and_the_status_says_so(tm
     data = tmp_path / "data"
     argv = [*IOLAB, *campaign_argv(tmp_path, data), "--set", "repetitions=2"]
     argv.remove("--no-progress")  # the bar writes to standard error all along
-    closed = subprocess.run([*argv, "--limit", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=lambda: os.close(2), timeout=120)
+    # buffered as in a terminal session (a test runner may set PYTHONUNBUFFERED): output lost
+    # in a buffer must be seen before exit too
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    closed = subprocess.run([*argv, "--limit", "2"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=lambda: os.close(2),
+                            timeout=120, env=env)
     assert closed.returncode == 74, "the bar's output was lost, and the status says so"
     store = Store(data, "smt_thp", "kvm-2vcpu")
     assert len(store.complete_runs()) == 2
     with open("/dev/full", "w") as full:
         filled = subprocess.run([*argv, "--limit", "2"], stdout=full, stderr=subprocess.PIPE,
-                                text=True, timeout=120)
+                                text=True, timeout=120, env=env)
     assert filled.returncode == 74 and "Traceback" not in filled.stderr
     assert len(store.complete_runs()) == 4
     quiet = subprocess.run([*argv, "--no-progress", "--limit", "0"], stdout=subprocess.DEVNULL,
-                           preexec_fn=lambda: os.close(2), timeout=120)
+                           preexec_fn=lambda: os.close(2), timeout=120, env=env)
     assert quiet.returncode == 0, "nothing was written to the closed stream: nothing lost"
+    with open("/dev/full", "w") as full:
+        small = subprocess.run([*IOLAB, "experiments"], stdout=full, timeout=60, env=env)
+    assert small.returncode == 74, "a short output, lost in the buffer, is seen too"
 
 
 # -- disturbed runs are failed runs ---------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from iolab.cli import main
+from iolab.errors import IolabError
 from iolab.host import scratch
 from iolab.host.scratch import Registry, ScratchFile, lay_out
 
@@ -59,8 +60,8 @@ def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, registry, kind
     before = {p.name: (p.lstat().st_mode, p.read_bytes() if p.is_file() else b"")
               for p in tmp_path.iterdir() if p.name != "state"}
     what, why = scratch.state(f, registry)
-    assert what == "refuse" and "this package did not create" in why
-    with pytest.raises(ValueError):
+    assert what == "refuse" and "that is not in the registry of files iolab wrote" in why
+    with pytest.raises(IolabError, match="it is never written"):
         lay_out(f, registry, by="test")
     assert {p.name: (p.lstat().st_mode, p.read_bytes() if p.is_file() else b"")
             for p in tmp_path.iterdir() if p.name != "state"} == before
@@ -106,31 +107,70 @@ def test_clean_removes_only_what_is_still_ours(tmp_path, registry):
 
 
 def test_a_half_written_file_of_a_killed_campaign_is_ours_to_replace_and_clean(
-        tmp_path, registry, monkeypatch):
-    f = ScratchFile("target_path", tmp_path / "t.dat", 3 * 2**20)
+        tmp_path, registry):
+    """A campaign killed outright (SIGKILL) while it writes: the partial file stays, marked
+    as ours, and the next campaign or 'clean' removes it."""
+    import multiprocessing
+    import signal
+    import time
 
-    def killed(*args):
-        raise KeyboardInterrupt  # the campaign dies as it starts writing
-    monkeypatch.setattr(scratch.os, "urandom", killed)
-    with pytest.raises(KeyboardInterrupt):
-        lay_out(f, registry, by="test")
-    monkeypatch.undo()
+    f = ScratchFile("target_path", tmp_path / "t.dat", 64 * 2**20)
+
+    def slow_writer():
+        lay_out(f, registry, by="test", check=lambda: time.sleep(0.05))
+    child = multiprocessing.get_context("fork").Process(target=slow_writer)
+    child.start()
+    deadline = time.monotonic() + 30
+    while not [p for p, _ in registry.ours()] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
     [partial] = [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
     assert not f.path.exists() and scratch.state(f, registry)[0] == "create"
     assert [p for p, _ in registry.ours()] == [partial]
-    assert lay_out(f, registry, by="test")
+    small = ScratchFile(f.key, f.path, 2**20)
+    assert lay_out(small, registry, by="test")
     assert not partial.exists(), "the next campaign removes its own leftover"
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["t.dat"]
 
 
-def test_an_entry_of_another_machine_vouches_for_nothing_here(tmp_path, registry):
+def test_a_stop_while_writing_removes_the_half_written_file(tmp_path, registry):
+    """A campaign asked to stop (its check raises) while it writes a large file: the writing
+    ends at the next MiB and nothing half-written is left."""
+    f = ScratchFile("target_path", tmp_path / "t.dat", 8 * 2**20)
+    calls = []
+
+    def stop_after_two():
+        calls.append(1)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        lay_out(f, registry, by="test", check=stop_after_two)
+    assert len(calls) == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+    assert registry.ours() == []
+
+
+def test_machines_sharing_a_home_folder_keep_their_own_registries(tmp_path):
+    """Two nodes of a cluster, one NFS home: each machine's registry is its own file, so one
+    never overwrites the other's entries."""
+    a = Registry(tmp_path / "state" / "scratch-node-a.json")
+    b = Registry(tmp_path / "state" / "scratch-node-b.json")
+    fa = ScratchFile("target_path", tmp_path / "a.dat", 2**20)
+    fb = ScratchFile("target_path", tmp_path / "b.dat", 2**20)
+    lay_out(fa, a, by="test")
+    lay_out(fb, b, by="test")
+    assert [p for p, _ in a.ours()] == [fa.path] and [p for p, _ in b.ours()] == [fb.path]
+    assert Registry().path.name.startswith("scratch-") and Registry().path.suffix == ".json"
+
+
+def test_an_unreadable_registry_is_an_error_not_an_empty_one(tmp_path, registry):
     f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
     lay_out(f, registry, by="test")
-    doc = json.loads(registry.path.read_text())
-    doc["files"][str(f.path)]["machine"] = "another-machine"
-    registry.path.write_text(json.dumps(doc))
-    assert scratch.state(f, registry)[0] == "refuse"
-    assert scratch.clean(registry) == [] and f.path.exists()
+    registry.path.write_text("{oops")
+    with pytest.raises(IolabError, match="registry of the scratch files iolab wrote cannot "
+                                          "be read"):
+        scratch.state(f, registry)
+    assert f.path.exists()
 
 
 def test_run_never_overwrites_a_users_file_and_plan_names_it(tmp_path):

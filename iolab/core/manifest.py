@@ -45,6 +45,11 @@ READABLE = (1, 2)
 FILE = "run.json"
 
 
+class DamagedManifest(InputError):
+    """A version-2 manifest with a required field missing or of the wrong kind: damaged after
+    it was written (the store reports its run as corrupt)."""
+
+
 class UnreadableManifest(Exception):
     """A run.json that is missing, truncated or not JSON; ``reason`` says which."""
 
@@ -140,7 +145,7 @@ def from_json(doc: dict[str, Any], path: Path) -> RunManifest:
         raise InputError(path, unknown[0], "unknown manifest field", allowed=", ".join(sorted(_FIELDS)))
     missing = sorted(_REQUIRED - set(doc))
     if missing:
-        raise InputError(path, missing[0], "missing from the manifest")
+        raise DamagedManifest(path, missing[0], "missing from the manifest")
     _check_kinds(doc, path)
     return RunManifest(**doc)
 
@@ -154,16 +159,17 @@ def _check_kinds(doc: dict[str, Any], path: Path) -> None:
     names to ``{sha256: 64 hex digits, bytes: a whole number}``."""
     for key, kind in _KINDS.items():
         if key in doc and (not isinstance(doc[key], kind) or isinstance(doc[key], bool)):
-            raise InputError(path, key, f"is {type(doc[key]).__name__}, not "
-                             f"{'an int' if kind is int else 'a ' + kind.__name__}")
+            raise DamagedManifest(path, key, f"is {type(doc[key]).__name__}, not "
+                                  f"{'an int' if kind is int else 'a ' + kind.__name__}")
     for name, record in (doc.get("files") or {}).items():
         sha = record.get("sha256") if isinstance(record, dict) else None
         size = record.get("bytes") if isinstance(record, dict) else None
         if not (isinstance(sha, str) and len(sha) == 64
                 and all(c in "0123456789abcdef" for c in sha)):
-            raise InputError(path, f"files.{name}.sha256", f"{sha!r} is not a sha256 sum")
+            raise DamagedManifest(path, f"files.{name}.sha256", f"{sha!r} is not a sha256 sum")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise InputError(path, f"files.{name}.bytes", f"{size!r} is not a size in bytes")
+            raise DamagedManifest(path, f"files.{name}.bytes",
+                                  f"{size!r} is not a size in bytes")
 
 
 def from_v1(doc: dict[str, Any], *, identity: dict[str, Any], settings: dict[str, Any],

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -32,7 +31,7 @@ from iolab.core.identity import canonical_json, run_ids
 from iolab.core.repetitions import REASON_TEXT, Decision, decide
 from iolab.core.spec import Spec
 from iolab.errors import InputError
-from iolab.paths import REPO_ROOT
+from iolab.paths import shown
 
 ASIS = "asis"  # a knob-backed variable left as the host has it (read back and recorded)
 MAX_RUNS = 1_000_000  # a design beyond this is refused before it is expanded (--max-runs)
@@ -135,6 +134,10 @@ class Plan:
     stored_outside: list[str] = field(default_factory=list)  # stored ids this plan does not have
     programs: list[dict[str, Any]] = field(default_factory=list)  # tools and collectors needed
     scratch: list[str] = field(default_factory=list)             # files runs create and leave
+    # the scratch files the runs that may come read (iolab.host.scratch.ScratchFile), and
+    # why any of the design's may not be written (every run is then blocked)
+    scratch_files: list[Any] = field(default_factory=list)
+    scratch_refusals: list[str] = field(default_factory=list)
     corrupt: list[Any] = field(default_factory=list)   # stored runs failing verification
                                                        # (iolab.core.store.CorruptRun)
     # points --where left out that this host could run: their tools still enter the host's
@@ -299,12 +302,12 @@ class Plan:
         for why, n in self.to_dict()["exclusions"].items():
             lines.append(f"  excluded ({n} runs): {why}")
         for p in self.programs:
-            state = (f"{_shown(p['path'])} ({p['version'] or 'version unknown'})" if p["found"]
+            state = (f"{shown(p['path'])} ({p['version'] or 'version unknown'})" if p["found"]
                      else f"MISSING: {p['install']}")
             lines.append(f"  {p['role']} {p['name']}: {state}")
         for item in self.scratch:
             lines.append(f"  scratch: {item}")
-        lines.append(f"  params: {' + '.join(_shown(s) for s in spec.sources)}")
+        lines.append(f"  params: {' + '.join(shown(s) for s in spec.sources)}")
         return "\n".join(lines)
 
     def table(self) -> list[dict[str, Any]]:
@@ -312,13 +315,6 @@ class Plan:
         return [{**r.point.params, "rep": r.rep, "run_id": r.run_id,
                  "grids": ",".join(r.point.grids), "status": r.status, "reason": r.reason}
                 for r in self.runs]
-
-
-def _shown(text: str) -> str:
-    """A path of the checkout as the repository names it (``notebooks/params/...``): where
-    the checkout lies says nothing about the plan, and a book built anywhere reads the same."""
-    root = f"{REPO_ROOT}{os.sep}"
-    return text[len(root):] if isinstance(text, str) and text.startswith(root) else text
 
 
 def _where_text(where: dict[str, list[Any]]) -> str:

@@ -42,7 +42,7 @@ from iolab import __version__
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
 from iolab.core import datadir, disturbance, locks, procs, stop
-from iolab.core.signals import Interrupted, Signals
+from iolab.core.signals import Interrupted, Signals, kill_group
 from iolab.core.planner import (ASIS, MAX_RUNS, Plan, PlannedRun, check_size, expand,
                                  knob_needs, make_plan, matches)
 from iolab.core.spec import Spec
@@ -55,6 +55,7 @@ from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_dif
 from iolab.host.journal import KnobSession, restore_from_journal
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
+from iolab.paths import shown
 from iolab.tools import registry
 from iolab.tools.base import Program, cpu_mask
 
@@ -67,6 +68,7 @@ class RunnableExperiment(Protocol):
 
     name: str
     knob_variables: dict[str, str]
+    timed: bool
 
     def identity(self, environment: str, settings: dict, point: dict) -> dict: ...
     def launch(self, settings: dict, point: dict, topology: list[dict]) -> tuple: ...
@@ -181,9 +183,10 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                                    plan.left_out_points, plan.may_run())
     # what the runs that may come will create, rewrite or reuse
     may_run = list({id(r.point): r.point.params for r in plan.may_run()}.values())
-    plan.scratch = scratch.describe(experiment.scratch_files(settings, may_run)
-                                    if may_run and recorded_host is None else [],
-                                    scratch.Registry(), data_dir)
+    plan.scratch_files = (experiment.scratch_files(settings, may_run)
+                          if may_run and recorded_host is None else [])
+    plan.scratch = scratch.describe(plan.scratch_files, scratch.Registry(), data_dir)
+    plan.scratch_refusals = unwritable
     plan.corrupt = corrupt
     return plan
 
@@ -219,7 +222,7 @@ def scratch_files(experiment: RunnableExperiment, spec: Spec,
 def scratch_problems(spec: Spec, files: list[ScratchFile], data_dir: Path) -> list[str]:
     """Every scratch file the campaign may not write, naming where its path was set."""
     return [(f"--set {f.key}" if f.key in spec.overrides else
-             f"{spec.params_file}: key '{f.key}'") + f": {why}"
+             f"{shown(spec.params_file)}: key '{f.key}'") + f": {why}"
             for f, why in scratch.problems(files, scratch.Registry(), data_dir)]
 
 
@@ -306,6 +309,8 @@ class _Campaign:
         self.proc: subprocess.Popen | None = None
         self.tmp: Path | None = None
         self.signals = signals
+        self.discarded = False  # a run in progress was discarded on the way out
+        self.measured_s = 0.0  # the mean duration of the design's stored runs, if any
         self.started_at = started_at  # a stop request made from then on is this campaign's
 
     def stop_requested(self) -> tuple[str, str]:
@@ -367,8 +372,9 @@ class _Campaign:
         started = now_iso()
         t0 = time.monotonic()
         if not reason:
-            manifest.exit_code, reason = self._execute(
-                launch.argv, collectors, tmp, self.exp.seconds_per_run(self.settings, params))
+            expected = (max(self.exp.seconds_per_run(self.settings, params), self.measured_s)
+                        if self.exp.timed else None)
+            manifest.exit_code, reason = self._execute(launch.argv, collectors, tmp, expected)
         if not reason:  # a knob changed by hand (or a daemon) while the run measured
             changed = disturbance.changed_knobs(self.knobs, knob_record)
             reason = disturbance.reason(changed) if changed else ""
@@ -396,7 +402,7 @@ class _Campaign:
         return True, "", metrics
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path,
-                 expected_s: float) -> tuple[int, str]:
+                 expected_s: float | None) -> tuple[int, str]:
         """Run the driver with its collectors around it, watched for disturbances
         (``iolab.core.disturbance``); (exit code, why the run failed or "")."""
         self.signals.check()
@@ -446,10 +452,7 @@ class _Campaign:
         and wait for it."""
         if self.proc is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(self.proc.pid)
         self.proc.wait()
         left = procs.end(procs.find(run=str(tmp)))
         if left:
@@ -464,6 +467,7 @@ class _Campaign:
         if self.tmp is not None:
             self.store.discard(self.tmp)
             self.tmp = None
+            self.discarded = True
 
 
 def _missing_programs(plan: Plan) -> None:
@@ -515,11 +519,12 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     return result
 
 
-def _interrupted(result: CampaignResult, exc: Interrupted) -> None:
+def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = False) -> None:
     result.interrupted, result.signal = True, exc.signum
-    result.messages.append(f"interrupted by {exc.name}: the unfinished run was discarded, its "
-                           "processes ended and knobs restored; run the same command again to "
-                           "resume")
+    what = ("the run in progress was discarded and its processes ended" if discarded else
+            "no run was in progress")
+    result.messages.append(f"interrupted by {exc.name}: {what}; every knob is as it was "
+                           "before; run the same command again to resume")
 
 
 def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
@@ -569,12 +574,11 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     signals.check()
     if plan.corrupt:
         raise IolabError(corrupt_message(plan.corrupt, "this campaign") + ". Nothing was run.")
-    files = scratch_files(experiment, spec, where)
-    unwritable = scratch_problems(spec, files, data_dir)
-    if unwritable:
-        raise IolabError("; ".join(unwritable) + ". Nothing was run.")
+    if plan.scratch_refusals:
+        raise IolabError("; ".join(plan.scratch_refusals) + ". Nothing was run.")
     _missing_programs(plan)
     camp = _Campaign(experiment, spec, data_dir, knobs, topo, started_at, signals)
+    camp.measured_s = plan.seconds_per_run
     shared = None if allow_shared_node else _shared_node_problem(experiment, spec,
                                                                   plan.may_run(),
                                                                   camp.allocation)
@@ -634,7 +638,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
         if todo:
             signals.check()
             experiment.prepare_host(spec.settings)
-            result.messages += _lay_out(experiment, spec, schedule.points(), signals)
+            result.messages += _lay_out(plan.scratch_files, spec, signals)
             experiment.prepare_points(spec.settings, schedule.points())
         with KnobSession(knobs, journal) as session:
             camp.originals = {k: knobs[k].read() for k in set(experiment.knob_variables.values())
@@ -681,7 +685,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                     bar.total = bar.n
                     bar.refresh()
     except Interrupted as exc:
-        _interrupted(result, exc)
+        _interrupted(result, exc, camp.discarded)
     finally:
         bar.close()
         try:
@@ -694,18 +698,18 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
             pass  # a full disk must not hide why the campaign stopped
 
 
-def _lay_out(experiment: RunnableExperiment, spec: Spec, points: list[dict],
-             signals: Signals) -> list[str]:
-    """Write the scratch files the points read (``iolab.host.scratch``); one line each."""
+def _lay_out(files: list[ScratchFile], spec: Spec, signals: Signals) -> list[str]:
+    """Write the scratch files the runs read (``iolab.host.scratch``); one line each. A stop
+    signal ends the writing at the next MiB."""
     registry = scratch.Registry()
     lines = []
-    for f in experiment.scratch_files(spec.settings, points) if points else []:
-        signals.check()
+    for f in files:
         try:
-            wrote = scratch.lay_out(f, registry, by=f"{spec.experiment}/{spec.environment}")
+            wrote = scratch.lay_out(f, registry, by=f"{spec.experiment}/{spec.environment}",
+                                    check=signals.check)
         except OSError as exc:  # its folder is not one that takes files, a full disk, ...
-            raise IolabError(f"{spec.params_file}: key '{f.key}': {f.path} could not be "
-                             f"written ({exc.strerror or exc}); nothing was run") from exc
+            raise IolabError(f"{shown(spec.params_file)}: key '{f.key}': {f.path} could not "
+                             f"be written ({exc.strerror or exc}); nothing was run") from exc
         lines.append(f"scratch: {f.path} ({f.size:,} bytes): "
                      + ("written with data" if wrote else "reused"))
     return lines

@@ -11,9 +11,11 @@
 A handler raises nothing: an exception raised at an arbitrary point can leave
 ``subprocess``'s internal lock held, and the next wait for the driver then hangs for ever.
 It records the request and kills the driver's process group, so that the wait returns; the
-campaign acts on it at its next :meth:`Signals.check`. The handlers are installed for the
+campaign acts on it at its next :meth:`Signals.check`: between runs, before each step of its
+set-up, and before each MiB of a scratch file it writes. The handlers are installed for the
 whole campaign, from before its plan to after its knobs are restored, so a signal at any
-moment is answered in the same way.
+moment leads to the same end; what is in progress when it comes (reading the store, taking
+the host's inventory) finishes first, which takes seconds at most.
 
 Responsible for: installing and restoring the handlers, and the requests they record.
 Not responsible for: what a stop does (``iolab.core.runner``) or stop requests made through
@@ -30,6 +32,14 @@ STOP_NOW = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 STOP_AFTER_RUN = (signal.SIGUSR1,)
 
 
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads, if it is still there."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Interrupted(KeyboardInterrupt):
     """A stop-now signal, raised where the campaign can stop cleanly."""
 
@@ -40,10 +50,6 @@ class Interrupted(KeyboardInterrupt):
     @property
     def name(self) -> str:
         return signal.Signals(self.signum).name
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum
 
 
 class Signals:
@@ -77,10 +83,7 @@ class Signals:
 
     def kill_driver(self) -> None:
         if self.group is not None:
-            try:
-                os.killpg(self.group, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(self.group)
 
     def driver_started(self, pid: int) -> None:
         """The driver runs as process group ``pid``; a stop asked for just before is acted

@@ -145,7 +145,7 @@ class Store:
             # without host.json, the stored runs still say which host made them
             made_on = sorted({r.manifest.host_fingerprint for r in self.complete_runs(verify=False)
                               if r.manifest.host_fingerprint})
-            if made_on and fingerprint not in made_on and not allow_change:
+            if made_on and made_on != [fingerprint] and not allow_change:
                 raise IolabError(
                     f"{self.host_path} is missing, but the campaign's stored runs were made on "
                     f"a host with fingerprint {', '.join(made_on)}, and this host has "
@@ -230,12 +230,10 @@ class Store:
                                  "and no experiment to read it with; run 'iolab migrate'")
             try:
                 run = StoredRun(run_dir, self._manifest(run_dir, doc))
-            except (InputError, KeyError, TypeError, ValueError) as exc:
-                # fields missing or of the wrong kind: damaged after it was written
-                why = exc.problem if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
-                key = f" (key '{exc.key}')" if isinstance(exc, InputError) and exc.key else ""
+            except mf.DamagedManifest as exc:  # a field missing or of the wrong kind
+                key = f" (key '{exc.key}')" if exc.key else ""
                 corrupt.append(CorruptRun(run_dir, f"run.json is not a valid manifest{key}: "
-                                          f"{why}"))
+                                          f"{exc.problem}"))
                 continue
             problem = checker.check(run_dir, run.manifest.files) if checker else None
             if problem:

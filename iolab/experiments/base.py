@@ -89,6 +89,10 @@ class Experiment:
     variable_labels: ClassVar[dict[str, str]] = {}
     # An experiment that needs an NVIDIA GPU has params only for environments with one.
     needs_gpu: ClassVar[bool] = False
+    # A run lasts its run_seconds whatever it measures (fio time_based, bdevperf -t): only
+    # then is a run far over that time disturbed (iolab.core.disturbance). Experiments whose
+    # runs move a fixed amount of data say False.
+    timed: ClassVar[bool] = True
     value_labels: ClassVar[dict[str, dict[Any, str]]] = {}
     # Where the notebook and the params files are (tests give an example experiment its own).
     notebook_dir: ClassVar[Path] = NOTEBOOKS_DIR

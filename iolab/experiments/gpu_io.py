@@ -172,6 +172,7 @@ def shown(own: pd.DataFrame, imported: pd.DataFrame, base: dict[str, Any],
 
 class GpuExperiment(Experiment):
     """The shared part of the GPU experiments; subclasses add variables and the invocation."""
+    timed = False  # a run moves a fixed amount of data; how long it takes is the result
 
     settings = SETTINGS
     knob_variables = KNOBS

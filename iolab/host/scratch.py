@@ -1,12 +1,17 @@
-"""Scratch files: the target files benchmarks read, which the package writes, marks as its
-own, and alone may overwrite or remove.
+"""Scratch files: the target files benchmarks read, which the package writes, marks as its own,
+and alone may overwrite or remove.
 
 A scratch file is written once with incompressible data and then reused. Before a byte of
-it is written, it is entered in this user's registry of scratch files on this host
-(``scratch.json`` in :func:`iolab.paths.state_dir`) with its device and inode number. That
-entry is the mark: a file is *ours* when the registry has its path, on this machine, with
-the device and inode the file has now. A file of the same name made by anyone else, or put
-in the place of ours, has no matching entry.
+it is written, it is entered in this user's registry of scratch files on this machine
+(``scratch-<machine id>.json`` in :func:`iolab.paths.state_dir`; one file per machine, so
+that a home folder shared by the nodes of a cluster never mixes them) with its inode
+number, and once complete with its size and modification time. That entry is the mark: a
+file is *ours* when the registry has its path with the inode, size and modification time the
+file has now. A file of the same name made by anyone else, put in the place of ours, or
+written since, has no matching entry. (The device number is not part of the mark: it can
+change across reboots.) The registry is read, changed and written under a lock, and a
+registry that cannot be read is an error, never taken for an empty one, which would orphan
+every file it lists.
 
 Before anything runs, a scratch path is refused (:func:`problems`) when
 
@@ -16,7 +21,8 @@ Before anything runs, a scratch path is refused (:func:`problems`) when
   ``$`` starts a variable it expands, ``\\`` escapes, and control characters or blanks at
   either end do not survive its option parser;
 * it lies inside the data directory, which holds the record and nothing else;
-* something exists there that is not ours (a user's file, a folder, a link, a device);
+* something exists there that is not ours (a user's file, a folder, a link, a device, or a
+  file an iolab older than the registry wrote);
 * this user cannot create or write it.
 
 Responsible for: those checks, laying a file out under its mark (:func:`lay_out`), saying
@@ -28,19 +34,23 @@ what a campaign will do to each file (:func:`describe`) and removing marked file
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
+import secrets
 import socket
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
+from iolab.core.durable import write_json_atomic
+from iolab.errors import IolabError
 from iolab.paths import state_dir
 
 CHUNK = 1 << 20
-REGISTRY = "scratch.json"
-VERSION = 1
+VERSION = 2
 # what fio's option parser splits on, expands or unescapes in a file name
 FIO_SPECIAL = {":": "fio's separator between file names", "$": "fio expands $VARIABLES",
                "\\": "fio's escape character"}
@@ -56,8 +66,6 @@ class ScratchFile:
 
 
 def _machine() -> str:
-    """This machine's name in registry entries: a registry in a home folder shared over NFS
-    must not vouch on one host for a file another host made."""
     try:
         return Path("/etc/machine-id").read_text().strip() or socket.gethostname()
     except OSError:
@@ -68,71 +76,72 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _same_file(path: str, rec: dict[str, Any], sealed: bool = False) -> bool:
+    """Whether ``path`` is the file of the entry ``rec``: its inode, and once the file was
+    complete (``mtime_ns`` recorded), its size and modification time too, so that a file
+    written or replaced since is not taken for ours (an inode number can be handed out again
+    at once). ``sealed``: only a complete one."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_ino != rec.get("ino"):
+        return False
+    if "mtime_ns" not in rec:
+        return not sealed
+    return [st.st_size, st.st_mtime_ns] == [rec.get("size"), rec.get("mtime_ns")]
+
+
 class Registry:
-    """This user's scratch files on this host: path -> device, inode, size, who made it."""
+    """This user's scratch files on this machine: path -> inode, size, mtime, who made it."""
 
     def __init__(self, path: Path | None = None):
-        self.path = Path(path) if path is not None else state_dir() / REGISTRY
-        self.machine = _machine()
+        self.path = Path(path) if path is not None else \
+            state_dir() / f"scratch-{_machine()}.json"
+
+    # -- reading and writing, under the lock ---------------------------------------------
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
             doc = json.loads(self.path.read_text())
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError):
-            # unreadable: treated as empty, so nothing is taken for ours; the next write
-            # replaces it
-            return {}
+        except (OSError, ValueError) as exc:
+            raise IolabError(f"{self.path}: the registry of the scratch files iolab wrote "
+                             f"cannot be read ({exc}); repair it, or remove it (iolab then "
+                             "knows none of those files as its own, and 'iolab clean' leaves "
+                             "them to you)") from None
         files = doc.get("files") if isinstance(doc, dict) else None
-        return files if isinstance(files, dict) else {}
+        if not isinstance(files, dict):
+            raise IolabError(f"{self.path}: not a registry of scratch files (no 'files' "
+                             "mapping); repair or remove it")
+        return files
 
-    def _save(self, files: dict[str, dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as fh:
-            json.dump({"version": VERSION, "files": files}, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+    @contextmanager
+    def _changing(self) -> Iterator[dict[str, dict[str, Any]]]:
+        """The registry's files, pruned, to change in place; written back under the lock."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path.with_name(f".{self.path.name}.lock"), "a")
+        except OSError as exc:
+            raise IolabError(f"{self.path}: the registry of scratch files cannot be written "
+                             f"({exc.strerror or exc})") from None
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            files = self._pruned(self._load())
+            yield files
+            try:
+                write_json_atomic(self.path, {"version": VERSION, "files": files})
+            except OSError as exc:
+                raise IolabError(f"{self.path}: the registry of scratch files cannot be "
+                                 f"written ({exc.strerror or exc})") from None
 
-    def entry(self, path: Path) -> dict[str, Any] | None:
-        """The entry that makes ``path`` ours now, or None."""
-        found = self._pruned().get(str(path))
-        return found if found and found.get("machine") == self.machine else None
-
-    def mark(self, path: Path, fd: int, *, size: int, by: str, final: Path | None = None
-             ) -> None:
-        """Enter the open, still empty file ``fd`` (at ``path``) as ours; ``final``: the
-        path it will be renamed to, under which the entry then stands (:meth:`_pruned`)."""
-        st = os.fstat(fd)
-        files = self._pruned()
-        files[str(path)] = {"dev": st.st_dev, "ino": st.st_ino, "size": size, "by": by,
-                            "created_at": _now(), "machine": self.machine,
-                            **({"final": str(final)} if final is not None else {})}
-        self._save(files)
-
-    def seal(self, path: Path, fd: int) -> None:
-        """The file is complete: record its modification time, which nobody else's file
-        at that path can share (an inode number can be handed out again at once)."""
-        st = os.fstat(fd)
-        files = self._pruned()
-        files[str(path)]["mtime_ns"] = st.st_mtime_ns
-        self._save(files)
-
-    def tidy(self) -> None:
-        """Write the registry as :meth:`_pruned` sees it (after a rename, or removals)."""
-        self._save(self._pruned())
-
-    def _pruned(self) -> dict[str, dict[str, Any]]:
+    @staticmethod
+    def _pruned(files: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The entries that still describe a file, each under the name the file has now: a
-        partial file renamed into place is found under its ``final`` name. Another machine's
-        entries are kept as they are."""
+        partial file renamed into place is found under its ``final`` name."""
         out: dict[str, dict[str, Any]] = {}
-        for name, rec in self._load().items():
-            if rec.get("machine") != self.machine:
-                out.setdefault(name, rec)
-                continue
+        for name, rec in files.items():
             for candidate in (name, rec.get("final")):
                 # under its final name only once complete: a partial file is never renamed
                 if candidate and _same_file(candidate, rec, sealed=candidate != name):
@@ -141,34 +150,43 @@ class Registry:
                     break
         return out
 
+    # -- what callers use ----------------------------------------------------------------
+
+    def entry(self, path: Path) -> dict[str, Any] | None:
+        """The entry that makes ``path`` ours now, or None (only that entry is looked at:
+        one on a hung network mount must not stop every plan)."""
+        name = str(path)
+        for key, rec in self._load().items():
+            if key == name and _same_file(name, rec):
+                return rec
+            if rec.get("final") == name and _same_file(name, rec, sealed=True):
+                return {k: v for k, v in rec.items() if k != "final"}
+        return None
+
+    def mark(self, path: Path, fd: int, *, size: int, by: str, final: Path) -> None:
+        """Enter the open, still empty file ``fd`` (at ``path``) as ours, to be renamed to
+        ``final`` when complete."""
+        ino = os.fstat(fd).st_ino
+        with self._changing() as files:
+            files[str(path)] = {"ino": ino, "size": size, "by": by, "created_at": _now(),
+                                "final": str(final)}
+
+    def seal(self, path: Path, fd: int, *, size: int, by: str, final: Path) -> None:
+        """The file is complete: record its size and modification time."""
+        st = os.fstat(fd)
+        with self._changing() as files:
+            rec = files.setdefault(str(path), {"ino": st.st_ino, "by": by,
+                                               "created_at": _now(), "final": str(final)})
+            rec.update(size=size, mtime_ns=st.st_mtime_ns)
+
+    def tidy(self) -> None:
+        """Write the registry as it stands (after a rename, or removals)."""
+        with self._changing():
+            pass
+
     def ours(self) -> list[tuple[Path, dict[str, Any]]]:
-        """Every file of this machine that is still ours, by path."""
-        return [(Path(name), rec) for name, rec in sorted(self._pruned().items())
-                if rec.get("machine") == self.machine]
-
-
-def _same_file(path: str, rec: dict[str, Any], sealed: bool = False) -> bool:
-    """Whether ``path`` is the file of the entry ``rec``: its device and inode, and once the
-    file was complete (``mtime_ns`` recorded), its size and modification time too, so that a
-    file written or replaced since is not taken for ours. ``sealed``: only a complete one."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    if not stat.S_ISREG(st.st_mode) or [st.st_dev, st.st_ino] != [rec.get("dev"),
-                                                                  rec.get("ino")]:
-        return False
-    if "mtime_ns" not in rec:
-        return not sealed
-    return [st.st_size, st.st_mtime_ns] == [rec.get("size"), rec.get("mtime_ns")]
-
-
-def _within(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
+        """Every file that is still ours, by path."""
+        return [(Path(name), rec) for name, rec in sorted(self._pruned(self._load()).items())]
 
 
 def path_problem(path: Path, data_dir: Path | None = None) -> str | None:
@@ -185,8 +203,8 @@ def path_problem(path: Path, data_dir: Path | None = None) -> str | None:
     if data_dir is not None:
         folder = Path(os.path.abspath(data_dir))
         real = Path(os.path.abspath(path))
-        if _within(real, folder) or _within(Path(os.path.realpath(real)),
-                                            Path(os.path.realpath(folder))):
+        if real.is_relative_to(folder) or Path(os.path.realpath(real)).is_relative_to(
+                os.path.realpath(folder)):
             return (f"{text} lies inside the data directory {folder}, which holds the stored "
                     "runs and nothing else: choose a path outside it")
     return None
@@ -226,9 +244,11 @@ def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
     if entry is None:
         what = ("a file" if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
                 else "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a special file")
-        return "refuse", (f"{f.path} exists, and is {what} this package did not create (no "
-                          f"entry in {registry.path}): it is never written; choose a path "
-                          "where nothing is, or remove it yourself if it is yours to remove")
+        return "refuse", (f"{f.path} exists, and is {what} that is not in the registry of "
+                          f"files iolab wrote ({registry.path}): it may be yours, or one an "
+                          "iolab older than the registry wrote; it is never written. Choose "
+                          "a path where nothing is, or remove it yourself if it is not yours "
+                          "to keep")
     problem = _writable_problem(f.path)
     if problem:
         return "refuse", problem
@@ -252,41 +272,47 @@ def describe(files: list[ScratchFile], registry: Registry, data_dir: Path | None
             for _, detail in [state(f, registry, data_dir)]]
 
 
-def lay_out(f: ScratchFile, registry: Registry, by: str) -> bool:
+def lay_out(f: ScratchFile, registry: Registry, by: str,
+            check: Callable[[], None] = lambda: None) -> bool:
     """Write ``f`` with incompressible data unless it is ours with its size already; True
     when it wrote. The new file is marked before its first byte and renamed into place only
     when complete, so a file half-written by a killed campaign is never taken for done (and
-    is ours, for :func:`clean`). Refuses (ValueError) a file that is not ours: callers check
-    :func:`problems` first, so this is the last line of defence, not the message.
+    is ours, for :func:`clean` and the next campaign). ``check`` is called before every MiB
+    (a campaign's stop check): whatever it raises stops the writing, and the half-written
+    file is removed. A file that is not ours is refused (IolabError): callers check
+    :func:`problems` first, so this is the last line of defence.
 
-    A file read before it was written would be holes, which the file system answers without
-    any device I/O; hence the data."""
+    Each MiB is drawn anew: a file read before it was written would be holes, which the file
+    system answers without any device I/O, and a repeated block would shrink to one on
+    storage that deduplicates."""
     what, detail = state(f, registry)
     if what == "refuse":
-        raise ValueError(detail)
+        raise IolabError(f"key '{f.key}': {detail}")
     if what == "reuse":
         return False
     f.path.parent.mkdir(parents=True, exist_ok=True)
     for path, rec in registry.ours():  # a killed campaign's half-written copy: ours to remove
         if rec.get("final") == str(f.path):
             path.unlink(missing_ok=True)
-    tmp = f.path.with_name(f".{f.path.name}.{os.getpid()}.partial")
+    # a name no other process and no earlier campaign of a reused pid can have
+    tmp = f.path.with_name(f".{f.path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         registry.mark(tmp, fd, size=f.size, by=by, final=f.path)
-        block = os.urandom(CHUNK)
         with os.fdopen(fd, "wb", closefd=False) as out:
-            for _ in range(f.size // CHUNK):
-                out.write(block)
-            out.write(block[:f.size % CHUNK])
+            left = f.size
+            while left:
+                check()
+                out.write(os.urandom(min(CHUNK, left)))
+                left -= min(CHUNK, left)
             out.flush()
             os.fsync(out.fileno())
-        registry.seal(tmp, fd)
-    except OSError:  # a full disk: the partial file, ours, would only hold the space
+        registry.seal(tmp, fd, size=f.size, by=by, final=f.path)
+    except BaseException:  # a stop, a full disk: the partial file would only hold the space
         tmp.unlink(missing_ok=True)
         try:
             registry.tidy()
-        except OSError:
+        except IolabError:
             pass  # its entry names a file that is gone: it vouches for nothing
         raise
     finally:
@@ -299,11 +325,12 @@ def lay_out(f: ScratchFile, registry: Registry, by: str) -> bool:
 def clean(registry: Registry, *, dry_run: bool = False,
           under: Path | None = None) -> list[str]:
     """Remove every file that is ours (``under`` a folder, if given); one line per file. A
-    file that is no longer ours (replaced, moved) is not touched and drops out of the
-    registry."""
+    file that is no longer ours (replaced, moved, written since) is not touched and drops
+    out of the registry."""
     lines = []
+    folder = Path(os.path.abspath(under)) if under is not None else None
     for path, rec in registry.ours():
-        if under is not None and not _within(path, Path(os.path.abspath(under))):
+        if folder is not None and not path.is_relative_to(folder):
             continue
         size = f"{rec.get('size', 0):,} bytes"
         if dry_run:

@@ -33,6 +33,7 @@ def requests_per_warp(bytes_per_launch: int, inflight: int, iosize: int) -> int:
 
 
 class GpuPcie(Experiment):
+    timed = False  # a run moves a fixed amount of data; how long it takes is the result
     name = "gpu_pcie"
     title = "A GPU's PCIe link: copy engine and GPU-initiated requests"
     label = "sec-experiments-gpu-pcie"
