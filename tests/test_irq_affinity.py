@@ -99,6 +99,19 @@ def test_the_analysis_of_the_committed_runs(stored):
         long["cpu"].nunique()
 
 
+def test_the_committed_iops_comparisons_are_judged_as_one_family(stored):
+    """Seven comparisons of mean IOPS; after Holm's correction only the placement effect of
+    DEFER_TASKRUN stays significant (pinned on the committed runs)."""
+    family = an.iops_family(an.interrupt_driven(stored), 0.95)
+    assert len(family) == 7
+    assert (family["p_holm"] >= family["p"]).all()
+    kept = family[family["verdict"] == "significant"]
+    assert kept["comparison"].tolist() == ["beside vs on the interrupt CPUs, DEFER_TASKRUN"]
+    assert an.family_text(family).startswith(
+        "after Holm's correction for testing the 7 comparisons of mean IOPS together, 1 "
+        "remains significant: beside vs on the interrupt CPUs, DEFER_TASKRUN (+10.1 %")
+
+
 def test_per_cpu_counts_absent_cpus_as_zero_and_verdicts_read_intervals():
     rows = pd.DataFrame([
         {"placement": "irq_cores", "taskrun": "default", "run.id": "a", "uring_reader.ios": 100,

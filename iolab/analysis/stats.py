@@ -12,6 +12,9 @@ methods:
 
 With n = 1 the sd and the interval are undefined (NaN), never zero.
 
+Ratios of means and percent changes have their interval on the log scale
+(:func:`ratio_interval`), so that it never leaves the range of the quantity.
+
 Responsible for: per-group summaries and relative changes with intervals. Not responsible
 for: loading data or plotting.
 """
@@ -19,6 +22,7 @@ for: loading data or plotting.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -95,29 +99,60 @@ def summarize(df: pd.DataFrame, by: list[str], metrics: list[str], confidence: f
                                        "ci_high", "ci_half"])
 
 
-def ratio_interval(a, b, confidence: float = 0.95) -> dict[str, float]:
-    """Ratio of means a/b with a 95 % interval by the delta method on independent samples.
+RATIO_METHOD = ("ratio of means, delta method on the log scale with Welch–Satterthwaite "
+                "degrees of freedom")
 
-    Used for "X is r times Y" claims; the interval widens with the spread of both samples.
+
+def _ratio_undefined(a: np.ndarray, b: np.ndarray) -> str:
+    """Why the ratio of the means of ``a`` and ``b`` has no interval here, or ""."""
+    for name, x in (("the first sample", a), ("the second sample", b)):
+        if np.isnan(x).any():
+            return f"{name} holds a missing value"
+        if x.size < 2:
+            return f"{name} has {x.size} value{'s' if x.size != 1 else ''} (at least 2 needed)"
+        if x.mean() <= 0:
+            return f"{name} has a mean of {x.mean():g}, and a ratio needs positive means"
+    return ""
+
+
+def ratio_interval(a, b, confidence: float = 0.95) -> dict[str, Any]:
+    """mean(a) / mean(b) of two independent samples, with its interval (``RATIO_METHOD``).
+
+    On the log scale, ln r has the standard error √(s_a²/(n_a·ā²) + s_b²/(n_b·b̄²)) (the delta
+    method), and the interval exp(ln r ± q·se), q Student's t with Welch–Satterthwaite degrees
+    of freedom, never leaves (0, ∞): a ratio of positive means cannot be negative, nor a
+    percent change below −100 % (Kalibera and Jones, ISMM 2013, on ratios of means). It is
+    asymmetric around r, as a ratio's uncertainty is. ``p`` is the two-sided p-value of the
+    matching test of r = 1 (the interval excludes 1 exactly when p < 1 − confidence).
+
+    Undefined (NaN bounds, ``undefined`` saying why; the ratio itself where both means exist)
+    for a sample with fewer than two values, a missing value or a mean that is not positive.
     """
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
+    why = _ratio_undefined(a, b)
+    ratio = (float(a.mean() / b.mean()) if a.size and b.size and b.mean() != 0
+             and not (np.isnan(a).any() or np.isnan(b).any()) else math.nan)
+    if why:
+        return {"ratio": ratio, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan,
+                "method": RATIO_METHOD, "undefined": why}
     ma, mb = a.mean(), b.mean()
-    ratio = ma / mb
-    if a.size < 2 or b.size < 2:
-        return {"ratio": float(ratio), "ci_low": math.nan, "ci_high": math.nan}
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = abs(ratio) * math.sqrt(va / ma**2 + vb / mb**2)
-    # Welch-Satterthwaite degrees of freedom for the two relative variances.
-    num = (va / ma**2 + vb / mb**2) ** 2
-    den = (va / ma**2) ** 2 / (a.size - 1) + (vb / mb**2) ** 2 / (b.size - 1)
-    df = num / den if den > 0 else a.size + b.size - 2
-    q = sps.t.ppf(0.5 + confidence / 2, df)
-    return {"ratio": float(ratio), "ci_low": float(ratio - q * se), "ci_high": float(ratio + q * se)}
+    ra, rb = a.var(ddof=1) / (a.size * ma**2), b.var(ddof=1) / (b.size * mb**2)
+    se = math.sqrt(ra + rb)
+    den = ra**2 / (a.size - 1) + rb**2 / (b.size - 1)
+    df = (ra + rb) ** 2 / den if den > 0 else a.size + b.size - 2
+    q = float(sps.t.ppf(0.5 + confidence / 2, df))
+    # the test that matches the interval: ln r against 0, two-sided
+    p = float(2 * sps.t.sf(abs(math.log(ratio)) / se, df)) if se > 0 else float(ratio == 1)
+    return {"ratio": ratio, "ci_low": ratio * math.exp(-q * se),
+            "ci_high": ratio * math.exp(q * se), "p": p, "method": RATIO_METHOD,
+            "undefined": ""}
 
 
-def pct_change(new, base, confidence: float = 0.95) -> dict[str, float]:
-    """Relative change of the mean of ``new`` against ``base`` in percent, with its interval."""
+def pct_change(new, base, confidence: float = 0.95) -> dict[str, Any]:
+    """The change of the mean of ``new`` against ``base`` in percent, 100·(r − 1), with the
+    interval of :func:`ratio_interval`, so that it never passes −100 %."""
     r = ratio_interval(new, base, confidence)
     return {"pct": 100 * (r["ratio"] - 1), "ci_low": 100 * (r["ci_low"] - 1),
-            "ci_high": 100 * (r["ci_high"] - 1)}
+            "ci_high": 100 * (r["ci_high"] - 1), "p": r["p"], "method": r["method"],
+            "undefined": r["undefined"]}

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import nbformat
 import pandas as pd
 
-from iolab.analysis import stats
+from iolab.analysis import outliers, stats
 from iolab.campaign import Campaign
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
@@ -239,6 +239,59 @@ class Chapter:
             **{v: self.axis_label(v) for v in variables}, "mean": f"mean {metric.label}",
             "rel_half_pct": f"± % ({rule.confidence * 100:g} % CI)", "reason": "decision"})
 
+    def best_set_table(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The points of a best set (``rows`` with the variables, ``n``, ``mean``, the interval
+        and ``best``, as ``best_points`` of an analysis gives them), for the reader: the
+        variables that tell them apart, in words, with n, mean and interval."""
+        members = rows[rows["best"]] if not rows.empty else rows
+        variables = [v for v in self.spec.variables if v in members and members[v].nunique() > 1]
+        ci = f"{self.confidence * 100:g} % CI"
+        return pd.DataFrame({
+            **{self.axis_label(v): [self.experiment.describe(v, x) for x in members[v]]
+               for v in variables},
+            "n": members["n"].to_numpy(),
+            "mean": [fmt_num(x, 0) for x in members["mean"]],
+            ci: [f"{fmt_num(a, 0)} – {fmt_num(b, 0)}"
+                 for a, b in zip(members["ci_low"], members["ci_high"])]})
+
+    def outliers_text(self, metric: str | None = None) -> str:
+        """How many shown runs are outliers of their point (:mod:`iolab.analysis.outliers`),
+        by ``metric`` (the repetition rule's, else the experiment's first), and the points
+        whose median and mean disagree by more than the interval's half-width, with both."""
+        metric = metric or self.spec.rule.metric or next(iter(self.experiment.metrics))
+        if self.df.empty or metric not in self.df:
+            return "No run is shown here, so none is an outlier."
+        rows = self.df.dropna(subset=[metric])
+        by = [v for v in self.spec.variables if v in rows]
+        far = outliers.flag(rows, by, metric)
+        label = self.experiment.metrics[metric].label
+        judged = rows.groupby(by, dropna=False)[metric].transform("size") >= outliers.MIN_RUNS
+        if not judged.any():
+            text = (f"No point here has the {outliers.MIN_RUNS} runs that the outlier rule "
+                    f"({outliers.METHOD}) needs, so no run is called an outlier.")
+        else:
+            text = (f"By the rule {outliers.METHOD}, applied to the points with at least "
+                    f"{outliers.MIN_RUNS} runs, {int(far.sum())} of their {int(judged.sum())} "
+                    f"runs {'is an outlier' if far.sum() == 1 else 'are outliers'} of their "
+                    f"point's {label}")
+            text += (" (drawn as red crosses in the figures); they stay in every statistic."
+                     if far.any() else ".")
+        summary = self.summarize(rows, by, [metric])
+        medians = rows.groupby(by, dropna=False)[metric].median()
+        apart = []
+        for r in summary.itertuples(index=False):
+            key = tuple(getattr(r, v) for v in by)
+            med = medians.get(key if len(by) > 1 else key[0])
+            if med is not None and r.ci_half == r.ci_half and abs(med - r.mean) > r.ci_half:
+                point = self.experiment.describe_point({v: getattr(r, v) for v in by
+                                                        if rows[v].nunique() > 1})
+                apart.append(f"{point} (mean {fmt_num(r.mean, 0)}, median {fmt_num(med, 0)})")
+        if apart:
+            text += (f" At {len(apart)} point{'s' if len(apart) > 1 else ''} the median lies "
+                     "outside the interval of the mean, so both are given: "
+                     + "; ".join(apart) + ".")
+        return text
+
     # -- glue ------------------------------------------------------------------------------
 
     def glue_all(self) -> None:
@@ -246,6 +299,8 @@ class Chapter:
         from myst_nb import glue
 
         text_keys, figure_keys = referenced_keys(self.experiment.notebook)
+        if "outliers" in text_keys and "outliers" not in self.text:
+            self.text["outliers"] = self.outliers_text()
         for key in text_keys:
             glue(key, str(self.text.get(key, "n/a")), display=False)
         for key in figure_keys:

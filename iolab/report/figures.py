@@ -2,7 +2,8 @@
 
 Every plotting helper takes a summary (:func:`iolab.analysis.stats.summarize`) for the means
 and intervals and, optionally, the tidy rows behind it, whose repetitions it draws as points
-beside the means. Axes of whole-number variables get ticks at the measured values only (no
+beside the means; a repetition that is an outlier of its point (:mod:`iolab.analysis.outliers`)
+is drawn as a red cross, with a legend entry that says so. Axes of whole-number variables get ticks at the measured values only (no
 "1.2 cores"), categorical axes get readable labels from the experiment, and a figure fed rows
 of more than one configuration refuses to draw (see :func:`one_configuration`).
 
@@ -20,10 +21,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
+from iolab.analysis import outliers
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import IolabError
 
 Label = Callable[[Any], str]
+OUTLIER_LABEL = f"outlier run (|modified z| > {outliers.THRESHOLD:g})"
 
 
 def theme(palette: str = "colorblind") -> None:
@@ -70,7 +73,14 @@ def _repetitions(ax, rows: pd.DataFrame | None, x: str, metric: str, where: dict
     if sub.empty:
         return
     xs = positions(sub[x]) if positions else sub[x].to_numpy(dtype=float)
-    ax.scatter(xs, sub[metric], s=14, color=color, alpha=0.55, linewidths=0, zorder=3)
+    # a run far from its point's others (iolab.analysis.outliers) is drawn as a cross
+    far = outliers.flag(sub, [x], metric).to_numpy()
+    ax.scatter(xs[~far], sub[metric][~far], s=14, color=color, alpha=0.55, linewidths=0,
+               zorder=3)
+    if far.any():
+        seen = any(h.get_label() == OUTLIER_LABEL for h in ax.collections)
+        ax.scatter(xs[far], sub[metric][far], s=44, marker="x", color="#c0392b", linewidths=1.6,
+                   zorder=4, label="_nolegend_" if seen else OUTLIER_LABEL)
 
 
 def band(ax, summary: pd.DataFrame, x: str, metric: str, *, hue: str | None = None,
@@ -133,7 +143,12 @@ def bars(ax, summary: pd.DataFrame, x: str, metric: str, *, order: Sequence[Any]
 
 def legend_beside(fig, axes, title: str) -> None:
     """One legend to the right of the panels, so it never covers data."""
-    handles, labels = axes[0].get_legend_handles_labels()
+    found = {}
+    for ax in axes:  # every panel's entries, once, the outlier mark last
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            found.setdefault(text, handle)
+    labels = sorted(found, key=lambda t: t == OUTLIER_LABEL)
+    handles = [found[t] for t in labels]
     for ax in axes:
         if ax.get_legend():
             ax.get_legend().remove()

@@ -39,7 +39,13 @@ def fmt_range(low: float, high: float, fmt: Callable[[float], str] = fmt_int,
 
 
 def fmt_pct(x: float, digits: int = 1) -> str:
-    return "n/a" if missing(x) else f"{x:+.{digits}f} %"
+    """'+2.1 %'; a change that is near −100 % but above it keeps the digits that say so (a
+    bound of a log-scale interval never reaches −100 %, and must not be printed as if)."""
+    if missing(x):
+        return "n/a"
+    while x > -100 and round(x, digits) <= -100 and digits < 6:
+        digits += 1
+    return f"{x:+.{digits}f} %"
 
 
 def pct_with_interval(change: dict[str, float], digits: int = 1) -> tuple[str, str]:

@@ -10,10 +10,12 @@ Definitions (stated because AiSIO left some implicit):
 - *device capacity*: the highest mean IOPS over the repetitions of any single-device point
   (AiSIO used the highest single run; both are reported);
 - *roofline* for n devices: capacity x n, computed from the data, never a constant;
-- *optimum*: the point of the search grid with the highest mean IOPS;
+- *optimum*: the point of the search grid with the highest mean IOPS; being the largest of
+  many noisy means it is biased upwards, so beside it stands the *best set*, the points that
+  cannot be told apart from it (:func:`best_points`);
 - *A–D*: the optimum with thread siblings used/not used x stress off/on;
 - an *effect*: the % change of mean IOPS from a reference point to a changed point, with a
-  95 % interval (delta method, see :func:`iolab.analysis.stats.pct_change`).
+  95 % interval (on the log scale, see :func:`iolab.analysis.stats.pct_change`).
 
 Responsible for: these computations. Not responsible for: loading (``tidy``) or plotting.
 """
@@ -26,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from iolab.analysis import stats
+from iolab.analysis.selection import BestSet, best_set
 
 VARIABLES = ["cpu_governor", "turbo", "smt", "thr_sib", "stress", "qdepth", "iosize", "ncores", "ndevs"]
 AD_IDS = {("A"): (True, False), ("B"): (True, True), ("C"): (False, False), ("D"): (False, True)}
@@ -88,6 +91,27 @@ def optimum(df: pd.DataFrame) -> dict[str, Any]:
     means = point_means(df)
     best = means.sort_values("mean").iloc[-1]
     return {c: best[c] for c in VARIABLES if c in means}
+
+
+def best_points(df: pd.DataFrame, confidence: float = 0.95) -> tuple[BestSet, pd.DataFrame]:
+    """The points whose mean IOPS cannot be told apart from the best point's
+    (:func:`iolab.analysis.selection.best_set`), and one row per point: its variables, n,
+    mean, interval, whether it is in the set and, if not, the point that beats it. Rows sorted
+    by mean, highest first."""
+    means = point_means(df, confidence=confidence)
+    cols = [v for v in VARIABLES if v in means]
+    if means.empty:
+        return best_set({}, confidence), means.assign(best=[], beaten_by=[])
+    keys = [tuple(row) for row in means[cols].itertuples(index=False)]
+    label = {k: str(i) for i, k in enumerate(keys)}
+    samples = {label[k]: g["iops"].tolist()
+               for k, g in df.groupby(cols, sort=False, dropna=False)}
+    found = best_set(samples, confidence)
+    by_label = {v: dict(zip(cols, k)) for k, v in label.items()}
+    table = means.assign(
+        best=[label[k] in found.members for k in keys],
+        beaten_by=[by_label.get(found.beaten_by.get(label[k])) for k in keys])
+    return found, table.sort_values("mean", ascending=False, ignore_index=True)
 
 
 def ad_table(df: pd.DataFrame, opt: dict[str, Any], confidence: float = 0.95) -> pd.DataFrame:

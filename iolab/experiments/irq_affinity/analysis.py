@@ -4,10 +4,12 @@ Definitions:
 
 - the *placement effect* of a task-run mode is the % change of a metric's mean when the
   reader runs beside the interrupt CPUs (``other_cores``) instead of on them
-  (``irq_cores``), with a delta-method interval (:func:`iolab.analysis.stats.pct_change`);
+  (``irq_cores``), with a log-scale interval (:func:`iolab.analysis.stats.pct_change`);
 - the *mode effect* at a placement is the % change of a metric's mean with a task-run mode
   against ``default``;
 - a *verdict* reads an interval against zero: ``higher``, ``lower`` or ``no clear change``;
+- the *family* of the chapter's IOPS comparisons is judged together, with Holm's correction
+  (:func:`iops_family`), since one in twenty equal pairs looks different at 95 % each;
 - *per CPU* counts come from bpftrace's per-CPU maps (JSON columns such as
   ``irqtrace.call_ipis``), averaged over the repetitions of a point.
 
@@ -21,7 +23,7 @@ import json
 
 import pandas as pd
 
-from iolab.analysis import stats
+from iolab.analysis import multiple, stats
 
 PLACEMENTS = ("irq_cores", "other_cores")
 MODES = ("default", "coop", "defer")
@@ -73,6 +75,29 @@ def mode_effects(df: pd.DataFrame, metric: str, confidence: float) -> pd.DataFra
                 out.append({"placement": placement, "taskrun": mode, "default": base.mean(),
                             "mode": new.mean(), **change, "verdict": verdict(change)})
     return pd.DataFrame(out)
+
+
+MODE_NAMES = {"default": "the default mode", "coop": "COOP_TASKRUN", "defer": "DEFER_TASKRUN"}
+PLACEMENT_NAMES = {"irq_cores": "on the interrupt CPUs", "other_cores": "beside them"}
+
+
+def iops_family(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Every comparison of mean IOPS the chapter makes (the placement effect of each mode, the
+    effect of each mode against the default at each placement), with its p-value, the
+    Holm-adjusted p-value over the whole family and the verdict after that correction
+    (:func:`iolab.analysis.multiple.family`)."""
+    rows = [{"comparison": f"beside vs on the interrupt CPUs, {MODE_NAMES[r.taskrun]}",
+             "pct": r.pct, "p": r.p}
+            for r in placement_effects(df, "iops", confidence).itertuples()]
+    rows += [{"comparison": f"{MODE_NAMES[r.taskrun]} vs the default mode, "
+                            f"{PLACEMENT_NAMES[r.placement].replace('them', 'the interrupt CPUs')}",
+              "pct": r.pct, "p": r.p}
+             for r in mode_effects(df, "iops", confidence).itertuples()]
+    return multiple.family(rows, confidence)
+
+
+def family_text(table: pd.DataFrame) -> str:
+    return multiple.family_text(table, "comparisons of mean IOPS")
 
 
 def per_cpu(df: pd.DataFrame, column: str, per_io: bool = True) -> pd.DataFrame:

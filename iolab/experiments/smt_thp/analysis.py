@@ -6,11 +6,13 @@ so no row is pooled with another configuration by accident: :func:`at_base` sele
 Definitions:
 
 - the *engine ratio* at a concurrency is mean io_uring IOPS / mean psync IOPS, with a
-  delta-method interval (:func:`iolab.analysis.stats.ratio_interval`);
+  log-scale interval (:func:`iolab.analysis.stats.ratio_interval`);
 - an *effect* of a setting is the % change of mean IOPS against a reference setting, with
   its interval (:func:`iolab.analysis.stats.pct_change`);
 - a *verdict* reads an interval against a reference value: ``above``, ``below`` or
-  ``includes`` (None without an interval).
+  ``includes`` (None without an interval);
+- the comparisons the chapter quotes are also judged as one family, with Holm's correction
+  (:func:`quoted_family`).
 
 Responsible for: selections, ratios, effects, peak and knee numbers. Not responsible for:
 loading (``iolab.core.tidy``), wording or figures (the notebook and ``iolab.report``).
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from iolab.analysis import stats
+from iolab.analysis import multiple, stats
 
 ENGINES = ("psync", "io_uring")
 AFFINITIES = ("unpinned", "one_core", "two_cores", "all_cores")
@@ -98,6 +100,34 @@ def effect_by_engine(rows: pd.DataFrame, variable: str, value: Any, reference: A
         if len(new) and len(ref):
             out[engine] = stats.pct_change(new, ref, confidence)
     return out
+
+
+def quoted_family(df: pd.DataFrame, base: dict[str, Any], thp_fixed: dict[str, Any],
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """The comparisons of mean IOPS the chapter quotes, judged as one family with Holm's
+    correction (:func:`iolab.analysis.multiple.family`): io_uring against psync at the
+    lowest, the base and the highest concurrency; one core against unpinned, and THP
+    ``always`` against ``never`` (with ``thp_fixed``, the THP grid's own settings), for each
+    engine."""
+    rows = []
+    conc = at_base(df, base, free=("concurrency", "engine"))
+    levels = sorted(int(c) for c in conc["concurrency"].unique()) if not conc.empty else []
+    for c in dict.fromkeys([*levels[:1], base["concurrency"], *levels[-1:]]):
+        a = conc[(conc["engine"] == "io_uring") & (conc["concurrency"] == c)]["iops"]
+        b = conc[(conc["engine"] == "psync") & (conc["concurrency"] == c)]["iops"]
+        if len(a) and len(b):
+            r = stats.ratio_interval(a, b, confidence)
+            rows.append({"comparison": f"io_uring vs psync at concurrency {c}",
+                         "pct": 100 * (r["ratio"] - 1), "p": r["p"]})
+    for what, variable, value, reference, fixed in (
+            ("one core vs unpinned", "affinity", "one_core", "unpinned", {}),
+            ("THP always vs never", "thp", "always", "never", thp_fixed)):
+        rows_of = at_base(df, base, free=(variable, "engine"), **fixed)
+        for engine, change in effect_by_engine(rows_of, variable, value, reference,
+                                               confidence=confidence).items():
+            rows.append({"comparison": f"{what}, {engine}", "pct": change["pct"],
+                         "p": change["p"]})
+    return multiple.family(rows, confidence)
 
 
 def physical_cores(topology: list[dict[str, Any]]) -> tuple[int, int]:

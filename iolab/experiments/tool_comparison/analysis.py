@@ -49,7 +49,7 @@ def setups(rows: pd.DataFrame) -> list[str]:
 
 def ratio_to(rows: pd.DataFrame, tool: str, reference: str, confidence: float,
              **where: Any) -> dict[str, float] | None:
-    """Mean IOPS of ``tool`` over ``reference``'s at the same set-up (delta-method interval),
+    """Mean IOPS of ``tool`` over ``reference``'s at the same set-up (log-scale interval),
     or None when either has no runs there."""
     a = at(rows, tool=tool, **where)["iops"]
     b = at(rows, tool=reference, **where)["iops"]
