@@ -21,7 +21,6 @@ Drawn paths never start with '/', and the working folder is a temporary one.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import os
 import shutil
@@ -36,13 +35,13 @@ from hypothesis import strategies as st
 from iolab import cli
 from iolab.core.tidy import SKIP_CORRUPT_VAR
 from iolab.experiments import get, names
-from iolab.paths import PARAMS_DIR, REPO_ROOT
+from iolab.paths import PARAMS_DIR
+from tests.test_reliability import copy_committed, tree_digest
 
 EXAMPLES = int(os.environ.get("IOLAB_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("IOLAB_FUZZ_RANDOM") != "1", database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])
-SOURCE = REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
 # words a user might type: real names, near misses, and the awkward
 WORDS = ["smt_thp", "cpu_search", "irq_affinity", "tool_comparison", "cuda_iosize", "gpu_pcie",
          "kvm-2vcpu", "hpc-server", "nowhere", "..", ".", "-", "--", "aisio-x", "", " ", "0",
@@ -128,30 +127,9 @@ def argvs(draw, verb: str | None = None):
     return argv
 
 
-def tree(root: Path) -> dict[str, str]:
-    """Every path under ``root`` but cache/ with its mode and content hash."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if rel.parts[0] == "cache":
-            continue
-        st_ = path.lstat()
-        out[str(rel)] = f"{st_.st_mode:o} " + (hashlib.sha256(path.read_bytes()).hexdigest()
-                                               if path.is_file() else "")
-    return out
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    if not SOURCE.exists():
-        pytest.skip(f"no committed campaign at {SOURCE}")
-    data = tmp_path_factory.mktemp("fuzz") / "data"
-    target = data / "raw" / "smt_thp" / "kvm-2vcpu"
-    (target / "runs").mkdir(parents=True)
-    shutil.copy2(SOURCE / "host.json", target / "host.json")
-    for run in sorted((SOURCE / "runs").iterdir())[:4]:
-        shutil.copytree(run, target / "runs" / run.name)
-    return data
+    return copy_committed(tmp_path_factory.mktemp("fuzz") / "data", 4)
 
 
 @pytest.fixture
@@ -186,7 +164,7 @@ def check(argv: list[str], data: Path) -> tuple[int, str, str]:
     if argv and argv[-1] == "--data" or argv[-3:-2] == ["--data"]:
         at = len(argv) - 1 - argv[::-1].index("--data")
         argv = [*argv[:at + 1], str(data), *argv[at + 1:]]
-    before = tree(data)
+    before = tree_digest(data, with_cache=False)
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         try:
@@ -200,7 +178,8 @@ def check(argv: list[str], data: Path) -> tuple[int, str, str]:
     if code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("iolab") and "error" in lines[0], context
-        assert tree(data) == before, "the data directory changed on an error\n" + context
+        assert tree_digest(data, with_cache=False) == before, \
+            "the data directory changed on an error\n" + context
     return code, out, err
 
 

@@ -66,17 +66,23 @@ def cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    """A data directory with six committed runs and their host record, verified once."""
+def copy_committed(data: Path, runs: int) -> Path:
+    """A data directory at ``data`` with the first ``runs`` committed smt_thp runs and their
+    host record (skips, saying why, without them)."""
     if not SOURCE.exists():
         pytest.skip(f"no committed campaign at {SOURCE}")
-    data = tmp_path_factory.mktemp("template") / "data"
     target = data / "raw" / "smt_thp" / "kvm-2vcpu"
     (target / "runs").mkdir(parents=True)
     shutil.copy2(SOURCE / "host.json", target / "host.json")
-    for run in sorted((SOURCE / "runs").iterdir())[:6]:
+    for run in sorted((SOURCE / "runs").iterdir())[:runs]:
         shutil.copytree(run, target / "runs" / run.name)
+    return data
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """A data directory with six committed runs and their host record, verified once."""
+    data = copy_committed(tmp_path_factory.mktemp("template") / "data", 6)
     assert cli(["verify", "--data", str(data)])[0] == 0
     return data
 
