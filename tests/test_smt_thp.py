@@ -82,3 +82,11 @@ def test_the_quoted_comparisons_of_the_committed_runs_as_one_family():
     assert thp["pct"] == pytest.approx(16.3, abs=0.05) and thp["p"] < 0.05
     assert thp["p_holm"] == pytest.approx(0.187, abs=0.001)
     assert set(family["verdict"]) == {"not significant"}
+
+
+def test_a_campaign_without_runs_has_an_empty_family():
+    from iolab.analysis import multiple
+
+    family = an.quoted_family(pd.DataFrame(), BASE, {"bs": 131072, "direct": 0})
+    assert family.empty
+    assert multiple.family_text(family, "comparisons") == "no comparisons could be made here"

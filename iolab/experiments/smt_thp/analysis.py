@@ -109,7 +109,9 @@ def quoted_family(df: pd.DataFrame, base: dict[str, Any], thp_fixed: dict[str, A
     lowest, the base and the highest concurrency; one core against unpinned, and THP
     ``always`` against ``never`` (with ``thp_fixed``, the THP grid's own settings), for each
     engine."""
-    rows = []
+    rows: list[dict[str, Any]] = []
+    if df.empty:  # nothing stored (yet): an empty family
+        return multiple.family(rows, confidence)
     conc = at_base(df, base, free=("concurrency", "engine"))
     levels = sorted(int(c) for c in conc["concurrency"].unique()) if not conc.empty else []
     for c in dict.fromkeys([*levels[:1], base["concurrency"], *levels[-1:]]):
