@@ -5,7 +5,6 @@ real run where the reader can be built."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
