@@ -13,7 +13,8 @@
 #      embedded machine code (cuobjdump --list-elf) and the probe's --version;
 #   3. a smoke point: `iolab run gpu_pcie --limit 1`, a real run that is stored like any other;
 #   4. the campaign: `iolab run gpu_pcie --env ENV` in the background. SECONDS after this script
-#      started it is asked to stop after its current run (SIGUSR1, the runner's own early stop),
+#      started (and at least 10 s after the campaign started, once its signal handlers are in
+#      place) it is asked to stop after its current run (SIGUSR1, the runner's own early stop),
 #      so that every finished run is stored and the knobs restored; if it is still running GRACE
 #      seconds later (default 60) it gets SIGTERM, which ends the run in progress unstored;
 #   5. packs DATA/raw/gpu_pcie/ENV (runs, host.json, campaign log), the build record, the GPU's
@@ -135,7 +136,11 @@ smoke=0
 say "campaign"
 "${iolab[@]}" run gpu_pcie --env "$env_name" --data "$data" "${extra[@]}" &
 pid=$!
-while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < stop_at)); do sleep 1; done
+launched=$SECONDS
+# never before 10 s: until the campaign has installed its handlers, SIGUSR1 would kill it
+while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < stop_at || SECONDS - launched < 10)); do
+    sleep 1
+done
 if kill -0 "$pid" 2>/dev/null; then
     say "time is nearly up: asking the campaign to stop after its current run"
     kill -USR1 "$pid"

@@ -1,5 +1,5 @@
 """The GPU PCIe probe's parser and adapter, and the gpu_pcie experiment and its analysis (on
-constructed rows: no GPU runs are stored yet)."""
+constructed rows, and the findings of the runs stored from an NVIDIA H200)."""
 
 from __future__ import annotations
 
@@ -165,14 +165,102 @@ def test_ceiling_into_the_gpu_and_requests_needed():
     assert need.loc[("read", 4096), "saturation_load"] == 8192 and need.loc[("read", 4096), "reached"]
 
 
-def test_bounds_take_latency_from_the_fewest_warps():
+def test_models_take_latency_from_the_fewest_warps_and_mark_that_point():
     summary = summary_rows()
     requests = summary[summary["mode"] != "copy"]
-    models = an.bounds(requests, requests)
+    models = an.models(requests, requests)
     model = models[("read", 4096)]
     assert model.latency_s == pytest.approx(32 * 4096 / 2e9)
     assert model.link_bytes_per_s == pytest.approx(45.5e9)
     assert model.bytes_per_s(32, 4096) == pytest.approx(2e9)
+    res = an.residuals(requests, models, resident=8448).set_index(["mode", "iosize", "inflight"])
+    fitted = res[res["fitted"]]
+    assert sorted(fitted.index.get_level_values("inflight")) == [32] * 4
+    assert (fitted["residual"].abs() < 1e-12).all(), "the fitting point matches by construction"
+    # at 512 warps the model's latency term gives 16 x 2 GB/s = 32 GB/s; measured 20
+    assert res.loc[("read", 4096, 512), "model"] == pytest.approx(32.0)
+    assert res.loc[("read", 4096, 512), "residual"] == pytest.approx(20 / 32 - 1)
+    assert res.loc[("read", 4096, 8192), "model"] == pytest.approx(45.5), "the plateau caps it"
+    # residents cap the warps the model counts
+    capped = an.residuals(requests, models, resident=256).set_index(["mode", "iosize", "inflight"])
+    assert capped.loc[("read", 4096, 512), "model"] == pytest.approx(16.0)
+
+
+def link_summary():
+    out = summary_rows().assign(bytes=1048576, n=3)
+    out.loc[out["mode"] == "copy", "bytes"] = 268435456
+    return out.assign(ci_low=out["mean"] - 0.1, ci_high=out["mean"] + 0.1)
+
+
+def test_link_use_orders_the_transfers_and_finds_the_fewest_warps():
+    use = an.link_use(link_summary(), limit=63.0, tolerance=0.05)
+    assert list(zip(use["mode"], use["direction"])) == [
+        ("copy", "h2d"), ("copy", "d2h"), ("read", "none"), ("write", "none")]
+    read = use.iloc[2]
+    assert read["gbs"] == 45.5 and read["share"] == pytest.approx(45.5 / 63.0)
+    # 45.0 at 8192 warps (4 KiB) is within 5 % of 45.5; no 512 B point is (their best is 22.75)
+    assert (read["fewest_warps"], read["fewest_warps_iosize"]) == (8192, 4096)
+    assert math.isnan(use.iloc[0]["fewest_warps"]), "copies have no warps"
+    need = an.warps_to_reach(link_summary(), "read", 45.5, 0.05).set_index("iosize")
+    assert math.isnan(need.loc[512, "warps"]) and need.loc[4096, "bytes_in_flight"] == 8192 * 4096
+
+
+def test_ceiling_sentence_and_answer_say_what_reached_the_ceiling_and_where():
+    use = an.link_use(link_summary(), limit=63.0, tolerance=0.05)
+    text = an.ceiling_sentence(use, 63.0, 0.05, "one GPU X in environment e")
+    # the device-to-host copy (53.0) is faster, but it does not go into the GPU
+    assert text.startswith("52.0 GB/s into the GPU by the copy engine (host-to-device copies "
+                           "of 256 MiB), 83 % of the 63.0 GB/s line rate")
+    assert "reads reach 45.5 GB/s (72 %), within 5 % of that from 8,192 warps" in text
+    assert text.endswith("measured on one GPU X in environment e")
+    assert an.ceiling_sentence(use[use["mode"] == "write"], 63.0, 0.05, "x") is None
+    requests = link_summary()[lambda d: d["mode"] != "copy"]
+    res = an.residuals(requests, an.models(requests, requests), 8448)
+    answer = an.answer(use, 63.0, 0.05, "one GPU X in environment e", res, 0.95)
+    assert "The copy engine reaches 52.0 GB/s into the GPU and 53.0 GB/s out of it" in answer
+    assert "copies into the GPU and reads differ by 6.5 GB/s, outside both intervals" in answer
+    assert "the two copy directions differ by 1.0 GB/s" in answer
+    close = use.copy()
+    close.loc[1, ["gbs", "ci_low", "ci_high"]] = [52.05, 51.95, 52.15]
+    assert "the two copy directions (52.00 and 52.05 GB/s) cannot be told apart" in \
+        an.answer(close, 63.0, 0.05, "x", res, 0.95)
+
+
+def test_overhead_counts_only_runs_with_enough_counter_samples():
+    rows = pd.DataFrame({"total_over_payload": [1.1, 2.2, 0.001, math.nan],
+                         "nvml.samples": [10, 1, 0, 0]})
+    found = an.overhead(rows, min_samples=5)
+    assert (found["kept"], found["runs"], list(found["ratios"])) == (1, 3, [1.1])
+    assert found["median_samples"] == 0.5
+    assert an.overhead(pd.DataFrame(), 5)["kept"] == 0
+
+
+def test_machine_in_words_from_what_the_runs_recorded():
+    rows = pd.DataFrame({"gpu_pcie_probe.gpu_name": ["NVIDIA H200"] * 2,
+                         "gpu_pcie_probe.link_gen": [5, 5], "gpu_pcie_probe.link_width": [16, 16]})
+    assert an.machine(rows, "e") == "one NVIDIA H200, PCIe Gen5 x16, in environment e"
+    assert an.machine(pd.DataFrame(), "e") == "a GPU whose name was not recorded in environment e"
+
+
+def test_findings_of_the_runs_stored_from_an_h200():
+    """The chapter's numbers from the committed runs (data/raw/gpu_pcie/h200-pcie5)."""
+    from iolab.report.chapter import Chapter
+
+    ch = Chapter("gpu_pcie", "h200-pcie5", mode="replay")
+    assert len(ch.df) == 342
+    summary = ch.summarize(ch.df, ["mode", "direction", "bytes", "iosize", "inflight"], ["gbs"])
+    assert (summary["n"] == 3).all()
+    limit = an.physical_limit(ch.df)
+    assert limit == pytest.approx(63.015, abs=1e-3)
+    use = an.link_use(summary, limit, 0.05).set_index(["mode", "direction"])
+    assert use.loc[("copy", "h2d"), "gbs"] == pytest.approx(55.28, abs=0.01)
+    assert use.loc[("read", "none"), "gbs"] == pytest.approx(51.38, abs=0.01)
+    assert use.loc[("write", "none"), "gbs"] == pytest.approx(52.63, abs=0.01)
+    assert (use.loc[("read", "none"), "fewest_warps"],
+            use.loc[("read", "none"), "fewest_warps_iosize"]) == (128, 1024)
+    assert an.machine(ch.df, "h200-pcie5") == \
+        "one NVIDIA H200, PCIe Gen5 x16, in environment h200-pcie5"
+    assert an.overhead(ch.df, 5)["kept"] == 0, "no run's window holds five NVML samples"
 
 
 def test_physical_limit_from_the_recorded_link():

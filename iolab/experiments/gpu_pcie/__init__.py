@@ -67,6 +67,9 @@ class GpuPcie(Experiment):
         "reference": Text(default="aisio_pcie_saturation",
                           help="the published PCIe reference whose total/payload ratio is set "
                                "beside the measured one, data/reference/<name>.yaml"),
+        "overhead_min_samples": Int(1, 10_000, default=5,
+                                    help="the fewest GPU counter samples a run's measurement "
+                                         "window must hold for its overhead ratio to count"),
         "link_gen": Int(1, 6, help="the PCIe generation the environment's description gives "
                                    "the GPU's link (drawn only while no run recorded one)"),
         "link_width": Int(1, 32, help="its width in lanes, likewise"),
