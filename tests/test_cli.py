@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -101,8 +102,9 @@ def test_unknown_experiment_is_a_clear_error(tmp_path):
 
 
 def test_env_help_lists_the_environments():
+    # wide enough that argparse does not wrap a name at its hyphen
     proc = subprocess.run([sys.executable, "-m", "iolab", "plan", "--help"], capture_output=True,
-                          text=True, cwd=REPO_ROOT)
+                          text=True, cwd=REPO_ROOT, env={**os.environ, "COLUMNS": "400"})
     assert "kvm-2vcpu" in proc.stdout and "hpc-server" in proc.stdout and "env new" in proc.stdout
 
 

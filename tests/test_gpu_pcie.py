@@ -201,6 +201,22 @@ def test_link_use_orders_the_transfers_and_finds_the_fewest_warps():
     # 45.0 at 8192 warps (4 KiB) is within 5 % of 45.5; no 512 B point is (their best is 22.75)
     assert (read["fewest_warps"], read["fewest_warps_iosize"]) == (8192, 4096)
     assert math.isnan(use.iloc[0]["fewest_warps"]), "copies have no warps"
+    assert use.iloc[3]["fewest_tested"] == 32
+    table = an.link_use_table(use, lambda var, value: str(value), 0.05, resident=4096)
+    assert table.iloc[2]["at"] == "4,096 B requests, 32,768 warps (4,096 at once)"
+    assert table.iloc[2].iloc[-1] == "8,192 (4,096 B requests)"
+    assert table.iloc[3].iloc[-1] == "8,192 (4,096 B requests)"
+    censored = an.link_use(fast_writes(), limit=63.0, tolerance=0.05)
+    assert censored.iloc[3]["fewest_warps"] == censored.iloc[3]["fewest_tested"] == 32
+    table = an.link_use_table(censored, lambda var, value: str(value), 0.05, resident=4096)
+    assert table.iloc[3].iloc[-1] == "32 (512 B requests), the fewest tested"
+
+
+def fast_writes():
+    """Writes within 5 % of their ceiling from the fewest warps tested: censored."""
+    out = link_summary()
+    out.loc[(out["mode"] == "write") & (out["inflight"] == 32), "mean"] = 45.4
+    return out
     need = an.warps_to_reach(link_summary(), "read", 45.5, 0.05).set_index("iosize")
     assert math.isnan(need.loc[512, "warps"]) and need.loc[4096, "bytes_in_flight"] == 8192 * 4096
 
@@ -220,6 +236,10 @@ def test_ceiling_sentence_and_answer_say_what_reached_the_ceiling_and_where():
     assert "The copy engine reaches 52.0 GB/s into the GPU and 53.0 GB/s out of it" in answer
     assert "copies into the GPU and reads differ by 6.5 GB/s, outside both intervals" in answer
     assert "the two copy directions differ by 1.0 GB/s" in answer
+    assert "fewest the grid tests" not in answer
+    censored = an.link_use(fast_writes(), limit=63.0, tolerance=0.05)
+    assert "as few as 32 warps in flight (512 B requests, the fewest the grid tests, so " \
+        "fewer may do)" in an.answer(censored, 63.0, 0.05, "x", res, 0.95)
     close = use.copy()
     close.loc[1, ["gbs", "ci_low", "ci_high"]] = [52.05, 51.95, 52.15]
     assert "the two copy directions (52.00 and 52.05 GB/s) cannot be told apart" in \
@@ -227,10 +247,14 @@ def test_ceiling_sentence_and_answer_say_what_reached_the_ceiling_and_where():
 
 
 def test_overhead_counts_only_runs_with_enough_counter_samples():
-    rows = pd.DataFrame({"total_over_payload": [1.1, 2.2, 0.001, math.nan],
-                         "nvml.samples": [10, 1, 0, 0]})
+    rows = pd.DataFrame({"total_over_payload": [1.1, 2.2, 0.001, math.nan, 0.01, 0.02],
+                         "nvml.samples": [10, 1, 0, 0, 9, 9],
+                         "mode": ["read", "read", "copy", "read", "write", "copy"],
+                         "direction": ["none", "none", "h2d", "none", "none", "d2h"]})
     found = an.overhead(rows, min_samples=5)
-    assert (found["kept"], found["runs"], list(found["ratios"])) == (1, 3, [1.1])
+    # writes and device-to-host copies carry no payload into the GPU: their ratio is not this
+    assert (found["kept"], found["runs"], list(found["ratios"])) == (1, 4, [1.1])
+    assert list(found["ratios_all"]) == [1.1, 2.2, 0.001]
     assert found["median_samples"] == 0.5
     assert an.overhead(pd.DataFrame(), 5)["kept"] == 0
 

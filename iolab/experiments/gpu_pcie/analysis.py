@@ -118,7 +118,9 @@ def link_use(summary: pd.DataFrame, limit: float, tolerance: float) -> pd.DataFr
     GPU-initiated reads, writes): its ceiling (the point with the highest mean, with that
     point's interval and n), the ceiling's share of the link's line rate ``limit`` (GB/s),
     and for GPU-initiated requests the fewest warps in flight, over all request sizes, whose
-    mean is within ``tolerance`` of the ceiling, with the request size that needs fewest.
+    mean is within ``tolerance`` of the ceiling, with the request size that needs fewest, and
+    the fewest warps the grid tests (``fewest_tested``: where ``fewest_warps`` equals it, fewer
+    might do).
     ``summary`` has one row per point (mode, direction, bytes, iosize, inflight)."""
     rows = []
     for (mode, direction), best in ceilings(summary).items():
@@ -126,7 +128,8 @@ def link_use(summary: pd.DataFrame, limit: float, tolerance: float) -> pd.DataFr
                "ci_low": best.get("ci_low", math.nan), "ci_high": best.get("ci_high", math.nan),
                "n": best.get("n", math.nan), "share": best["mean"] / limit,
                "bytes": best["bytes"], "iosize": best["iosize"], "inflight": best["inflight"],
-               "fewest_warps": math.nan, "fewest_warps_iosize": math.nan}
+               "fewest_warps": math.nan, "fewest_warps_iosize": math.nan,
+               "fewest_tested": summary.loc[summary["mode"] == mode, "inflight"].min()}
         if mode != "copy":
             need = warps_to_reach(summary, mode, best["mean"], tolerance).dropna()
             if len(need):
@@ -176,16 +179,19 @@ def ceiling_sentence(use: pd.DataFrame, limit: float, tolerance: float, where: s
     return f"{text}; measured on {where}"
 
 
-def link_use_table(use: pd.DataFrame, describe, tolerance: float) -> pd.DataFrame:
+def link_use_table(use: pd.DataFrame, describe, tolerance: float,
+                   resident: float) -> pd.DataFrame:
     """:func:`link_use` as the chapter shows it (``describe(variable, value)`` gives a
-    value's words)."""
+    value's words; ``resident``: the warps that run at once, which caps the warps in flight)."""
     def kind(r):
         return (f"copy, {describe('direction', r['direction'])}" if r["mode"] == "copy"
                 else describe("mode", r["mode"]))
 
     def at(r):
-        return (f"{_size(r['bytes'])} per copy" if r["mode"] == "copy" else
-                f"{int(r['iosize']):,} B requests, {int(r['inflight']):,} warps")
+        if r["mode"] == "copy":
+            return f"{_size(r['bytes'])} per copy"
+        at_once = f" ({int(resident):,} at once)" if r["inflight"] > resident > 0 else ""
+        return f"{int(r['iosize']):,} B requests, {int(r['inflight']):,} warps{at_once}"
 
     return pd.DataFrame({
         "transfer": [kind(r) for _, r in use.iterrows()],
@@ -196,6 +202,7 @@ def link_use_table(use: pd.DataFrame, describe, tolerance: float) -> pd.DataFram
         f"fewest warps within {tolerance * 100:g} % of it": [
             "" if r["mode"] == "copy" else "not reached" if math.isnan(r["fewest_warps"]) else
             f"{int(r['fewest_warps']):,} ({int(r['fewest_warps_iosize']):,} B requests)"
+            + (", the fewest tested" if r["fewest_warps"] == r["fewest_tested"] else "")
             for _, r in use.iterrows()]})
 
 
@@ -213,18 +220,22 @@ def residual_table(res: pd.DataFrame, describe) -> pd.DataFrame:
 
 
 def overhead(rows: pd.DataFrame, min_samples: int) -> dict[str, Any]:
-    """The protocol overhead the GPU's counter saw (``total_over_payload``) over the runs whose
-    measurement window held at least ``min_samples`` counter samples: NVML's PCIe throughput
-    is an average over its own sampling period, so a window of one or two samples says
-    nothing about the traffic inside it. Returns ``ratios`` (the kept runs' values), ``kept``,
-    ``runs`` (those with a ratio at all) and ``median_samples`` (over all runs)."""
-    if "total_over_payload" not in rows or "nvml.samples" not in rows:
-        return {"ratios": pd.Series(dtype=float), "kept": 0, "runs": 0,
-                "median_samples": math.nan}
-    have = rows.dropna(subset=["total_over_payload"])
+    """The protocol overhead the GPU's counter saw (``total_over_payload``: receive traffic over
+    payload) for the runs that carry payload into the GPU (host-to-device copies and reads),
+    kept where the run's measurement window held at least ``min_samples`` counter samples:
+    NVML's PCIe throughput is an average over its own sampling period, so a window of one or
+    two samples says nothing about the traffic inside it. Returns ``ratios`` (the kept runs'
+    values), ``ratios_all`` (every such run's), ``kept``, ``runs`` (such runs) and
+    ``median_samples`` (over them)."""
+    if not {"total_over_payload", "nvml.samples", "mode", "direction"} <= set(rows):
+        return {"ratios": pd.Series(dtype=float), "ratios_all": pd.Series(dtype=float),
+                "kept": 0, "runs": 0, "median_samples": math.nan}
+    into = rows[[(m, d) in INTO_GPU for m, d in zip(rows["mode"], rows["direction"])]]
+    have = into.dropna(subset=["total_over_payload"])
     kept = have[have["nvml.samples"] >= min_samples]
-    return {"ratios": kept["total_over_payload"], "kept": len(kept), "runs": len(have),
-            "median_samples": float(rows["nvml.samples"].median())}
+    return {"ratios": kept["total_over_payload"], "ratios_all": have["total_over_payload"],
+            "kept": len(kept), "runs": len(into),
+            "median_samples": float(into["nvml.samples"].median()) if len(into) else math.nan}
 
 
 def answer(use: pd.DataFrame, limit: float, tolerance: float, where: str,
@@ -246,7 +257,9 @@ def answer(use: pd.DataFrame, limit: float, tolerance: float, where: str,
             need = ("" if math.isnan(r["fewest_warps"]) else
                     f", and come within {tolerance * 100:g} % of that with as few as "
                     f"{int(r['fewest_warps']):,} warps in flight "
-                    f"({int(r['fewest_warps_iosize']):,} B requests)")
+                    f"({int(r['fewest_warps_iosize']):,} B requests"
+                    + (", the fewest the grid tests, so fewer may do" if
+                       r["fewest_warps"] == r["fewest_tested"] else "") + ")")
             parts.append(f"GPU-initiated requests {verb} up to {r['gbs']:.1f} GB/s "
                          f"({r['share'] * 100:.0f} % of the line rate){need}.")
     tested = res[~res["fitted"]] if len(res) else res
