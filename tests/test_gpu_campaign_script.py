@@ -1,5 +1,5 @@
-"""scripts/gpu_campaign.sh, the gpu_pcie campaign as one bounded call on a borrowed GPU machine,
-run for real with fakes: a fake nvcc that "builds" a fake probe (a Python script writing a report
+"""scripts/gpu_campaign.sh, a GPU experiment's campaign as one bounded call on a borrowed GPU
+machine, run for real (on the GPU link experiment) with fakes: a fake nvcc that "builds" a fake probe (a Python script writing a report
 of the probe's format), a fake nvidia-smi and cuobjdump, and a Python for iolab that sees a fake
 NVIDIA driver folder. Checked: its argument errors, a failed build and a missing nvcc (the logs
 still come back packed), a whole campaign stopped after its current run at the deadline and then
@@ -18,6 +18,7 @@ import pytest
 from iolab.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "gpu_campaign.sh"
+EXP = "gpu_pcie"
 
 FAKE_NVCC = """#!/usr/bin/env bash
 [[ "${1:-}" == --version ]] && { echo "fake nvcc, release 13.0"; exit 0; }
@@ -103,18 +104,24 @@ def campaign(args: list[str], env: dict[str, str]) -> subprocess.CompletedProces
 
 
 def packed(out: Path) -> list[str]:
-    with tarfile.open(out / "gpu_pcie-h200-pcie5.tar.gz") as tar:
+    with tarfile.open(out / f"{EXP}-h200-pcie5.tar.gz") as tar:
         return tar.getnames()
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "--env is required"),
-    (["--env", "nope", "--out", "o", "--stop-at", "1"], "no notebooks/params/nope/gpu_pcie.yaml"),
-    (["--env", "../x", "--out", "o", "--stop-at", "1"], "letters, digits"),
-    (["--env", "h200-pcie5", "--stop-at", "1"], "--out is required"),
-    (["--env", "h200-pcie5", "--out", "o"], "--stop-at is required"),
-    (["--env", "h200-pcie5", "--out", "o", "--stop-at", "1m"], "a whole number of seconds"),
-    (["--env", "h200-pcie5", "--out", "o", "--stop-at", "1", "--grace"], "--grace needs a value"),
+    ([], "--experiment is required"),
+    (["--experiment", "../x"], "--experiment '../x': letters, digits, '_' only"),
+    (["--env", "h200-pcie5"], "--experiment is required"),
+    (["--experiment", EXP], "--env is required"),
+    (["--experiment", EXP, "--env", "nope", "--out", "o", "--stop-at", "1"],
+     f"no notebooks/params/nope/{EXP}.yaml"),
+    (["--experiment", EXP, "--env", "../x", "--out", "o", "--stop-at", "1"], "letters, digits"),
+    (["--experiment", EXP, "--env", "h200-pcie5", "--stop-at", "1"], "--out is required"),
+    (["--experiment", EXP, "--env", "h200-pcie5", "--out", "o"], "--stop-at is required"),
+    (["--experiment", EXP, "--env", "h200-pcie5", "--out", "o", "--stop-at", "1m"],
+     "a whole number of seconds"),
+    (["--experiment", EXP, "--env", "h200-pcie5", "--out", "o", "--stop-at", "1", "--grace"],
+     "--grace needs a value"),
     (["--env", "h200-pcie5", "--bogus"], "unknown argument '--bogus'"),
 ])
 def test_argument_errors(tmp_path, args, message):
@@ -129,26 +136,31 @@ def test_argument_errors(tmp_path, args, message):
 def test_a_failed_build_or_a_missing_nvcc_still_packs_the_logs(fakes):
     tmp, env = fakes
     out = tmp / "out"
-    done = campaign(["--env", "h200-pcie5", "--out", str(out), "--stop-at", "60",
-                     "--data", str(tmp / "data")], {**env, "FAKE_NVCC_FAIL": "1"})
-    assert done.returncode == 1, done.stdout
+    done = campaign(["--experiment", EXP, "--env", "h200-pcie5", "--out", str(out),
+                     "--stop-at", "60", "--data", str(tmp / "data"), "--",
+                     "--set", "gpu_counter=none"], {**env, "FAKE_NVCC_FAIL": "1"})
+    assert done.returncode != 0, done.stdout
+    assert "the smoke point failed" in done.stdout
     assert "planted failure" in (out / "gpu-campaign.log").read_text()
-    assert "build_status: 1" in (out / "probe-build.txt").read_text()
-    assert {"nvidia-smi-q.txt", "probe-build.txt", "gpu-campaign.log"} <= set(packed(out))
+    assert "fake nvcc, release 13.0" in (out / "build-record.txt").read_text()
+    assert {"nvidia-smi-q.txt", "build-record.txt", "gpu-campaign.log"} <= set(packed(out))
 
     bare = {**env, "PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp / "no-cuda")}
-    done = campaign(["--env", "h200-pcie5", "--out", str(tmp / "out2"), "--stop-at", "60",
-                     "--data", str(tmp / "data")], bare)
-    assert done.returncode == 127
-    assert "nvcc not found" in done.stdout
-    assert not list((tmp / "data").glob("raw/gpu_pcie/*/runs/*")), "nothing ran"
+    done = campaign(["--experiment", EXP, "--env", "h200-pcie5", "--out", str(tmp / "out2"),
+                     "--stop-at", "60", "--data", str(tmp / "data"), "--",
+                     "--set", "gpu_counter=none"], bare)
+    assert done.returncode != 0
+    assert "nvcc" in done.stdout and "Nothing was run" in done.stdout
+    assert "(nvcc did not run)" in (tmp / "out2" / "build-record.txt").read_text()
+    assert not list((tmp / "data").glob(f"raw/{EXP}/*/runs/*")), "nothing ran"
 
 
 @pytest.mark.slow
 def test_stopped_at_the_deadline_then_resumed(fakes):
     tmp, env = fakes
     out, data = tmp / "out", tmp / "data"
-    args = ["--env", "h200-pcie5", "--out", str(out), "--data", str(data), "--",
+    args = ["--experiment", EXP, "--env", "h200-pcie5", "--out", str(out), "--data", str(data),
+            "--",
             "--set", "gpu_counter=none", "--where", "mode=copy"]
     # asked to stop at once (that is, 10 s after the campaign started, once its handlers are
     # in place), with runs of 0.4 s: the smoke point and what ran until then are stored
@@ -159,9 +171,10 @@ def test_stopped_at_the_deadline_then_resumed(fakes):
     assert "campaign ended with status 3" in done.stdout
     runs = [n for n in packed(out) if n.endswith("/run.json")]
     assert 1 <= len(runs) < 54, "the smoke point and what ran before the stop"
-    assert {"raw/gpu_pcie/h200-pcie5/host.json", "raw/gpu_pcie/h200-pcie5/campaign-log.jsonl",
-            "probe-build.txt", "nvidia-smi-q.txt", "gpu-campaign.log"} <= set(packed(out))
-    assert "ELF file    1: fake.sm_90.cubin" in (out / "probe-build.txt").read_text()
+    assert {f"raw/{EXP}/h200-pcie5/host.json", f"raw/{EXP}/h200-pcie5/campaign-log.jsonl",
+            "build-record.txt", "nvidia-smi-q.txt", "gpu-campaign.log"} <= set(packed(out))
+    record = (out / "build-record.txt").read_text()
+    assert "program: gpu_pcie_probe" in record and "ELF file    1: fake.sm_90.cubin" in record
     # run again with time enough: it resumes and ends with every copy point's three runs
     done = campaign(["--stop-at", "250", *args], env)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -283,3 +283,61 @@ def test_chapter_without_runs_or_references_still_renders(tmp_path, name):
                                                    "data_dir": str(tmp_path / "empty")})
     text = (tmp_path / "out.ipynb").read_text()
     assert "no stored run in environment hpc-server" in text
+
+
+def test_the_device_initiated_model_is_fitted_and_says_so():
+    """The Little's-law line of the device-initiated chapters: its latency is fitted to the
+    lightest load in the data (named as such), the fitting point is marked, and its error on
+    the other points is the residual."""
+    from iolab.experiments.cuda_iosize import analysis as an
+
+    points = pd.DataFrame({"outstanding": [16, 64, 256], "iosize": [512] * 3,
+                           "iops": [640_000.0, 2_000_000.0, 3_000_000.0]})
+    capacity = {"iops": 1_000_000.0, "source": "a test"}
+    model = an.model(points, "outstanding", "iops", capacity, 45e9, "a test link", 4)
+    assert model.latency_s == pytest.approx(16 / 640_000)  # 25 µs, the smallest N / X
+    assert "taken at 16 commands in flight (640,000 IOPS)" in model.sources["latency_s"]
+    assert "not a command's latency at light load" in model.sources["latency_s"]
+    res = an.residuals(points, model, "outstanding", "iops", "iosize").set_index("outstanding")
+    assert res["fitted"].tolist() == [True, False, False]
+    assert res.loc[16, "residual"] == pytest.approx(0)
+    # 64 in flight: min(64 / 25 µs = 2.56 M, 4 x 1 M, 45e9 / 512) = 2.56 M
+    assert res.loc[64, "model"] == pytest.approx(2.56e6)
+    assert res.loc[64, "residual"] == pytest.approx(2.0 / 2.56 - 1)
+    assert res.loc[256, "model"] == pytest.approx(4e6), "the devices term binds"
+    worst = an.worst_residual(res.reset_index())
+    assert worst["outstanding"] == 256 and worst["residual"] == pytest.approx(-0.25)
+    one_size = an.residuals(points, model, "outstanding", "iops", 512)
+    assert one_size["model"].tolist() == res["model"].tolist()
+    assert an.worst_residual(res.reset_index().iloc[:1]) is None, "only the fitting point"
+    assert an.model(points, "outstanding", "iops", {"iops": float("nan"), "source": "x"},
+                    45e9, "x", 4) is None
+
+
+def test_one_link_term_for_both_device_initiated_chapters(tmp_path):
+    """B is a payload ceiling from one definition: the I/O-size campaign's highest mean
+    payload where stored, else AiSIO's published plateau; never a line rate."""
+    from iolab.experiments.cuda_iosize import analysis as an
+    from iolab.paths import default_data_dir
+
+    terms = set()
+    for name in ("cuda_iosize", "cuda_qdepth"):
+        spec = specmod.load(experiments.get(name), "hpc-server")
+        terms.add(an.link_term(spec.analysis, "hpc-server", default_data_dir()))
+    assert terms == {(45e9, "the payload plateau AiSIO published for device-initiated reads, "
+                             "not measured here")}
+    spec = specmod.load(experiments.get("cuda_qdepth"), "hpc-server")
+    value, why = an.link_term(spec.analysis, "hpc-server", tmp_path)
+    assert value == float("inf") and "no published reference aisio_cuda_iosize" in why
+
+
+def test_a_residual_table_marks_the_fitting_point():
+    from iolab.report.tables import residual_table
+
+    res = pd.DataFrame({"n": [1, 1, 2, 2], "q": [8, 16, 8, 16],
+                        "residual": [0.0, -0.125, 0.05, -1.2e-9], "fitted": [True, False, False, False]})
+    table = residual_table(res, ["n"], "q", lambda n: f"{n} queue(s)", lambda q: f"depth {q}",
+                           "queues")
+    assert table.columns.tolist() == ["queues", "depth 8", "depth 16"]
+    assert table.values.tolist() == [["1 queue(s)", "fit", "-12.5 %"],
+                                     ["2 queue(s)", "+5.0 %", "-0.0 %"]]

@@ -14,6 +14,10 @@ load in the data (a point already limited by the link or the devices overstates 
 comes from the CPU-initiated search's device capacity, B from the highest payload bandwidth
 observed or a reference. Where data fall below the bound, something the bound leaves out
 binds (for cuda-run: lock-step rounds of a queue's threads, the submission rate of one queue).
+The expression is a bound only while its parameters come from outside the data it is set
+against; with L taken from those very points (as :func:`latency_from` does) it is a model
+fitted to them, and the chapters call it so, mark the fitting point and give its error on the
+other points.
 
 Responsible for: the bound and estimating L. Not responsible for: where C and B come from
 (the chapters say) or drawing.

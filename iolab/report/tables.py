@@ -109,3 +109,20 @@ def design_table(spec, experiment) -> pd.DataFrame:
                      "varied in": ", ".join(grids + [f"{g} (set)" for g in sets])
                                   or "(base value)"})
     return pd.DataFrame(rows)
+
+
+def residual_table(res: pd.DataFrame, rows: Sequence[str], column: str,
+                   row_name: Callable[..., str], column_name: Callable[[Any], str],
+                   row_title: str) -> pd.DataFrame:
+    """A model's residuals (``residual``: measured / model - 1, ``fitted``: the fitting point)
+    as a table: one row per value of ``rows`` (named by ``row_name(*values)`` under
+    ``row_title``), one column per value of ``column`` (named by ``column_name``), each cell
+    the residual as a signed percentage, or "fit" for the point the model was fitted to."""
+    cells = res.assign(cell=[("fit" if f else fmt_pct(r * 100))
+                             for r, f in zip(res["residual"], res["fitted"])])
+    table = cells.pivot(index=list(rows), columns=column, values="cell").fillna("")
+    table.columns = [column_name(c) for c in table.columns]
+    keys = table.index.to_frame(index=False)
+    table = table.reset_index(drop=True)
+    table.insert(0, row_title, [row_name(*values) for values in keys.itertuples(index=False)])
+    return table

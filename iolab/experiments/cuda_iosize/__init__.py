@@ -46,6 +46,13 @@ ANALYSIS = {
                                     "no runs stored"),
     "p2p_experiment": Text(help="the experiment whose p2pBandwidthLatencyTest runs (or AiSIO "
                                 "import) give the GPU-to-GPU reference"),
+    "link_experiment": Text(default="cuda_iosize",
+                            help="the experiment whose highest mean payload is the model's link "
+                                 "term (the I/O-size scan, which reaches the link's plateau)"),
+    "link_reference": Text(default="aisio_cuda_iosize",
+                           help="the published reference whose payload plateau "
+                                "(plateau_gbs_high) is the link term where that experiment has "
+                                "no runs stored"),
 }
 
 

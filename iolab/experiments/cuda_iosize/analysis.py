@@ -7,9 +7,15 @@
   ndevs x C.
 - *GPU-to-GPU reference*: the PCIe chapter's p2p runs (``p2p_experiment``), else the p2p
   output of an AiSIO import stored there, else None.
-- *model*: the Little's-law bound of :mod:`iolab.analysis.queueing`, its latency term the
-  smallest response time N / X of the points shown (measured, or published when nothing is
-  stored).
+- *model*: the Little's-law expression of :mod:`iolab.analysis.queueing` with its latency
+  term fitted to the points shown (the smallest response time N / X among them, measured, or
+  published when nothing is stored, named with the load it was taken at). Its latency comes
+  from the very points it is drawn through, so it is a model, not a bound; the fitting point
+  is named and its error on the other points is :func:`residuals`.
+- *link term* B, one definition for both device-initiated chapters: the highest mean payload
+  bandwidth of the I/O-size campaign (``link_experiment``) in the same environment, where
+  stored; else the payload plateau AiSIO published (``link_reference``'s
+  ``plateau_gbs_high``). A line rate is not a payload ceiling and is never used as B.
 
 Which rows a chapter shows (its own or imported, one configuration) is
 :mod:`iolab.experiments.gpu_io`'s. Responsible for: the choices above, each returned with
@@ -73,15 +79,59 @@ def p2p_reference(analysis: dict[str, Any], environment: str,
     return pcie.p2p_metrics(campaign.tidy()) or pcie.imported_p2p(campaign.store.root)
 
 
-def bound(points: pd.DataFrame, outstanding: str, iops: str, capacity: dict[str, Any],
+def model(points: pd.DataFrame, outstanding: str, iops: str, capacity: dict[str, Any],
           link_bytes_per_s: float, link_source: str, ndevs: int) -> LittleBound | None:
-    """The Little's-law bound with its latency term from ``points`` (one row per point, mean
-    IOPS); None when the points or the capacity give no parameter."""
+    """The Little's-law model with its latency term fitted to ``points`` (one row per point,
+    mean IOPS); None when the points or the capacity give no parameter. Its ``sources`` name
+    the fitting point's load (``fitted_outstanding``) beside each parameter's origin."""
     usable = points.dropna(subset=[outstanding, iops]) if not points.empty else points
     if usable.empty or not capacity["iops"] == capacity["iops"]:
         return None
     latency, at = latency_from(usable, outstanding, iops)
     return LittleBound(latency, capacity["iops"], link_bytes_per_s, ndevs, sources={
-        "latency_s": f"the smallest response time N / X of the points shown "
-                     f"({at[outstanding]:g} commands in flight at {at[iops]:,.0f} IOPS)",
+        "latency_s": f"the smallest response time N / X of the points shown, taken at "
+                     f"{at[outstanding]:,.0f} commands in flight ({at[iops]:,.0f} IOPS): the "
+                     "lightest load in the data, not a command's latency at light load",
+        "fitted_outstanding": str(at[outstanding]),
         "device_iops": capacity["source"], "link_bytes_per_s": link_source})
+
+
+def residuals(points: pd.DataFrame, fitted: LittleBound, outstanding: str, iops: str,
+              iosize: str | int) -> pd.DataFrame:
+    """``points`` with the model's IOPS (``model``), ``residual`` (measured / model - 1) and
+    ``fitted`` (True for the point the latency came from: its residual says nothing about the
+    model). ``iosize`` is a column of ``points`` or one size for all."""
+    out = points.dropna(subset=[outstanding, iops]).copy()
+    sizes = out[iosize] if isinstance(iosize, str) else iosize
+    out["model"] = fitted.iops(out[outstanding], sizes)
+    out["residual"] = out[iops] / out["model"] - 1
+    response = out[outstanding] / out[iops]
+    out["fitted"] = False
+    if len(out):
+        out.loc[response.idxmin(), "fitted"] = True
+    return out
+
+
+def worst_residual(res: pd.DataFrame) -> pd.Series | None:
+    """The point not used to fit whose residual is largest in size, or None."""
+    tested = res[~res["fitted"]]
+    return tested.loc[tested["residual"].abs().idxmax()] if len(tested) else None
+
+
+def link_term(analysis: dict[str, Any], environment: str, data_dir: Path) -> tuple[float, str]:
+    """B in bytes per second and where it came from (see the module docstring); infinity
+    with the reason when neither source exists."""
+    name = analysis["link_experiment"]
+    campaign = _campaign(name, environment, data_dir)
+    runs = (Campaign.split(campaign.tidy(), campaign.plan(as_recorded=True))[0]
+            if campaign is not None else pd.DataFrame())
+    if not runs.empty and runs["payload_bytes_per_s"].notna().any():
+        keys = [k for k in campaign.spec.base if k in runs]
+        best = runs.groupby(keys, dropna=False)["payload_bytes_per_s"].mean().max()
+        return float(best), f"measured: the highest mean payload of {name} in {environment}"
+    ref = reference.load(data_dir, analysis["link_reference"])
+    if ref is None:
+        return float("inf"), (f"none: no stored {name} runs in {environment} and no published "
+                              f"reference {analysis['link_reference']}")
+    return float(ref.meta["plateau_gbs_high"]) * 1e9, (
+        "the payload plateau AiSIO published for device-initiated reads, not measured here")

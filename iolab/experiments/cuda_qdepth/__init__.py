@@ -30,10 +30,7 @@ class CudaQdepth(gpu_io.GpuExperiment):
     analysis_fields = {**ANALYSIS,
                        "reference": Text(default="aisio_cuda_qdepth",
                                          help="published values to show beside, "
-                                              "data/reference/<name>.yaml"),
-                       "link_reference": Text(help="the published reference whose "
-                                                   "line_rate_gbs is the model's link term "
-                                                   "where no run recorded the GPU's link")}
+                                              "data/reference/<name>.yaml")}
     variable_labels = CudaIosize.variable_labels
     value_labels = gpu_io.VALUE_LABELS
     aisio_kinds = CudaIosize.aisio_kinds

@@ -206,19 +206,6 @@ def link_use_table(use: pd.DataFrame, describe, tolerance: float,
             for _, r in use.iterrows()]})
 
 
-def residual_table(res: pd.DataFrame, describe) -> pd.DataFrame:
-    """:func:`residuals` as a table: one row per mode and request size, one column per number
-    of warps in flight, each cell the residual in percent ("fit" for the fitting point)."""
-    cells = res.assign(cell=[("fit" if f else f"{r * 100:+.1f} %")
-                             for r, f in zip(res["residual"], res["fitted"])])
-    table = cells.pivot(index=["mode", "iosize"], columns="inflight", values="cell").fillna("")
-    table.columns = [f"{int(c):,} warps" for c in table.columns]
-    table = table.reset_index()
-    table.insert(0, "requests", [f"{describe('mode', m)}, {int(s):,} B"
-                                 for m, s in zip(table.pop("mode"), table.pop("iosize"))])
-    return table
-
-
 def overhead(rows: pd.DataFrame, min_samples: int) -> dict[str, Any]:
     """The protocol overhead the GPU's counter saw (``total_over_payload``: receive traffic over
     payload) for the runs that carry payload into the GPU (host-to-device copies and reads),
