@@ -49,6 +49,23 @@ def test_summary_table_names_the_interval():
     table = summary_table(summary, ["k"], {"iops": "IOPS", "p99": "p99 µs"})
     assert any("modified Cox" in c for c in table.columns)
     assert any("Student's t" in c for c in table.columns) and table["n"].iloc[0] == 3
+    assert "outlier runs" not in table
+
+
+def test_summary_table_counts_each_points_outlier_runs():
+    """The committed cpu_search runs hold four outlier runs, one each at four points: the
+    table counts them per point, and the chapter's best set carries the same column."""
+    if not (default_data_dir() / "raw" / "cpu_search" / "kvm-2vcpu").exists():
+        pytest.skip("no committed cpu_search/kvm-2vcpu campaign")
+    ch = Chapter("cpu_search", "kvm-2vcpu")
+    keys = ["qdepth", "iosize", "ncores", "ndevs", "stress"]
+    rows = ch.df[ch.df["cpu_governor"].eq("asis") & ch.df["turbo"].eq("asis")
+                 & ch.df["smt"].eq("asis") & ~ch.df["thr_sib"].astype(bool)]
+    counts = ch.outlier_counts(rows, keys)
+    table = summary_table(ch.summarize(rows, keys, ["iops"]), keys, {"iops": "IOPS"},
+                          outliers=counts)
+    assert table["outlier runs"].sum() == 4 and table["outlier runs"].max() == 1
+    assert len(table) == len(counts)
 
 
 def test_what_ran_comes_from_the_manifests():

@@ -49,17 +49,26 @@ def family(rows: list[dict[str, Any]], confidence: float = 0.95) -> pd.DataFrame
     return table
 
 
-def family_text(table: pd.DataFrame, what: str) -> str:
+def family_text(table: pd.DataFrame, what: str, floor: float | None = None) -> str:
     """The family's outcome in words: how many ``what`` (e.g. 'comparisons of mean IOPS'),
-    and which stay significant after the correction."""
+    which stay significant after the correction, and, given the campaign's noise ``floor``
+    (relative, :mod:`iolab.analysis.noise`), how many differences are smaller than it."""
     if table.empty:
         return f"no {what} could be made here"
     kept = table[table["verdict"] == "significant"]
     n = len(table)
     if kept.empty:
-        return (f"none of the {n} {what} is significant after Holm's correction for testing "
+        text = (f"none of the {n} {what} is significant after Holm's correction for testing "
                 "them together")
-    which = "; ".join(f"{r.comparison} ({r.pct:+.1f} %, adjusted p {r.p_holm:.3f})"
-                      for r in kept.itertuples())
-    return (f"after Holm's correction for testing the {n} {what} together, {len(kept)} "
-            f"remain{'s' if len(kept) == 1 else ''} significant: {which}")
+    else:
+        which = "; ".join(f"{r.comparison} ({r.pct:+.1f} %, adjusted p {r.p_holm:.3f})"
+                          for r in kept.itertuples())
+        text = (f"after Holm's correction for testing the {n} {what} together, {len(kept)} "
+                f"remain{'s' if len(kept) == 1 else ''} significant: {which}")
+    if floor is None or floor != floor:
+        return text
+    inside = [abs(math.log1p(p / 100)) < math.log1p(floor) for p in table["pct"]
+              if p == p and p > -100]
+    return (text + f"; {sum(inside)} of the {len(inside)} differences "
+            f"{'is' if sum(inside) == 1 else 'are'} smaller than this campaign's noise floor of "
+            f"{floor * 100:.1f} % and not distinguishable on this machine")

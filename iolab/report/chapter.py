@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import nbformat
 import pandas as pd
 
-from iolab.analysis import outliers, stats
+from iolab.analysis import noise, outliers, stats
 from iolab.campaign import Campaign
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
@@ -246,13 +246,27 @@ class Chapter:
         members = rows[rows["best"]] if not rows.empty else rows
         variables = [v for v in self.spec.variables if v in members and members[v].nunique() > 1]
         ci = f"{self.confidence * 100:g} % CI"
+        keys = [v for v in self.spec.variables if v in members and v in self.df]
+        counts = self.outlier_counts(self.df, keys) if keys and not self.df.empty else None
         return pd.DataFrame({
             **{self.axis_label(v): [self.experiment.describe(v, x) for x in members[v]]
                for v in variables},
             "n": members["n"].to_numpy(),
             "mean": [fmt_num(x, 0) for x in members["mean"]],
             ci: [f"{fmt_num(a, 0)} – {fmt_num(b, 0)}"
-                 for a, b in zip(members["ci_low"], members["ci_high"])]})
+                 for a, b in zip(members["ci_low"], members["ci_high"])],
+            **({"outlier runs": [int(counts.get(k if len(keys) > 1 else k[0], 0))
+                                 for k in members[keys].itertuples(index=False)]}
+               if counts is not None else {})})
+
+    def outlier_counts(self, rows: pd.DataFrame, by: list[str],
+                       metric: str | None = None) -> pd.Series:
+        """Per point of ``rows`` (grouped ``by``): how many of its runs are outliers of it
+        (:mod:`iolab.analysis.outliers`, by ``metric`` as :meth:`outliers_text` takes it)."""
+        metric = metric or self.spec.rule.metric or next(iter(self.experiment.metrics))
+        rows = rows.dropna(subset=[metric])
+        return outliers.flag(rows, by, metric).groupby(
+            [rows[v] for v in by], dropna=False).sum().astype(int)
 
     def outliers_text(self, metric: str | None = None) -> str:
         """How many shown runs are outliers of their point (:mod:`iolab.analysis.outliers`),
@@ -292,6 +306,45 @@ class Chapter:
                      + "; ".join(apart) + ".")
         return text
 
+    def noise_floor(self, metric: str | None = None) -> noise.Floor:
+        """The noise floor (:mod:`iolab.analysis.noise`) of ``metric`` (the repetition rule's,
+        else the experiment's first) over the points shown."""
+        metric = metric or self.spec.rule.metric or next(iter(self.experiment.metrics))
+        if self.df.empty or metric not in self.df:
+            return noise.floor(pd.DataFrame(), [], metric, self.confidence)
+        by = [v for v in self.spec.variables if v in self.df]
+        return noise.floor(self.df, by, metric, self.confidence)
+
+    def noise_text(self, metric: str | None = None) -> str:
+        """The noise floor for the prose: the spread, the floor, the detectable difference,
+        and what the floor rests on."""
+        metric = metric or self.spec.rule.metric or next(iter(self.experiment.metrics))
+        found = self.noise_floor(metric)
+        label = self.experiment.metrics[metric].label if metric in self.experiment.metrics \
+            else metric
+        if not found.defined:
+            return f"This chapter has no noise floor: {found.why_undefined}."
+        order = ("interleaved, so slow drift of the machine is in the spread" if
+                 self.spec.order == "interleaved" else "in sequence, so drift that moves a "
+                 "point's runs together is not in the spread and the floor may be too low")
+        rows = self.df.dropna(subset=[metric])
+        by = [v for v in self.spec.variables if v in rows]
+        far = outliers.flag(rows, by, metric)
+        clean = noise.floor(rows[~far], by, metric, self.confidence, found.n) if far.any() \
+            else None
+        without = (f" Without the {int(far.sum())} outlier run{'s' if far.sum() > 1 else ''} "
+                   f"(above) the floor would be {clean.floor * 100:.1f} %, so much of it comes "
+                   "from them." if clean is not None and clean.defined else "")
+        return (f"On this machine the runs of one point vary by {found.sd_log * 100:.1f} % "
+                f"(the pooled standard deviation of ln {label} over {found.points} points, "
+                f"{found.df} degrees of freedom; the runs were made {order}). Two points of "
+                f"{found.n} runs measured alike differ by more than "
+                f"{found.floor * 100:.1f} % only {(1 - self.confidence) * 100:g} % of the time: "
+                "that is this campaign's noise floor, and a smaller difference is not "
+                "distinguishable on this machine. A difference of "
+                f"{found.detectable * 100:.1f} % would be detected with "
+                f"{noise.POWER * 100:g} % power." + without)
+
     # -- glue ------------------------------------------------------------------------------
 
     def glue_all(self) -> None:
@@ -301,6 +354,8 @@ class Chapter:
         text_keys, figure_keys = referenced_keys(self.experiment.notebook)
         if "outliers" in text_keys and "outliers" not in self.text:
             self.text["outliers"] = self.outliers_text()
+        if "noise_floor" in text_keys and "noise_floor" not in self.text:
+            self.text["noise_floor"] = self.noise_text()
         for key in text_keys:
             glue(key, str(self.text.get(key, "n/a")), display=False)
         for key in figure_keys:

@@ -65,11 +65,14 @@ def summary_table(summary: pd.DataFrame, keys: Sequence[str], metrics: dict[str,
                   digits: dict[str, int] | None = None,
                   label: Callable[[str, Any], str] = lambda k, v: str(v),
                   key_names: dict[str, str] | None = None,
-                  confidence: float = 0.95) -> pd.DataFrame:
+                  confidence: float = 0.95,
+                  outliers: pd.Series | None = None) -> pd.DataFrame:
     """One row per point: its keys (readable), n, and per metric 'mean (sd; interval)'.
 
     ``metrics`` maps a metric to its column title; the interval's method is added to the
-    title, so a reader sees which interval each column holds.
+    title, so a reader sees which interval each column holds. ``outliers``, the number of a
+    point's runs flagged as outliers (indexed like a groupby over ``keys``), adds a column
+    "outlier runs".
     """
     digits = digits or {}
     key_names = key_names or {}
@@ -83,6 +86,8 @@ def summary_table(summary: pd.DataFrame, keys: Sequence[str], metrics: dict[str,
             m = by_metric.loc[metric]
             ci = f"{confidence * 100:g} % CI, {METHODS[m['method']]}"
             row[f"{title}: mean (sd; {ci})"] = cell(m, digits.get(metric, 0))
+        if outliers is not None:
+            row["outlier runs"] = int(outliers.get(key if len(key) > 1 else key[0], 0))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -96,8 +96,8 @@ def iops_family(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
     return multiple.family(rows, confidence)
 
 
-def family_text(table: pd.DataFrame) -> str:
-    return multiple.family_text(table, "comparisons of mean IOPS")
+def family_text(table: pd.DataFrame, floor: float | None = None) -> str:
+    return multiple.family_text(table, "comparisons of mean IOPS", floor)
 
 
 def per_cpu(df: pd.DataFrame, column: str, per_io: bool = True) -> pd.DataFrame:
