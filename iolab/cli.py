@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from iolab import experiments, streams
+from iolab import experiments, paths, streams
 from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
 from iolab.core import spec as specmod
 from iolab.core.planner import MAX_RUNS
@@ -774,6 +774,12 @@ def _main(argv: list[str] | None) -> int:
     from iolab.core.datadir import from_os_error
 
     args = make_parser().parse_args(argv)
+    elsewhere = paths.foreign_checkout()
+    if elsewhere is not None:
+        print(f"iolab: warning: this is the iolab of {paths.REPO_ROOT}, not of the checkout "
+              f"you are in ({elsewhere}): its params, data and book are that one's; make this "
+              "checkout's own virtualenv (make setup venv) to work on this one",
+              file=sys.stderr)
     try:
         return args.func(args)
     except KeyboardInterrupt:  # Ctrl-C before a campaign began (a campaign handles its own)

@@ -40,6 +40,30 @@ def _resolve(path: str | os.PathLike, source: str) -> Path:
                          allowed="a data directory, or a link to one") from None
 
 
+def checkout_of(folder: Path) -> Path | None:
+    """The iolab checkout ``folder`` lies in (the nearest folder at or above it whose
+    pyproject.toml names the project iolab), or None."""
+    for place in [folder, *folder.parents]:
+        project = place / "pyproject.toml"
+        try:
+            if project.is_file() and re.search(r'(?m)^name\s*=\s*"iolab"\s*$',
+                                               project.read_text(errors="replace")):
+                return place
+        except OSError:
+            return None
+    return None
+
+
+def foreign_checkout(cwd: Path | None = None) -> Path | None:
+    """The iolab checkout the user works in, when it is not the one this package runs from
+    (a virtualenv made in, or copied from, another checkout); else None."""
+    try:
+        here = checkout_of((cwd or Path.cwd()).resolve())
+    except OSError:  # the working folder was removed
+        return None
+    return here if here is not None and here.resolve() != REPO_ROOT else None
+
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 NAME_RULE = ("letters, digits, '.', '_' and '-', starting with a letter or digit (it names a "
              "folder)")

@@ -206,3 +206,21 @@ def test_a_bad_rule_is_refused_before_the_data_folder_is_touched(tmp_path, overr
     key = override.split("=")[0]
     assert code == 2 and "--set" in err and f"key '{key}'" in err and "allowed" in err
     assert not data.exists()
+
+
+def test_a_virtualenv_of_another_checkout_says_so(tmp_path, monkeypatch):
+    """Run from inside another iolab checkout, the package (whose paths are its own
+    checkout's) warns once, naming both; elsewhere it says nothing."""
+    other = tmp_path / "other-checkout"
+    (other / "notebooks").mkdir(parents=True)
+    (other / "pyproject.toml").write_text('[project]\nname = "iolab"\nversion = "0.2.0"\n')
+    monkeypatch.chdir(other / "notebooks")
+    code, _, err = run(["experiments", "--format", "json"])
+    assert code == 0
+    assert err.startswith(f"iolab: warning: this is the iolab of {REPO_ROOT}, not of the "
+                          f"checkout you are in ({other.resolve()})")
+    assert "make setup venv" in err
+    (other / "pyproject.toml").write_text('[project]\nname = "not-iolab"\n')
+    assert run(["experiments", "--format", "json"])[2] == ""
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
+    assert run(["experiments", "--format", "json"])[2] == ""

@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from iolab.batch import job
@@ -29,7 +30,11 @@ def played(monkeypatch, tmp_path):
         os.kill(os.getpid(), seen["signal"])
         seen["request"] = stop.read(tmp_path)
         seen["params"] = params
-        dst.write_text("{}")
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(
+            'environment = "kvm-2vcpu"\nmode = "run"\nrun_options = {"limit": 3}',
+            metadata={"tags": ["injected-parameters"]})]
+        nbformat.write(nb, dst)
 
     stored = iter([])
 
@@ -92,6 +97,17 @@ def test_the_selection_reaches_the_notebook_as_run_options(played):
     _, seen = played([(0, 4)], where=["engine=psync"], limit=3, allow_shared_node=True)
     assert seen["params"]["run_options"] == {"where": ["engine=psync"], "limit": 3,
                                              "allow_shared_node": True}
+
+
+def test_a_notebook_that_ran_a_campaign_replays_when_executed_again(played, tmp_path):
+    """MyST-NB or Jupyter executing the written notebook again must not measure again."""
+    played([(0, 4)])
+    cell = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0]
+    assert cell.source.splitlines() == ['environment = "kvm-2vcpu"', 'mode = "replay"',
+                                        job.REPLAY_NOTE]
+    plain = nbformat.v4.new_notebook()
+    plain.cells = [nbformat.v4.new_code_cell('mode = "run"')]
+    assert not job.as_replay(plain) and plain.cells[0].source == 'mode = "run"'
 
 
 def test_a_selection_without_mode_run_is_refused(tmp_path):

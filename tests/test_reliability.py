@@ -481,6 +481,41 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     assert locks.holder(lock.path) is None
 
 
+def test_a_released_data_lock_leaves_no_file_and_a_removed_one_is_not_taken(tmp_path,
+                                                                          monkeypatch):
+    """Data locks do not pile up in the lock folder (one file per data directory ever used);
+    a process that locked the file just as its holder removed it starts again instead of
+    holding a lock nobody else can see."""
+    lock = locks.data_lock(tmp_path)
+    with lock:
+        assert lock.path.exists()
+        with pytest.raises(locks.LockHeld):
+            locks.data_lock(tmp_path).acquire()
+    assert not lock.path.exists() and locks.holder(lock.path) is None
+    host = locks.host_lock(tmp_path)
+    with host:
+        pass
+    assert host.path.exists(), "the host lock's file stays (it may be another user's)"
+    # the race: the first file this process locks is removed before it looks again
+    real_lock_file = locks.Lock._lock_file
+    opened = []
+
+    def removed_after_locking(self):
+        fd = real_lock_file(self)
+        if not opened:
+            os.unlink(self.path)  # its holder's release, between our open and our check
+        opened.append(os.fstat(fd).st_ino)
+        return fd
+
+    monkeypatch.setattr(locks.Lock, "_lock_file", removed_after_locking)
+    again = locks.data_lock(tmp_path)
+    with again:
+        assert len(opened) == 2, "it tried again with a fresh file"
+        assert os.stat(again.path).st_ino == opened[1]
+        assert locks.holder(again.path)["pid"] == os.getpid()
+    assert not again.path.exists()
+
+
 def test_two_campaigns_on_one_data_directory_name_the_running_one(data):
     with locks.data_lock(data):
         code, _, err = cli([*RUN, "--limit", "1", "--data", str(data)])

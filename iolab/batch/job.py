@@ -38,6 +38,27 @@ def _takes(notebook: Path, name: str) -> bool:
                if "parameters" in c.metadata.get("tags", []))
 
 
+REPLAY_NOTE = ("# written by a campaign (mode \"run\"); executed again, this notebook replays "
+               "the stored runs and measures nothing")
+
+
+def as_replay(nb: nbformat.NotebookNode) -> bool:
+    """Make a notebook that ran a campaign replay when it is executed again (by Jupyter,
+    MyST-NB or papermill without parameters): its injected parameters say ``mode =
+    "replay"``, with a note, and lose the run options. Its outputs, what the campaign did,
+    stay. True when there was such a cell to change."""
+    for cell in nb.cells:
+        if "injected-parameters" not in cell.metadata.get("tags", []):
+            continue
+        lines = [line for line in cell.source.splitlines()
+                 if not line.startswith("run_options = ")]
+        lines = [f'mode = "replay"\n{REPLAY_NOTE}' if line.strip() == 'mode = "run"' else line
+                 for line in lines]
+        cell.source = "\n".join(lines)
+        return True
+    return False
+
+
 def _stored(experiment: str, environment: str, data_dir: Path, overrides: list[str],
             where: list[str]) -> tuple[int, int]:
     """(stored, still to run) of the campaign's selected points."""
@@ -114,7 +135,13 @@ def _run(experiment: str, environment: str, *, mode: str, output: Path,
         params["data_dir"] = str(data_dir)
     before = (_stored(experiment, environment, data, overrides, where)[0]
               if mode == "run" and resubmit else 0)
-    execute(exp.notebook, output, params)
+    try:
+        execute(exp.notebook, output, params)
+    finally:
+        if mode == "run" and output.exists():  # also a notebook whose campaign failed
+            written = nbformat.read(output, as_version=4)
+            if as_replay(written):
+                nbformat.write(written, output)
     log(f"wrote {output}")
     if not asked or mode != "run":
         return 0

@@ -14,7 +14,10 @@
 Both are ``flock`` locks on a small file that names the holder (pid, command line, data
 directory, since when), so a refusal can say who holds it. The kernel drops a flock when its
 holder dies, so a lock file naming a process that is gone is stale: it is taken over, and
-the caller is told.
+the caller is told. A data lock's file is removed when its holder releases it (one per data
+directory ever used would pile up in the system's lock folder); a process that opened it
+just before and locks the removed file sees that the path no longer names what it locked,
+and starts again. The host lock's file stays: it is one, and may belong to another user.
 
 Responsible for: taking, describing and releasing the two locks. Not responsible for: what
 is done under them.
@@ -83,29 +86,27 @@ class Lock:
     ``what`` says in words what the lock protects, for the refusal message.
     """
 
-    def __init__(self, path: Path, what: str, data_dir: Path | None = None):
+    def __init__(self, path: Path, what: str, data_dir: Path | None = None,
+                 remove_when_released: bool = False):
         self.path = Path(path)
         self.what = what
         self.data_dir = data_dir
+        self.remove_when_released = remove_when_released
         self.messages: list[str] = []   # what the caller should tell the user (a takeover)
         self._fd: int | None = None
 
     def acquire(self) -> Lock:
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:
-            # a host lock file another user created: locking needs no write access
-            fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            info = _read_info(fd)
+        # a released data lock's file is removed: the file locked must still be the one the
+        # path names, or it was removed between this open and this lock, and nobody else
+        # will ever see it
+        for _ in range(100):
+            fd = self._lock_file()
+            if _names(self.path, fd):
+                break
             os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise LockHeld(f"{self.path}: {self.what} is held by {_holder_text(info)}; "
-                               f"wait for it to end, or stop it (its knobs are restored when "
-                               f"it ends)") from None
-            raise
+        else:
+            raise IolabError(f"{self.path}: the lock file kept being replaced while it was "
+                             "taken (100 tries); is another program removing it?")
         previous = _read_info(fd)
         if previous.get("pid") not in (None, os.getpid()):
             self.messages.append(f"took over {self.path} from {_holder_text(previous)}, "
@@ -121,11 +122,34 @@ class Lock:
         self._fd = fd
         return self
 
+    def _lock_file(self) -> int:
+        """The lock file opened (created if need be) and flocked; LockHeld when another
+        process holds it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            # a host lock file another user created: locking needs no write access
+            fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            info = _read_info(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise LockHeld(f"{self.path}: {self.what} is held by {_holder_text(info)}; "
+                               f"wait for it to end, or stop it (its knobs are restored when "
+                               f"it ends)") from None
+            raise
+        return fd
+
     def release(self) -> None:
         if self._fd is None:
             return
         try:
-            os.ftruncate(self._fd, 0)  # an empty file: nobody holds it
+            if self.remove_when_released:
+                os.unlink(self.path)  # still holding it: nobody can take it in between
+            else:
+                os.ftruncate(self._fd, 0)  # an empty file: nobody holds it
         except OSError:
             pass
         os.close(self._fd)  # closing drops the flock
@@ -138,9 +162,19 @@ class Lock:
         self.release()
 
 
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        now, held = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
 def data_lock(data_dir: Path) -> Lock:
     lock_dir().mkdir(parents=True, exist_ok=True)
-    return Lock(data_lock_path(data_dir), f"the data directory {data_dir}", data_dir)
+    return Lock(data_lock_path(data_dir), f"the data directory {data_dir}", data_dir,
+                remove_when_released=True)
 
 
 def host_lock(data_dir: Path | None) -> Lock:
