@@ -28,13 +28,14 @@
 # The Python that runs iolab is $IOLAB_PYTHON, else python3; it needs PyYAML and tqdm, and
 # nvidia-ml-py for the NVML counter (all three are in the device machines' image).
 #
-# Exit status: 0 the campaign finished or stopped as asked; 2 a usage error; otherwise the
+# Exit status: 0 the campaign finished or stopped as asked and was packed; 2 a usage error;
+# 1 the packing failed after a campaign that did not; otherwise the
 # status of the step that failed (iolab's own statuses; a driver that cannot build its program
 # makes the smoke point fail).
 set -uo pipefail
 
 prog=gpu_campaign.sh
-here=$(cd "${BASH_SOURCE[0]%/*}" && pwd)
+here=$(CDPATH= cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 start=$SECONDS
 
@@ -93,8 +94,12 @@ pack() {
     for f in nvidia-smi-q.txt build-record.txt gpu-campaign.log; do
         [[ -f "$out/$f" ]] && parts+=("$f")
     done
-    tar -czf "$tarball.tmp" "${parts[@]}" && mv -f "$tarball.tmp" "$tarball" &&
+    if tar -czf "$tarball.tmp" "${parts[@]}" && mv -f "$tarball.tmp" "$tarball"; then
         say "packed $(tar -tzf "$tarball" | grep -c '/run.json$') stored runs into $tarball"
+    else
+        say "packing into $tarball failed: what was stored is still in $data"
+        [[ $status -ne 0 ]] || status=1
+    fi
     "${iolab[@]}" status --data "$data" || true
     exit "$status"
 }
@@ -133,13 +138,15 @@ fi
 # 3. the build record
 say "smoke point"
 smoke=0
-"${iolab[@]}" run "$experiment" --env "$env_name" --data "$data" --limit 1 "${extra[@]}" || smoke=$?
+"${iolab[@]}" run "$experiment" --env "$env_name" --data "$data" --limit 1 \
+    ${extra[@]+"${extra[@]}"} || smoke=$?
 record_build
 [[ $smoke -eq 0 ]] || { say "the smoke point failed (status $smoke)"; pack "$smoke"; }
 
 # 4. the campaign, stopped after its current run at +stop_at
 say "campaign"
-"${iolab[@]}" run "$experiment" --env "$env_name" --data "$data" "${extra[@]}" &
+# (an empty array under set -u: bash before 4.4 calls "${extra[@]}" unbound)
+"${iolab[@]}" run "$experiment" --env "$env_name" --data "$data" ${extra[@]+"${extra[@]}"} &
 pid=$!
 launched=$SECONDS
 # never before 10 s: until the campaign has installed its handlers, SIGUSR1 would kill it

@@ -305,11 +305,13 @@ def test_the_device_initiated_model_is_fitted_and_says_so():
     assert res.loc[64, "model"] == pytest.approx(2.56e6)
     assert res.loc[64, "residual"] == pytest.approx(2.0 / 2.56 - 1)
     assert res.loc[256, "model"] == pytest.approx(4e6), "the devices term binds"
-    worst = an.worst_residual(res.reset_index())
+    from iolab.analysis.queueing import worst_residual
+
+    worst = worst_residual(res.reset_index())
     assert worst["outstanding"] == 256 and worst["residual"] == pytest.approx(-0.25)
     one_size = an.residuals(points, model, "outstanding", "iops", 512)
     assert one_size["model"].tolist() == res["model"].tolist()
-    assert an.worst_residual(res.reset_index().iloc[:1]) is None, "only the fitting point"
+    assert worst_residual(res.reset_index().iloc[:1]) is None, "only the fitting point"
     assert an.model(points, "outstanding", "iops", {"iops": float("nan"), "source": "x"},
                     45e9, "x", 4) is None
 
@@ -329,6 +331,24 @@ def test_one_link_term_for_both_device_initiated_chapters(tmp_path):
     spec = specmod.load(experiments.get("cuda_qdepth"), "hpc-server")
     value, why = an.link_term(spec.analysis, "hpc-server", tmp_path)
     assert value == float("inf") and "no published reference aisio_cuda_iosize" in why
+
+
+def test_the_link_term_is_the_iosize_campaigns_best_point_where_stored(monkeypatch, tmp_path):
+    """With runs stored: the highest mean payload of a point, not of a single run."""
+    from types import SimpleNamespace
+
+    from iolab.experiments.cuda_iosize import analysis as an
+
+    runs = pd.DataFrame({"iosize": [512, 512, 4096, 4096], "qdepth": [64] * 4,
+                         "payload_bytes_per_s": [40e9, 42e9, 44e9, 50e9]})
+    fake = SimpleNamespace(tidy=lambda: runs, plan=lambda as_recorded: None,
+                           spec=SimpleNamespace(base={"iosize": 512, "qdepth": 1, "ndevs": 16}))
+    monkeypatch.setattr(an, "_campaign", lambda name, env, data: fake)
+    monkeypatch.setattr(an.Campaign, "split", staticmethod(lambda rows, plan: (rows, None)))
+    spec = specmod.load(experiments.get("cuda_qdepth"), "hpc-server")
+    value, why = an.link_term(spec.analysis, "hpc-server", tmp_path)
+    assert value == pytest.approx(47e9), "the mean of the best point, not its best run"
+    assert why == "measured: the highest mean payload of cuda_iosize in hpc-server"
 
 
 def test_a_residual_table_marks_the_fitting_point():

@@ -217,8 +217,12 @@ def fast_writes():
     out = link_summary()
     out.loc[(out["mode"] == "write") & (out["inflight"] == 32), "mean"] = 45.4
     return out
+
+
+def test_warps_to_reach_a_ceiling_per_request_size():
     need = an.warps_to_reach(link_summary(), "read", 45.5, 0.05).set_index("iosize")
-    assert math.isnan(need.loc[512, "warps"]) and need.loc[4096, "bytes_in_flight"] == 8192 * 4096
+    assert math.isnan(need.loc[512, "warps"]) and math.isnan(need.loc[512, "bytes_in_flight"])
+    assert need.loc[4096, "warps"] == 8192 and need.loc[4096, "bytes_in_flight"] == 8192 * 4096
 
 
 def test_ceiling_sentence_and_answer_say_what_reached_the_ceiling_and_where():

@@ -110,6 +110,22 @@ def test_a_notebook_that_ran_a_campaign_replays_when_executed_again(played, tmp_
     assert not job.as_replay(plain) and plain.cells[0].source == 'mode = "run"'
 
 
+def test_a_failing_campaign_keeps_its_own_error_over_a_half_written_notebook(monkeypatch,
+                                                                            tmp_path):
+    from iolab.errors import IolabError
+
+    def fails(src, dst, params):
+        dst.write_text("{ half a notebook")
+        raise IolabError("the campaign's own error")
+
+    monkeypatch.setattr("iolab.report.book.execute", fails)
+    said = []
+    with pytest.raises(IolabError, match="the campaign's own error"):
+        job.run_notebook("smt_thp", ENV, mode="run", output=tmp_path / "o.ipynb",
+                         data_dir=tmp_path, log=said.append)
+    assert any("could not mark it to replay" in line for line in said)
+
+
 def test_a_selection_without_mode_run_is_refused(tmp_path):
     with pytest.raises(InputError, match="only choose what a campaign runs"):
         job.run_notebook("smt_thp", ENV, mode="replay", output=tmp_path / "o.ipynb",

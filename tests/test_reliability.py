@@ -514,6 +514,20 @@ def test_a_released_data_lock_leaves_no_file_and_a_removed_one_is_not_taken(tmp_
         assert os.stat(again.path).st_ino == opened[1]
         assert locks.holder(again.path)["pid"] == os.getpid()
     assert not again.path.exists()
+    # a file that cannot be removed (another user's, in a sticky folder) is emptied instead,
+    # so the next taker reports no takeover from a process that released it cleanly
+    monkeypatch.setattr(locks.Lock, "_lock_file", real_lock_file)
+
+    def refused(path):
+        raise PermissionError(path)
+
+    with monkeypatch.context() as m:
+        m.setattr(locks.os, "unlink", refused)
+        with locks.data_lock(tmp_path) as kept:
+            pass
+    assert kept.path.exists() and kept.path.read_text() == ""
+    with locks.data_lock(tmp_path) as next_one:
+        assert next_one.messages == []
 
 
 def test_two_campaigns_on_one_data_directory_name_the_running_one(data):

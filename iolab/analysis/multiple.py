@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from iolab.analysis import noise
+
 METHOD = "Holm's step-down correction of the family-wise error rate"
 
 
@@ -67,8 +69,9 @@ def family_text(table: pd.DataFrame, what: str, floor: float | None = None) -> s
                 f"remain{'s' if len(kept) == 1 else ''} significant: {which}")
     if floor is None or floor != floor:
         return text
-    inside = [abs(math.log1p(p / 100)) < math.log1p(floor) for p in table["pct"]
-              if p == p and p > -100]
-    return (text + f"; {sum(inside)} of the {len(inside)} differences "
-            f"{'is' if sum(inside) == 1 else 'are'} smaller than this campaign's noise floor of "
-            f"{floor * 100:.1f} % and not distinguishable on this machine")
+    # a significant difference stands on its own points' spread, whatever the pooled floor
+    below = sum(noise.inside(r.pct / 100, floor) for r in table.itertuples()
+                if r.verdict == "not significant")
+    others = "of them" if kept.empty else f"of the other {n - len(kept)}"
+    return (text + f"; {others}, {below} {'is' if below == 1 else 'are'} smaller than this "
+            f"campaign's noise floor of {floor * 100:.1f} %: not distinguishable on this machine")

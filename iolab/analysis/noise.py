@@ -17,6 +17,11 @@ difference is not distinguishable on this machine. The difference the campaign w
 with probability 1 - beta (its power) is exp((t_{1 - alpha/2, df} + t_{1 - beta, df})
 s_p sqrt(2 / n)) - 1.
 
+The floor is for two points of n runs; a point with fewer runs has a wider one, so a chapter
+names n and the floor at its fewest runs too. Under an adaptive repetition rule a point stops
+early when its runs agree, which biases s_p down a little: the floor is then a lower
+estimate.
+
 What it leaves out: the repetitions of one point stand in for an A/A pair, so a disturbance
 that moves every run of one point together (and none of another) is not in s_p. Interleaved
 order (:mod:`iolab.core.rounds`) spreads slow drift over all points, which is what makes the
@@ -102,8 +107,13 @@ def floor(rows: pd.DataFrame, by: list[str], metric: str, confidence: float,
 
 
 def within(change: float, found: Floor) -> bool:
-    """Whether a relative change (0.05 for +5 %) is inside the floor, on the log scale (a
-    fall of f is as large as a rise of 1/(1 - f) - 1)."""
-    if not found.defined or change != change or change <= -1:
+    """Whether a relative change (0.05 for +5 %) is inside the floor (:func:`inside`)."""
+    return found.defined and inside(change, found.floor)
+
+
+def inside(change: float, floor_value: float) -> bool:
+    """Whether a relative change is smaller than a relative floor, on the log scale (a fall
+    of f is as large as a rise of 1/(1 - f) - 1); False for a change or floor undefined."""
+    if change != change or change <= -1 or floor_value != floor_value:
         return False
-    return abs(math.log1p(change)) < math.log1p(found.floor)
+    return abs(math.log1p(change)) < math.log1p(floor_value)

@@ -70,6 +70,13 @@ class LittleBound:
         return min(terms, key=terms.get)
 
 
+def worst_residual(res: pd.DataFrame) -> pd.Series | None:
+    """Of a model's residuals (columns ``residual`` and ``fitted``, True for the points it
+    was fitted to), the point not used to fit whose residual is largest in size, or None."""
+    tested = res[~res["fitted"]] if len(res) else res
+    return tested.loc[tested["residual"].abs().idxmax()] if len(tested) else None
+
+
 def latency_from(points: pd.DataFrame, outstanding: str, iops: str) -> tuple[float, dict]:
     """L as the smallest N / X over ``points`` (one row per point, X its mean IOPS): by
     Little's law N / X is the point's mean response time, and the smallest one is the

@@ -139,9 +139,13 @@ def _run(experiment: str, environment: str, *, mode: str, output: Path,
         execute(exp.notebook, output, params)
     finally:
         if mode == "run" and output.exists():  # also a notebook whose campaign failed
-            written = nbformat.read(output, as_version=4)
-            if as_replay(written):
-                nbformat.write(written, output)
+            try:
+                written = nbformat.read(output, as_version=4)
+                if as_replay(written):
+                    nbformat.write(written, output)
+            except (OSError, ValueError) as exc:  # half-written: the first error matters
+                log(f"{output}: could not mark it to replay when executed again ({exc}); "
+                    f"set mode = \"replay\" in its parameters before running it again")
     log(f"wrote {output}")
     if not asked or mode != "run":
         return 0

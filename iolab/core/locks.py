@@ -145,13 +145,18 @@ class Lock:
     def release(self) -> None:
         if self._fd is None:
             return
-        try:
-            if self.remove_when_released:
+        removed = False
+        if self.remove_when_released:
+            try:
                 os.unlink(self.path)  # still holding it: nobody can take it in between
-            else:
+                removed = True
+            except OSError:
+                pass  # another user's file in a sticky folder: emptied instead
+        if not removed:
+            try:
                 os.ftruncate(self._fd, 0)  # an empty file: nobody holds it
-        except OSError:
-            pass
+            except OSError:
+                pass
         os.close(self._fd)  # closing drops the flock
         self._fd = None
 

@@ -144,7 +144,7 @@ class Chapter:
             items += [
                 ("runs shown", f"{len(df)}: {len(points)} points, {reps} repetitions each"),
                 ("tool", ", ".join(sorted(df["run.tool_version"].dropna().astype(str).unique()))
-                 + f" (driver version {', '.join(sorted(df['run.driver_version'].dropna().astype(str).unique()))})"),
+                 + f" (iolab driver script version {', '.join(sorted(df['run.driver_version'].dropna().astype(str).unique()))})"),
             ]
             for column in sorted(c for c in df.columns if c.startswith("config.")):
                 name = column.removeprefix("config.")
@@ -333,8 +333,18 @@ class Chapter:
         clean = noise.floor(rows[~far], by, metric, self.confidence, found.n) if far.any() \
             else None
         without = (f" Without the {int(far.sum())} outlier run{'s' if far.sum() > 1 else ''} "
-                   f"(above) the floor would be {clean.floor * 100:.1f} %, so much of it comes "
-                   "from them." if clean is not None and clean.defined else "")
+                   f"(above) the floor would be {clean.floor * 100:.1f} %"
+                   + (", so much of it comes from them." if clean.floor < 0.75 * found.floor
+                      else ".") if clean is not None and clean.defined else "")
+        counts = rows.groupby(by, dropna=False).size() if by else pd.Series([len(rows)])
+        fewest = int(counts[counts >= 2].min()) if (counts >= 2).any() else found.n
+        narrow = noise.floor(rows, by, metric, self.confidence, fewest) if fewest < found.n \
+            else None
+        fewer = (f" Points with only {fewest} runs have a wider floor, "
+                 f"{narrow.floor * 100:.1f} %." if narrow is not None and narrow.defined else "")
+        rule = (" Under the repetition rule a point stops early when its runs agree, which "
+                "makes this spread, and so the floor, a lower estimate."
+                if not self.spec.rule.fixed else "")
         return (f"On this machine the runs of one point vary by {found.sd_log * 100:.1f} % "
                 f"(the pooled standard deviation of ln {label} over {found.points} points, "
                 f"{found.df} degrees of freedom; the runs were made {order}). Two points of "
@@ -343,7 +353,7 @@ class Chapter:
                 "that is this campaign's noise floor, and a smaller difference is not "
                 "distinguishable on this machine. A difference of "
                 f"{found.detectable * 100:.1f} % would be detected with "
-                f"{noise.POWER * 100:g} % power." + without)
+                f"{noise.POWER * 100:g} % power." + fewer + without + rule)
 
     # -- glue ------------------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ def model(points: pd.DataFrame, outstanding: str, iops: str, capacity: dict[str,
           link_bytes_per_s: float, link_source: str, ndevs: int) -> LittleBound | None:
     """The Little's-law model with its latency term fitted to ``points`` (one row per point,
     mean IOPS); None when the points or the capacity give no parameter. Its ``sources`` name
-    the fitting point's load (``fitted_outstanding``) beside each parameter's origin."""
+    the fitting point's load in the latency's origin."""
     usable = points.dropna(subset=[outstanding, iops]) if not points.empty else points
     if usable.empty or not capacity["iops"] == capacity["iops"]:
         return None
@@ -92,7 +92,6 @@ def model(points: pd.DataFrame, outstanding: str, iops: str, capacity: dict[str,
         "latency_s": f"the smallest response time N / X of the points shown, taken at "
                      f"{at[outstanding]:,.0f} commands in flight ({at[iops]:,.0f} IOPS): the "
                      "lightest load in the data, not a command's latency at light load",
-        "fitted_outstanding": str(at[outstanding]),
         "device_iops": capacity["source"], "link_bytes_per_s": link_source})
 
 
@@ -112,12 +111,6 @@ def residuals(points: pd.DataFrame, fitted: LittleBound, outstanding: str, iops:
     return out
 
 
-def worst_residual(res: pd.DataFrame) -> pd.Series | None:
-    """The point not used to fit whose residual is largest in size, or None."""
-    tested = res[~res["fitted"]]
-    return tested.loc[tested["residual"].abs().idxmax()] if len(tested) else None
-
-
 def link_term(analysis: dict[str, Any], environment: str, data_dir: Path) -> tuple[float, str]:
     """B in bytes per second and where it came from (see the module docstring); infinity
     with the reason when neither source exists."""
@@ -127,7 +120,9 @@ def link_term(analysis: dict[str, Any], environment: str, data_dir: Path) -> tup
             if campaign is not None else pd.DataFrame())
     if not runs.empty and runs["payload_bytes_per_s"].notna().any():
         keys = [k for k in campaign.spec.base if k in runs]
-        best = runs.groupby(keys, dropna=False)["payload_bytes_per_s"].mean().max()
+        means = (runs.groupby(keys, dropna=False)["payload_bytes_per_s"].mean() if keys
+                 else runs["payload_bytes_per_s"])
+        best = means.max()
         return float(best), f"measured: the highest mean payload of {name} in {environment}"
     ref = reference.load(data_dir, analysis["link_reference"])
     if ref is None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from iolab.analysis.queueing import LittleBound
+from iolab.analysis.queueing import LittleBound, worst_residual
 from iolab.analysis.saturation import saturation_points
 from iolab.tools.xnvmeperf import link_gbs
 
@@ -249,9 +249,8 @@ def answer(use: pd.DataFrame, limit: float, tolerance: float, where: str,
                        r["fewest_warps"] == r["fewest_tested"] else "") + ")")
             parts.append(f"GPU-initiated requests {verb} up to {r['gbs']:.1f} GB/s "
                          f"({r['share'] * 100:.0f} % of the line rate){need}.")
-    tested = res[~res["fitted"]] if len(res) else res
-    if len(tested):
-        worst = tested.loc[tested["residual"].abs().idxmax()]
+    worst = worst_residual(res)
+    if worst is not None:
         parts.append(f"A Little's-law model fitted to each curve's lightest load and the "
                      f"plateau is within {abs(worst['residual']) * 100:.1f} % of every other "
                      f"point (the largest gap at {int(worst['inflight']):,} warps of "
