@@ -248,7 +248,9 @@ def test_a_stop_request_ends_the_campaign_after_its_current_run(tmp_path, how):
     overrides = tiny_overrides(tmp_path)
     if CAN_SET_THP:  # THP is changed for the run under way when the request comes
         overrides["grids"] = {"thp": overrides["grids"]["thp"]}
-        overrides["repetitions"] = 4
+        # runs enough that `iolab stop`, a new Python process, lands before the last one
+        # begins on a loaded machine too
+        overrides["repetitions"] = 8
     camp = Campaign("smt_thp", ENV, data_dir=tmp_path / "data", overrides=overrides)
     total = camp.plan().counts()["to run"]
     before = THP.read_text() if THP.exists() else None
