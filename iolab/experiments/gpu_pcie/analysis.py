@@ -1,11 +1,10 @@
 """Analysis of the GPU PCIe chapter: the copy engine's ceiling, GPU-initiated requests against
-warps in flight, the requests needed to fill the link, and protocol overhead.
+warps in flight, the warps needed to fill the link, and protocol overhead.
 
 - *ceilings*: per mode (and copy direction), the highest mean payload bandwidth of any point.
-  The *one-way ceiling into the GPU* is the higher of the host-to-device copy's and the
-  GPU-initiated reads' ceilings: what a device-initiated read into GPU memory could reach.
-- *requests needed*: per request size, the smallest number of warps in flight whose mean is
-  within the tolerance of that size's plateau (:mod:`iolab.analysis.saturation`).
+  The *one-way ceiling into the GPU* (:func:`ceiling_sentence`) is the higher of the
+  host-to-device copy's and the GPU-initiated reads' ceilings: what a device-initiated read
+  into GPU memory could reach.
 - *model*: per request size, a Little's-law model (:mod:`iolab.analysis.queueing`) fitted to
   the data: its latency term from the point with the fewest warps in flight, its link term the
   highest mean of the mode (the plateau); there is no device term. Both terms come from the
@@ -27,7 +26,6 @@ from typing import Any
 import pandas as pd
 
 from iolab.analysis.queueing import LittleBound, worst_residual
-from iolab.analysis.saturation import saturation_points
 from iolab.tools.xnvmeperf import link_gbs
 
 INTO_GPU = (("copy", "h2d"), ("read", "none"))
@@ -40,20 +38,6 @@ def ceilings(summary: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
         best = part.loc[part["mean"].idxmax()]
         out[(mode, direction)] = best.to_dict()
     return out
-
-
-def one_way_ceiling(found: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any] | None:
-    """The highest ceiling into the GPU, with the mode that reached it; None without one."""
-    into = [(found[k]["mean"], k) for k in INTO_GPU if k in found]
-    if not into:
-        return None
-    value, (mode, direction) = max(into)
-    return {"gbs": value, "mode": mode, "direction": direction, "point": found[(mode, direction)]}
-
-
-def requests_needed(summary: pd.DataFrame, tolerance: float) -> pd.DataFrame:
-    """Per mode and request size: the plateau and the smallest warps in flight reaching it."""
-    return saturation_points(summary, ["mode", "iosize"], "inflight", tolerance)
 
 
 def models(rows: pd.DataFrame, summary: pd.DataFrame) -> dict[tuple[str, int], LittleBound]:
