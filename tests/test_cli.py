@@ -112,7 +112,7 @@ def test_experiments_lists_the_registry():
     code, out, _ = run(["experiments", "--format", "json"])
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0 and rows["smt_thp"]["label"] == "sec-experiments-smt-thp"
-    assert rows["cpu_search"]["environments"] == ["hpc-server", "kvm-2vcpu"]
+    assert rows["cpu_search"]["environments"] == ["epyc-2vcpu-v782", "hpc-server", "kvm-2vcpu"]
 
 
 def test_env_new_copies_a_template(tmp_path, monkeypatch):
@@ -163,13 +163,15 @@ def test_tidy_of_the_committed_campaign(tmp_path):
     assert code == 2 and "needs -o" in err
 
 
-@pytest.mark.parametrize("experiment", ["smt_thp", "cpu_search"])
-def test_the_committed_campaigns_have_settled_every_point_they_can(experiment):
-    """The committed kvm-2vcpu campaigns ran to their repetition rule's end: nothing certain
-    and nothing possible is left to run; only blocked points are open."""
-    if not (default_data_dir() / "raw" / experiment / "kvm-2vcpu" / "runs").exists():
-        pytest.skip(f"no committed {experiment}/kvm-2vcpu campaign")
-    code, out, _ = run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])
+@pytest.mark.parametrize("experiment, env", [("smt_thp", "kvm-2vcpu"), ("cpu_search", "kvm-2vcpu"),
+                                             ("cpu_search", "epyc-2vcpu-v782")])
+def test_the_committed_campaigns_have_settled_every_point_they_can(experiment, env):
+    """The committed local campaigns ran to their repetition rule's end, confirmation step
+    included: nothing certain and nothing possible is left to run; only blocked points are
+    open."""
+    if not (default_data_dir() / "raw" / experiment / env / "runs").exists():
+        pytest.skip(f"no committed {experiment}/{env} campaign")
+    code, out, _ = run(["plan", experiment, "--env", env, "--format", "json"])
     doc = json.loads(out)
     assert code == 0 and doc["to_run"] == 0 and doc["to_run_max"] == 0
     assert isinstance(doc["repetitions"], dict) and doc["order"] == "interleaved"
@@ -181,7 +183,9 @@ def test_the_committed_campaigns_have_settled_every_point_they_can(experiment):
             assert d["n"] == rule["max"]
         else:
             assert d["blocked"] and d["n"] == 0, d
-    code, out, _ = run(["tidy", experiment, "--env", "kvm-2vcpu", "--decisions"])
+    if "confirm" in doc:
+        assert not doc["confirm"]["waiting"] and doc["confirm"]["points"]
+    code, out, _ = run(["tidy", experiment, "--env", env, "--decisions"])
     table = pd.read_csv(io.StringIO(out))
     assert code == 0 and len(table) == len(doc["decisions"])
     assert {"n", "mean", "rel_half_pct", "reason"} <= set(table.columns)

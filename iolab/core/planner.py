@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from iolab.core import confirm as confirm_step
 from iolab.core.identity import canonical_json, run_ids
 from iolab.core.repetitions import REASON_TEXT, Decision, decide
 from iolab.core.spec import Spec
@@ -50,9 +52,12 @@ class Point:
     ids: list[str] = field(default_factory=list)
     samples: dict[int, float | None] = field(default_factory=dict)
     failures: int = 0
+    confirm: str | None = None         # a confirmation point's label (iolab.core.confirm)
+    chosen_because: str = ""           # and why the step chose it
 
     def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.params.items())
+        text = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{text} (confirmation {self.confirm})" if self.confirm else text
 
 
 def matches(rule: dict[str, list[Any]], params: dict[str, Any]) -> bool:
@@ -144,6 +149,7 @@ class Plan:
     # fingerprint, which must not depend on the filter
     left_out_points: list[Any] = field(default_factory=list)
     all_points: list[Point] = field(default_factory=list)  # within --where, with runs or not
+    confirm: confirm_step.Choice | None = None  # the confirmation step's choice, if params ask for one
 
     def by_status(self, status: str) -> list[PlannedRun]:
         return [r for r in self.runs if r.status == status]
@@ -162,7 +168,20 @@ class Plan:
         """The most runs the rule can still ask for of the points this host can run (equal
         to the runs to do for a fixed count)."""
         return sum(p.decision.to_run_max for p in self.points()
-                   if p.decision is not None and not p.blocked)
+                   if p.decision is not None and not p.blocked) + self.confirm_waiting_max
+
+    @property
+    def confirm_waiting(self) -> str:
+        """Why the confirmation step has not chosen its points yet ("" if it has, or there is
+        no step)."""
+        return self.confirm.waiting if self.confirm is not None else ""
+
+    @property
+    def confirm_waiting_max(self) -> int:
+        """The most runs a confirmation step still waiting for the search may ask for."""
+        if not self.confirm_waiting or self.spec.confirm is None or not self.confirm.open:
+            return 0  # chosen, or nothing open that could let it choose on this host
+        return self.spec.confirm.most_points() * self.spec.rule.max
 
     @property
     def eta_s(self) -> float:
@@ -183,7 +202,8 @@ class Plan:
     def eta_all_s(self) -> float:
         """Time for every run not stored, blocked ones included (the design's full cost; under
         a rule, the most it can cost)."""
-        return sum(p.decision.to_run_max for p in self.decisions()) * self.seconds_per_run
+        return ((sum(p.decision.to_run_max for p in self.decisions()) + self.confirm_waiting_max)
+                * self.seconds_per_run)
 
     def points(self) -> list[Point]:
         """Every point of the plan (within --where), with runs or not: a point settled
@@ -242,17 +262,26 @@ class Plan:
             "eta_all_s": round(self.eta_all_s, 1),
             "seconds_per_run": round(self.seconds_per_run, 2),
             "blockers": self.blockers(), "exclusions": excluded,
+            **({"confirm": self.confirm_dict()} if self.spec.confirm is not None else {}),
             "programs": self.programs, "scratch": self.scratch, "corrupt": [c.describe() for c in self.corrupt],
             # a fixed count's decisions are its runs' statuses (--format table)
             **({} if self.spec.rule.fixed else {"settled": self.settled(),
                                                  "decisions": self.decision_rows()}),
         }
 
+    def confirm_dict(self) -> dict[str, Any]:
+        """The confirmation step: as params ask for it, and what it chose or why it waits."""
+        choice = self.confirm or confirm_step.Choice()
+        return {"step": self.spec.confirm.to_dict(), "waiting": choice.waiting,
+                "most_runs_waiting": self.confirm_waiting_max,
+                "points": [{**params, "label": label, "why": why} for (params, label), why
+                           in zip(choice.points, choice.reasons)]}
+
     def decision_rows(self) -> list[dict[str, Any]]:
         """One row per point with a decision: its variables, the decision's fields and
         whether this host is blocked from running it."""
-        return [{**p.params, **p.decision.to_dict(), "blocked": p.blocked}
-                for p in self.decisions()]
+        return [{**p.params, **({"confirm": p.confirm} if p.confirm else {}),
+                 **p.decision.to_dict(), "blocked": p.blocked} for p in self.decisions()]
 
     def summary(self) -> str:
         """The plan in a few lines of at most ~90 characters."""
@@ -275,6 +304,15 @@ class Plan:
                                 for var, values in grid["vary"].items())
             fixed = ", ".join(f"{var} {value}" for var, value in grid.get("set", {}).items())
             lines.append(f"  grid {name}: {varied}" + (f" (with {fixed})" if fixed else ""))
+        if spec.confirm is not None:
+            choice = self.confirm or confirm_step.Choice()
+            lines.append(_wrapped(f"confirm: {spec.confirm.text()}", 2))
+            lines.append(f"    {choice.waiting} (up to {self.confirm_waiting_max} runs)"
+                         if choice.waiting else
+                         f"    chose {len(choice.points)} points, run under the rule above:")
+            lines += [_wrapped(f"{label}: {_where_text({k: [v] for k, v in params.items()})} "
+                               f"({why})", 4)
+                      for (params, label), why in zip(choice.points, choice.reasons)]
         if self.where:
             lines.append(f"  only points with {_where_text(self.where)} "
                          f"({self.filtered_out} points left out)")
@@ -312,9 +350,16 @@ class Plan:
 
     def table(self) -> list[dict[str, Any]]:
         """One row per run: the point's variables, the repetition, id, status and reasons."""
-        return [{**r.point.params, "rep": r.rep, "run_id": r.run_id,
+        return [{**r.point.params, **({"confirm": r.point.confirm} if r.point.confirm else {}),
+                 "rep": r.rep, "run_id": r.run_id,
                  "grids": ",".join(r.point.grids), "status": r.status, "reason": r.reason}
                 for r in self.runs]
+
+
+def _wrapped(text: str, indent: int) -> str:
+    """``text`` indented, in lines of at most 90 characters."""
+    return textwrap.fill(text, 90, initial_indent=" " * indent,
+                         subsequent_indent=" " * (indent + 4), break_on_hyphens=False)
 
 
 def _where_text(where: dict[str, list[Any]]) -> str:
@@ -350,23 +395,29 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     filtered = 0
     left_out = []  # points --where left out that this host could run
     known: set[str] = set()  # ids of every point of the design, filtered ones included
-    for point in expand(spec):
-        try:
-            ident = identity(point.params)
-        except InputError as exc:
-            # a tool refuses the options a point gives (e.g. cuda-run's powers of two): say
-            # which params and which point, not only which tool option
-            raise InputError(" + ".join(spec.sources), exc.key, f"{exc.problem}, in the point "
-                             f"{_where_text({k: [v] for k, v in point.params.items()})} of "
-                             f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
+    # what the confirmation step chooses from: every point of the design this host can run,
+    # --where or not, with its stored values, and how many of them are still open
+    candidates: list[tuple[dict[str, Any], list[float]]] = []
+    open_points = 0
+
+    def classify(point: Point, ident: dict[str, Any]) -> None:
+        nonlocal filtered, open_points
         ids = run_ids(ident, spec.repetitions)
         known.update(ids)
+        blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
+        samples = {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored}
+        n_failed = sum(failures.get(rid, 0) for rid in ids)
+        decision = None if point.excluded_by else decide(rule, list(samples.values()), n_failed)
+        if point.confirm is None and decision is not None:
+            # the choice reads the stored runs alone, whatever this host can run; only the
+            # points it can run are waited for
+            candidates.append((point.params, [v for v in samples.values() if v is not None]))
+            open_points += not decision.settled and not blocked
         if where and not matches(where, point.params):
             filtered += 1
-            if not point.excluded_by and not (blockers and blockers(point.params)):
+            if not point.excluded_by and not blocked:
                 left_out.append(point)
-            continue
-        blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
+            return
         point.blocked = bool(blocked)
         points.append(point)
         if point.excluded_by:
@@ -376,13 +427,10 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                 if rep < rule.min or rid in stored:
                     runs.append(PlannedRun(point, rep, rid, ident, "excluded",
                                            [point.excluded_by]))
-            continue
-        point.ids = ids
-        point.samples = {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored}
-        point.failures = sum(failures.get(rid, 0) for rid in ids)
-        point.decision = decide(rule, list(point.samples.values()), point.failures)
-        needed = [rep for rep, rid in enumerate(ids) if rid not in stored][:point.decision.to_run]
-        for rep in sorted([*point.samples, *needed]):
+            return
+        point.ids, point.samples, point.failures, point.decision = ids, samples, n_failed, decision
+        needed = [rep for rep, rid in enumerate(ids) if rid not in stored][:decision.to_run]
+        for rep in sorted([*samples, *needed]):
             rid = ids[rep]
             if rid in stored:
                 status, reasons = "stored", []
@@ -391,8 +439,27 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
             else:
                 status, reasons = "to run", []
             runs.append(PlannedRun(point, rep, rid, ident, status, reasons))
+
+    def identity_of(point: Point) -> dict[str, Any]:
+        try:
+            return identity(point.params)
+        except InputError as exc:
+            # a tool refuses the options a point gives (e.g. cuda-run's powers of two): say
+            # which params and which point, not only which tool option
+            raise InputError(" + ".join(spec.sources), exc.key, f"{exc.problem}, in the point "
+                             f"{_where_text({k: [v] for k, v in point.params.items()})} of "
+                             f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
+
+    for point in expand(spec):
+        classify(point, identity_of(point))
+    choice = None
+    if spec.confirm is not None:
+        choice = confirm_step.choose(spec.confirm, candidates, open_points)
+        for (params, label), why in zip(choice.points, choice.reasons):
+            point = Point(dict(params), [confirm_step.GRID], confirm=label, chosen_because=why)
+            classify(point, {**identity_of(point), confirm_step.KEY: label})
     todo = [r for r in runs if r.status == "to run"]
     for r in todo[:limit] if limit is not None else todo:
         r.selected = True
     return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known),
-                left_out_points=left_out, all_points=points)
+                left_out_points=left_out, all_points=points, confirm=choice)

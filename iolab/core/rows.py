@@ -50,6 +50,8 @@ def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, An
         "run.duration_s": m.duration_s, "run.grids": ",".join(m.grids),
         "run.cpus": ",".join(map(str, m.cpus)) if m.cpus is not None else None,
     })
+    if "confirm" in (m.identity or {}):  # a confirmation run: its label (iolab.core.confirm)
+        row["run.confirm"] = m.identity["confirm"]
     row.update({f"config.{k}": _flat(v) for k, v in sorted(m.settings.items())})
     adapter = registry.adapter(m.tool)
     row.update({f"{m.tool}.{k}": v for k, v in adapter.parse(run.path).items()})

@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from iolab import __version__
 from iolab.core.identity import config_id
@@ -161,8 +161,9 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
 
     values: dict[str, float | None] = {}
     failures: dict[str, int] = {}
-    if not spec.rule.fixed:  # what a rule decides from
-        values = {r.run_id: metric_value(experiment, r, spec.rule.metric) for r in stored}
+    if spec.ranking_metric:  # what a rule decides, and a confirmation step chooses, from
+        values = {r.run_id: metric_value(experiment, r, spec.ranking_metric) for r in stored}
+    if not spec.rule.fixed:
         for folder in store.failed_runs():
             rid = folder.name.split("@", 1)[0]
             failures[rid] = failures.get(rid, 0) + 1
@@ -617,8 +618,23 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     result.messages += camp.store.quarantine()
     todo = plan.selected()
     seed = spec.seed if spec.seed is not None else new_seed()
-    schedule = Schedule(plan, seed, on_round=lambda n, ids: camp.store.log(
-        {"event": "round", "at": now_iso(), "round": n, "seed": seed, "runs": ids}))
+    def schedule_of(plan: Plan) -> Schedule:
+        return Schedule(plan, seed, on_round=lambda n, ids: camp.store.log(
+            {"event": "round", "at": now_iso(), "round": n, "seed": seed, "runs": ids}))
+
+    def confirm_plan(made: int) -> Plan:
+        """The plan again, once the search has settled: now with the confirmation points."""
+        again = plan_for(experiment, spec, data_dir, where=where, knobs=knobs, topo=topo,
+                         limit=None if limit is None else max(0, limit - made),
+                         max_runs=max_runs)
+        choice = again.confirm_dict()
+        camp.store.log({"event": "confirm", "at": now_iso(), "waiting": choice["waiting"],
+                        "points": choice["points"]})
+        if again.selected():
+            experiment.prepare_points(spec.settings, schedule_of(again).points())
+        return again
+
+    schedule = _Steps(schedule_of(plan), schedule_of, confirm_plan)
     most = plan.most_runs()
     of = str(most) if spec.rule.fixed else f"at most {most}"  # a rule may settle points sooner
     camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(), "owner": owner.owner,
@@ -696,6 +712,36 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                                if result.signal else {})})
         except OSError:
             pass  # a full disk must not hide why the campaign stopped
+
+
+class _Steps:
+    """The campaign's schedule, then, where the params ask for a confirmation step that waited
+    for the search, the schedule of a plan made again from the store once the search has
+    settled (``iolab.core.confirm``). Iterate, and :meth:`record` each outcome, as with a
+    :class:`~iolab.core.rounds.Schedule`."""
+
+    def __init__(self, schedule: Schedule, schedule_of: Callable[[Plan], Schedule],
+                 replan: Callable[[int], Plan]):
+        self.current, self.schedule_of, self.replan = schedule, schedule_of, replan
+        self.made = 0
+
+    def points(self) -> list[dict[str, Any]]:
+        return self.current.points()
+
+    def record(self, run: PlannedRun, ok: bool, value: float | None = None) -> None:
+        self.current.record(run, ok, value)
+
+    def __iter__(self) -> Iterator[PlannedRun]:
+        for run in self.current:
+            self.made += 1
+            yield run
+        if self.current.plan.confirm_waiting and not (self.current.limit is not None
+                                                      and self.made >= self.current.limit):
+            self.current = self.schedule_of(self.replan(self.made))
+            if not self.current.plan.confirm_waiting:
+                for run in self.current:
+                    self.made += 1
+                    yield run
 
 
 def _lay_out(files: list[ScratchFile], spec: Spec, signals: Signals) -> list[str]:

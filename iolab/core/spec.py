@@ -12,6 +12,7 @@ in one environment::
     grids:                       # named grids: the Cartesian product of 'vary', with 'set'
       concurrency: {vary: {engine: [psync, io_uring], concurrency: [1, 2, 4]}}
     exclusions: [{when: {smt: 'off', thr_sib: true}, why: ...}]
+    confirm: {top: 2, aa: true}  # after the search, its best points again (iolab.core.confirm)
     analysis: {confidence: 0.95} # presentation and statistics: never part of a run's identity
 
 ``--set KEY=VALUE`` overrides (dotted keys reach into mappings: ``base.qdepth=64``,
@@ -34,6 +35,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from iolab.core import confirm as confirm_step
 from iolab.core import repetitions as reps
 from iolab.core.schema import Choice, Field, Int, Schema, in_order, type_name
 from iolab.errors import InputError
@@ -41,7 +43,7 @@ from iolab.paths import PARAMS_DIR, check_name
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
 STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids", "exclusions",
-                  "analysis")
+                  "confirm", "analysis")
 ORDERS = ("interleaved", "sequential")
 SEED = Int(0, 2**63 - 1, help="the seed of the interleaved order's shuffles (drawn and recorded "
            "in the campaign log when absent)")
@@ -69,6 +71,7 @@ class Spec:
     overrides: dict[str, Any] = field(default_factory=dict)  # --set KEY: value, as given
     order: str = "sequential"       # of the runs: ORDERS
     seed: int | None = None         # of the interleaved order; None: drawn per campaign
+    confirm: confirm_step.Step | None = None  # the confirmation step, if the params ask for one
 
     @property
     def repetitions(self) -> int:
@@ -79,6 +82,12 @@ class Spec:
     def repetitions_text(self) -> str:
         """How many repetitions a point gets, for prose: '5', or '3 to 8' under a rule."""
         return str(self.rule.max) if self.rule.fixed else f"{self.rule.min} to {self.rule.max}"
+
+    @property
+    def ranking_metric(self) -> str | None:
+        """The metric the plan reads from stored runs: the rule's, else the confirmation
+        step's (None for a fixed count without a step)."""
+        return self.rule.metric or (self.confirm.metric if self.confirm else None)
 
     @property
     def variables(self) -> list[str]:
@@ -319,8 +328,19 @@ def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: S
     grids = _grids(doc, label, schema.variables)
     exclusions = _exclusions(doc, label, schema.variables)
     analysis = _analysis(doc, label, schema.analysis)
+    confirm = (confirm_step.parse(doc["confirm"], label, schema.variables, metrics)
+               if doc.get("confirm") is not None else None)
+    if confirm is not None and rule.fixed and confirm.metric is None:
+        # the step ranks the points by a metric; a fixed count names none
+        raise InputError(label, "confirm.metric", "missing: with a fixed count of "
+                         "repetitions, say which metric the points are ranked by",
+                         allowed=", ".join(metrics or []) or "a metric name")
+    if confirm is not None and not rule.fixed and confirm.metric not in (None, rule.metric):
+        raise InputError(label, "confirm.metric", f"{confirm.metric!r} differs from the "
+                         f"repetition rule's metric; under a rule the points are ranked by it",
+                         allowed=f"{rule.metric}, or leave it out")
     return Spec(name, environment, settings, rule, base, grids, exclusions, analysis,
-                Path(str(label)), order=order, seed=seed)
+                Path(str(label)), order=order, seed=seed, confirm=confirm)
 
 
 def _missing(label, key: str, fld: Field) -> Any:

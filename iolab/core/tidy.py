@@ -7,7 +7,8 @@ Columns, namespaced so that nothing overwrites anything:
 ``<metric>``                the experiment's metrics (bare names; see ``Experiment.metrics``)
 ``run.<field>``             id, rep, environment, host_fingerprint, config (the configuration
                             id: runs with equal ones may be pooled), tool, tool_version,
-                            driver_version, started_at, duration_s, grids, cpus
+                            driver_version, started_at, duration_s, grids, cpus, and
+                            confirm (a confirmation run's label; see iolab.core.confirm)
 ``config.<setting>``        the execution settings the run was made with (lists as JSON)
 ``<tool>.<metric>``         what the tool's adapter parses, e.g. ``fio.iops``, ``fio.version``
 ``<collector>.<metric>``    what a collector's parser gives, e.g. ``gnu_time.cpu_pct``

@@ -116,6 +116,10 @@ class CpuSearch(Experiment):
     analysis_fields = {
         "reference": Text(default="aisio_cpu_search",
                           help="published values to show beside, data/reference/<name>.yaml"),
+        "replicate": Text(default=None, help="another environment whose campaign of the same "
+                                             "design the chapter sets beside this one"),
+        "tool_comparison_env": Text(default=None, help="the environment of the tool comparison "
+                                                       "the chapter shows (absent: its own)"),
     }
     knob_variables = {"cpu_governor": "governor", "turbo": "turbo", "smt": "smt"}
     metrics = {
