@@ -258,3 +258,23 @@ def test_a_fixed_count_confirms_by_the_steps_metric(demo, params_dir, tmp_path, 
     scripted(camp)
     camp.run(progress=False, keep_going=True)
     assert confirm_runs(camp) == {(4, "A"): 3, (4, "B"): 3, (2, "A"): 3}
+
+
+def test_the_committed_confirmation_is_pinned():
+    """The cpu_search campaign of epyc-2vcpu-v782: its confirmation runs, the estimates the
+    chapter quotes from them and its A/A pair, on the committed runs."""
+    from iolab.experiments.cpu_search import analysis as ca
+    from iolab.report.chapter import Chapter
+
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782", mode="replay")
+    if not ch.have:
+        pytest.skip("no committed cpu_search/epyc-2vcpu-v782 campaign")
+    assert len(ch.df) == 255 and len(ch.confirmed) == 35
+    assert not (set(ch.df["run.id"]) & set(ch.confirmed["run.id"]))
+    conf = ca.confirmed_estimates(ca.normalize(ch.df), ca.normalize(ch.confirmed))
+    assert round(conf["optimum"]["mean"]) == 88599 and int(conf["optimum"]["n"]) == 7
+    assert round(conf["capacity"]["mean"]) == 83945 and conf["capacity"]["ndevs"] == 1
+    assert conf["quoted"]["capacity_source"] == "confirmation"
+    text = ch.aa_text()
+    assert "B differs from A by -5.0 % (95 % CI -14.6 % to +5.8 %" in text
+    assert "inside it, so the floor holds here" in text

@@ -96,3 +96,42 @@ def test_design_summary_and_grid_table():
     grids = {"search": {"vary": {"a": [1, 2]}, "set": {}}, "wide": {"vary": {"a": [3]}, "set": {"b": 1}}}
     t = ca.grid_table(grids, points).set_index("grid")
     assert t.loc["wide", "sets"] == "b=1" and t.loc["search", "excluded"] == 1
+
+
+def confirmed(point, values, label="A"):
+    return [{**row, "run.confirm": label} for row in rows(point, values)]
+
+
+def test_confirmed_estimates_quote_the_fresh_runs_not_the_search(table):
+    fresh = pd.DataFrame(confirmed({}, [95.0, 96.0, 94.0])
+                         + confirmed({"ndevs": 1, "qdepth": 64}, [50.0, 51.0, 49.0])
+                         + confirmed({}, [96.0, 94.0, 95.0], label="B"))
+    got = ca.confirmed_estimates(table, fresh)
+    assert list(got["table"]["ndevs"]) == [2, 1]         # ranked by the search's means
+    assert got["optimum"]["mean"] == pytest.approx(95.0)
+    assert got["optimum"]["mean_search"] == pytest.approx(100.0)
+    assert got["capacity"]["qdepth"] == 64 and got["capacity"]["mean"] == pytest.approx(50.0)
+    assert got["quoted"] == {"optimum": pytest.approx(95.0), "optimum_source": "confirmation",
+                             "ndevs": 2, "capacity": pytest.approx(50.0),
+                             "capacity_source": "confirmation"}
+    assert got["optimum"]["pct"] == pytest.approx(-5.0) and got["optimum"]["pct_high"] < 0
+
+
+def test_without_confirmation_runs_the_search_is_quoted_and_says_so(table):
+    got = ca.confirmed_estimates(table, pd.DataFrame())
+    assert got["optimum"] is None and got["capacity"] is None and got["table"].empty
+    assert got["quoted"]["optimum"] == pytest.approx(100.0)
+    assert got["quoted"]["capacity"] == pytest.approx(57.0)
+    assert got["quoted"]["optimum_source"] == got["quoted"]["capacity_source"] == "search"
+
+
+def test_replication_compares_the_best_sets_of_two_hosts(table):
+    other = table.copy()
+    other.loc[other["qdepth"] == 64, "iops"] *= 1.2        # another host: qdepth 64 wins
+    rep = ca.replication(table, other)
+    assert rep["top"]["qdepth"] == 128 and rep["their_top"]["qdepth"] == 64
+    assert rep["common_points"] == 8
+    assert not rep["their_top_in_ours"] and not rep["agree"]   # 64 is beaten here
+    assert rep["ratio"]["ratio"] == pytest.approx(100.0 / 108.0)
+    same = ca.replication(table, table)
+    assert same["agree"] and same["same_top"] and same["shared"] == same["ours"]

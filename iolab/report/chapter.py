@@ -18,6 +18,7 @@ analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,14 @@ import matplotlib.pyplot as plt
 import nbformat
 import pandas as pd
 
-from iolab.analysis import noise, outliers, stats
+from iolab.analysis import confirmation, noise, outliers, stats
+from iolab.analysis.findings import Finding
 from iolab.campaign import Campaign
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
 from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report.figures import half_widths, one_configuration, placeholder, theme
+from iolab.report import claims
 from iolab.report.tables import fmt_num
 
 MODES = ("replay", "plan", "run")
@@ -95,6 +98,12 @@ class Chapter:
             rows = rows[~imported]
             # the runs this params file plans, by identity; any other stored run is listed
             self.df, self.others = Campaign.split(rows, self.plan)
+        # confirmation runs (iolab.core.confirm) measure again what the search chose: kept
+        # apart, so that no search statistic pools them with the search's runs
+        confirm = (self.df["run.confirm"].notna() if "run.confirm" in self.df
+                   else pd.Series(False, index=self.df.index))
+        self.confirmed = self.df[confirm].reset_index(drop=True)
+        self.df = self.df[~confirm].reset_index(drop=True)
         self.host = self.campaign.store.read_host() or {}
         self.text: dict[str, str] = {}
         self.figures: dict[str, Any] = {}
@@ -230,14 +239,19 @@ class Chapter:
         if rule.fixed:  # no metric to decide on: the runs of each point
             return ran[variables + ["n"]].rename(
                 columns={v: self.axis_label(v) for v in variables})
-        table = ran[variables + ["n", "mean", "rel_half_pct", "reason"]].copy()
+        # a confirmation point has the variables of a search point: its label tells them apart
+        step = ["confirm"] if "confirm" in ran else []
+        table = ran[variables + step + ["n", "mean", "rel_half_pct", "reason"]].copy()
         for v in variables:
             table[v] = [self.experiment.describe(v, x) for x in table[v]]
+        if step:
+            table["confirm"] = ["search" if pd.isna(x) else f"confirmation {x}"
+                                for x in table["confirm"]]
         table["rel_half_pct"] = [fmt_num(v, 1) for v in table["rel_half_pct"]]
         table["reason"] = table["reason"].map(lambda r: REASON_TEXT.get(r, r))
         return table.rename(columns={
-            **{v: self.axis_label(v) for v in variables}, "mean": f"mean {metric.label}",
-            "rel_half_pct": f"± % ({rule.confidence * 100:g} % CI)", "reason": "decision"})
+            **{v: self.axis_label(v) for v in variables}, "confirm": "runs",
+            "mean": f"mean {metric.label}", "rel_half_pct": f"± % ({rule.confidence * 100:g} % CI)", "reason": "decision"})
 
     def best_set_table(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The points of a best set (``rows`` with the variables, ``n``, ``mean``, the interval
@@ -258,6 +272,86 @@ class Chapter:
             **({"outlier runs": [int(counts.get(k if len(keys) > 1 else k[0], 0))
                                  for k in members[keys].itertuples(index=False)]}
                if counts is not None else {})})
+
+    def host_words(self) -> str:
+        """The campaign's recorded host in a few words: CPU model, logical CPUs, kernel."""
+        cpu = self.host.get("cpu") or {}
+        if not self.host:
+            return "no host recorded"
+        return (f"{cpu.get('model_name')}, {cpu.get('logical_cpus')} logical CPUs, kernel "
+                f"{self.host.get('kernel_release')}")
+
+    def blocked_by_grid(self) -> dict[str, str]:
+        """Per grid of the params file, why the campaign's host could not make its blocked
+        runs (every reason the plan gives, once)."""
+        reasons: dict[str, set[str]] = {}
+        for r in self.plan.by_status("blocked"):
+            for grid in r.point.grids:
+                reasons.setdefault(grid, set()).update(r.reasons)
+        return {grid: "; ".join(sorted(why)) for grid, why in reasons.items()}
+
+    def claims_table(self, found: list[Finding]) -> pd.DataFrame:
+        """The source study's claims (``claims.yaml`` beside the experiment's module), each
+        with its verdict from ``found`` and this campaign's noise floor
+        (:mod:`iolab.report.claims`); the verdict counts go to the glue key ``claims``."""
+        module = sys.modules[type(self.experiment).__module__].__file__
+        rows = claims.confront(claims.path_of(module), found, self.noise_floor().floor,
+                               self.experiment.name)
+        self.text["claims"] = claims.summary(rows)
+        return rows
+
+    def confirmed_table(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The confirmed points (``iolab.analysis.confirmation.confirmed_points``) for the
+        reader: the variables that tell them apart, in words, the search's n and mean, the
+        confirmation's n, mean and interval, and the change between the two."""
+        variables = [v for v in self.spec.variables if v in table and table[v].nunique() > 1]
+        ci = f"{self.confidence * 100:g} % CI"
+        return pd.DataFrame({
+            **{self.axis_label(v): [self.experiment.describe(v, x) for x in table[v]]
+               for v in variables},
+            "search: n": table["n_search"].to_numpy(),
+            "search: mean": [fmt_num(x, 0) for x in table["mean_search"]],
+            "confirmation: n": table["n"].to_numpy(),
+            "confirmation: mean": [fmt_num(x, 0) for x in table["mean"]],
+            f"confirmation: {ci}": [f"{fmt_num(a, 0)} – {fmt_num(b, 0)}"
+                                    for a, b in zip(table["ci_low"], table["ci_high"])],
+            f"change from the search ({ci})": [
+                f"{p:+.1f} % ({lo:+.1f} to {hi:+.1f})" if not why else f"undefined: {why}"
+                for p, lo, hi, why in zip(table["pct"], table["pct_low"], table["pct_high"],
+                                          table["undefined"])]})
+
+    def aa_text(self, metric: str | None = None) -> str:
+        """The confirmation step's A/A pair (``iolab.analysis.confirmation.aa_pair``) in
+        words, set against the campaign's noise floor; a sentence saying why where there is
+        no pair."""
+        metric = metric or self.spec.rule.metric or next(iter(self.experiment.metrics))
+        keys = [v for v in self.spec.variables if v in self.confirmed]
+        pair = confirmation.aa_pair(self.confirmed, keys, metric, self.confidence)
+        if not pair.defined:
+            return f"This campaign has no A/A pair: {pair.why_undefined}."
+        ci = f"{self.confidence * 100:g} % CI"
+        search = self.noise_floor(metric)
+        verdict = ("its interval contains zero, as it should" if pair.contains_zero else
+                   "its interval excludes zero: the two labels differ by more than chance "
+                   "allows, so something moved the runs of one label together")
+        against = ""
+        if search.defined:
+            floor_n = noise.floor(self.df.dropna(subset=[metric]),
+                                  [v for v in self.spec.variables if v in self.df], metric,
+                                  self.confidence, min(pair.n_a, pair.n_b))
+            against = (f" The search's noise floor for two points of "
+                       f"{min(pair.n_a, pair.n_b)} runs is {floor_n.floor * 100:.1f} %: the "
+                       "A/A difference is " + ("inside it, so the floor holds here."
+                                               if pair.inside(floor_n.floor) else
+                                               "larger, so the search's floor is too low "
+                                               "for this machine and its verdicts of "
+                                               "'not distinguishable' are the safe ones."))
+        own = (f" From the pair's own runs the floor is {pair.floor.floor * 100:.1f} %."
+               if pair.floor.defined else "")
+        return (f"The A/A pair, the point measured under labels A ({pair.n_a} runs) and B "
+                f"({pair.n_b} runs), interleaved: B differs from A by {pair.pct:+.1f} % "
+                f"({ci} {pair.pct_low:+.1f} % to {pair.pct_high:+.1f} %, a ratio of means "
+                f"on the log scale); {verdict}.{against}{own}")
 
     def outlier_counts(self, rows: pd.DataFrame, by: list[str],
                        metric: str | None = None) -> pd.Series:

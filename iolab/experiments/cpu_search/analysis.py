@@ -8,7 +8,9 @@ AiSIO's 0/1 flags and ``fixed_freq`` onto this package's values.
 Definitions (stated because AiSIO left some implicit):
 
 - *device capacity*: the highest mean IOPS over the repetitions of any single-device point
-  (AiSIO used the highest single run; both are reported);
+  (AiSIO used the highest single run; both are reported); where the campaign has a
+  confirmation step, the mean of that point's fresh confirmation runs
+  (:func:`confirmed_estimates`), which its choice does not bias;
 - *roofline* for n devices: capacity x n, computed from the data, never a constant;
 - *optimum*: the point of the search grid with the highest mean IOPS; being the largest of
   many noisy means it is biased upwards, so beside it stands the *best set*, the points that
@@ -27,7 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from iolab.analysis import stats
+from iolab.analysis import confirmation, stats
+from iolab.analysis import findings as fd
+from iolab.analysis.findings import Finding
 from iolab.analysis.selection import BestSet, best_set
 
 VARIABLES = ["cpu_governor", "turbo", "smt", "thr_sib", "stress", "qdepth", "iosize", "ncores", "ndevs"]
@@ -112,6 +116,60 @@ def best_points(df: pd.DataFrame, confidence: float = 0.95) -> tuple[BestSet, pd
         best=[label[k] in found.members for k in keys],
         beaten_by=[by_label.get(found.beaten_by.get(label[k])) for k in keys])
     return found, table.sort_values("mean", ascending=False, ignore_index=True)
+
+
+def confirmed_estimates(df: pd.DataFrame, confirmed: pd.DataFrame,
+                        confidence: float = 0.95) -> dict[str, Any]:
+    """The confirmation step's estimates (``iolab.analysis.confirmation``): ``table``, one
+    row per confirmed point; ``optimum``, the confirmed point the search ranked highest, and
+    ``capacity``, the single-device one it ranked highest (rows of the table, None where the
+    step confirmed none); ``quoted``, the optimum's and the capacity's IOPS the chapter quotes
+    and the optimum's devices: the confirmation means where there are some, else the search's
+    (``source`` says which of the two)."""
+    keys = [v for v in VARIABLES if v in df and v in confirmed]
+    table = confirmation.confirmed_points(df, confirmed, keys, "iops", confidence)
+    single = table[table["ndevs"] == 1] if "ndevs" in table else table.iloc[0:0]
+    opt_row = table.iloc[0] if len(table) else None
+    cap_row = single.iloc[0] if len(single) else None
+    opt = optimum(df) if not df.empty else {}
+    search_opt = float(select(df, opt)["iops"].mean()) if opt else float("nan")
+    quoted = {
+        "optimum": float(opt_row["mean"]) if opt_row is not None else search_opt,
+        "optimum_source": "confirmation" if opt_row is not None else "search",
+        "ndevs": int(opt_row["ndevs"]) if opt_row is not None else int(opt.get("ndevs", 0)),
+        "capacity": (float(cap_row["mean"]) if cap_row is not None
+                     else device_capacity(df, confidence)["iops"]),
+        "capacity_source": "confirmation" if cap_row is not None else "search"}
+    return {"table": table, "optimum": opt_row, "capacity": cap_row, "quoted": quoted}
+
+
+def replication(df: pd.DataFrame, other: pd.DataFrame,
+                confidence: float = 0.95) -> dict[str, Any]:
+    """The same search on two hosts: each one's best set (:func:`best_points`), how many
+    points the two sets share of the points both measured, whether each host's top point is in
+    the other's set, and the ratio of the two top means (``stats.ratio_interval``, this
+    campaign's over the other's)."""
+    found, rows = best_points(df, confidence)
+    theirs, their_rows = best_points(other, confidence)
+    cols = [v for v in VARIABLES if v in rows and v in their_rows]
+
+    def members(table: pd.DataFrame) -> set[tuple]:
+        return {tuple(r) for r in table.loc[table["best"], cols].itertuples(index=False)}
+
+    ours, other_set = members(rows), members(their_rows)
+    both = ({tuple(r) for r in rows[cols].itertuples(index=False)}
+            & {tuple(r) for r in their_rows[cols].itertuples(index=False)})
+    top = tuple(rows.iloc[0][cols]) if len(rows) else None
+    their_top = tuple(their_rows.iloc[0][cols]) if len(their_rows) else None
+    ratio = stats.ratio_interval(select(df, dict(zip(cols, top)))["iops"] if top else [],
+                                 select(other, dict(zip(cols, their_top)))["iops"]
+                                 if their_top else [], confidence)
+    return {"ours": len(ours), "theirs": len(other_set), "common_points": len(both),
+            "shared": len(ours & other_set & both),
+            "agree": top in other_set and their_top in ours,
+            "top_in_theirs": top in other_set, "their_top_in_ours": their_top in ours,
+            "same_top": top == their_top, "top": dict(zip(cols, top)) if top else {},
+            "their_top": dict(zip(cols, their_top)) if their_top else {}, "ratio": ratio}
 
 
 def ad_table(df: pd.DataFrame, opt: dict[str, Any], confidence: float = 0.95) -> pd.DataFrame:
@@ -210,3 +268,73 @@ def effects(df: pd.DataFrame, opt: dict[str, Any], published: pd.DataFrame | Non
                          "published_pct": (pub.loc[pid, "published_change_pct"]
                                            if pid in pub.index else np.nan)})
     return pd.DataFrame(rows)
+
+
+def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
+             blocked: dict[str, str], confidence: float = 0.95) -> list[Finding]:
+    """The chapter's findings (:mod:`iolab.analysis.findings`): the one-at-a-time sweeps
+    around the base point (queue depth 128 against the best other depth, I/O size, scaling
+    with cores and devices), stress with and without thread siblings at the optimum ``opt``,
+    and the knob effects at the base point. ``blocked`` names, per grid, why the campaign's
+    host could not make its runs (``Chapter.blocked_by_grid``)."""
+    ref = {k: v for k, v in base.items() if k in VARIABLES}
+
+    def values(point: dict[str, Any], metric: str = "iops") -> list[float]:
+        return select(df, point)[metric].dropna().tolist() if not df.empty else []
+
+    def change(fid: str, what: str, new: dict[str, Any], old: dict[str, Any], grid: str,
+               metric: str = "iops") -> Finding:
+        a, b = values(new, metric), values(old, metric)
+        if not a or not b:
+            return fd.undefined(fid, what, blocked.get(grid) or "no stored runs of one side",
+                                confidence=confidence)
+        return fd.change(fid, what, a, b, confidence)
+
+    def per_unit(fid: str, what: str, variable: str, grid: str) -> Finding:
+        """IOPS at the sweep's largest value over IOPS at 1, divided by that value: 1 is
+        linear scaling."""
+        levels = sorted(select(df, {k: v for k, v in ref.items() if k != variable})[variable]
+                        .unique()) if not df.empty else []
+        top = int(levels[-1]) if levels else 0
+        a, b = values({**ref, variable: top}), values({**ref, variable: 1})
+        if top < 2 or not a or not b:
+            return fd.undefined(fid, what, blocked.get(grid) or "the sweep has no second "
+                                "value", "ratio", confidence)
+        r = fd.ratio(fid, f"{what} ({top} against 1)", a, b, confidence)
+        return fd.Finding(r.id, r.statement, "ratio", r.estimate / top, r.ci_low / top,
+                          r.ci_high / top, r.n, confidence,
+                          r.method + f", divided by {top}", r.undefined)
+
+    qd = select(df, {k: v for k, v in ref.items() if k != "qdepth"}) if not df.empty else df
+    others = (qd[qd["qdepth"] != 128].groupby("qdepth")["iops"].mean()
+              if not qd.empty else pd.Series(dtype=float))
+    best_other = int(others.idxmax()) if len(others) else None
+    opt_c = {**opt, "thr_sib": False}
+    return [
+        change("qdepth_128_vs_best_other", f"mean IOPS at queue depth 128 against the best "
+               f"other depth of the sweep ({best_other})", {**ref, "qdepth": 128},
+               {**ref, "qdepth": best_other}, "expand-qdepth"),
+        change("iosize_4096_iops", "mean IOPS at 4096-byte against 512-byte reads",
+               {**ref, "iosize": 4096}, {**ref, "iosize": 512}, "expand-iosize"),
+        change("iosize_4096_bandwidth", "mean bandwidth at 4096-byte against 512-byte reads",
+               {**ref, "iosize": 4096}, {**ref, "iosize": 512}, "expand-iosize", "mibs"),
+        per_unit("core_scaling", "IOPS per core relative to one core", "ncores",
+                 "expand-ncores"),
+        per_unit("device_scaling", "IOPS per device relative to one device", "ndevs",
+                 "expand-ndevs"),
+        change("stress_without_siblings", "mean IOPS at the optimum with stress-ng on the idle "
+               "CPUs against without (one thread per core, C to D)",
+               {**opt_c, "stress": True}, {**opt_c, "stress": False}, "search"),
+        change("stress_with_siblings", "mean IOPS at the optimum with stress against without, "
+               "both threads of each core used (A to B)", {**opt, "thr_sib": True, "stress": True},
+               {**opt, "thr_sib": True, "stress": False}, "thr-sib"),
+        change("governor_powersave", "mean IOPS with the powersave governor against as found",
+               {**ref, "cpu_governor": "powersave"}, ref, "governor"),
+        change("turbo_off", "mean IOPS with turbo off against as found",
+               {**ref, "turbo": "off"}, ref, "turbo"),
+        change("smt_off", "mean IOPS with SMT off against as found", {**ref, "smt": "off"},
+               ref, "smt"),
+        change("turbo_off_double_cores", "mean IOPS with turbo off and twice the cores "
+               "against turbo on", {**ref, "turbo": "off", "ncores": 2 * ref["ncores"]},
+               {**ref, "turbo": "on"}, "turbo"),
+    ]

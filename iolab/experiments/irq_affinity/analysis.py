@@ -23,7 +23,9 @@ import json
 
 import pandas as pd
 
+from iolab.analysis import findings as fd
 from iolab.analysis import multiple, stats
+from iolab.analysis.findings import Finding
 
 PLACEMENTS = ("irq_cores", "other_cores")
 MODES = ("default", "coop", "defer")
@@ -128,3 +130,37 @@ def seed_share_prediction(share: float) -> float:
     """The lab notes' arithmetic: freeing a share ``share`` of a CPU's time for the
     application predicts ``1/(1-share) - 1`` more throughput (as a fraction)."""
     return 1.0 / (1.0 - share) - 1.0
+
+
+def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
+    """The chapter's findings (:mod:`iolab.analysis.findings`) over the interrupt-driven runs:
+    the placement effect on IOPS in the default mode and with COOP_TASKRUN, and the reschedule
+    IPIs per read beside the interrupt CPUs against on them, and with COOP_TASKRUN against the
+    default (differences, as the counts may be zero)."""
+    rows = interrupt_driven(df)
+
+    def of(metric: str, **where) -> list[float]:
+        return _values(rows, metric, **where).tolist() if not rows.empty else []
+
+    def build(kind, fid: str, what: str, new: list[float], base: list[float]) -> Finding:
+        if not new or not base:
+            return fd.undefined(fid, what, "no stored runs of one side", "change", confidence)
+        return kind(fid, what, new, base, confidence)
+
+    return [
+        build(fd.change, "placement_default_iops", "mean IOPS beside the interrupt CPUs "
+              "against on them, default mode", of("iops", placement="other_cores",
+                                                  taskrun="default"),
+              of("iops", placement="irq_cores", taskrun="default")),
+        build(fd.change, "placement_coop_iops", "mean IOPS beside the interrupt CPUs against on "
+              "them, COOP_TASKRUN", of("iops", placement="other_cores", taskrun="coop"),
+              of("iops", placement="irq_cores", taskrun="coop")),
+        build(fd.difference, "resched_beside_default", "reschedule IPIs per read beside the "
+              "interrupt CPUs minus on them, default mode",
+              of("resched_ipis_per_io", placement="other_cores", taskrun="default"),
+              of("resched_ipis_per_io", placement="irq_cores", taskrun="default")),
+        build(fd.difference, "resched_coop_beside", "reschedule IPIs per read with "
+              "COOP_TASKRUN minus the default mode, beside the interrupt CPUs",
+              of("resched_ipis_per_io", placement="other_cores", taskrun="coop"),
+              of("resched_ipis_per_io", placement="other_cores", taskrun="default")),
+    ]

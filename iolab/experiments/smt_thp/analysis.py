@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from iolab.analysis import findings as fd
 from iolab.analysis import multiple, stats
+from iolab.analysis.findings import Finding
 
 ENGINES = ("psync", "io_uring")
 AFFINITIES = ("unpinned", "one_core", "two_cores", "all_cores")
@@ -135,3 +137,78 @@ def quoted_family(df: pd.DataFrame, base: dict[str, Any], thp_fixed: dict[str, A
 def physical_cores(topology: list[dict[str, Any]]) -> tuple[int, int]:
     """(logical CPUs, physical cores) of a recorded topology."""
     return len({c["cpu"] for c in topology}), len({(c["package"], c["core"]) for c in topology})
+
+
+def findings(df: pd.DataFrame, base: dict[str, Any], thp_fixed: dict[str, Any],
+             blocked: dict[str, str], confidence: float = 0.95) -> list[Finding]:
+    """The chapter's findings (:mod:`iolab.analysis.findings`), each at the base point except
+    for what it varies: the concurrency sweep's scaling and engine ratios, one core against
+    unpinned, SMT on against off and THP always against never, per engine. ``blocked`` names,
+    per grid, why this campaign's host could not make its runs (``Chapter.blocked_by_grid``),
+    which is what a finding without runs says."""
+    c_base = base["concurrency"]
+
+    def rows(free: tuple[str, ...], fixed: dict[str, Any] | None = None, **where: Any):
+        sub = at_base(df, base, free=free, **(fixed or {})) if not df.empty else df
+        for k, v in where.items():
+            sub = sub[sub[k] == v] if not sub.empty else sub
+        return sub
+
+    conc = rows(("concurrency", "engine"))
+    levels = sorted(int(c) for c in conc["concurrency"].unique()) if not conc.empty else []
+    low, high = (levels[0], levels[-1]) if levels else (1, 64)
+
+    def at(sub, metric, **where):
+        for k, v in where.items():
+            sub = sub[sub[k] == v] if not sub.empty else sub
+        return sub[metric].dropna().tolist() if not sub.empty else []
+
+    def pair(fid, statement, kind, new, ref, grid):
+        if not new or not ref:
+            return fd.undefined(fid, statement, blocked.get(grid) or "no stored runs of one "
+                                "side", "change" if kind == "change" else "ratio", confidence)
+        build = fd.change if kind == "change" else fd.ratio
+        return build(fid, statement, new, ref, confidence)
+
+    aff = rows(("affinity", "engine"))
+    smt = rows(("smt", "engine"))
+    thp = rows(("thp", "engine"), thp_fixed)
+    out = [
+        pair("psync_scaling_iops", f"psync's mean IOPS at concurrency {high} against {c_base}",
+             "change", at(conc, "iops", engine="psync", concurrency=high),
+             at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
+        pair("engine_ratio_iops", f"io_uring / psync mean IOPS at concurrency {c_base}", "ratio",
+             at(conc, "iops", engine="io_uring", concurrency=c_base),
+             at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
+        pair("psync_p99_sweep", f"psync's mean p99 latency at concurrency {high} against {low}",
+             "change", at(conc, "clat_p99_us", engine="psync", concurrency=high),
+             at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
+        pair("engine_ratio_p99_low", f"io_uring / psync mean p99 latency at concurrency {low}",
+             "ratio", at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
+             at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
+        pair("engine_ratio_p99_base", f"io_uring / psync mean p99 latency at concurrency "
+             f"{c_base}, unpinned", "ratio",
+             at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
+             at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
+        pair("one_core_psync_iops", "psync's mean IOPS on one core against unpinned", "change",
+             at(aff, "iops", engine="psync", affinity="one_core"),
+             at(aff, "iops", engine="psync", affinity="unpinned"), "affinity"),
+    ]
+    one = [at(aff, "iops", engine=e, affinity=a) for e in ("io_uring", "psync")
+           for a in ("one_core", "unpinned")]
+    out.append(fd.interaction("one_core_engine_gap", "io_uring's one-core/unpinned IOPS ratio "
+                              "over psync's", *one, confidence=confidence)
+               if all(one) else fd.undefined("one_core_engine_gap", "io_uring's "
+                                             "one-core/unpinned IOPS ratio over psync's",
+                                             blocked.get("affinity") or "no stored runs of "
+                                             "one side", "ratio", confidence))
+    for engine in ENGINES:
+        for metric, word in (("iops", "IOPS"), ("clat_p99_us", "p99 latency")):
+            out.append(pair(f"smt_{engine}_{metric}", f"{engine}'s mean {word} with SMT on "
+                            "against off", "change", at(smt, metric, engine=engine, smt="on"),
+                            at(smt, metric, engine=engine, smt="off"), "smt"))
+            out.append(pair(f"thp_{engine}_{metric}", f"{engine}'s mean {word} with THP always "
+                            "against never (buffered reads)", "change",
+                            at(thp, metric, engine=engine, thp="always"),
+                            at(thp, metric, engine=engine, thp="never"), "thp"))
+    return out

@@ -2,7 +2,8 @@
 AiSIO's published means in the same shape.
 
 Responsible for: selecting the runs of one comparison (the base point's queue depth and I/O
-size), per-tool summaries, ratios with their intervals, and the published table reshaped.
+size), per-tool summaries, ratios with their intervals, the published table reshaped, and the
+chapter's findings.
 Not responsible for: loading runs (``iolab.report.chapter``), drawing, or glue.
 """
 
@@ -12,7 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from iolab.analysis import findings as fd
 from iolab.analysis import stats
+from iolab.analysis.findings import Finding
 
 TOOLS = ("fio", "bdevperf", "xnvmeperf")
 TOOL_NAMES = {"fio": "fio", "bdevperf": "SPDK bdevperf", "xnvmeperf": "xNVMe xnvmeperf"}
@@ -79,3 +82,37 @@ def published(table: pd.DataFrame) -> pd.DataFrame:
     wide.index = [PUBLISHED_NAMES[t] for t in wide.index]
     wide.columns = [f"{n} thread{'s' if n > 1 else ''}" for n in wide.columns]
     return wide
+
+
+def findings(df: pd.DataFrame, base: dict[str, Any], confidence: float = 0.95) -> list[Finding]:
+    """The chapter's findings (:mod:`iolab.analysis.findings`) at the base point's queue
+    depth and I/O size, through io_uring: xnvmeperf against bdevperf on one core, and what a
+    second core adds for each of them. What this package cannot measure on a kernel path (the
+    uPCIe driver, GPU buffers, SPDK's perf) is undefined with the reason."""
+    rows = comparison_rows(df, base) if not df.empty else df
+
+    def iops(tool: str, ncores: int) -> list[float]:
+        return (at(rows, tool=tool, engine="io_uring", ncores=ncores)["iops"].dropna().tolist()
+                if not rows.empty else [])
+
+    def ratio(fid: str, what: str, a: list[float], b: list[float]) -> Finding:
+        if not a or not b:
+            return fd.undefined(fid, what, "no stored runs of one side", "ratio", confidence)
+        return fd.ratio(fid, what, a, b, confidence)
+
+    user_space = ("this host has no NVMe device to hand to a user-space driver, so its runs "
+                  "read files through the kernel")
+    return [
+        ratio("xnvmeperf_over_bdevperf", "xnvmeperf / bdevperf mean IOPS, io_uring, one core",
+              iops("xnvmeperf", 1), iops("bdevperf", 1)),
+        ratio("second_core_bdevperf", "bdevperf's mean IOPS on two cores / one core, io_uring",
+              iops("bdevperf", 2), iops("bdevperf", 1)),
+        ratio("second_core_xnvmeperf", "xnvmeperf's mean IOPS on two cores / one core, "
+              "io_uring", iops("xnvmeperf", 2), iops("xnvmeperf", 1)),
+        fd.undefined("upcie_over_spdk", "xnvmeperf on xNVMe's uPCIe driver / on SPDK's",
+                     user_space, "ratio", confidence),
+        fd.undefined("gpu_buffers", "xnvmeperf on uPCIe with GPU buffers / host buffers",
+                     user_space + ", and it has no GPU", "ratio", confidence),
+        fd.undefined("perf_over_bdevperf", "SPDK's perf / bdevperf mean IOPS",
+                     "this package has no driver for SPDK's perf tool", "ratio", confidence),
+    ]

@@ -1,0 +1,164 @@
+"""The claims of a chapter's source study, each confronted with the chapter's findings.
+
+An experiment keeps its source's claims as data, ``claims.yaml`` beside its module::
+
+    source: the course project on sync/async I/O, affinity, SMT and THP
+    claims:
+      - id: thp-psync
+        section: "3.4"
+        claim: THP raises the IOPS of synchronous buffered random reads
+        finding: thp_psync_iops      # the id of a finding of the experiment's analysis
+        expect: increase             # increase | decrease | no change
+        lab: the thp grid on hpc-server   # where the claim is tested when not here (optional)
+
+Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findings`):
+
+- ``increase`` (``decrease``): *supported* when the finding's interval lies wholly above
+  (below) "no effect", *contradicted* when it lies wholly on the other side, and *not
+  distinguishable on this machine* when it contains "no effect";
+- ``no change``: *supported* when the whole interval lies inside the campaign's noise floor
+  (an equivalence test against the smallest difference the campaign can see), *contradicted*
+  when the interval excludes "no effect", else *not distinguishable on this machine*;
+- *not testable here* when the finding is undefined (this host cannot make the runs), with the
+  reason and the lab point that would test it.
+
+Responsible for: reading and validating the claims, the verdicts and their table.
+Not responsible for: the findings (the experiments' analysis) or the prose around the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+import yaml
+
+from iolab.analysis import noise
+from iolab.analysis.findings import Finding
+from iolab.errors import InputError
+
+EXPECT = ("increase", "decrease", "no change")
+FIELDS = ("id", "section", "claim", "finding", "expect", "lab")
+SUPPORTED, CONTRADICTED = "supported", "contradicted"
+UNDISTINGUISHABLE, UNTESTABLE = "not distinguishable on this machine", "not testable here"
+VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, UNTESTABLE)
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    section: str
+    claim: str
+    finding: str
+    expect: str
+    lab: str = ""
+
+
+@dataclass(frozen=True)
+class Claims:
+    source: str
+    claims: tuple[Claim, ...]
+
+
+def load(path: Path) -> Claims:
+    """``claims.yaml`` validated: a clear error naming the file, the key and what is allowed."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(path, None, f"cannot be read as YAML: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("source"), str):
+        raise InputError(path, "source", "missing: say which study the claims come from",
+                         allowed="a mapping with 'source' (text) and 'claims' (a list)")
+    items = doc.get("claims")
+    if not isinstance(items, list) or not items:
+        raise InputError(path, "claims", "must be a non-empty list of claims")
+    out, seen = [], set()
+    for i, item in enumerate(items):
+        key = f"claims[{i}]"
+        if not isinstance(item, dict):
+            raise InputError(path, key, "must be a mapping", allowed=", ".join(FIELDS))
+        unknown = sorted(set(item) - set(FIELDS))
+        if unknown:
+            raise InputError(path, f"{key}.{unknown[0]}", "unknown field of a claim",
+                             allowed=", ".join(FIELDS))
+        for field in FIELDS[:5]:
+            if not isinstance(item.get(field), str) or not item[field].strip():
+                raise InputError(path, f"{key}.{field}", "missing or not text",
+                                 allowed=", ".join(EXPECT) if field == "expect" else "text")
+        if item["expect"] not in EXPECT:
+            raise InputError(path, f"{key}.expect", f"unknown expectation {item['expect']!r}",
+                             allowed=", ".join(EXPECT))
+        if item["id"] in seen:
+            raise InputError(path, f"{key}.id", f"{item['id']!r} is used twice")
+        seen.add(item["id"])
+        out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS}))
+    return Claims(doc["source"], tuple(out))
+
+
+def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) -> tuple[str, str]:
+    """(verdict, why) of ``claim`` against its finding and the campaign's relative noise
+    floor (see the module docstring)."""
+    if finding is None or not finding.defined:
+        why = (finding.undefined if finding is not None and finding.undefined
+               else "this campaign has no such measurement")
+        return UNTESTABLE, why + (f"; the lab run that would test it: {claim.lab}"
+                                  if claim.lab else "")
+    direction = finding.direction
+    if claim.expect == "no change":
+        if direction != "none":
+            return CONTRADICTED, "the interval excludes no change"
+        if all(noise.inside(bound, floor) for bound in finding.relative_bounds):
+            return SUPPORTED, "the whole interval lies inside the noise floor"
+        return UNDISTINGUISHABLE, "the interval contains no change but reaches beyond the " \
+                                  "noise floor"
+    wanted = "up" if claim.expect == "increase" else "down"
+    if direction == wanted:
+        return SUPPORTED, "the interval lies wholly on the claimed side"
+    if direction == "none":
+        return UNDISTINGUISHABLE, "the interval contains no effect"
+    return CONTRADICTED, "the interval lies wholly on the other side"
+
+
+def table(claims: Claims, findings: dict[str, Finding], floor: float = float("nan"),
+          experiment: str = "") -> pd.DataFrame:
+    """One row per claim: its section and words, what was measured here, the verdict and
+    why. A claim naming a finding the analysis does not make is an error, not a verdict."""
+    rows: list[dict[str, Any]] = []
+    for c in claims.claims:
+        if c.finding not in findings:
+            raise KeyError(f"{experiment} claim {c.id!r} names finding {c.finding!r}, which "
+                           f"its analysis does not make (it makes {', '.join(sorted(findings))})")
+        f = findings[c.finding]
+        said, why = verdict(c, f, floor)
+        measured = f"{f.statement}: {f.text()}" if f.defined else "not measured here"
+        rows.append({"section": c.section, "claim": c.claim, "measured here": measured,
+                     "verdict": said, "why": why})
+    return pd.DataFrame(rows, columns=["section", "claim", "measured here", "verdict", "why"])
+
+
+def counts(rows: pd.DataFrame) -> dict[str, int]:
+    """How many claims got each verdict (every verdict, zeros included)."""
+    found = rows["verdict"].value_counts() if not rows.empty else pd.Series(dtype=int)
+    return {v: int(found.get(v, 0)) for v in VERDICTS}
+
+
+def summary(rows: pd.DataFrame) -> str:
+    """'Of the 12 claims, 3 are supported, ...' for the closing section."""
+    n = counts(rows)
+    parts = [f"{k} {v}" for v, k in n.items() if k]
+    return (f"Of the source's {len(rows)} claims checked here, " + ", ".join(parts[:-1])
+            + (" and " if len(parts) > 1 else "") + parts[-1] + "." if parts else
+            "The source makes no claim checked here.")
+
+
+def path_of(experiment_module_file: str | Path) -> Path:
+    """Where an experiment keeps its claims: ``claims.yaml`` beside its module."""
+    return Path(experiment_module_file).parent / "claims.yaml"
+
+
+def confront(claims_path: Path, found: Sequence[Finding], floor: float,
+             experiment: str = "") -> pd.DataFrame:
+    """The claims table of an experiment's findings (:func:`table`)."""
+    return table(load(claims_path), {f.id: f for f in found}, floor, experiment)
