@@ -90,3 +90,25 @@ def test_a_book_without_its_replayed_pages_is_refused(tmp_path):
     pages[0].unlink()
     with pytest.raises(ExtensionError, match=rf"^1 of the book's {len(pages)} replayed pages"):
         ext.check_replayed_pages(app, None)
+
+
+@pytest.mark.parametrize("exp", experiments.all_experiments(), ids=lambda e: e.name)
+def test_every_chapter_ends_with_its_answer_and_the_claims_confronted(html, exp):
+    """The closing section and the claims table (iolab.report.claims), computed, not typed:
+    every row carries one of the verdicts."""
+    import re
+    import sys
+
+    from iolab.report import claims
+
+    page = (html / f"{exp.chapter}.html").read_text()
+    headings = re.findall(r"<h[23][^>]*>(.*?)</h[23]>", page, re.S)
+    words = [re.sub(r"<.*?>", "", h).strip() for h in headings]
+    answer = [i for i, w in enumerate(words) if w.rstrip("#").strip() in ("The answer", "Answer")]
+    assert answer, f"{exp.name}: no closing answer section"
+    assert any("claims, confronted" in w for w in words[answer[0]:]), \
+        f"{exp.name}: no claims table after the answer"
+    module = sys.modules[type(exp).__module__].__file__
+    n = len(claims.load(claims.path_of(module)).claims)
+    verdicts = sum(page.count(f"{v}: ") for v in claims.VERDICTS)
+    assert verdicts >= n, f"{exp.name}: {verdicts} verdicts shown for {n} claims"

@@ -30,6 +30,7 @@ def finding(low: float, high: float, estimate: float | None = None) -> fd.Findin
     ("no change", -1.0, 1.0, cl.SUPPORTED),          # the whole interval inside a 5 % floor
     ("no change", -9.0, 12.0, cl.UNDISTINGUISHABLE),  # contains 0, reaches beyond the floor
     ("no change", 1.0, 9.0, cl.CONTRADICTED),
+    ("no change", 1.0, 2.0, cl.SUPPORTED),            # significant, but inside the floor
 ])
 def test_each_expectation_gets_the_verdict_of_its_rule(expect, low, high, verdict):
     claim = cl.Claim("c", "1", "x", "f", expect)
@@ -94,6 +95,11 @@ def test_a_claim_naming_an_unknown_finding_is_an_error(tmp_path):
 
 # -- the SMT/THP chapter on its committed runs -----------------------------------------------
 
+def verdicts_of(rows) -> dict[str, str]:
+    """{claim's words, without its section: bare verdict}."""
+    return {c.rsplit(" (", 1)[0]: v for c, v in zip(rows["claim"], rows["_verdict"])}
+
+
 @pytest.fixture(scope="module")
 def smt_thp():
     from iolab.report.chapter import Chapter
@@ -122,8 +128,8 @@ def test_the_smt_thp_findings_are_pinned_on_the_committed_runs(smt_thp):
 
 
 def test_the_smt_thp_verdicts_follow_the_data(smt_thp):
-    rows = smt_thp.claims_table(findings_of(smt_thp, smt_thp.df))
-    verdicts = dict(zip(rows["claim"], rows["verdict"]))
+    rows = smt_thp.claims_rows(findings_of(smt_thp, smt_thp.df))
+    verdicts = verdicts_of(rows)
     assert verdicts["io_uring's throughput is largely unchanged by THP"] == cl.CONTRADICTED
     assert verdicts["THP raises the throughput of synchronous buffered random reads"] \
         == cl.UNDISTINGUISHABLE
@@ -133,8 +139,8 @@ def test_the_smt_thp_verdicts_follow_the_data(smt_thp):
     df = smt_thp.df.copy()
     thp = (df["thp"] == "always") & (df["engine"] == "io_uring") & (df["direct"] == 0)
     df.loc[thp, "iops"] = df.loc[thp, "iops"] / 1.163
-    changed = smt_thp.claims_table(findings_of(smt_thp, df))
-    after = dict(zip(changed["claim"], changed["verdict"]))
+    changed = smt_thp.claims_rows(findings_of(smt_thp, df))
+    after = verdicts_of(changed)
     assert after["io_uring's throughput is largely unchanged by THP"] != cl.CONTRADICTED
 
 
@@ -166,11 +172,13 @@ def test_the_committed_chapters_claims_get_their_verdicts(experiment, expected):
     an = importlib.import_module(f"iolab.experiments.{experiment}.analysis")
     found = (an.findings(ch.df, ch.confidence) if experiment == "irq_affinity"
              else an.findings(ch.df, ch.spec.base, ch.confidence))
-    rows = ch.claims_table(found)
-    got = dict(zip(rows["claim"], rows["verdict"]))
+    rows = ch.claims_rows(found)
+    got = verdicts_of(rows)
     for claim, verdict in expected.items():
         assert got[claim] == verdict
-    assert set(rows["verdict"]) <= set(cl.VERDICTS)
+    assert set(rows["_verdict"]) <= set(cl.VERDICTS)
+    shown = ch.claims_table(found)
+    assert list(shown.columns) == ["claim", "measured here", "verdict"]
 
 
 def test_the_cpu_search_chapter_confronts_aisio_on_its_confirmed_campaign():
@@ -181,10 +189,33 @@ def test_the_cpu_search_chapter_confronts_aisio_on_its_confirmed_campaign():
     if not ch.have:
         pytest.skip("no committed cpu_search/epyc-2vcpu-v782 campaign")
     df = ca.normalize(ch.df)
-    rows = ch.claims_table(ca.findings(df, ch.spec.base, ca.optimum(df), ch.blocked_by_grid(),
-                                       ch.confidence))
-    got = dict(zip(rows["claim"], rows["verdict"]))
+    rows = ch.claims_rows(ca.findings(df, ch.spec.base, ca.optimum(df), ch.blocked_by_grid(),
+                                      ch.confidence))
+    got = verdicts_of(rows)
     assert got["4096-byte reads give fewer IOPS than 512-byte reads"] == cl.SUPPORTED
     assert got["the powersave governor lowers IOPS sharply (about 64 %)"] == cl.UNTESTABLE
     assert got["without thread siblings, stressing the unused CPUs lowers IOPS (D against C)"] \
         == cl.SUPPORTED
+
+
+def test_a_chapter_without_runs_lists_its_claims_as_not_testable_with_the_lab_run():
+    from iolab.report.chapter import Chapter
+
+    ch = Chapter("cuda_qdepth", "hpc-server", mode="replay")
+    assert not ch.have
+    rows = ch.claims_table(why="no run is stored in environment hpc-server")
+    assert len(rows) == 4 and all(v.startswith(cl.UNTESTABLE) for v in rows["verdict"])
+    assert all("the lab run that would test it: the cuda_qdepth grid" in v
+               for v in rows["verdict"])
+    assert ch.text["claims"].startswith("None of the source's 4 claims can be tested")
+
+
+def test_every_experiment_keeps_its_sources_claims_beside_it():
+    import sys
+
+    from iolab import experiments
+
+    for exp in experiments.all_experiments():
+        path = cl.path_of(sys.modules[type(exp).__module__].__file__)
+        assert path.exists(), f"{exp.name}: no claims.yaml beside its module"
+        assert cl.load(path).claims

@@ -278,3 +278,11 @@ def test_the_committed_confirmation_is_pinned():
     text = ch.aa_text()
     assert "B differs from A by -5.0 % (95 % CI -14.6 % to +5.8 %" in text
     assert "inside it, so the floor holds here" in text
+
+
+def test_a_confirmed_point_with_one_run_says_why_it_has_no_change_interval():
+    s, k = frame(SEARCH, {(4, "A"): [3800.0]})
+    t = confirmation.confirmed_points(s, k, ["c"], "iops")
+    assert len(t) == 1 and t.loc[0, "n"] == 1 and math.isnan(t.loc[0, "ci_low"])
+    assert "1 value" in t.loc[0, "undefined"] and math.isnan(t.loc[0, "pct_low"])
+    assert confirmation.confirmed_points(s, pd.DataFrame(), ["c"], "iops").empty

@@ -290,15 +290,24 @@ class Chapter:
                 reasons.setdefault(grid, set()).update(r.reasons)
         return {grid: "; ".join(sorted(why)) for grid, why in reasons.items()}
 
-    def claims_table(self, found: list[Finding]) -> pd.DataFrame:
+    def claims_rows(self, found: list[Finding]) -> pd.DataFrame:
         """The source study's claims (``claims.yaml`` beside the experiment's module), each
         with its verdict from ``found`` and this campaign's noise floor
-        (:mod:`iolab.report.claims`); the verdict counts go to the glue key ``claims``."""
+        (:mod:`iolab.report.claims`, with the bare verdict in ``_verdict``); the verdict
+        counts go to the glue key ``claims``."""
         module = sys.modules[type(self.experiment).__module__].__file__
         rows = claims.confront(claims.path_of(module), found, self.noise_floor().floor,
                                self.experiment.name)
         self.text["claims"] = claims.summary(rows)
         return rows
+
+    def claims_table(self, found: list[Finding] | None = None, why: str = "") -> pd.DataFrame:
+        """:meth:`claims_rows` as the chapter shows them; without findings (a campaign with no
+        runs), every claim is not testable here, for the reason ``why``."""
+        if found is None:
+            module = sys.modules[type(self.experiment).__module__].__file__
+            found = claims.unmeasured(claims.path_of(module), why, self.confidence)
+        return claims.shown(self.claims_rows(found))
 
     def confirmed_table(self, table: pd.DataFrame) -> pd.DataFrame:
         """The confirmed points (``iolab.analysis.confirmation.confirmed_points``) for the
@@ -309,13 +318,13 @@ class Chapter:
         return pd.DataFrame({
             **{self.axis_label(v): [self.experiment.describe(v, x) for x in table[v]]
                for v in variables},
-            "search: n": table["n_search"].to_numpy(),
-            "search: mean": [fmt_num(x, 0) for x in table["mean_search"]],
-            "confirmation: n": table["n"].to_numpy(),
-            "confirmation: mean": [fmt_num(x, 0) for x in table["mean"]],
-            f"confirmation: {ci}": [f"{fmt_num(a, 0)} – {fmt_num(b, 0)}"
-                                    for a, b in zip(table["ci_low"], table["ci_high"])],
-            f"change from the search ({ci})": [
+            "search mean (n)": [f"{fmt_num(x, 0)} ({n})"
+                                for x, n in zip(table["mean_search"], table["n_search"])],
+            f"confirmation mean (n), {ci}": [
+                f"{fmt_num(x, 0)} ({n}), {fmt_num(a, 0)} – {fmt_num(b, 0)}"
+                for x, n, a, b in zip(table["mean"], table["n"], table["ci_low"],
+                                      table["ci_high"])],
+            "change from the search": [
                 f"{p:+.1f} % ({lo:+.1f} to {hi:+.1f})" if not why else f"undefined: {why}"
                 for p, lo, hi, why in zip(table["pct"], table["pct_low"], table["pct_high"],
                                           table["undefined"])]})

@@ -17,8 +17,9 @@ Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findin
   (below) "no effect", *contradicted* when it lies wholly on the other side, and *not
   distinguishable on this machine* when it contains "no effect";
 - ``no change``: *supported* when the whole interval lies inside the campaign's noise floor
-  (an equivalence test against the smallest difference the campaign can see), *contradicted*
-  when the interval excludes "no effect", else *not distinguishable on this machine*;
+  (an equivalence test against the smallest difference the campaign can see, which a
+  significant but smaller difference passes), else *contradicted* when the interval excludes
+  "no effect", else *not distinguishable on this machine*;
 - *not testable here* when the finding is undefined (this host cannot make the runs), with the
   reason and the lab point that would test it.
 
@@ -107,10 +108,11 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
                                   if claim.lab else "")
     direction = finding.direction
     if claim.expect == "no change":
-        if direction != "none":
-            return CONTRADICTED, "the interval excludes no change"
         if all(noise.inside(bound, floor) for bound in finding.relative_bounds):
             return SUPPORTED, "the whole interval lies inside the noise floor"
+        if direction != "none":
+            return CONTRADICTED, "the interval excludes no change and reaches beyond the " \
+                                 "noise floor"
         return UNDISTINGUISHABLE, "the interval contains no change but reaches beyond the " \
                                   "noise floor"
     wanted = "up" if claim.expect == "increase" else "down"
@@ -123,8 +125,9 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
 
 def table(claims: Claims, findings: dict[str, Finding], floor: float = float("nan"),
           experiment: str = "") -> pd.DataFrame:
-    """One row per claim: its section and words, what was measured here, the verdict and
-    why. A claim naming a finding the analysis does not make is an error, not a verdict."""
+    """One row per claim: its words and section, what was measured here, and the verdict
+    with why (``_verdict`` holds the verdict alone; :func:`shown` drops it for the page). A
+    claim naming a finding the analysis does not make is an error, not a verdict."""
     rows: list[dict[str, Any]] = []
     for c in claims.claims:
         if c.finding not in findings:
@@ -133,24 +136,41 @@ def table(claims: Claims, findings: dict[str, Finding], floor: float = float("na
         f = findings[c.finding]
         said, why = verdict(c, f, floor)
         measured = f"{f.statement}: {f.text()}" if f.defined else "not measured here"
-        rows.append({"section": c.section, "claim": c.claim, "measured here": measured,
-                     "verdict": said, "why": why})
-    return pd.DataFrame(rows, columns=["section", "claim", "measured here", "verdict", "why"])
+        where = f"§{c.section}" if c.section[:1].isdigit() else c.section
+        rows.append({"claim": f"{c.claim} ({where})", "measured here": measured,
+                     "verdict": f"{said}: {why}", "_verdict": said})
+    return pd.DataFrame(rows, columns=["claim", "measured here", "verdict", "_verdict"])
+
+
+def shown(rows: pd.DataFrame) -> pd.DataFrame:
+    """The claims table as a chapter shows it (without the bare verdict column)."""
+    return rows.drop(columns="_verdict")
 
 
 def counts(rows: pd.DataFrame) -> dict[str, int]:
     """How many claims got each verdict (every verdict, zeros included)."""
-    found = rows["verdict"].value_counts() if not rows.empty else pd.Series(dtype=int)
+    found = rows["_verdict"].value_counts() if not rows.empty else pd.Series(dtype=int)
     return {v: int(found.get(v, 0)) for v in VERDICTS}
 
 
 def summary(rows: pd.DataFrame) -> str:
     """'Of the 12 claims, 3 are supported, ...' for the closing section."""
     n = counts(rows)
+    if len(rows) and n[UNTESTABLE] == len(rows):
+        return (f"None of the source's {len(rows)} claims can be tested with the runs stored "
+                "here; the table says which lab run would test each.")
     parts = [f"{k} {v}" for v, k in n.items() if k]
     return (f"Of the source's {len(rows)} claims checked here, " + ", ".join(parts[:-1])
             + (" and " if len(parts) > 1 else "") + parts[-1] + "." if parts else
             "The source makes no claim checked here.")
+
+
+def unmeasured(claims_path: Path, why: str, confidence: float = 0.95) -> list[Finding]:
+    """For a campaign with no runs: every finding its claims name, undefined with ``why``."""
+    from iolab.analysis.findings import undefined
+
+    return [undefined(c.finding, c.claim, why, confidence=confidence)
+            for c in load(claims_path).claims]
 
 
 def path_of(experiment_module_file: str | Path) -> Path:

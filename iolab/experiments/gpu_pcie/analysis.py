@@ -15,7 +15,8 @@ warps in flight, the warps needed to fill the link, and protocol overhead.
 - *physical limit*: the link's line rate in one direction from the generation and width
   nvidia-smi reported during the runs (:func:`iolab.tools.xnvmeperf.link_gbs`).
 
-Responsible for: those derivations over summaries and tidy rows. Not responsible for: drawing.
+Responsible for: those derivations over summaries and tidy rows, and the chapter's findings.
+Not responsible for: drawing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from iolab.analysis import findings as fd
+from iolab.analysis.findings import Finding
 from iolab.analysis.queueing import LittleBound, worst_residual
 from iolab.tools.xnvmeperf import link_gbs
 
@@ -273,3 +276,49 @@ def physical_limit(rows: pd.DataFrame) -> float | None:
         return None
     gen, width = links.mode().iloc[0]
     return link_gbs(int(gen), int(width))
+
+
+def findings(rows: pd.DataFrame, use: pd.DataFrame, reference: dict[str, Any],
+             overhead_found: dict[str, Any], min_samples: int,
+             confidence: float = 0.95) -> list[Finding]:
+    """The chapter's findings (:mod:`iolab.analysis.findings`): the host-to-device copy's
+    ceiling against AiSIO's published peak P2P bandwidth (``reference["p2p_bidir_gbs"]``, a
+    constant, so the interval is the ceiling point's own), the protocol overhead against
+    AiSIO's factor (:func:`overhead`'s kept runs, or why there are none), and payload from NVMe
+    devices into the GPU, which this machine cannot measure."""
+    reference_gbs = reference.get("p2p_bidir_gbs")
+    what = "the host-to-device copy's ceiling over AiSIO's published peak P2P bandwidth"
+    h2d = use[(use["mode"] == "copy") & (use["direction"] == "h2d")] if not use.empty else use
+    if h2d.empty or not reference_gbs:
+        copy = fd.undefined("copy_h2d_vs_p2p", what, "no host-to-device copy is stored, or no "
+                            "published reference", "ratio", confidence)
+    else:
+        best = h2d.iloc[0]
+        at = rows[(rows["mode"] == "copy") & (rows["direction"] == "h2d")
+                  & (rows["bytes"] == best["bytes"])]["gbs"].dropna().tolist()
+        copy = fd.ratio("copy_h2d_vs_p2p", what, at, [reference_gbs] * 2, confidence)
+    return [
+        copy,
+        fd.undefined("nvme_payload_share", "payload from NVMe devices into the GPU over 90 % "
+                     "of the line rate", "this machine has no NVMe devices to read into the GPU",
+                     "ratio", confidence),
+        overhead_finding(overhead_found, reference.get("overhead_factor"), min_samples,
+                         confidence),
+    ]
+
+
+def overhead_finding(found: dict[str, Any], factor: float | None, min_samples: int,
+                     confidence: float = 0.95) -> Finding:
+    """The protocol overhead of the runs :func:`overhead` kept, over AiSIO's published factor;
+    undefined, with the reason, where no run's window held ``min_samples`` counter samples."""
+    what = "PCIe receive traffic over payload, over AiSIO's published factor"
+    if not factor:
+        return fd.undefined("protocol_overhead", what, "no published factor", "ratio",
+                            confidence)
+    if not found["kept"]:
+        return fd.undefined("protocol_overhead", what, (
+            f"the measurement windows of the {found['runs']} runs that carry payload into the "
+            f"GPU held a median of {found['median_samples']:.0f} NVML samples, fewer than the "
+            f"{min_samples} a ratio needs"), "ratio", confidence)
+    return fd.ratio("protocol_overhead", what, found["ratios"].tolist(), [factor] * 2,
+                    confidence)
