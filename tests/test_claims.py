@@ -130,18 +130,22 @@ def test_the_smt_thp_findings_are_pinned_on_the_committed_runs(smt_thp):
 def test_the_smt_thp_verdicts_follow_the_data(smt_thp):
     rows = smt_thp.claims_rows(findings_of(smt_thp, smt_thp.df))
     verdicts = verdicts_of(rows)
-    assert verdicts["io_uring's throughput is largely unchanged by THP"] == cl.CONTRADICTED
+    # +16.3 % (+2.3 to +32.3): significant on its own runs, but inside the 20.9 % floor
+    assert verdicts["io_uring's throughput is largely unchanged by THP"] == cl.UNDISTINGUISHABLE
+    assert verdicts["psync is near its peak throughput at concurrency 16; more processes add "
+                    "little"] == cl.CONTRADICTED  # +26.1 % (+15.6 to +37.5), beyond the floor
     assert verdicts["THP raises the throughput of synchronous buffered random reads"] \
         == cl.UNDISTINGUISHABLE
     assert verdicts["enabling SMT raises psync's throughput substantially"] == cl.UNTESTABLE
     assert "supported" in smt_thp.text["claims"] or "contradicted" in smt_thp.text["claims"]
-    # the same table after io_uring's THP-always runs lose the 16 %: the verdict turns
+    # the same table after io_uring's THP-always runs lose the 16 %: the interval shrinks
+    # around zero into the floor, and the claim is supported
     df = smt_thp.df.copy()
     thp = (df["thp"] == "always") & (df["engine"] == "io_uring") & (df["direct"] == 0)
     df.loc[thp, "iops"] = df.loc[thp, "iops"] / 1.163
     changed = smt_thp.claims_rows(findings_of(smt_thp, df))
     after = verdicts_of(changed)
-    assert after["io_uring's throughput is largely unchanged by THP"] != cl.CONTRADICTED
+    assert after["io_uring's throughput is largely unchanged by THP"] == cl.SUPPORTED
 
 
 def test_a_difference_reads_against_zero_and_takes_counts_that_are_zero():
@@ -193,7 +197,8 @@ def test_the_cpu_search_chapter_confronts_aisio_on_its_confirmed_campaign():
                                       ch.confidence))
     got = verdicts_of(rows)
     assert got["4096-byte reads give fewer IOPS than 512-byte reads"] == cl.SUPPORTED
-    assert got["the powersave governor lowers IOPS sharply (about 64 %)"] == cl.UNTESTABLE
+    assert got["the powersave governor lowers IOPS sharply (about 64 %, AiSIO's average "
+               "over A–C)"] == cl.UNTESTABLE
     assert got["without thread siblings, stressing the unused CPUs lowers IOPS (D against C)"] \
         == cl.SUPPORTED
 

@@ -81,6 +81,9 @@ class Finding:
         if not self.defined:
             return f"not measured here: {self.undefined or 'no interval'}"
         ci = f"{self.confidence * 100:g} % CI"
+        if self.kind == "change" and self.estimate >= 100:  # a multiple reads better
+            return (f"{1 + self.estimate / 100:.2f} times as much ({ci} "
+                    f"{1 + self.ci_low / 100:.2f} to {1 + self.ci_high / 100:.2f}; n = {self.n})")
         if self.kind == "change":
             return (f"{self.estimate:+.1f} % ({ci} {self.ci_low:+.1f} to {self.ci_high:+.1f}; "
                     f"n = {self.n})")

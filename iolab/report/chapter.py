@@ -298,7 +298,11 @@ class Chapter:
         module = sys.modules[type(self.experiment).__module__].__file__
         rows = claims.confront(claims.path_of(module), found, self.noise_floor().floor,
                                self.experiment.name)
-        self.text["claims"] = claims.summary(rows)
+        floor = self.noise_floor().floor
+        self.text["claims"] = claims.summary(rows) + (
+            f" The verdicts read each interval against this campaign's noise floor of "
+            f"{floor * 100:.1f} %." if floor == floor and not rows.empty and
+            (rows["_verdict"] != claims.UNTESTABLE).any() else "")
         return rows
 
     def claims_table(self, found: list[Finding] | None = None, why: str = "") -> pd.DataFrame:
@@ -324,7 +328,7 @@ class Chapter:
                 f"{fmt_num(x, 0)} ({n}), {fmt_num(a, 0)} – {fmt_num(b, 0)}"
                 for x, n, a, b in zip(table["mean"], table["n"], table["ci_low"],
                                       table["ci_high"])],
-            "change from the search": [
+            f"change from the search ({ci})": [
                 f"{p:+.1f} % ({lo:+.1f} to {hi:+.1f})" if not why else f"undefined: {why}"
                 for p, lo, hi, why in zip(table["pct"], table["pct_low"], table["pct_high"],
                                           table["undefined"])]})

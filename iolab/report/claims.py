@@ -17,9 +17,9 @@ Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findin
   (below) "no effect", *contradicted* when it lies wholly on the other side, and *not
   distinguishable on this machine* when it contains "no effect";
 - ``no change``: *supported* when the whole interval lies inside the campaign's noise floor
-  (an equivalence test against the smallest difference the campaign can see, which a
-  significant but smaller difference passes), else *contradicted* when the interval excludes
-  "no effect", else *not distinguishable on this machine*;
+  (the difference is smaller than the campaign can see, whatever its sign), *contradicted*
+  when the interval excludes "no effect" and the estimate lies beyond the floor, and *not
+  distinguishable on this machine* otherwise;
 - *not testable here* when the finding is undefined (this host cannot make the runs), with the
   reason and the lab point that would test it.
 
@@ -110,16 +110,17 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
     if claim.expect == "no change":
         if all(noise.inside(bound, floor) for bound in finding.relative_bounds):
             return SUPPORTED, "the whole interval lies inside the noise floor"
-        if direction != "none":
-            return CONTRADICTED, "the interval excludes no change and reaches beyond the " \
-                                 "noise floor"
-        return UNDISTINGUISHABLE, "the interval contains no change but reaches beyond the " \
-                                  "noise floor"
+        if direction != "none" and not noise.inside(finding.relative, floor):
+            return CONTRADICTED, "the interval excludes 'no change' and the estimate lies " \
+                                 "beyond the noise floor"
+        return UNDISTINGUISHABLE, "the interval reaches beyond the noise floor, but the " \
+                                  "estimate does not lie beyond it with an interval that " \
+                                  "excludes 'no change'"
     wanted = "up" if claim.expect == "increase" else "down"
     if direction == wanted:
         return SUPPORTED, "the interval lies wholly on the claimed side"
     if direction == "none":
-        return UNDISTINGUISHABLE, "the interval contains no effect"
+        return UNDISTINGUISHABLE, "the interval contains 'no effect'"
     return CONTRADICTED, "the interval lies wholly on the other side"
 
 
@@ -159,10 +160,14 @@ def summary(rows: pd.DataFrame) -> str:
     if len(rows) and n[UNTESTABLE] == len(rows):
         return (f"None of the source's {len(rows)} claims can be tested with the runs stored "
                 "here; the table says which lab run would test each.")
-    parts = [f"{k} {v}" for v, k in n.items() if k]
-    return (f"Of the source's {len(rows)} claims checked here, " + ", ".join(parts[:-1])
+    given = [(verdict, k) for verdict, k in n.items() if k]
+    parts = [f"{k} {verdict}" for verdict, k in given]
+    if parts:  # "1 is supported, 2 contradicted": the verb once, in the first part
+        verdict, k = given[0]
+        parts[0] = f"{k} {'is' if k == 1 else 'are'} {verdict}"
+    return (f"Of the source's {len(rows)} claims, " + ", ".join(parts[:-1])
             + (" and " if len(parts) > 1 else "") + parts[-1] + "." if parts else
-            "The source makes no claim checked here.")
+            "The source makes no claim listed here.")
 
 
 def unmeasured(claims_path: Path, why: str, confidence: float = 0.95) -> list[Finding]:

@@ -271,12 +271,14 @@ def effects(df: pd.DataFrame, opt: dict[str, Any], published: pd.DataFrame | Non
 
 
 def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
-             blocked: dict[str, str], confidence: float = 0.95) -> list[Finding]:
+             blocked: dict[str, str], confidence: float = 0.95,
+             files: bool = False) -> list[Finding]:
     """The chapter's findings (:mod:`iolab.analysis.findings`): the one-at-a-time sweeps
     around the base point (queue depth 128 against the best other depth, I/O size, scaling
     with cores and devices), stress with and without thread siblings at the optimum ``opt``,
     and the knob effects at the base point. ``blocked`` names, per grid, why the campaign's
-    host could not make its runs (``Chapter.blocked_by_grid``)."""
+    host could not make its runs (``Chapter.blocked_by_grid``); ``files``: the "devices" are
+    files on one file system, which add no device capacity, so device scaling is not tested."""
     ref = {k: v for k, v in base.items() if k in VARIABLES}
 
     def values(point: dict[str, Any], metric: str = "iops") -> list[float]:
@@ -297,13 +299,23 @@ def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
                         .unique()) if not df.empty else []
         top = int(levels[-1]) if levels else 0
         a, b = values({**ref, variable: top}), values({**ref, variable: 1})
-        if top < 2 or not a or not b:
-            return fd.undefined(fid, what, blocked.get(grid) or "the sweep has no second "
-                                "value", "ratio", confidence)
+        why = (blocked.get(grid) or "the sweep has no second value" if top < 2 or not a or not b
+               else out_of_range(variable, top))
+        if why:
+            return fd.undefined(fid, what, why, "ratio", confidence)
         r = fd.ratio(fid, f"{what} ({top} against 1)", a, b, confidence)
         return fd.Finding(r.id, r.statement, "ratio", r.estimate / top, r.ci_low / top,
                           r.ci_high / top, r.n, confidence,
                           r.method + f", divided by {top}", r.undefined)
+
+    def out_of_range(variable: str, top: int) -> str:
+        if variable == "ndevs" and files:
+            return ("the 'devices' here are files on one file system, which add no device "
+                    "capacity")
+        if variable == "ncores" and ref["ndevs"] < 2 * top:
+            return (f"the sweep's {top} cores at {ref['ndevs']} devices lie outside the claim's "
+                    "range of at most one core per two devices")
+        return ""
 
     qd = select(df, {k: v for k, v in ref.items() if k != "qdepth"}) if not df.empty else df
     others = (qd[qd["qdepth"] != 128].groupby("qdepth")["iops"].mean()

@@ -21,6 +21,7 @@ Not responsible for: drawing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -296,7 +297,8 @@ def findings(rows: pd.DataFrame, use: pd.DataFrame, reference: dict[str, Any],
         best = h2d.iloc[0]
         at = rows[(rows["mode"] == "copy") & (rows["direction"] == "h2d")
                   & (rows["bytes"] == best["bytes"])]["gbs"].dropna().tolist()
-        copy = fd.ratio("copy_h2d_vs_p2p", what, at, [reference_gbs] * 2, confidence)
+        copy = dataclasses.replace(fd.ratio("copy_h2d_vs_p2p", what, at, [reference_gbs] * 2,
+                                            confidence), n=f"{len(at)} / a published value")
     return [
         copy,
         fd.undefined("nvme_payload_share", "payload from NVMe devices into the GPU over 90 % "
@@ -320,5 +322,6 @@ def overhead_finding(found: dict[str, Any], factor: float | None, min_samples: i
             f"the measurement windows of the {found['runs']} runs that carry payload into the "
             f"GPU held a median of {found['median_samples']:.0f} NVML samples, fewer than the "
             f"{min_samples} a ratio needs"), "ratio", confidence)
-    return fd.ratio("protocol_overhead", what, found["ratios"].tolist(), [factor] * 2,
-                    confidence)
+    return dataclasses.replace(fd.ratio("protocol_overhead", what, found["ratios"].tolist(),
+                                        [factor] * 2, confidence),
+                               n=f"{found['kept']} / a published value")

@@ -134,7 +134,7 @@ def seed_share_prediction(share: float) -> float:
 
 def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
     """The chapter's findings (:mod:`iolab.analysis.findings`) over the interrupt-driven runs:
-    the placement effect on IOPS in the default mode and with COOP_TASKRUN, and the reschedule
+    the placement effect on IOPS in each task-run mode, and the reschedule
     IPIs per read beside the interrupt CPUs against on them, and with COOP_TASKRUN against the
     default (differences, as the counts may be zero)."""
     rows = interrupt_driven(df)
@@ -152,6 +152,9 @@ def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
               "against on them, default mode", of("iops", placement="other_cores",
                                                   taskrun="default"),
               of("iops", placement="irq_cores", taskrun="default")),
+        build(fd.change, "placement_defer_iops", "mean IOPS beside the interrupt CPUs against "
+              "on them, DEFER_TASKRUN", of("iops", placement="other_cores", taskrun="defer"),
+              of("iops", placement="irq_cores", taskrun="defer")),
         build(fd.change, "placement_coop_iops", "mean IOPS beside the interrupt CPUs against on "
               "them, COOP_TASKRUN", of("iops", placement="other_cores", taskrun="coop"),
               of("iops", placement="irq_cores", taskrun="coop")),

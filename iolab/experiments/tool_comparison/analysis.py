@@ -105,6 +105,13 @@ def findings(df: pd.DataFrame, base: dict[str, Any], confidence: float = 0.95) -
     return [
         ratio("xnvmeperf_over_bdevperf", "xnvmeperf / bdevperf mean IOPS, io_uring, one core",
               iops("xnvmeperf", 1), iops("bdevperf", 1)),
+        ratio("bdevperf_over_fio", "bdevperf / fio mean IOPS, io_uring, one core",
+              iops("bdevperf", 1), iops("fio", 1)),
+        ratio("xnvmeperf_over_fio", "xnvmeperf / fio mean IOPS, io_uring, one core",
+              iops("xnvmeperf", 1), iops("fio", 1)),
+        fd.undefined("xnvmeperf_spdk_over_bdevperf", "xnvmeperf on SPDK's NVMe driver / "
+                     "bdevperf", user_space + " (both tools read through io_uring here)",
+                     "ratio", confidence),
         ratio("second_core_bdevperf", "bdevperf's mean IOPS on two cores / one core, io_uring",
               iops("bdevperf", 2), iops("bdevperf", 1)),
         ratio("second_core_xnvmeperf", "xnvmeperf's mean IOPS on two cores / one core, "
