@@ -134,8 +134,8 @@ def residual_table(res: pd.DataFrame, rows: Sequence[str], column: str,
 
 
 def estimate_texts(row: pd.Series | None, key: str,
-                   describe: Callable[[dict[str, Any]], str], variables: Sequence[str]
-                   ) -> dict[str, str]:
+                   describe: Callable[[dict[str, Any]], str], variables: Sequence[str],
+                   confidence: float = 0.95) -> dict[str, str]:
     """Glue texts of a confirmed point (a row of
     ``iolab.analysis.confirmation.confirmed_points``) under ``<key>_conf...``: the mean, n,
     interval, the change from the search with its interval, and the point in words; none
@@ -144,6 +144,6 @@ def estimate_texts(row: pd.Series | None, key: str,
         return {}
     return {f"{key}_conf": fmt_int(row["mean"]), f"{key}_conf_n": str(int(row["n"])),
             f"{key}_conf_ci": fmt_range(row["ci_low"], row["ci_high"]),
-            f"{key}_conf_change": (f"{row['pct']:+.1f} % ({row['pct_low']:+.1f} to "
-                                   f"{row['pct_high']:+.1f})"),
+            f"{key}_conf_change": (f"{row['pct']:+.1f} % ({confidence * 100:g} % CI "
+                                   f"{row['pct_low']:+.1f} to {row['pct_high']:+.1f})"),
             f"{key}_conf_point": describe({k: row[k] for k in variables if k in row})}
