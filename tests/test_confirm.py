@@ -21,7 +21,7 @@ from iolab.core import confirm, identity
 from iolab.core.schema import Flag, Int
 from iolab.errors import InputError
 from test_rounds import ENV, fake_fio  # noqa: F401  (the fixture)
-from test_rounds import failed, log, stored
+from test_rounds import campaigns, failed, log, stored
 
 PARAMS = """experiment: demo
 tool: fio
@@ -41,12 +41,7 @@ CONFIRM = {2: [1900, 1910, 1890, 1900], 4: [3800, 3840, 3760, 3800]}
 
 @pytest.fixture
 def campaign(demo, params_dir, tmp_path):
-    folder = params_dir({ENV: PARAMS})
-
-    def make(name: str, overrides: dict | None = None) -> Campaign:
-        return Campaign(demo, ENV, data_dir=tmp_path / name, params_dir=folder,
-                        overrides=overrides)
-    return make
+    return campaigns(demo, params_dir, tmp_path, PARAMS)
 
 
 @pytest.fixture

@@ -81,15 +81,21 @@ def fake_fio(tmp_path, monkeypatch):
     return write
 
 
-@pytest.fixture
-def campaign(demo, params_dir, tmp_path):
-    """Factory: a Demo campaign in its own data folder, with ``--set`` overrides."""
-    folder = params_dir({ENV: PARAMS})
+def campaigns(demo, params_dir, tmp_path, params: str):
+    """Factory of Demo campaigns of ``params``, each in its own data folder, with ``--set``
+    overrides (also for tests/test_confirm.py)."""
+    folder = params_dir({ENV: params})
 
     def make(name: str, overrides: dict | None = None) -> Campaign:
         return Campaign(demo, ENV, data_dir=tmp_path / name, params_dir=folder,
                         overrides=overrides)
     return make
+
+
+@pytest.fixture
+def campaign(demo, params_dir, tmp_path):
+    """Factory: a Demo campaign in its own data folder, with ``--set`` overrides."""
+    return campaigns(demo, params_dir, tmp_path, PARAMS)
 
 
 def stored(camp: Campaign) -> list[str]:

@@ -296,9 +296,8 @@ class Chapter:
         (:mod:`iolab.report.claims`, with the bare verdict in ``_verdict``); the verdict
         counts go to the glue key ``claims``."""
         module = sys.modules[type(self.experiment).__module__].__file__
-        rows = claims.confront(claims.path_of(module), found, self.noise_floor().floor,
-                               self.experiment.name)
         floor = self.noise_floor().floor
+        rows = claims.confront(claims.path_of(module), found, floor, self.experiment.name)
         self.text["claims"] = claims.summary(rows) + (
             f" The verdicts read each interval against this campaign's noise floor of "
             f"{floor * 100:.1f} %." if floor == floor and not rows.empty and
@@ -343,19 +342,19 @@ class Chapter:
         if not pair.defined:
             return f"This campaign has no A/A pair: {pair.why_undefined}."
         ci = f"{self.confidence * 100:g} % CI"
-        search = self.noise_floor(metric)
+        n = min(pair.n_a, pair.n_b)  # the search's floor for two points of the pair's runs
+        search = noise.floor(self.df.dropna(subset=[metric]) if metric in self.df else self.df,
+                             [v for v in self.spec.variables if v in self.df], metric,
+                             self.confidence, n)
         verdict = ("its interval contains zero, as it should" if pair.contains_zero else
                    "its interval excludes zero: the two labels differ by more than chance "
                    "allows, so something moved the runs of one label together")
         against = ""
         if search.defined:
-            floor_n = noise.floor(self.df.dropna(subset=[metric]),
-                                  [v for v in self.spec.variables if v in self.df], metric,
-                                  self.confidence, min(pair.n_a, pair.n_b))
-            against = (f" The search's noise floor for two points of "
-                       f"{min(pair.n_a, pair.n_b)} runs is {floor_n.floor * 100:.1f} %: the "
+            against = (f" The search's noise floor for two points of {n} runs is "
+                       f"{search.floor * 100:.1f} %: the "
                        "A/A difference is " + ("inside it, so the floor holds here."
-                                               if pair.inside(floor_n.floor) else
+                                               if pair.inside(search.floor) else
                                                "larger, so the search's floor is too low "
                                                "for this machine and its verdicts of "
                                                "'not distinguishable' are the safe ones."))

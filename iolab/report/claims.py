@@ -37,7 +37,7 @@ import pandas as pd
 import yaml
 
 from iolab.analysis import noise
-from iolab.analysis.findings import Finding
+from iolab.analysis.findings import Finding, undefined
 from iolab.errors import InputError
 
 EXPECT = ("increase", "decrease", "no change")
@@ -172,8 +172,6 @@ def summary(rows: pd.DataFrame) -> str:
 
 def unmeasured(claims_path: Path, why: str, confidence: float = 0.95) -> list[Finding]:
     """For a campaign with no runs: every finding its claims name, undefined with ``why``."""
-    from iolab.analysis.findings import undefined
-
     return [undefined(c.finding, c.claim, why, confidence=confidence)
             for c in load(claims_path).claims]
 
