@@ -149,3 +149,25 @@ def test_left_out_points_leave_out_what_this_host_cannot_run(demo, params_dir):
                    blockers=lambda params: ["no psync here"] if params["engine"] == "psync"
                    else [])
     assert plan.filtered_out > 0 and plan.left_out_points == []
+
+
+def test_a_replayed_plan_judges_programs_by_the_recorded_host(monkeypatch, tmp_path):
+    """The book is built where the campaign's tools may be absent: a replayed plan describes
+    them as the campaign's host recorded them, and shows no path of either machine."""
+    import json
+
+    from iolab.campaign import Campaign
+    from iolab.paths import REPO_ROOT
+
+    host = json.loads((REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json").read_text())
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fio to be found here
+    replayed = Campaign("smt_thp", "kvm-2vcpu").plan(as_recorded=True)
+    (fio,) = [p for p in replayed.programs if p["name"] == "fio"]
+    assert fio["found"] and fio["version"] == host["tools"]["fio"]["version"]
+    assert fio["path"] is None
+    text = replayed.summary()
+    assert "MISSING" not in text and "/usr/bin" not in text
+    assert f"{host['tools']['fio']['version']} (as recorded by the campaign's host)" in text
+    # planned for this machine instead, the same campaign finds no fio here
+    (here,) = [p for p in Campaign("smt_thp", "kvm-2vcpu").plan().programs if p["name"] == "fio"]
+    assert not here["found"]

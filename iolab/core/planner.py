@@ -340,8 +340,12 @@ class Plan:
         for why, n in self.to_dict()["exclusions"].items():
             lines.append(f"  excluded ({n} runs): {why}")
         for p in self.programs:
-            state = (f"{shown(p['path'])} ({p['version'] or 'version unknown'})" if p["found"]
-                     else f"MISSING: {p['install']}")
+            if "recorded" in p:  # as the host that made the runs recorded it
+                state = (f"{p['version'] or 'version unknown'} (as recorded by the campaign's host)"
+                         if p["recorded"] == "recorded" else "not in the campaign's host record")
+            else:
+                state = (f"{shown(p['path'])} ({p['version'] or 'version unknown'})" if p["found"]
+                         else f"MISSING: {p['install']}")
             lines.append(f"  {p['role']} {p['name']}: {state}")
         for item in self.scratch:
             lines.append(f"  scratch: {item}")

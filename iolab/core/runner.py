@@ -181,7 +181,9 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     # among them are part of the host's fingerprint, which must not depend on what is left
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
     plan.programs = program_status(experiment, settings, runnable, topo,
-                                   plan.left_out_points, plan.may_run())
+                                   plan.left_out_points, plan.may_run(),
+                                   recorded=None if recorded_host is None
+                                   else recorded_host.get("tools") or {})
     # what the runs that may come will create, rewrite or reuse
     may_run = list({id(r.point): r.point.params for r in plan.may_run()}.values())
     plan.scratch_files = (experiment.scratch_files(settings, may_run)
@@ -228,12 +230,16 @@ def scratch_problems(spec: Spec, files: list[ScratchFile], data_dir: Path) -> li
 
 
 def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
-                   topo: list[dict], left_out: list[Any] = (),
-                   now: list[PlannedRun] = ()) -> list[dict[str, Any]]:
+                   topo: list[dict], left_out: list[Any] = (), now: list[PlannedRun] = (),
+                   recorded: dict[str, dict] | None = None) -> list[dict[str, Any]]:
     """Each program the runs (and the points a filter ``left_out``) need, once (by name and
     executable), found or with how to install it; ``needed_now`` marks those the runs ``run``
     may make now (``now``) need. Collectors' programs are asked of those runs only: they can
-    run here, so their CPU sets resolve."""
+    run here, so their CPU sets resolve.
+
+    With ``recorded`` (the ``tools`` of a campaign's ``host.json``), each program is described
+    as that host recorded it, and nothing is looked up here: a replayed chapter must not say
+    that a tool the campaign ran is missing on the machine that builds the book."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     points = {id(r.point): r.point for r in runs}
     points.update({id(p): p for p in left_out})
@@ -243,9 +249,22 @@ def program_status(experiment: RunnableExperiment, settings: dict, runs: list[Pl
         for program in experiment.programs(settings, point.params, topo if now else None):
             key = (program.name, program.executable)
             if key not in seen:  # asked once: a status looks the program up and runs it
-                seen[key] = {**program.status(), "needed_now": False}
+                status = (program.status() if recorded is None
+                          else recorded_status(program, recorded.get(program.name)))
+                seen[key] = {**status, "needed_now": False}
             seen[key]["needed_now"] |= now
     return list(seen.values())
+
+
+def recorded_status(program: Any, record: dict | None) -> dict[str, Any]:
+    """A program's status as a host record gives it (``record``: its ``tools`` entry, None
+    where the host recorded none, as for most collectors); the path is left out, being a path
+    of that machine."""
+    return {"name": program.name, "role": program.role, "path": None, "missing_needs": [],
+            "version": (record or {}).get("version"), "build": program.build,
+            "version_argv": [program.executable, *program.version_args], "install": None,
+            "found": record is not None and not record.get("error"),
+            "recorded": "recorded" if record is not None else "not recorded"}
 
 
 def wait_watched(proc: subprocess.Popen, timeout: float, watch: disturbance.Watch) -> int:
