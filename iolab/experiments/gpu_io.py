@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from iolab.core.schema import Choice, Int, ListOf, Text
 from iolab.core.store import StoredRun
@@ -182,6 +182,11 @@ class GpuExperiment(Experiment):
     # and the xNVMe back end they must have used: only upcie-cuda puts the data in GPU memory
     aisio_kinds: tuple[str, ...] = ()
     aisio_backends: tuple[str, ...] = ("upcie-cuda",)
+    # The hardware a run needs, in words: what a chapter without runs says it waits for
+    # (iolab.report.chapter.Chapter.lab_plan), rather than what the host building the book lacks.
+    lab_needs: ClassVar[str] = ("an NVIDIA GPU and NVMe SSDs, bound to a user-space driver, "
+                                "that write into the GPU's memory peer to peer (xNVMe's "
+                                "upcie-cuda back end)")
 
     def collectors(self, settings, point, cpus, topology) -> list:
         counter = settings["gpu_counter"]

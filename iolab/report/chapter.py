@@ -6,10 +6,12 @@ runs the campaign when ``mode == "run"`` (``run_options``: the ``where``, ``limi
 the jobs of ``iolab submit`` pass them), plans it, and loads the tidy rows of the runs the
 params file plans, matched by run identity (any other stored run is kept apart and listed,
 never pooled; runs imported from an AiSIO archive are kept in :attr:`imported`). It
-states what ran from the stored manifests (:meth:`what_ran`), summarises with the interval
-each metric calls for (:meth:`summarize`), collects the chapter's glued text and figures, and
-at the end glues every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a
-labelled placeholder where data are missing, so a chapter without data still builds and says so.
+states what ran from the stored manifests (:meth:`what_ran`) or, for a chapter whose runs need
+a lab, what the lab campaign measures and why it did not run here (:meth:`lab_plan`),
+summarises with the interval each metric calls for (:meth:`summarize`), collects the
+chapter's glued text and figures, and at the end glues every key the notebook's prose refers
+to (:meth:`glue_all`), "n/a" or a labelled placeholder where data are missing, so a chapter
+without data still builds and says so.
 
 Responsible for: those steps, shared by every chapter. Not responsible for: a chapter's
 analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``).
@@ -29,6 +31,7 @@ import pandas as pd
 from iolab.analysis import confirmation, noise, outliers, stats
 from iolab.analysis.findings import Finding
 from iolab.campaign import Campaign
+from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
 from iolab.importers.aisio import IMPORTED_SOURCE
@@ -53,6 +56,10 @@ def referenced_keys(notebook: Path) -> tuple[list[str], list[str]]:
         text += _TEXT_KEY.findall(c.source)
         figures += _FIGURE_KEY.findall(c.source)
     return list(dict.fromkeys(text)), list(dict.fromkeys(figures))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 class Chapter:
@@ -289,6 +296,51 @@ class Chapter:
             for grid in r.point.grids:
                 reasons.setdefault(grid, set()).update(r.reasons)
         return {grid: "; ".join(sorted(why)) for grid, why in reasons.items()}
+
+    def lab_plan(self, needs: str) -> pd.DataFrame:
+        """What the params' campaign measures, for a chapter whose runs need a lab: each grid
+        with its values and its size in points and runs, the repetitions, and the whole
+        campaign's runs and time, from its design (:meth:`Campaign.design`: the same whatever
+        is stored and whichever host builds the book); then, with no run of this package
+        stored, why not: its runs need ``needs`` (the hardware, in words), which no machine
+        available to this project had. The planner's view of the building host is not the
+        chapter's business: that host was never meant to run these."""
+        design = self.campaign.design()
+        points = design.decisions()
+        settings, exp = self.spec.settings, self.experiment
+
+        def values(variable: str, vals: list[Any]) -> str:
+            shown = [exp.describe(variable, v) for v in vals]
+            listed = ", ".join(shown if len(shown) <= 3 else [shown[0], shown[1], "…", shown[-1]])
+            return f"{self.axis_label(variable)} {listed}" + (
+                f" ({len(shown)} values)" if len(shown) > 3 else "")
+
+        items: list[tuple[str, str]] = []
+        for name, grid in self.spec.grids.items():
+            mine = [p for p in points if name in p.grids]
+            held = (f", with {exp.describe_point(grid['set'])}" if grid.get("set") else "")
+            items.append((f"grid {name}", " × ".join(values(v, vals) for v, vals
+                                                     in grid["vary"].items()) + held
+                          + f": {_count(len(mine), 'point')}, "
+                            f"{_count(sum(p.decision.to_run_max for p in mine), 'run')}"))
+        rule = self.spec.rule
+        items.append(("repetitions", rule.text(exp.metrics[rule.metric].label
+                                               if rule.metric else None)))
+        runs = sum(p.decision.to_run_max for p in points) + design.confirm_waiting_max
+        seconds = (sum(p.decision.to_run_max * exp.seconds_per_run(settings, p.params)
+                       for p in points) + design.confirm_waiting_max * design.seconds_per_run)
+        shared = (" (a point that several grids hold is run once)"
+                  if sum(len(p.grids) for p in points) > len(points) else "")
+        items.append(("the whole campaign",
+                      f"{_count(len(points), 'point')}{shared}, {_count(runs, 'run')}, about "
+                      f"{format_duration(seconds)} of running by the plan's estimate of each "
+                      "run (its measured time and the tool's start-up)"))
+        items.append(("runs stored", f"{_count(len(self.df), 'run')} of this package")
+                     if self.have else
+                     ("not run here", f"No run of this package is stored for {self.environment}: "
+                                      f"its runs need {needs}, and no machine available to this "
+                                      "project had them."))
+        return pd.DataFrame(items, columns=["", "the lab campaign"])
 
     def claims_rows(self, found: list[Finding]) -> pd.DataFrame:
         """The source study's claims (``claims.yaml`` beside the experiment's module), each

@@ -77,6 +77,9 @@ class CudaIosize(gpu_io.GpuExperiment):
                        "nqueues": "queues per device", "ndevs": "devices"}
     value_labels = gpu_io.VALUE_LABELS
     aisio_kinds = (XNVMEPERF_CUDA_RUN,)
+    lab_needs = ("an NVIDIA GPU whose threads submit NVMe commands themselves (xnvmeperf "
+                 "cuda-run on xNVMe's upcie-cuda back end) and NVMe SSDs, bound to a user-space "
+                 "driver, that read into the GPU's memory")
 
     def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
         return cuda_invocation(settings, point)

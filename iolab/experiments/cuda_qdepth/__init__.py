@@ -34,6 +34,7 @@ class CudaQdepth(gpu_io.GpuExperiment):
     variable_labels = CudaIosize.variable_labels
     value_labels = gpu_io.VALUE_LABELS
     aisio_kinds = CudaIosize.aisio_kinds
+    lab_needs = CudaIosize.lab_needs
 
     def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
         return cuda_invocation(settings, point)
