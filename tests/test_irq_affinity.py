@@ -98,6 +98,32 @@ def test_the_analysis_of_the_committed_runs(stored):
         long["cpu"].nunique()
 
 
+def test_the_reader_s_interruptions_count_only_its_own_cpus():
+    run = {"uring_reader.ios": 1000, "run.cpus": "0,2", "irqtrace.irqs": '{"1": 50, "2": 10}',
+           "irqtrace.call_ipis": '{"0": 30, "1": 7}', "irqtrace.resched_ipis": '{"2": 5}'}
+    untraced = {**run, "irqtrace.irqs": None}
+    got = an.reader_interruptions(pd.DataFrame([run, untraced]))
+    assert got.iloc[0] == pytest.approx((10 + 30 + 5) / 1000)  # CPU 1's 57 events are not its
+    assert np.isnan(got.iloc[1])
+    assert an.reader_interruptions(pd.DataFrame()).empty
+
+
+def test_the_committed_runs_explain_the_defer_taskrun_effect(stored):
+    """DEFER_TASKRUN's placement effect comes with twice the interrupts per read and with
+    half the interruptions of the reader's CPU beside the interrupt CPUs; the deferred task
+    work is counted by its own tracepoint (pinned on the committed runs)."""
+    found = {f.id: f for f in an.findings(stored)}
+    assert found["placement_defer_iops"].direction == "up"
+    assert found["defer_irqs_on"].estimate == pytest.approx(1.94, abs=0.01)
+    assert found["reader_load_defer"].estimate == pytest.approx(-51.1, abs=0.1)
+    assert found["reader_load_defer"].direction == "down"
+    assert found["reader_load_default"].direction == "up"
+    assert found["reader_load_coop"].direction == "none"
+    defer = stored[stored["taskrun"] == "defer"]
+    assert (defer["task_run_per_io"] == 0).all() and (defer["local_run_per_io"] > 0.09).all()
+    assert (stored[stored["taskrun"] != "defer"]["local_run_per_io"] == 0).all()
+
+
 def test_the_committed_iops_comparisons_are_judged_as_one_family(stored):
     """Seven comparisons of mean IOPS; after Holm's correction only the placement effect of
     DEFER_TASKRUN stays significant (pinned on the committed runs)."""

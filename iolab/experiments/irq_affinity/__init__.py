@@ -93,6 +93,8 @@ class IrqAffinity(Experiment):
         "resched_ipis_per_io": Metric("reschedule IPIs per read",
                                       ("irqtrace.resched_ipis_total",)),
         "task_run_per_io": Metric("task-work runs per read", ("irqtrace.task_run_total",)),
+        "local_run_per_io": Metric("deferred task-work runs per read",
+                                   ("irqtrace.local_run_total",)),
     }
     variable_labels = {"placement": "reader CPUs", "taskrun": "task-run mode",
                        "completion": "completions", "bs": "read size (bytes)",
@@ -105,7 +107,8 @@ class IrqAffinity(Experiment):
     def derive(self, row: dict[str, Any]) -> dict[str, Any]:
         out = super().derive(row)
         ios = row.get("uring_reader.ios")
-        for name in ("irqs_per_io", "call_ipis_per_io", "resched_ipis_per_io", "task_run_per_io"):
+        for name in ("irqs_per_io", "call_ipis_per_io", "resched_ipis_per_io", "task_run_per_io",
+                     "local_run_per_io"):
             out[name] = out[name] / ios if ios else float("nan")
         return out
 

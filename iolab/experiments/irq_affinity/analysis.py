@@ -11,7 +11,11 @@ Definitions:
 - the *family* of the chapter's IOPS comparisons is judged together, with Holm's correction
   (:func:`iops_family`), since one in twenty equal pairs looks different at 95 % each;
 - *per CPU* counts come from bpftrace's per-CPU maps (JSON columns such as
-  ``irqtrace.call_ipis``), averaged over the repetitions of a point.
+  ``irqtrace.call_ipis``), averaged over the repetitions of a point;
+- the *interruptions of the reader's CPUs* in a run are the device interrupts handled on the
+  CPUs the reader ran on plus the IPIs (function-call and reschedule) sent to them, per read
+  (:func:`reader_interruptions`): what takes those CPUs away from the reader, whatever the
+  task-run mode.
 
 Responsible for: those numbers. Not responsible for: loading (``iolab.core.tidy``), wording
 or figures (the notebook and ``iolab.report``).
@@ -126,6 +130,24 @@ def per_cpu(df: pd.DataFrame, column: str, per_io: bool = True) -> pd.DataFrame:
     return full.groupby(["placement", "taskrun", "cpu"], as_index=False)["value"].mean()
 
 
+INTERRUPTING = ("irqtrace.irqs", "irqtrace.call_ipis", "irqtrace.resched_ipis")
+
+
+def reader_interruptions(df: pd.DataFrame) -> pd.Series:
+    """Per run: the interruptions of the reader's CPUs (``run.cpus``) per completed read,
+    from the per-CPU counts; NaN for a run that was not traced."""
+    def one(r: pd.Series) -> float:
+        counts = [r.get(c) for c in INTERRUPTING]
+        ios, cpus = r.get("uring_reader.ios"), r.get("run.cpus")
+        if not all(isinstance(c, str) for c in counts) or not ios or not isinstance(cpus, str):
+            return float("nan")
+        mine = {c.strip() for c in cpus.split(",")}
+        return sum(n for c in counts for cpu, n in json.loads(c).items() if cpu in mine) / ios
+
+    return (df.apply(one, axis=1).astype(float) if not df.empty
+            else pd.Series(dtype=float, index=df.index))
+
+
 def seed_share_prediction(share: float) -> float:
     """The lab notes' arithmetic: freeing a share ``share`` of a CPU's time for the
     application predicts ``1/(1-share) - 1`` more throughput (as a fraction)."""
@@ -138,6 +160,8 @@ def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
     IPIs per read beside the interrupt CPUs against on them, and with COOP_TASKRUN against the
     default (differences, as the counts may be zero)."""
     rows = interrupt_driven(df)
+    if not rows.empty:
+        rows = rows.assign(reader_interruptions=reader_interruptions(rows))
 
     def of(metric: str, **where) -> list[float]:
         return _values(rows, metric, **where).tolist() if not rows.empty else []
@@ -166,4 +190,13 @@ def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
               "COOP_TASKRUN minus the default mode, beside the interrupt CPUs",
               of("resched_ipis_per_io", placement="other_cores", taskrun="coop"),
               of("resched_ipis_per_io", placement="other_cores", taskrun="default")),
+        build(fd.ratio, "defer_irqs_on", "device interrupts per read with DEFER_TASKRUN "
+              "against the default mode, on the interrupt CPUs",
+              of("irqs_per_io", placement="irq_cores", taskrun="defer"),
+              of("irqs_per_io", placement="irq_cores", taskrun="default")),
+        *(build(fd.change, f"reader_load_{mode}", "interruptions of the reader's CPUs per "
+                f"read beside the interrupt CPUs against on them, {MODE_NAMES[mode]}",
+                of("reader_interruptions", placement="other_cores", taskrun=mode),
+                of("reader_interruptions", placement="irq_cores", taskrun=mode))
+          for mode in MODES),
     ]

@@ -1,0 +1,48 @@
+"""The IRQ affinity chapter's page functions: every text its notebook refers to is filled
+from the committed runs, and a campaign without runs gives a page without figures, not an
+error."""
+
+from __future__ import annotations
+
+import matplotlib
+
+from iolab.experiments.irq_affinity import analysis as an
+from iolab.experiments.irq_affinity import page
+from iolab.paths import NOTEBOOKS_DIR
+from iolab.report.chapter import Chapter, referenced_keys
+
+matplotlib.use("Agg")
+
+
+def render(ch: Chapter) -> dict:
+    found = an.findings(ch.df, ch.confidence)
+    shown = {"what ran": page.what_ran(ch), "deferred": None, "summary": None}
+    page.performance(ch)
+    page.events(ch)
+    shown["deferred"] = page.deferred(ch, found)
+    page.polled(ch)
+    page.notes(ch)
+    shown["summary"] = page.summary(ch)
+    shown["claims"] = page.answer(ch, found)
+    return shown
+
+
+def test_the_committed_runs_fill_every_text_and_figure_the_notebook_refers_to():
+    ch = Chapter("irq_affinity", "kvm-2vcpu")
+    shown = render(ch)
+    texts, figures = referenced_keys(NOTEBOOKS_DIR / "irq_affinity.ipynb")
+    missing = set(texts) - set(ch.text) - {"outliers", "noise_floor"}  # glue_all's own
+    assert not missing, sorted(missing)
+    assert set(figures) <= set(ch.figures)
+    assert ch.text["local_defer"] == "0.0927" and ch.text["task_run_defer"] == "0.0000"
+    table = shown["deferred"]
+    assert list(table.iloc[:, 0]) == ["default", "COOP_TASKRUN", "DEFER_TASKRUN"]
+    assert table.iloc[2, 3].startswith("-51.1 %")
+
+
+def test_a_campaign_without_runs_renders_without_figures(tmp_path):
+    ch = Chapter("irq_affinity", "kvm-2vcpu", data_dir=tmp_path)
+    shown = render(ch)
+    assert ch.figures == {} and shown["deferred"] is None and shown["summary"] is None
+    assert ch.text["place_defer_pct"] == "n/a"
+    assert ch.text["reader_load_defer"].startswith("not measured here")
