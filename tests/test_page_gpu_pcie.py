@@ -1,0 +1,120 @@
+"""The GPU PCIe chapter's page functions (iolab.experiments.gpu_pcie.page), called as the
+notebook calls them: on the runs committed from an NVIDIA H200 they glue the snapshot's
+values, and on no runs or a campaign stopped part way they glue no 'nan' and draw no figure
+with nothing measured in it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from iolab import experiments
+from iolab.experiments.gpu_pcie import page
+from iolab.paths import REPO_ROOT
+from iolab.report.chapter import Chapter, referenced_keys
+
+ENV = "h200-pcie5"
+SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
+    "experiments/gpu_pcie.ipynb"]
+TEXT_KEYS, FIGURE_KEYS = referenced_keys(experiments.get("gpu_pcie").notebook)
+
+
+def render(ch: Chapter) -> dict:
+    """Every section of the page, in the notebook's order; what each displays."""
+    link = page.intro(ch)
+    shown = {"design": page.design(ch)}
+    page.copy_engine(ch, link)
+    page.requests(ch, link)
+    shown["residuals"] = page.residuals(ch, link)
+    shown["link_use"] = page.link_use(ch, link)
+    page.overhead(ch, link)
+    page.answer(ch, link)
+    shown["claims"] = page.claims(ch, link)
+    return shown
+
+
+def is_placeholder(fig: Figure) -> bool:
+    return len(fig.axes) == 1 and not fig.axes[0].axison and not fig.axes[0].lines
+
+
+def no_nan(ch: Chapter) -> None:
+    nans = {k: v for k, v in ch.text.items() if re.search(r"\bnan\b", v, re.IGNORECASE)}
+    assert not nans, nans
+
+
+def partial(tmp_path: Path, keep) -> Path:
+    """A data folder with the committed campaign's runs that ``keep(point)`` accepts."""
+    src = REPO_ROOT / "data" / "raw" / "gpu_pcie" / ENV
+    dst = tmp_path / "raw" / "gpu_pcie" / ENV
+    (dst / "runs").mkdir(parents=True)
+    for path in src.iterdir():
+        if path.is_file():
+            shutil.copy2(path, dst / path.name)
+    for run in sorted((src / "runs").iterdir()):
+        if keep(json.loads((run / "run.json").read_text())["point"]):
+            shutil.copytree(run, dst / "runs" / run.name)
+    shutil.copytree(REPO_ROOT / "data" / "reference", tmp_path / "reference")
+    return tmp_path
+
+
+def test_the_committed_runs_glue_the_snapshots_values():
+    ch = Chapter("gpu_pcie", ENV)
+    shown = render(ch)
+    # the snapshot holds what the notebook glues: each text's repr
+    assert set(TEXT_KEYS) == set(SNAPSHOT)
+    assert {k: repr(ch.text.get(k)) for k in TEXT_KEYS} == {k: SNAPSHOT[k] for k in TEXT_KEYS}
+    assert set(FIGURE_KEYS) == set(ch.figures)
+    assert len(ch.figures["fig_gpu_copy"].axes) == 1
+    assert [ax.get_title() for ax in ch.figures["fig_gpu_requests"].axes] == [
+        "GPU-initiated reads", "GPU-initiated writes"]
+    table = shown["link_use"].data
+    assert list(table["transfer"]) == ["copy, host to device", "copy, device to host",
+                                       "GPU-initiated reads", "GPU-initiated writes"]
+    assert shown["residuals"].data.shape == (16, 7)
+    assert len(shown["claims"].data) == 3
+
+
+def test_without_runs_every_section_says_so(tmp_path):
+    shutil.copytree(REPO_ROOT / "data" / "reference", tmp_path / "reference")
+    ch = Chapter("gpu_pcie", ENV, data_dir=tmp_path)
+    shown = render(ch)
+    no_nan(ch)
+    assert all(is_placeholder(f) for f in ch.figures.values())
+    assert shown["residuals"] is None and shown["link_use"] is None
+    assert ch.text["ceiling_text"].startswith("not measured yet: no run is stored")
+    assert ch.text["resident"] == "n/a"
+    assert "not testable here" in " ".join(shown["claims"].data["verdict"])
+    assert "None of the source's 3 claims can be tested" in ch.text["claims"]
+    assert ch.text["aisio_ratio"].endswith("at 4 KiB (a 95th percentile over a mean, published)")
+
+
+def test_a_campaign_stopped_after_some_copies_and_reads(tmp_path):
+    data = partial(tmp_path, lambda p: (p["mode"] == "copy" and p["direction"] == "h2d")
+                   or (p["mode"] == "read" and p["iosize"] == 4096))
+    ch = Chapter("gpu_pcie", ENV, data_dir=data)
+    shown = render(ch)
+    no_nan(ch)
+    assert not is_placeholder(ch.figures["fig_gpu_copy"])
+    # no write is stored: one panel, not an empty one beside it
+    assert [ax.get_title() for ax in ch.figures["fig_gpu_requests"].axes] == [
+        "GPU-initiated reads"]
+    assert list(shown["link_use"].data["transfer"]) == ["copy, host to device",
+                                                        "GPU-initiated reads"]
+    assert ch.text["ceiling_text"].startswith("55.3 GB/s into the GPU by the copy engine")
+
+
+def test_a_campaign_of_writes_only_has_no_ceiling_into_the_gpu(tmp_path):
+    data = partial(tmp_path, lambda p: p["mode"] == "write" and p["inflight"] == 32)
+    ch = Chapter("gpu_pcie", ENV, data_dir=data)
+    shown = render(ch)
+    no_nan(ch)
+    assert is_placeholder(ch.figures["fig_gpu_copy"])
+    assert ch.text["ceiling_text"].startswith("not measured yet: none of the runs stored")
+    assert ch.text["overhead_text"] == ("No run with NVML samples is stored here, so there is "
+                                        "no measured ratio yet.")
+    assert len(shown["claims"].data) == 3
+
