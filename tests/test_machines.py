@@ -1,0 +1,36 @@
+"""The environments page's table of which experiments each machine measured."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from iolab.paths import REPO_ROOT
+from iolab.report.machines import measured_by_machine
+
+RAW = REPO_ROOT / "data" / "raw"
+
+
+def test_campaigns_are_grouped_by_machine_not_by_fingerprint(tmp_path):
+    # two experiments of one machine (whose fingerprints differ by their tools), one other
+    for exp, env, runs in [("smt_thp", "kvm-2vcpu", 2), ("irq_affinity", "kvm-2vcpu", 1),
+                           ("gpu_pcie", "h200-pcie5", 3)]:
+        folder = tmp_path / "raw" / exp / env
+        (folder / "runs").mkdir(parents=True)
+        shutil.copy(RAW / exp / env / "host.json", folder / "host.json")
+        for i in range(runs):
+            (folder / "runs" / f"r{i}").mkdir()
+    (tmp_path / "raw" / "cpu_search" / "nowhere").mkdir(parents=True)  # no host: not shown
+    table = measured_by_machine(tmp_path)
+    assert len(table) == 2
+    amd = table[table["environment"] == "kvm-2vcpu"].iloc[0]
+    assert amd["experiments measured (runs)"] == "irq_affinity (1); smt_thp (2)"
+    host = json.loads((RAW / "smt_thp" / "kvm-2vcpu" / "host.json").read_text())
+    assert amd["machine (as recorded)"].startswith(f"{host['cpu']['model_name']}, 2 logical CPUs")
+    assert host["kernel_release"] in amd["machine (as recorded)"]
+    assert "gpu_pcie (3)" in set(table["experiments measured (runs)"])
+
+
+def test_no_campaign_gives_an_empty_table_with_its_columns(tmp_path):
+    table = measured_by_machine(tmp_path)
+    assert table.empty and "machine (as recorded)" in table.columns
