@@ -24,7 +24,7 @@ Responsible for: these computations. Not responsible for: loading (``tidy``) or 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -95,6 +95,29 @@ def optimum(df: pd.DataFrame) -> dict[str, Any]:
     means = point_means(df)
     best = means.sort_values("mean").iloc[-1]
     return {c: best[c] for c in VARIABLES if c in means}
+
+
+def point_estimate(df: pd.DataFrame, point: dict[str, Any],
+                   confidence: float = 0.95) -> dict[str, float]:
+    """n, mean, sd and t-interval of the mean IOPS of one point."""
+    return stats.t_interval(select(df, point)["iops"], confidence)
+
+
+def roofline_share(quoted: dict[str, Any]) -> tuple[float, float]:
+    """The roofline at the optimum's devices (the quoted capacity x its devices) and the
+    quoted optimum in % of it (``quoted`` as :func:`confirmed_estimates` gives it)."""
+    roof = quoted["capacity"] * quoted["ndevs"]
+    return roof, 100 * quoted["optimum"] / roof
+
+
+def published_change(published: pd.Series, new: str = "D", old: str = "C") -> float:
+    """% change between two published A–D means (``published``: IOPS by id)."""
+    return 100 * (published[new] / published[old] - 1)
+
+
+def largest_departure_pct(ratios: pd.DataFrame) -> float:
+    """The largest distance from 1 of a table of ratios (a column ``ratio``), in %."""
+    return 100 * (ratios["ratio"] - 1).abs().max()
 
 
 def best_points(df: pd.DataFrame, confidence: float = 0.95) -> tuple[BestSet, pd.DataFrame]:
@@ -207,6 +230,45 @@ def sweep(df: pd.DataFrame, reference: dict[str, Any], variable: str,
     return stats.summarize(sub, keys, list(metrics), confidence) if not sub.empty else pd.DataFrame()
 
 
+# the cores sweep shows turbo on and off with SMT held, so the two are never mixed
+SWEEP_BY = {"ncores": "turbo"}
+SWEPT = ("qdepth", "iosize", "ncores", "ndevs")
+
+
+def sweeps(df: pd.DataFrame, base: dict[str, Any],
+           confidence: float = 0.95) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Each one-at-a-time sweep around the base point: its summary (:func:`sweep`; IOPS, and
+    GiB/s along the I/O size) and its rows (:func:`sweep_rows`)."""
+    ref = {k: v for k, v in base.items() if k in VARIABLES}
+    return {v: (sweep(df, ref, v, by=SWEEP_BY.get(v), confidence=confidence,
+                      metrics=("iops", "gibs") if v == "iosize" else ("iops",)),
+                sweep_rows(df, ref, v, by=SWEEP_BY.get(v)))
+            for v in SWEPT}
+
+
+def sweep_facts(summaries: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """What the prose reads off the sweeps' summaries (a key is absent where its sweep has no
+    rows): the queue depth of the highest mean and whether it is the largest tested
+    (``best_qdepth``, ``qdepth_at_end``); the mean GiB/s at the smallest and the largest I/O
+    size (``gibs_small``, ``gibs_large``, ``io_small``, ``io_large``); the mean IOPS at the
+    most devices over that at the fewest (``dev_scaling``, ``dev_n``)."""
+    out: dict[str, Any] = {}
+    q = summaries["qdepth"]
+    if not q.empty:
+        top = int(q.sort_values("mean").iloc[-1]["qdepth"])
+        out.update(best_qdepth=top, qdepth_at_end=top == q["qdepth"].max())
+    io = summaries["iosize"]
+    if not io.empty:
+        g = io[io["metric"] == "gibs"].set_index("iosize")["mean"]
+        out.update(gibs_small=g.iloc[0], gibs_large=g.iloc[-1], io_small=int(g.index[0]),
+                   io_large=int(g.index[-1]))
+    dv = summaries["ndevs"]
+    if not dv.empty:
+        d = dv.set_index("ndevs")["mean"]
+        out.update(dev_scaling=d.iloc[-1] / d.iloc[0], dev_n=int(d.index[-1]))
+    return out
+
+
 # -- the design, and comparisons with published values -------------------------------------
 
 # (what changes, the change against the reference point, AiSIO's name of its table)
@@ -228,14 +290,20 @@ def design_summary(points: list, repetitions: int) -> dict[str, int]:
             "runs": sum(not p.excluded_by for p in points) * repetitions}
 
 
-def grid_table(grids: dict[str, dict], points: list) -> pd.DataFrame:
-    """One row per grid: what it varies and sets, its points and how many are excluded."""
+def grid_table(grids: dict[str, dict], points: list,
+               describe: Callable[[str, Any], str] = lambda k, v: str(v),
+               label: Callable[[str], str] = str) -> pd.DataFrame:
+    """One row per grid: what it varies and sets, its points and how many are excluded.
+    Variables and values are written as ``label`` and ``describe`` (the experiment's
+    ``axis_label`` and ``describe``) give them, so a reader sees words, not Python lists."""
     rows = []
     for name, grid in grids.items():
         pts = [p for p in points if name in p.grids]
-        rows.append({"grid": name,
-                     "varies": ", ".join(f"{k} {v}" for k, v in grid["vary"].items()),
-                     "sets": ", ".join(f"{k}={v}" for k, v in grid["set"].items()) or "—",
+        varies = "; ".join(f"{label(k)}: " + ", ".join(describe(k, v) for v in values)
+                           for k, values in grid["vary"].items())
+        rows.append({"grid": name, "varies": varies,
+                     "sets": ", ".join(f"{label(k)}={describe(k, v)}"
+                                       for k, v in grid["set"].items()) or "—",
                      "points": len(pts), "excluded": sum(bool(p.excluded_by) for p in pts)})
     return pd.DataFrame(rows)
 

@@ -1,0 +1,338 @@
+"""The CPU-initiated search's chapter page, one function per section of its notebook.
+
+Each function takes the chapter (:class:`iolab.report.chapter.Chapter`), puts the section's
+glued texts into ``ch.text`` and its figures into ``ch.figures``, and returns what the
+section shows (a table, a list of displays, or None where it shows nothing), so the notebook
+only renders. :func:`tools` sets the tool comparison beside the search: it opens that
+experiment's own chapter and reads its analysis and figure modules.
+
+Responsible for: the chapter's texts, tables and figures from the analysis' results, and
+which of them a campaign without runs (or without a reference, a replication or a tool
+comparison) can still give.
+Not responsible for: statistics (``analysis``, and the tool comparison's ``analysis``),
+drawing (``figures``), or gluing (``Chapter.glue_all``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+from pandas.io.formats.style import Styler
+
+from iolab.campaign import Campaign
+from iolab.core.planner import format_duration
+from iolab.errors import InputError
+from iolab.experiments.cpu_search import analysis as ca
+from iolab.experiments.cpu_search import figures, uses_files
+from iolab.experiments.tool_comparison import analysis as ta
+from iolab.experiments.tool_comparison.figures import tools_bars
+from iolab.host.inventory import fingerprint_diff
+from iolab.report import reference
+from iolab.report.chapter import Chapter
+from iolab.report.tables import estimate_texts, fmt_int, fmt_num, fmt_range
+
+
+def _df(ch: Chapter) -> pd.DataFrame:
+    return ca.normalize(ch.df) if ch.have else ch.df
+
+
+def _ci(ch: Chapter) -> str:
+    return f"{ch.confidence * 100:g} %"
+
+
+def _published(ch: Chapter) -> reference.Reference | None:
+    return reference.load(ch.data_dir, ch.spec.analysis["reference"])
+
+
+def _ratio_texts(ratio: dict[str, float]) -> tuple[str, str]:
+    return (f"{ratio['ratio']:.2f}",
+            fmt_range(ratio["ci_low"], ratio["ci_high"], lambda x: f"{x:.2f}"))
+
+
+def design(ch: Chapter) -> Styler:
+    """The lab server's plan: its sizes and cost for the prose, and its grids in words."""
+    T = ch.text
+    hpc = Campaign(ch.experiment.name, "hpc-server", data_dir=ch.data_dir)
+    plan = hpc.design()
+    size = ca.design_summary(plan.points(), hpc.spec.repetitions)
+    for key in ("search_points", "search_runnable", "search_excluded", "expansion_points",
+                "runs"):
+        T[f"hpc_{key}"] = f"{size[key]:,}"
+    T["hpc_reps"] = hpc.spec.repetitions_text
+    T["hpc_eta"] = format_duration(plan.eta_s)
+    T["hpc_runtime"] = str(hpc.spec.settings["runtime_s"])
+    start_up = plan.seconds_per_run - hpc.experiment.run_seconds(hpc.spec.settings)
+    T["hpc_per_run"] = f"{start_up:.0f}"
+    return ca.grid_table(hpc.spec.grids, plan.points(), ch.experiment.describe,
+                         ch.axis_label).style.hide(axis="index")
+
+
+def results(ch: Chapter) -> list[Any]:
+    """What the stored runs are, and the runs this host cannot make with the planner's reason."""
+    T, df = ch.text, ch.df
+    T["ci"] = _ci(ch)
+    T["env_name"] = ch.environment
+    T["n_runs"] = str(len(df))
+    if ch.have:
+        T["tool_used"] = ", ".join(sorted(df["run.tool"].unique()))
+        T["tool_version"] = ", ".join(sorted(df["run.tool_version"].unique()))
+        T["runtime"] = ", ".join(map(str, sorted(df["config.runtime_s"].unique())))
+        sizes = df.groupby(ch.spec.variables).size()
+        T["reps"] = (str(sizes.min()) if sizes.min() == sizes.max()
+                     else f"{sizes.min()} to {sizes.max()}")
+    T["n_blocked"] = str(ch.plan.counts()["blocked"])
+    blockers = "\n".join(f"- {why} ({n} runs)" for why, n in ch.plan.blockers().items())
+    return [ch.what_ran().style.hide(axis="index"),
+            Markdown("Runs this host cannot make, with the reason the planner gives:\n\n"
+                     + (blockers or "- none"))]
+
+
+def repetitions(ch: Chapter) -> Styler | None:
+    table = ch.repetitions()
+    if table.empty:
+        return None
+    return table.style.format({c: "{:,.0f}" for c in table.columns
+                               if c.startswith("mean")}).hide(axis="index")
+
+
+def optimum(ch: Chapter) -> list[Styler]:
+    """Device capacity, optimum and best set, and the confirmation's estimates for the
+    prose; shows the optimum's settings and the best set."""
+    T, df, C = ch.text, _df(ch), ch.confidence
+    T["roofline_note"] = ""
+    if not ch.have:
+        return []
+    describe = ch.experiment.describe_point
+    cap = ca.device_capacity(df, C)
+    opt = ca.optimum(df)
+    T["cap_iops"] = fmt_int(cap["iops"])
+    T["cap_ci"] = fmt_range(cap["ci_low"], cap["ci_high"])
+    T["cap_single"] = fmt_int(cap["max_single_run"])
+    T["cap_point"] = describe(cap["point"])
+    est = ca.point_estimate(df, opt, C)
+    T["opt_iops"] = fmt_int(est["mean"])
+    T["opt_ci"] = fmt_range(est["ci_low"], est["ci_high"])
+    T["opt_point"] = describe(opt)
+    T["roofline_note"] = ("; the 'devices' here are files on one disk, so that product bounds "
+                          "nothing and the share says only how far from independent devices "
+                          "the files are" if uses_files(ch.spec.settings) else "")
+    best, best_rows = ca.best_points(df, C)
+    cap_best, _ = ca.best_points(df[df["ndevs"] == 1], C)
+    T["best_n"], T["best_of"] = str(len(best.members)), str(len(best.means))
+    T["cap_best_n"], T["cap_best_of"] = str(len(cap_best.members)), str(len(cap_best.means))
+    T["cap_best_note"] = ("the capacity is the highest of estimates the data cannot separate, "
+                          "not a point that stands out" if len(cap_best.members) > 1 else
+                          "the capacity's point stands out from the others")
+    # the quoted optimum and capacity: the confirmation's fresh runs where the campaign has them
+    conf = ca.confirmed_estimates(df, ca.normalize(ch.confirmed), C)
+    for key in ("optimum", "capacity"):
+        T.update(estimate_texts(conf[key], key[:3], describe, ca.VARIABLES, C))
+    roof, share = ca.roofline_share(conf["quoted"])
+    T["opt_roofline"], T["opt_of_roofline"] = fmt_int(roof), fmt_num(share, 0)
+    T["n_confirm"], T["aa"] = str(len(ch.confirmed)), ch.aa_text()
+    T["confirm_step"] = ch.spec.confirm.text() if ch.spec.confirm else "no confirmation step"
+    settings = pd.DataFrame([{"variable": ch.axis_label(k),
+                              "optimum": ch.experiment.describe(k, v)} for k, v in opt.items()])
+    return [settings.style.hide(axis="index"),
+            ch.best_set_table(best_rows).style.hide(axis="index")]
+
+
+def confirmed(ch: Chapter) -> Styler | None:
+    if not ch.have:
+        return None
+    table = ca.confirmed_estimates(_df(ch), ca.normalize(ch.confirmed), ch.confidence)["table"]
+    return ch.confirmed_table(table).style.hide(axis="index") if len(table) else None
+
+
+def replication(ch: Chapter) -> None:
+    """The same search on the host the params file names under ``replicate``."""
+    T, name = ch.text, ch.spec.analysis["replicate"]
+    if not ch.have or not name:
+        return
+    other = Chapter(ch.experiment.name, name, mode="replay", data_dir=ch.data_dir)
+    if not other.have:
+        return
+    rep = ca.replication(_df(ch), ca.normalize(other.df), ch.confidence)
+    T.update({f"rep_{k}": str(rep[k]) for k in ("ours", "theirs", "shared", "common_points")})
+    T["rep_env"], T["rep_kernel"] = other.environment, str(other.host.get("kernel_release"))
+    T["rep_runs"] = str(len(other.df))
+    T["rep_top"], T["rep_their_top"] = ("is" if rep[k] else "is not"
+                                        for k in ("top_in_theirs", "their_top_in_ours"))
+    T["rep_their_top_point"] = ch.experiment.describe_point(rep["their_top"])
+    T["rep_ratio"], T["rep_ratio_ci"] = _ratio_texts(rep["ratio"])
+    T["rep_verdict"] = ("the two searches agree in this sense: each host's top point is among "
+                        "the other's best" if rep["agree"] else
+                        "the two searches do not agree on their top points: at least one "
+                        "host's top is outside the other's best set")
+
+
+def ad(ch: Chapter) -> list[Any]:
+    """Thread siblings and stress at the optimum (A–D), measured beside AiSIO's values."""
+    T, df, C = ch.text, _df(ch), ch.confidence
+    ref, shown = _published(ch), []
+    pub_opt = None
+    if ref:
+        T["pub_capacity"] = fmt_int(ref.meta["device_capacity_iops"])
+        T["pub_roofline"] = fmt_int(ref.meta["roofline_iops"])
+        pub_opt = ref.table[ref.table["setting"] == "optimum"].set_index("id")["iops"]
+        T["pub_d_vs_c"] = f"{ca.published_change(pub_opt):+.1f} %"
+    else:
+        shown.append(Markdown(f"The published reference `{ch.spec.analysis['reference']}` is "
+                              f"not in `{ch.data_dir / 'reference'}`, so no published values "
+                              "are shown."))
+    threads = (ch.host.get("cpu") or {}).get("threads_per_core")
+    T["sibling_note"] = ("no host is recorded, so whether it can act here is not known."
+                         if threads is None else
+                         "this host has one hardware thread per core, so that cannot cause a "
+                         "change measured here." if threads == 1 else
+                         "this host has sibling threads, so it can act here.")
+    if not ch.have:
+        return shown
+    opt = ca.optimum(df)
+    table = ca.ad_comparison(df, opt, pub_opt, C)
+    T["d_vs_c"] = _d_vs_c(ch, df, opt)
+    describe = ch.experiment.describe
+    columns = {
+        "thread siblings": [describe("thr_sib", v) for v in table["thr_sib"]],
+        "stress": [describe("stress", v) for v in table["stress"]],
+        "n": table["n"], "mean IOPS (measured)": table["mean"], "sd": table["sd"],
+        f"{_ci(ch)} CI": [fmt_range(a, b) for a, b in zip(table["ci_low"], table["ci_high"])]}
+    if "published" in table:
+        columns.update({"AiSIO (published)": table["published"],
+                        "measured / published": table["measured / published"]})
+    shown.append(pd.DataFrame(columns, index=table.index).style.format(
+        {"mean IOPS (measured)": "{:,.0f}", "sd": "{:,.0f}", "AiSIO (published)": "{:,.0f}",
+         "measured / published": "{:.3f}"}, na_rep="not measured"))
+    return shown
+
+
+def _d_vs_c(ch: Chapter, df: pd.DataFrame, opt: dict[str, Any]) -> str:
+    """Stress on the idle CPUs at the optimum without thread siblings, or why it has no runs."""
+    change = ca.effect(df, {**opt, "thr_sib": False, "stress": False}, {"stress": True},
+                       ch.confidence)
+    if change["n_ref"] and change["n_new"]:
+        return (f"the mean IOPS changes by {change['pct']:+.1f} % ({_ci(ch)} CI "
+                f"{change['ci_low']:+.1f} % to {change['ci_high']:+.1f} %)")
+    target = {**opt, "thr_sib": False, "stress": True}
+    why = sorted({reason for r in ch.plan.runs
+                  if all(r.point.params.get(k) == v for k, v in target.items())
+                  for reason in r.reasons})
+    return ("not measurable here, as the optimum's stressed variant has no stored run ("
+            + ("; ".join(why) or "not planned by these params") + ")")
+
+
+def effects(ch: Chapter) -> Styler | None:
+    """One knob at a time at the optimum's A–D variants, measured beside AiSIO's changes."""
+    T = ch.text
+    if ch.have:
+        df, ref = _df(ch), _published(ch)
+        eff = ca.effects(df, ca.optimum(df), ref.table if ref else None, ch.confidence)
+    else:
+        eff = pd.DataFrame()
+    T["n_effects_measured"] = str(int((eff["n"] > 0).sum())) if not eff.empty else "0"
+    T["n_effects"] = str(len(eff))
+    if eff.empty:
+        return None
+    shown = pd.DataFrame({
+        "change": eff["change"], "id": eff["id"], "n": eff["n"], "IOPS (measured)": eff["iops"],
+        "change (measured)": [f"{p:+.1f} % ({lo:+.1f} to {hi:+.1f})" if pd.notna(p)
+                              else "not measured"
+                              for p, lo, hi in zip(eff["pct"], eff["ci_low"], eff["ci_high"])],
+        "IOPS (AiSIO, published)": eff["published_iops"],
+        "change (AiSIO, published)": [f"{p:+.1f} %" if pd.notna(p) else "—"
+                                      for p in eff["published_pct"]]})
+    return shown.style.format({"IOPS (measured)": "{:,.0f}",
+                               "IOPS (AiSIO, published)": "{:,.0f}"},
+                              na_rep="—").hide(axis="index")
+
+
+def sweeps(ch: Chapter) -> None:
+    """The one-at-a-time sweeps around the base point: their figure and what the prose reads
+    off them."""
+    T = ch.text
+    if not ch.have:
+        return
+    df, files = _df(ch), uses_files(ch.spec.settings)
+    found = ca.sweeps(df, ch.spec.base, ch.confidence)
+    capacity = ca.device_capacity(df, ch.confidence)["iops"]
+    # a roofline bounds independent devices only, and needs a single-device capacity
+    ch.figures["fig_cpu_sweeps"] = figures.sweeps(
+        found, ch.experiment, ch.spec.analysis["figure_width"],
+        f"{ch.environment}: one variable at a time around the reference point",
+        None if files or np.isnan(capacity) else capacity)
+    facts = ca.sweep_facts({v: s for v, (s, _) in found.items()})
+    if "best_qdepth" in facts:
+        T["best_qdepth"] = f"{facts['best_qdepth']}" + (
+            ", the largest depth tested, so the peak may lie beyond it"
+            if facts["qdepth_at_end"] else "")
+    if "gibs_small" in facts:
+        for end in ("small", "large"):
+            T[f"gibs_{end}"] = f"{facts[f'gibs_{end}']:.2f}"
+            T[f"io_{end}"] = str(facts[f"io_{end}"])
+    if "dev_scaling" in facts:
+        T["dev_scaling"], T["dev_n"] = f"{facts['dev_scaling']:.2f}", str(facts["dev_n"])
+    T["device_note"] = ("Here the 'devices' are files on one file system and one (virtual) "
+                        "disk, so adding files adds no device capacity, and no roofline is "
+                        "drawn: capacity × devices bounds only independent devices." if files
+                        else "The dashed line is the roofline, capacity × devices.")
+
+
+def tools(ch: Chapter) -> Markdown | None:
+    """The tool comparison of the environment the params name (else this one), set beside
+    the search; a note where that environment has no tool comparison."""
+    T, C = ch.text, ch.confidence
+    env = ch.spec.analysis["tool_comparison_env"] or ch.environment
+    tc, note = None, None
+    try:
+        tc = Chapter("tool_comparison", env, mode="replay", data_dir=ch.data_dir)
+    except InputError as exc:  # an environment without the tool comparison's params
+        note = Markdown(f"No tool comparison for environment {env}: {exc}")
+    # one environment name, two machines of its class: said, never hidden (the tools each
+    # campaign ran differ, and are no difference of the machine)
+    apart = ([d for d in fingerprint_diff(tc.host, ch.host) if not d.startswith("tools.")]
+             if tc is not None and tc.host and ch.host else [])
+    # (a glued text is never empty: the browser check takes an empty one for a missing value)
+    T["tc_intro"] = f"Here is its result for environment {env}" + (
+        " (measured on another host of this class than the runs above, which differs in "
+        + "; ".join(apart) + "; compare the two only in their ratios):" if apart else ":")
+    if tc is None or not tc.have:
+        return note
+    base = {k: tc.spec.base[k] for k in ("qdepth", "iosize")}
+    rows = ta.comparison_rows(tc.df, base)
+    if not rows.empty:  # none yet at the base point's queue depth and I/O size
+        ch.figures["fig_cpu_tools"] = tools_bars(
+            tc.summarize(rows, ["setup", "tool"], ["iops"]), rows,
+            ch.spec.analysis["figure_width"])
+    counts = tc.df.groupby("tool").size()
+    for tool in ta.TOOLS:
+        T[f"tc_n_{tool}"] = str(int(counts.get(tool, 0)))
+        one = ta.at(rows, tool=tool, engine="io_uring", ncores=1)["iops"]
+        T[f"tc_{tool}"] = fmt_int(one.mean()) if len(one) else "n/a"
+    for tool in ("bdevperf", "xnvmeperf"):
+        r = ta.ratio_to(rows, tool, "fio", C, engine="io_uring", ncores=1)
+        if r:
+            T[f"tc_ratio_{tool}"], T[f"tc_ratio_{tool}_ci"] = _ratio_texts(r)
+    found = ta.ratios_to(rows, "fio", ("bdevperf", "xnvmeperf"), C)
+    if not found.empty:
+        T["tc_max_apart_pct"] = f"{ca.largest_departure_pct(found):.0f}"
+    T["tc_qd"], T["tc_bs"] = str(base["qdepth"]), str(base["iosize"])
+    ref = reference.load(ch.data_dir, tc.spec.analysis["reference"])
+    if ref is not None:
+        pub = ta.published(ref.table)
+        T["tc_pub_bdevperf"] = fmt_int(pub.loc["SPDK bdevperf", "1 thread"])
+        T["tc_pub_upcie"] = fmt_int(pub.loc["xnvmeperf, uPCIe back end", "1 thread"])
+    return note
+
+
+def answer(ch: Chapter) -> Styler | None:
+    """The host in words, and AiSIO's claims confronted with the findings."""
+    ch.text["host_words"] = ch.host_words()
+    if not ch.have:
+        return None
+    df = _df(ch)
+    found = ca.findings(df, ch.spec.base, ca.optimum(df), ch.blocked_by_grid(), ch.confidence,
+                        uses_files(ch.spec.settings))
+    return ch.claims_table(found).style.hide(axis="index") if found else None

@@ -1,0 +1,83 @@
+"""The CPU-initiated search's page functions (iolab.experiments.cpu_search.page).
+
+On the committed campaign they give every text the notebook's prose glues with the value
+of the glue snapshot, the figures it shows, and a design table in words; on a campaign
+without runs (and without references, replication or tool comparison) they raise nothing
+and leave the measured values unset.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iolab.experiments import cpu_search
+from iolab.experiments.cpu_search import page
+from iolab.paths import REPO_ROOT
+from iolab.report.chapter import Chapter, referenced_keys
+
+SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"
+# computed by Chapter.glue_all itself, not by a section
+GLUE_ALL_KEYS = {"outliers", "noise_floor"}
+SECTIONS = (page.design, page.results, page.repetitions, page.optimum, page.confirmed,
+            page.replication, page.ad, page.effects, page.sweeps, page.tools, page.answer)
+
+
+def render(ch: Chapter) -> dict:
+    """Every section in the notebook's order: what each returns, by name."""
+    return {section.__name__: section(ch) for section in SECTIONS}
+
+
+@pytest.fixture(scope="module")
+def committed():
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782")
+    return ch, render(ch)
+
+
+def test_the_sections_glue_the_snapshot_values(committed):
+    ch, _ = committed
+    snapshot = json.loads(SNAPSHOT.read_text())[cpu_search.EXPERIMENT.chapter + ".ipynb"]
+    text_keys, figure_keys = referenced_keys(cpu_search.EXPERIMENT.notebook)
+    assert set(text_keys) - GLUE_ALL_KEYS <= set(ch.text)
+    # the snapshot holds each glued string as the notebook shows it: its repr
+    assert {k: repr(ch.text[k]) for k in snapshot if k in ch.text} == \
+        {k: v for k, v in snapshot.items() if k in ch.text}
+    assert set(figure_keys) <= set(ch.figures)
+
+
+def test_the_design_table_shows_settings_in_words(committed):
+    _, shown = committed
+    table = shown["design"].data.set_index("grid")
+    for text in table["varies"].tolist() + table["sets"].tolist():
+        assert not any(r in text for r in ("[", "]", "True", "False", "'")), text
+    assert "thread siblings: both threads of each core, one thread per core" in \
+        table.loc["search", "varies"]
+    assert table.loc["smt-off-3ghz", "sets"] == "SMT=off, governor=userspace at 3.0 GHz"
+    html = shown["design"].to_html()
+    assert "[True" not in html and "False]" not in html and "['" not in html
+
+
+def test_the_sections_show_their_tables(committed):
+    _, shown = committed
+    assert len(shown["results"]) == 2 and len(shown["optimum"]) == 2
+    ad = shown["ad"][-1].data
+    assert list(ad.index) == ["A", "B", "C", "D"]
+    assert set(ad["thread siblings"]) == {"both threads of each core", "one thread per core"}
+    assert shown["confirmed"] is not None and shown["effects"] is not None
+    assert shown["replication"] is None and shown["sweeps"] is None
+    assert shown["tools"] is None        # the tool comparison's environment exists
+
+
+def test_a_campaign_without_runs_leaves_its_measurements_unset(tmp_path):
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782", data_dir=tmp_path)
+    shown = render(ch)
+    assert not ch.have
+    assert shown["optimum"] == [] and shown["confirmed"] is None and shown["answer"] is None
+    # no published reference in this data folder: said, not hidden
+    assert "not in" in shown["ad"][0].data
+    assert ch.text["n_runs"] == "0" and ch.text["hpc_search_points"] == "3,840"
+    assert ch.text["sibling_note"].startswith("no host is recorded")
+    for key in ("opt_iops", "cap_iops", "best_qdepth", "rep_ratio", "tc_fio", "d_vs_c"):
+        assert key not in ch.text
+    assert "fig_cpu_sweeps" not in ch.figures and "fig_cpu_tools" not in ch.figures
