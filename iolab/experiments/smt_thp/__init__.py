@@ -6,8 +6,8 @@ all_cores, a *core* being a physical core with all its hardware threads), ``smt`
 (knobs; ``asis`` leaves the host as it is), ``rw``, ``bs`` (bytes), ``direct``.
 
 Responsible for: the spec's fields, a point -> fio's options, the metrics of the chapter.
-Not responsible for: knobs (the runner applies them), statistics and figures (``analysis``
-and the notebook).
+Not responsible for: knobs (the runner applies them), statistics (``analysis``), figures
+and wording (``page``).
 """
 
 from __future__ import annotations

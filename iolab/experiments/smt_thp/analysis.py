@@ -9,13 +9,15 @@ Definitions:
   log-scale interval (:func:`iolab.analysis.stats.ratio_interval`);
 - an *effect* of a setting is the % change of mean IOPS against a reference setting, with
   its interval (:func:`iolab.analysis.stats.pct_change`);
+- the *mean of means* over a grid's points weighs each point the same
+  (:func:`mean_of_means`);
 - a *verdict* reads an interval against a reference value: ``above``, ``below`` or
   ``includes`` (None without an interval);
 - the comparisons the chapter quotes are also judged as one family, with Holm's correction
   (:func:`quoted_family`).
 
 Responsible for: selections, ratios, effects, peak and knee numbers. Not responsible for:
-loading (``iolab.core.tidy``), wording or figures (the notebook and ``iolab.report``).
+loading (``iolab.core.tidy``), wording or figures (``page`` and ``iolab.report``).
 """
 
 from __future__ import annotations
@@ -82,6 +84,12 @@ def peak(summary: pd.DataFrame, metric: str = "iops") -> pd.Series:
 def means(summary: pd.DataFrame, metric: str, engine: str, by: str = "concurrency") -> pd.Series:
     s = summary[(summary["metric"] == metric) & (summary["engine"] == engine)]
     return s.set_index(by)["mean"]
+
+
+def mean_of_means(summary: pd.DataFrame, metric: str, engine: str, by: str) -> float:
+    """The mean of one engine's point means of ``metric`` over the values of ``by``: each
+    point weighs the same, since its number of runs is the repetition rule's, not a weight."""
+    return float(means(summary, metric, engine, by=by).mean())
 
 
 def knee(summary: pd.DataFrame, engine: str, low: int, high: int) -> dict[str, float] | None:

@@ -2,9 +2,10 @@
 AiSIO's published means in the same shape.
 
 Responsible for: selecting the runs of one comparison (the base point's queue depth and I/O
-size), per-tool summaries, ratios with their intervals, the published table reshaped, and the
-chapter's findings.
-Not responsible for: loading runs (``iolab.report.chapter``), drawing, or glue.
+size), per-tool summaries (rates, CPU, the queue-depth sweep's ends), ratios with their
+intervals and how far they spread, the published table reshaped, and the chapter's findings.
+Not responsible for: loading runs (``iolab.report.chapter``), drawing, wording, or glue
+(``figures`` and ``page``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,58 @@ def ratios_to(rows: pd.DataFrame, reference: str, tools: tuple[str, ...],
                 out.append({"tool": tool, "engine": engine, "ncores": ncores, **r})
     return pd.DataFrame(out, columns=["tool", "engine", "ncores", "ratio", "ci_low", "ci_high",
                                       "n_a", "n_b"])
+
+
+def apart(found: pd.DataFrame) -> int:
+    """How many of :func:`ratios_to`'s intervals exclude 1 (on either side)."""
+    return int((found["ci_low"] > 1).sum() + (found["ci_high"] < 1).sum())
+
+
+def largest_difference(found: pd.DataFrame) -> float:
+    """The largest relative difference of a ratio from 1, ``|ratio - 1|``, over
+    :func:`ratios_to`'s rows (NaN for none)."""
+    return float((found["ratio"] - 1).abs().max())
+
+
+def ratio_ranges(found: pd.DataFrame) -> pd.DataFrame:
+    """Per tool: the lowest and the highest of its ratios over the set-ups (``min``, ``max``)."""
+    return found.groupby("tool")["ratio"].agg(["min", "max"])
+
+
+def mean_iops(rows: pd.DataFrame) -> pd.Series:
+    """Mean IOPS per tool, kernel interface and core count."""
+    return rows.groupby(["tool", "engine", "ncores"])["iops"].mean()
+
+
+def cpu_means(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean CPU over each tool's lifetime (GNU time, % of one CPU) per set-up and tool:
+    set-ups in the figure's order, every tool a column, NaN where it has no runs (a campaign
+    stopped part way)."""
+    return (rows.groupby(["setup", "tool"])["cpu_usage_lifetime_pct"].mean()
+            .unstack("tool").reindex(index=setups(rows), columns=list(TOOLS)))
+
+
+def cpu_ratio_range(cpu: pd.DataFrame, tools: tuple[str, ...],
+                    reference: str) -> tuple[float, float]:
+    """The lowest and the highest ratio of ``tools``' mean CPU to ``reference``'s at the same
+    set-up, over :func:`cpu_means`'s table."""
+    times = cpu[list(tools)].div(cpu[reference], axis=0)
+    return times.min().min(), times.max().max()
+
+
+def cpu_per_core(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per tool: the lowest and the highest lifetime CPU of one run per core it drives (% of
+    one CPU; ``min``, ``max``)."""
+    pct = rows["cpu_usage_lifetime_pct"] / rows["ncores"]
+    return pct.groupby(rows["tool"]).agg(["min", "max"])
+
+
+def qdepth_sweep(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per tool of a queue-depth sweep's IOPS summary: the mean at the lowest queue depth
+    (``lowest``), the highest mean (``best``) and the queue depth it is at (``best_at``)."""
+    means = summary.pivot(index="qdepth", columns="tool", values="mean")
+    return pd.DataFrame({"lowest": means.iloc[0], "best": means.max(),
+                         "best_at": means.idxmax()})
 
 
 def published(table: pd.DataFrame) -> pd.DataFrame:

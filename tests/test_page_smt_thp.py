@@ -1,0 +1,105 @@
+"""The SMT/THP chapter's page (iolab.experiments.smt_thp.page), called in the notebook's order:
+on the committed campaign it glues the snapshot's values and draws every figure the prose
+names; on a campaign without runs, or with one engine's runs of one point, it raises nothing,
+glues no 'nan' and shows no table it cannot fill. No table shows a Python repr."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from IPython.display import Markdown
+from test_partial_chapters import ENV, RAW, copy_runs, first_point
+
+from iolab import experiments
+from iolab.experiments.smt_thp import page
+from iolab.paths import REPO_ROOT
+from iolab.report.chapter import Chapter, referenced_keys
+
+NOTEBOOK = experiments.get("smt_thp").notebook
+SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
+    "experiments/smt_thp.ipynb"]
+# glued by Chapter.glue_all itself, not by a section of the page
+BY_GLUE_ALL = {"outliers", "noise_floor"}
+SECTIONS = (page.what_ran, page.repetitions, page.concurrency, page.engine_ratios,
+            page.affinity, page.smt, page.thp, page.explorer, page.all_metrics, page.summary,
+            page.answer)
+REPR = re.compile(r"[\[\]{}]|\b(None|True|False|nan)\b")
+
+
+def render(ch: Chapter) -> dict[str, object]:
+    """Each section's output, by the section's name."""
+    return {section.__name__: section(ch) for section in SECTIONS}
+
+
+def table_cells(styler) -> list[str]:
+    return [html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+            for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", styler.to_html(), re.S)]
+
+
+def assert_no_repr(shown: dict[str, object]) -> None:
+    for name, out in shown.items():
+        if hasattr(out, "to_html"):
+            bad = [c for c in table_cells(out) if REPR.search(c)]
+            assert not bad, f"{name} shows Python reprs: {bad}"
+
+
+def assert_no_nan(ch: Chapter) -> None:
+    nans = {k: v for k, v in ch.text.items() if re.search(r"\bnan\b", v, re.IGNORECASE)}
+    assert not nans, nans
+
+
+@pytest.fixture(scope="module")
+def committed():
+    if not (RAW / "smt_thp" / ENV).exists():
+        pytest.skip("no committed smt_thp campaign")
+    ch = Chapter("smt_thp", ENV)
+    return ch, render(ch)
+
+
+def test_the_committed_campaign_glues_the_snapshots_values(committed):
+    ch, _ = committed
+    text, figures = referenced_keys(NOTEBOOK)
+    expected = {k: v for k, v in SNAPSHOT.items() if k not in BY_GLUE_ALL}
+    # the snapshot holds what glue shows: the text's repr
+    assert {k: repr(ch.text.get(k)) for k in expected} == expected
+    assert set(text) - BY_GLUE_ALL <= set(ch.text), "a key the prose glues is never set"
+    assert set(figures) <= set(ch.figures)
+
+
+def test_the_committed_campaigns_tables(committed):
+    _, shown = committed
+    ratios = shown["engine_ratios"].data
+    assert list(ratios["concurrency"]) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(ratios.columns)[-2:] == ["io_uring / psync", "95 % CI"]
+    # the VM cannot switch SMT: the section says so instead of drawing
+    assert isinstance(shown["smt"], Markdown) and "hpc-server" in shown["smt"].data
+    assert len(shown["summary"].data) == 24
+    assert_no_repr(shown)
+
+
+def test_a_campaign_without_runs_shows_what_it_can(tmp_path):
+    ch = Chapter("smt_thp", ENV, data_dir=tmp_path / "data")
+    shown = render(ch)
+    assert shown["what_ran"] is not None and shown["answer"] is not None
+    assert all(shown[s] is None for s in ("repetitions", "engine_ratios", "summary"))
+    assert isinstance(shown["smt"], Markdown)
+    assert set(ch.figures) == {"fig_repetitions"}  # its placeholder
+    assert ch.text["affinity_note"] == "No CPU topology is recorded for this campaign's host."
+    assert_no_nan(ch)
+    assert_no_repr(shown)
+
+
+def test_one_engine_at_one_concurrency_has_no_ratio_to_show(tmp_path):
+    point = first_point("smt_thp", lambda p, g: p["engine"] == "psync" and p["concurrency"] == 1)
+    copy_runs(tmp_path / "data", "smt_thp", lambda p, rep, g: p == point and rep < 2)
+    ch = Chapter("smt_thp", ENV, data_dir=tmp_path / "data")
+    shown = render(ch)
+    assert shown["engine_ratios"] is None
+    assert "fig_concurrency" in ch.figures and "fig_affinity" not in ch.figures
+    assert "ratio_c1" not in ch.text and "c64_verdict" not in ch.text
+    assert ch.text["peak_engine"] == "psync" and ch.text["peak_conc"] == "1"
+    assert_no_nan(ch)
+    assert_no_repr(shown)
