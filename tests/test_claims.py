@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from iolab.analysis import findings as fd
@@ -224,3 +225,31 @@ def test_every_experiment_keeps_its_sources_claims_beside_it():
         path = cl.path_of(sys.modules[type(exp).__module__].__file__)
         assert path.exists(), f"{exp.name}: no claims.yaml beside its module"
         assert cl.load(path).claims
+
+
+def test_the_frequency_turbo_reaches_is_judged_where_a_host_samples_it():
+    """The clock claim of AiSIO's turbo section reads the runs' sampled CPU frequency: a host
+    without cpufreq leaves it not testable, saying why; sampled frequencies decide it."""
+    from iolab.experiments.cpu_search import analysis as ca
+    from iolab.report.chapter import Chapter
+
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782", mode="replay")
+    if not ch.have:
+        pytest.skip("no committed cpu_search/epyc-2vcpu-v782 campaign")
+    df = ca.normalize(ch.df)
+    ref = {k: v for k, v in ch.spec.base.items() if k in ca.VARIABLES}
+    base = ca.select(df, ref).copy()
+    # the base point's runs as if the host could switch turbo, without frequency samples
+    off = base.assign(turbo="off")
+    both = pd.concat([df, off], ignore_index=True)
+
+    def frequency(rows):
+        found = fd.by_id(ca.findings(rows, ch.spec.base, ca.optimum(df), {}, ch.confidence))
+        return found["turbo_off_frequency"]
+
+    unsampled = frequency(both)
+    assert not unsampled.defined and "no cpufreq_mean_khz" in unsampled.undefined
+    both.loc[both.index[: len(df)], "cpufreq_mean_khz"] = 3.3e6
+    both.loc[both.index[len(df):], "cpufreq_mean_khz"] = 2.6e6 * (1 + 0.001 * np.arange(len(off)))
+    sampled = frequency(both)
+    assert sampled.direction == "down" and sampled.estimate == pytest.approx(-20.9, abs=0.2)

@@ -356,7 +356,12 @@ def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
                metric: str = "iops") -> Finding:
         a, b = values(new, metric), values(old, metric)
         if not a or not b:
-            return fd.undefined(fid, what, blocked.get(grid) or "no stored runs of one side",
+            # runs on both sides, yet no value: the host could not give this metric
+            unsampled = (not df.empty and not select(df, new).empty
+                         and not select(df, old).empty)
+            return fd.undefined(fid, what, f"the stored runs have no {metric} (the campaign's "
+                                "host did not give it)" if unsampled else
+                                blocked.get(grid) or "no stored runs of one side",
                                 confidence=confidence)
         return fd.change(fid, what, a, b, confidence)
 
@@ -417,4 +422,7 @@ def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
         change("turbo_off_double_cores", "mean IOPS with turbo off and twice the cores "
                "against turbo on", {**ref, "turbo": "off", "ncores": 2 * ref["ncores"]},
                {**ref, "turbo": "on"}, "turbo"),
+        change("turbo_off_frequency", "mean frequency of the run's CPUs in its measurement "
+               "window with turbo off against as found", {**ref, "turbo": "off"}, ref, "turbo",
+               "cpufreq_mean_khz"),
     ]
