@@ -27,6 +27,7 @@ from iolab.core.planner import format_duration
 from iolab.errors import InputError
 from iolab.experiments.cpu_search import analysis as ca
 from iolab.experiments.cpu_search import figures, uses_files
+from iolab.experiments import tool_comparison
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import tools_bars
 from iolab.host.inventory import fingerprint_diff
@@ -287,7 +288,7 @@ def tools(ch: Chapter) -> Markdown | None:
     env = ch.spec.analysis["tool_comparison_env"] or ch.environment
     tc, note = None, None
     try:
-        tc = Chapter("tool_comparison", env, mode="replay", data_dir=ch.data_dir)
+        tc = Chapter(tool_comparison.EXPERIMENT.name, env, mode="replay", data_dir=ch.data_dir)
     except InputError as exc:  # an environment without the tool comparison's params
         note = Markdown(f"No tool comparison for environment {env}: {exc}")
     # one environment name, two machines of its class: said, never hidden (the tools each
