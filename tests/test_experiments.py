@@ -64,8 +64,12 @@ def test_notebook_is_thin_and_carries_the_label(exp):
     names = {t.targets[0].id for t in ast.parse(cells[0].source).body}
     assert names <= PARAMETERS, f"the parameters cell holds only {sorted(PARAMETERS)}"
     assert f'experiment = "{exp.name}"' in cells[0].source
-    code = sum(len(c.source.splitlines()) for c in nb.cells if c.cell_type == "code")
-    assert code < 260, f"{code} lines of code: analysis belongs in the experiment's module"
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    lines = sum(len(c.splitlines()) for c in code)
+    assert lines <= 60, f"{lines} lines of code: the page belongs in the experiment's module"
+    defined = [n.name for c in code for n in ast.walk(ast.parse(c))
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert not defined, f"definitions in the notebook ({defined}): they belong in the package"
 
 
 @pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
