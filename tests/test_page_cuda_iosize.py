@@ -3,9 +3,17 @@ chapters show in place of the building host's plan (``Chapter.lab_plan``)."""
 
 from __future__ import annotations
 
-import pandas as pd
+import json
 
+import pandas as pd
+import pytest
+
+from iolab.experiments import gpu_io
+from iolab.experiments.cuda_iosize import page
+from iolab.paths import REPO_ROOT
 from iolab.report.chapter import Chapter
+
+SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())
 
 
 def test_the_lab_plan_states_the_design_and_why_it_did_not_run(tmp_path):
@@ -38,3 +46,68 @@ def test_the_lab_plan_counts_stored_runs_instead_of_a_reason(tmp_path):
     ch.df = pd.DataFrame({"iops": [1.0, 2.0]})
     table = ch.lab_plan("a lab").set_index("")["the lab campaign"]
     assert table["runs stored"] == "2 runs of this package" and "not run here" not in table
+
+
+def test_the_page_glues_the_books_values_from_the_published_reference():
+    """No run is stored: the model, the texts and AiSIO's table come from its published
+    values, as the book's snapshot holds them."""
+    ch = Chapter("cuda_iosize", "hpc-server")
+    dev = page.intro(ch)
+    page.figure(ch, dev)
+    tables = page.saturation_tables(ch, dev)
+    gpu_io.lab_answer(ch)
+    snapshot = SNAPSHOT["experiments/cuda_iosize.ipynb"]
+    # the snapshot holds what the notebook shows of each text: its repr
+    assert {k: repr(ch.text.get(k)) for k in snapshot} == snapshot
+    assert "fig_cuda_iosize" in ch.figures
+    assert len(tables) == 1 and tables[0].caption.startswith("Published by AiSIO")
+    published = tables[0].data.set_index("I/O size (bytes)")
+    assert published.loc["512"].tolist() == ["> 128 (not reached)", "> 2,048"]
+    assert published.loc["2,048"].tolist() == ["64", "1,024"]
+    assert page.model_errors(dev).caption.startswith("The model's error: published over model")
+
+
+def test_a_chapter_without_runs_or_references_says_so(tmp_path):
+    ch = Chapter("cuda_iosize", "hpc-server", data_dir=tmp_path / "empty")
+    dev = page.intro(ch)
+    page.figure(ch, dev)
+    assert dev.model is None and page.model_errors(dev) is None
+    assert ch.text["model_basis"] == "none: no parameters"
+    assert ch.text["shown_what"].startswith("no stored run in environment hpc-server: no "
+                                            "machine whose GPU can drive NVMe SSDs directly")
+    assert page.saturation_tables(ch, dev) == []
+    assert ch.text["sat_text"].startswith("No run is stored here")
+    assert "fig_cuda_iosize" in ch.figures
+
+
+def runs() -> pd.DataFrame:
+    """Two repetitions per point: 512 B still rising at the largest queue depth, 4 KiB level
+    from queue depth 2."""
+    gbs = {(512, 1): 2.0, (512, 2): 4.0, (512, 4): 8.0,
+           (4096, 1): 20.0, (4096, 2): 40.0, (4096, 4): 41.0}
+    return pd.DataFrame([{"iosize": size, "qdepth": q, "payload_bytes_per_s": v * 1e9 * f}
+                         for (size, q), v in gbs.items() for f in (0.99, 1.01)])
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    rows = runs()
+    monkeypatch.setattr(gpu_io, "shown", lambda *a: (rows, "this package's runs", []))
+    ch = Chapter("cuda_iosize", "hpc-server")
+    return ch, page.intro(ch)
+
+
+def test_measured_runs_give_the_measured_table_model_and_curves(measured):
+    ch, dev = measured
+    assert dev.measured and "fitted to the runs shown" in ch.text["model_text"]
+    assert ch.text["shown_what"] == "12 stored runs in environment hpc-server: this package's runs"
+    own, published = page.saturation_tables(ch, dev)
+    table = own.data.set_index("I/O size (bytes)")
+    assert table.loc["512", "GPU threads"] == "> 64", "4 x 16 devices, not reached"
+    assert table.loc["4,096", "GPU threads"] == "32"
+    assert ch.text["sat_text"] == ("With the 5 % criterion, the smallest I/O size that "
+                                   "saturates within the grid is 4,096 bytes.")
+    assert page.model_errors(dev).caption.startswith("The model's error: measured over model")
+    page.figure(ch, dev)
+    labels = ch.figures["fig_cuda_iosize"].axes[0].get_legend_handles_labels()[1]
+    assert "queue depth 1" in labels and "published by AiSIO" not in labels

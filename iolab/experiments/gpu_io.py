@@ -20,17 +20,27 @@ experiment's schema, with ``run.source`` naming the archive. AiSIO's DCGM captur
 timestamps, so for them only AiSIO's statistic exists: the p95 over the whole capture
 (``gpu_pcie_rx_capture_p95_bytes_per_s``), idle samples before and after the run included.
 
-Responsible for: the shared settings, variables, metrics, collectors and host checks, and
-the imported rows. Not responsible for: the xnvmeperf command line (``iolab.tools.xnvmeperf``),
-the counters (``iolab.tools.dcgmi``, ``iolab.tools.nvml``) or analysis
-(``iolab.analysis.saturation``, ``iolab.analysis.queueing``).
+The chapters of these experiments need a lab (``lab_needs`` says what hardware) and share
+what they show: which runs (:func:`shown`, :func:`shown_text`), the design and the lab
+campaign (:func:`lab_design`) and, without findings, the answer (:func:`lab_answer`). The two
+device-initiated chapters also share their :class:`Device` (runs, summary, published values,
+capacity and the fitted Little's-law model: :func:`device`, :func:`fit`), their curves
+(:func:`curves`), the model's error table and AiSIO's saturation table.
+
+Responsible for: the shared settings, variables, metrics, collectors and host checks, the
+imported rows, and those shared parts of the chapters. Not responsible for: the xnvmeperf
+command line (``iolab.tools.xnvmeperf``), the counters (``iolab.tools.dcgmi``,
+``iolab.tools.nvml``), analysis (``iolab.analysis.saturation``, ``iolab.analysis.queueing``,
+the model's parameters in ``iolab.experiments.cuda_iosize.analysis``) or a chapter's own
+wording (its experiment's ``page``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from iolab.core.schema import Choice, Int, ListOf, Text
 from iolab.core.store import StoredRun
@@ -44,6 +54,11 @@ from iolab.tools.nvml import NvmlPcie
 
 if TYPE_CHECKING:  # imported where a table is made: planning and running need no pandas
     import pandas as pd
+    from pandas.io.formats.style import Styler
+
+    from iolab.analysis.queueing import LittleBound
+    from iolab.report.chapter import Chapter
+    from iolab.report.reference import Reference
 
 BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]"
 MIB = 2 ** 20
@@ -168,6 +183,170 @@ def shown(own: pd.DataFrame, imported: pd.DataFrame, base: dict[str, Any],
         notes.append(f"{len(kept) - len(at)} run(s) of other points than this chapter's "
                      "curves not shown")
     return at, (origin if not at.empty else None), notes
+
+
+# -- what these experiments' chapters share ---------------------------------------------------
+# Planning and running import this module: pandas and the analyses are imported where a page
+# is made.
+
+# what a device-initiated chapter shows when no run is stored
+DEVICE_INSTEAD = ("no machine whose GPU can drive NVMe SSDs directly was available to this "
+                  "project, so the chapter shows this package's plan and, where the data folder "
+                  "holds them, AiSIO's published values and a model, each labelled as such")
+
+
+def shown_text(environment: str, rows: pd.DataFrame, origin: str | None, notes: list[str],
+               instead: str) -> str:
+    """What a chapter shows, for its prose (:func:`shown`'s three results): the runs and where
+    they come from, or that none is stored and what it shows ``instead``; then why any runs
+    were left out."""
+    return (f"{len(rows)} stored runs in environment {environment}: {origin}" if origin
+            else f"no stored run in environment {environment}: {instead}") + "".join(
+        f"; {note}" for note in notes)
+
+
+def lab_design(ch: Chapter) -> list[Styler]:
+    """The params' design and the lab campaign it plans, with why it did not run here
+    (:meth:`~iolab.report.chapter.Chapter.lab_plan` with the experiment's ``lab_needs``)."""
+    from iolab.report.tables import design_table
+
+    return [design_table(ch.spec, ch.experiment).style.hide(axis="index"),
+            ch.lab_plan(ch.experiment.lab_needs).style.hide(axis="index")]
+
+
+def lab_answer(ch: Chapter) -> Styler:
+    """A chapter without findings of its own: its answer (glue key ``answer_text``) and the
+    source's claims, each not testable here."""
+    ch.text["answer_text"] = (
+        "It therefore gives no measured answer of its own: what it gives is the plan that would "
+        "measure it, the model of what to expect, and AiSIO's published values, labelled as "
+        "theirs. Each claim of AiSIO's chapter below waits for the lab run named beside it."
+        if not ch.have else
+        "Its findings are not yet computed from runs: the figures above show the runs themselves.")
+    return ch.claims_table(why=f"no run is stored in environment {ch.environment}"
+                           if not ch.have else "this chapter computes no findings from runs "
+                           "yet").style.hide(axis="index")
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the sections of a device-initiated chapter (``cuda_iosize``, ``cuda_qdepth``)
+    share: the runs shown and their summary, AiSIO's published values, the device capacity,
+    the base point's sizes and, once fitted (:func:`fit`), the Little's-law model."""
+    rows: pd.DataFrame               # the runs shown (:func:`shown`)
+    origin: str | None               # where they come from, in words; None without runs
+    summary: pd.DataFrame            # per point of the chapter's axes: n, mean, interval
+    reference: Reference | None      # AiSIO's published values of this chapter
+    capacity: dict[str, Any]         # C, one device's IOPS, and where it came from
+    ndevs: int                       # the base point's devices, queues and I/O size
+    nqueues: int
+    iosize: int
+    tolerance: float                 # how close to a curve's highest mean is saturated
+    model: LittleBound | None = None
+    residuals: pd.DataFrame | None = None   # the model at each of its points
+    worst: pd.Series | None = None          # its largest error off the fitting point
+    link_source: str = ""                   # where the model's link term came from
+
+    @property
+    def measured(self) -> bool:
+        return not self.rows.empty
+
+
+def device(ch: Chapter, axes: tuple[str, ...], metric: str) -> Device:
+    """A device-initiated chapter's :class:`Device`, its curves along ``axes`` summarised by
+    ``metric``, and the texts every such chapter glues (``shown_what``, ``tolerance``, ``ci``,
+    ``ndevs``, ``cap_iops``, ``cap_src``)."""
+    from iolab.experiments.cuda_iosize import analysis as an
+    from iolab.report import reference
+
+    spec, T = ch.spec, ch.text
+    rows, origin, left_out = shown(ch.df, ch.imported, spec.base, axes)
+    capacity = an.device_capacity(spec.analysis, ch.environment, ch.data_dir)
+    tolerance = spec.analysis["saturation_tolerance"]
+    T["tolerance"] = f"{tolerance * 100:g} %"
+    T["ci"] = f"{ch.confidence * 100:g} %"
+    T["ndevs"] = str(int(spec.base["ndevs"]))
+    T["cap_iops"] = f"{capacity['iops']:,.0f}"
+    T["cap_src"] = capacity["source"]
+    T["shown_what"] = shown_text(ch.environment, rows, origin, left_out, DEVICE_INSTEAD)
+    return Device(rows, origin, ch.summarize(rows, list(axes), [metric]),
+                  reference.load(ch.data_dir, spec.analysis["reference"]), capacity,
+                  *(int(spec.base[k]) for k in ("ndevs", "nqueues", "iosize")), tolerance)
+
+
+def fit(ch: Chapter, dev: Device, points: pd.DataFrame, iosize: str | int) -> Device:
+    """``dev`` with the Little's-law model fitted to ``points`` (one row per point: the
+    commands in flight ``outstanding`` and the mean ``iops``; ``iosize`` a column of them or
+    one size for all), its residuals and its largest error; no model where the points or the
+    capacity give no parameter."""
+    from iolab.analysis.queueing import worst_residual
+    from iolab.experiments.cuda_iosize import analysis as an
+
+    link, source = an.link_term(ch.spec.analysis, ch.environment, ch.data_dir)
+    model = (an.model(points, "outstanding", "iops", dev.capacity, link, source, dev.ndevs)
+             if not points.empty else None)
+    if model is None:
+        return replace(dev, link_source=source)
+    res = an.residuals(points, model, "outstanding", "iops", iosize)
+    return replace(dev, model=model, residuals=res, worst=worst_residual(res), link_source=source)
+
+
+def grid_values(spec: Any, variable: str) -> list[Any]:
+    """Every value of ``variable`` the params' grids give, in order (a grid that does not vary
+    it holds the base value)."""
+    return sorted({v for g in spec.grids.values()
+                   for v in g["vary"].get(variable, [spec.base[variable]])})
+
+
+def curves(ax: Any, dev: Device, x: str, xs: Any, by: str, colors: dict[Any, Any],
+           label: str, model_y: Callable[[Any], Any], metric: str, scale: float = 1.0) -> None:
+    """One curve per value of ``by`` (keys of ``colors``, labelled ``label.format(value)``)
+    against ``x``: the model dashed (``model_y(value)``, its values at ``xs``), and the
+    measured means joined, their intervals as a band and the repetitions as dots, or without
+    runs a legend entry for the model; measured values divided by ``scale``."""
+    for value, color in colors.items():
+        if dev.model:
+            ax.plot(xs, model_y(value), "--", color=color, lw=1, alpha=0.8)
+        if dev.measured:
+            s = dev.summary[dev.summary[by] == value].sort_values(x)
+            ax.plot(s[x], s["mean"] / scale, "o-", color=color, label=label.format(value))
+            ax.fill_between(s[x], s["ci_low"] / scale, s["ci_high"] / scale, color=color,
+                            alpha=0.15)
+            dots = dev.rows[dev.rows[by] == value]
+            ax.plot(dots[x], dots[metric] / scale, ".", color=color, ms=3)
+        elif dev.model:
+            ax.plot([], [], "--", color=color, label=f"{label.format(value)} (model)")
+
+
+def model_errors(dev: Device, rows: list[str], column: str, row_name: Callable[..., str],
+                 column_name: Callable[[Any], str], row_title: str) -> Styler | None:
+    """The model's residuals as a table (:func:`iolab.report.tables.residual_table`), captioned
+    with what they compare; None without a model."""
+    from iolab.report.tables import residual_table
+
+    if not dev.model:
+        return None
+    return residual_table(dev.residuals, rows, column, row_name, column_name, row_title).style \
+        .hide(axis="index").set_caption(
+            "The model's error: " + ("measured" if dev.measured else "published")
+            + " over model, minus one (\"fit\": the point the model was fitted to).")
+
+
+def published_saturation(first: dict[str, Any], depths: Any, reached: Any,
+                         threads: Any) -> Styler:
+    """AiSIO's saturation table, labelled as published: the columns ``first`` (which curve),
+    the smallest saturating queue depth it published for each curve and the GPU threads that
+    makes (a lower bound where the curve did not saturate)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        **first,
+        "smallest saturating queue depth (published)": [
+            f"{int(q)}" if r else f"> {int(q)} (not reached)" for q, r in zip(depths, reached)],
+        "GPU threads (published)": [f"{int(t):,}" if r else f"> {int(t):,}"
+                                    for t, r in zip(threads, reached)],
+    }).style.hide(axis="index").set_caption(
+        "Published by AiSIO, not measured here; AiSIO does not state its criterion.")
 
 
 class GpuExperiment(Experiment):
