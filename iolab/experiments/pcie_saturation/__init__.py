@@ -46,6 +46,9 @@ class PcieSaturation(gpu_io.GpuExperiment):
     analysis_fields = {
         "reference": Text(default="aisio_pcie_saturation",
                           help="published values to show beside, data/reference/<name>.yaml"),
+        "aisio_runs": Text(default="aisio_pcie_saturation_runs",
+                           help="AiSIO's own runs, shown where this package has none, "
+                                "data/reference/<name>.yaml"),
     }
     metrics = {
         **gpu_io.METRICS,
@@ -65,6 +68,9 @@ class PcieSaturation(gpu_io.GpuExperiment):
                     "benchmark": {"nvme_to_gpu": "NVMe to GPU (xnvmeperf)",
                                   "gpu_to_gpu": "GPU to GPU (p2pBandwidthLatencyTest)"}}
     aisio_kinds = (XNVMEPERF_RUN,)
+    lab_needs = ("an NVIDIA GPU whose memory NVMe SSDs, bound to a user-space driver, write "
+                 "into peer to peer (xnvmeperf run on xNVMe's upcie-cuda back end), with a "
+                 "second GPU for the GPU-to-GPU reference")
 
     def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
         if point["benchmark"] == "gpu_to_gpu":
