@@ -146,12 +146,14 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
                             else (False, "no such knob on this host"))
                      for name in set(experiment.knob_variables.values())}
 
+    who = "this host cannot" if recorded_host is None else "the campaign's host could not"
+
     def blockers(params: dict[str, Any]) -> list[str]:
         out = []
         for knob, value in knob_needs(params, experiment.knob_variables).items():
             ok, why = available[knob]
             if not ok:
-                out.append(f"needs knob {knob}={value}, which this host cannot control ({why})")
+                out.append(f"needs knob {knob}={value}, which {who} control ({why})")
         invocation = experiment.invocation(settings, params)
         if not experiment.adapter(invocation).runnable:
             out.append(f"{invocation.tool} has no driver in scripts/drivers/ yet (this package "

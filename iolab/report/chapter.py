@@ -26,6 +26,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import nbformat
+import numpy as np
 import pandas as pd
 
 from iolab.analysis import confirmation, noise, outliers, stats
@@ -37,7 +38,7 @@ from iolab.errors import InputError
 from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report.figures import half_widths, one_configuration, placeholder, theme
 from iolab.report import claims
-from iolab.report.tables import fmt_num
+from iolab.report.tables import fmt_num, missing
 
 MODES = ("replay", "plan", "run")
 RUN_OPTIONS = ("where", "limit", "allow_shared_node", "allow_host_change")
@@ -60,6 +61,18 @@ def referenced_keys(notebook: Path) -> tuple[list[str], list[str]]:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def setting_words(value: Any) -> str:
+    """A setting as a reader reads it: yes/no for a flag, a list as its items, never a
+    Python repr."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(setting_words(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {setting_words(v)}" for k, v in value.items()) or "none"
+    return str(value)
 
 
 class Chapter:
@@ -166,7 +179,8 @@ class Chapter:
                 name = column.removeprefix("config.")
                 field = self.experiment.settings.get(name)
                 what = f"{name} ({field.help})" if field is not None and field.help else name
-                items.append((what, ", ".join(sorted(df[column].dropna().astype(str).unique()))))
+                words = sorted({setting_words(v) for v in df[column] if not missing(v)})
+                items.append((what, ", ".join(words) or "not set"))
             started = pd.to_datetime(df["run.started_at"], utc=True)
             items.append(("made", f"{started.min():%Y-%m-%d %H:%M} to {started.max():%Y-%m-%d %H:%M} UTC"))
         cpu = self.host.get("cpu") or {}
