@@ -112,3 +112,36 @@ def test_every_chapter_ends_with_its_answer_and_the_claims_confronted(html, exp)
     n = len(claims.load(claims.path_of(module)).claims)
     verdicts = sum(page.count(f"{v}: ") for v in claims.VERDICTS)
     assert verdicts >= n, f"{exp.name}: {verdicts} verdicts shown for {n} claims"
+
+
+# a Python value printed as such: a list, dict or tuple repr, a bare boolean, None or nan
+PYTHON_REPR = r"^\[.*\]$|^\{.*\}$|^\(.*,.*\)$|\bTrue\b|\bFalse\b|^(None|nan|NaN)$|\['|\{'"
+
+
+def test_the_book_reads_as_a_book_not_a_log(html):
+    """No page shows a path of the machine that built it (the checkout, a temporary folder),
+    a program reported missing on that machine, or a Python repr in a table cell."""
+    import html as htmlmod
+    import re
+
+    from iolab.paths import REPO_ROOT
+
+    found = []
+    for page in sorted(html.rglob("*.html")):
+        if "_static" in page.parts or page.name in ("genindex.html", "search.html"):
+            continue
+        text = page.read_text()
+        name = page.relative_to(html)
+        for marker in (str(REPO_ROOT), str(html.parent.parent)):
+            if marker in text:
+                found.append(f"{name}: the path {marker}")
+        if re.search(r"(?<!/var)/tmp/", re.sub(r"<[^>]+>", "", text)):
+            found.append(f"{name}: a path under /tmp")
+        if "MISSING:" in text:
+            found.append(f"{name}: a program reported missing on the building machine")
+        for table in re.findall(r"<table.*?</table>", text, re.S):
+            for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", table, re.S):
+                value = htmlmod.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+                if re.search(PYTHON_REPR, value):
+                    found.append(f"{name}: a Python repr in a table cell: {value[:80]!r}")
+    assert not found, "\n".join(found)
