@@ -482,6 +482,22 @@ def cmd_experiments(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from iolab.report import compare
+    from iolab.report.chapter import Chapter
+
+    envs = list(dict.fromkeys(args.env))
+    if len(envs) < 2:
+        raise InputError("iolab compare", "--env", f"{len(envs)} environment given",
+                         allowed="two or more, each with --env")
+    findings_of = compare.findings_function(experiments.get(args.experiment))
+    data = _data_dir(args)
+    found = {env: findings_of(Chapter(args.experiment, env, mode="replay", data_dir=data))
+             for env in envs}
+    print(compare.as_text(compare.table(found)))
+    return 0
+
+
 def cmd_env_new(args) -> int:
     name = specmod.check_environment_name(args.name)
     source = PARAMS_DIR / specmod.check_environment_name(args.source)
@@ -716,6 +732,15 @@ def make_parser() -> argparse.ArgumentParser:
                        "and the environments that have params")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_experiments)
+
+    p = sub.add_parser("compare", help="an experiment's findings in two or more environments, "
+                       "side by side: which replicate, which differ, which cannot be compared")
+    p.add_argument("experiment", help=f"one of: {', '.join(experiments.names())}")
+    p.add_argument("--env", action="append", required=True,
+                   help="an environment with stored runs (twice or more; the first is the "
+                        "one the others are set against)")
+    _add_common(p)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("env", help="environments (notebooks/params/<name>/)")
     env_sub = p.add_subparsers(dest="env_verb", required=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import matplotlib
 
-from iolab.experiments.irq_affinity import analysis as an
 from iolab.experiments.irq_affinity import page
 from iolab.paths import NOTEBOOKS_DIR
 from iolab.report.chapter import Chapter, referenced_keys
@@ -15,7 +14,7 @@ matplotlib.use("Agg")
 
 
 def render(ch: Chapter) -> dict:
-    found = an.findings(ch.df, ch.confidence)
+    found = page.findings(ch)
     shown = {"what ran": page.what_ran(ch), "deferred": None, "summary": None}
     page.performance(ch)
     page.events(ch)

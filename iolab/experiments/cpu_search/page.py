@@ -328,12 +328,17 @@ def tools(ch: Chapter) -> Markdown | None:
     return note
 
 
+def findings(ch: Chapter) -> list:
+    """The chapter's findings (none without runs: the optimum they pivot on is unknown)."""
+    if not ch.have:
+        return []
+    df = _df(ch)
+    return ca.findings(df, ch.spec.base, ca.optimum(df), ch.blocked_by_grid(), ch.confidence,
+                       uses_files(ch.spec.settings))
+
+
 def answer(ch: Chapter) -> Styler | None:
     """The host in words, and AiSIO's claims confronted with the findings."""
     ch.text["host_words"] = ch.host_words()
-    if not ch.have:
-        return None
-    df = _df(ch)
-    found = ca.findings(df, ch.spec.base, ca.optimum(df), ch.blocked_by_grid(), ch.confidence,
-                        uses_files(ch.spec.settings))
+    found = findings(ch)
     return ch.claims_table(found).style.hide(axis="index") if found else None

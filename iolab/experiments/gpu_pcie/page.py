@@ -226,12 +226,19 @@ def answer(ch: Chapter, link: Link) -> None:
         "own: it shows the plan and the link's line rate.")
 
 
+def findings(ch: Chapter, link: Link | None = None) -> list:
+    """The chapter's findings (none without runs); ``link``: :func:`intro`'s, if at hand."""
+    if not ch.have:
+        return []
+    link = link or intro(ch)
+    return an.findings(ch.df, link.use, link.published.meta if link.published else {},
+                       link.overhead, ch.spec.analysis["overhead_min_samples"], ch.confidence)
+
+
 def claims(ch: Chapter, link: Link) -> Styler:
     """AiSIO's claims about the link, each with its verdict (the text ``claims``); without
     runs every claim is not testable here."""
-    found = an.findings(ch.df, link.use, link.published.meta if link.published else {},
-                        link.overhead, ch.spec.analysis["overhead_min_samples"],
-                        ch.confidence) if ch.have else None
+    found = findings(ch, link) or None
     return ch.claims_table(found, why=f"no run is stored in environment {ch.environment}"
                            ).style.hide(axis="index")
 

@@ -250,6 +250,10 @@ def summary(ch) -> pd.DataFrame | None:
         outliers=ch.outlier_counts(irq, keys, "iops"))
 
 
+def findings(ch) -> list:
+    return an.findings(ch.df, ch.confidence)
+
+
 def answer(ch, found: list) -> pd.DataFrame:
     """The closing section's texts and the table of the notes' claims with their verdicts."""
     ch.text.update({f"f_{f.id}": f.text() for f in found})

@@ -323,9 +323,13 @@ def summary(ch: Chapter):
     return table.style.hide(axis="index")
 
 
+def findings(ch: Chapter) -> list:
+    return an.findings(ch.df, ch.spec.base, _thp_set(ch), ch.blocked_by_grid(), ch.confidence)
+
+
 def answer(ch: Chapter):
     """The findings the answer quotes, the host, the noise floor, and the claims table."""
-    found = an.findings(ch.df, ch.spec.base, _thp_set(ch), ch.blocked_by_grid(), ch.confidence)
+    found = findings(ch)
     ch.text.update({f"f_{f.id}": f.text() for f in found})
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'

@@ -167,9 +167,13 @@ def published(ch: Chapter):
                     "512 B random reads, queue depth 128)")
 
 
+def findings(ch: Chapter) -> list:
+    return ta.findings(ch.df, ch.spec.base, ch.confidence)
+
+
 def answer(ch: Chapter):
     """The findings the answer quotes, the host, and the claims table."""
-    found = ta.findings(ch.df, ch.spec.base, ch.confidence)
+    found = findings(ch)
     ch.text.update({f"f_{f.id}": f.text() for f in found})
     ch.text["host_words"] = ch.host_words()
     return ch.claims_table(found).style.hide(axis="index")

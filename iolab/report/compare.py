@@ -1,0 +1,190 @@
+"""One experiment's findings across environments: which replicate, which differ, which
+cannot be compared.
+
+The rule, applied to each finding (:mod:`iolab.analysis.findings`) that two environments
+share by id:
+
+- *cannot be compared* when either environment has no estimate of it (its runs are missing
+  or its host could not make them), or when the two statements differ: a finding's statement
+  names the design it was computed over ("... against the best other depth (64)"), so a
+  different statement is a different design;
+- otherwise the two estimates are set against each other. A change (+x %) is read as the
+  factor 1 + x/100 and a ratio as itself; their quotient B/A gets an interval on the log
+  scale from the two findings' own intervals, each taken as a normal interval
+  (se = half-width of ln bounds / z), combined as sqrt(se_A^2 + se_B^2). A difference of
+  counts gets B - A, its interval combined the same way on the linear scale;
+- *replicates* when that interval contains "no difference" (a quotient of 1, a difference of
+  0): no difference between the environments is detected at this confidence; *differs* when
+  it excludes it, with the quotient (or difference) and its interval.
+
+A finding that replicates this way may still be significant in one environment and not in
+the other; the table shows both values so the reader sees that too.
+
+Responsible for: the rule, the table, and finding the environments with stored runs of an
+experiment. Not responsible for: computing the findings (each experiment's ``page.findings``)
+or where the table is shown.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+from scipy import stats as sps
+
+from iolab.analysis.findings import Finding
+from iolab.core import spec as specmod
+from iolab.core.store import campaigns
+
+REPLICATES, DIFFERS, INCOMPARABLE = "replicates", "differs", "cannot be compared"
+RULE = ("A finding replicates when the interval of its value in one environment against the "
+        "other (a ratio of the two factors for a change or a ratio, a difference for a "
+        "difference, each interval combined from the two findings' own intervals on the log "
+        "or linear scale) contains no difference; it differs when that interval excludes it; "
+        "it cannot be compared when an environment has no estimate or the two were computed "
+        "over different designs.")
+
+
+def environments(experiment: str, data_dir: Path, params_dir: Path | None = None) -> list[str]:
+    """The environments with stored runs of ``experiment`` in ``data_dir`` that have its
+    params file (a campaign folder without one cannot be planned, so not shown)."""
+    known = set(specmod.environments(experiment, **({"params_dir": params_dir}
+                                                   if params_dir else {})))
+    out = []
+    for exp, env in campaigns(data_dir):
+        runs = Path(data_dir) / "raw" / exp / env / "runs"
+        if exp == experiment and env in known and runs.is_dir() and any(runs.iterdir()):
+            out.append(env)
+    return out
+
+
+def _log_se(f: Finding, z: float) -> tuple[float, float]:
+    """(ln of the finding as a factor, its standard error from its interval)."""
+    to = (lambda x: 1 + x / 100) if f.kind == "change" else (lambda x: x)
+    est, lo, hi = to(f.estimate), to(f.ci_low), to(f.ci_high)
+    if min(est, lo, hi) <= 0:
+        return math.nan, math.nan
+    return math.log(est), (math.log(hi) - math.log(lo)) / (2 * z)
+
+
+def verdict(a: Finding, b: Finding) -> tuple[str, str]:
+    """(verdict, why) of finding ``b`` (one environment) against ``a`` (another)."""
+    if not a.defined or not b.defined:
+        missing = [f for f in (a, b) if not f.defined]
+        # both may be missing for one reason (a knob neither host has): said once
+        return INCOMPARABLE, "; ".join(dict.fromkeys(f.undefined or "no interval"
+                                                     for f in missing))
+    if a.statement != b.statement:
+        return INCOMPARABLE, f"different designs: '{a.statement}' against '{b.statement}'"
+    if a.kind != b.kind:
+        return INCOMPARABLE, f"different kinds of finding ({a.kind}, {b.kind})"
+    z = float(sps.norm.ppf(0.5 + min(a.confidence, b.confidence) / 2))
+    level = f"{min(a.confidence, b.confidence) * 100:g} % CI"
+    if a.kind == "difference":
+        se = math.hypot((a.ci_high - a.ci_low) / (2 * z), (b.ci_high - b.ci_low) / (2 * z))
+        d = b.estimate - a.estimate
+        lo, hi = d - z * se, d + z * se
+        text = f"difference {d:+.3g} ({level} {lo:+.3g} to {hi:+.3g})"
+        return (REPLICATES if lo <= 0 <= hi else DIFFERS), text
+    (la, sa), (lb, sb) = _log_se(a, z), _log_se(b, z)
+    if math.isnan(la) or math.isnan(lb):
+        return INCOMPARABLE, "an interval reaches zero or below, so no ratio can be formed"
+    se = math.hypot(sa, sb)
+    ratio, lo, hi = (math.exp(lb - la + k * z * se) for k in (0, -1, 1))
+    text = f"ratio {ratio:.2f} ({level} {lo:.2f} to {hi:.2f})"
+    return (REPLICATES if lo <= 1 <= hi else DIFFERS), text
+
+
+def table(found: dict[str, list[Finding]]) -> pd.DataFrame:
+    """One row per finding of the first environment: its value in each environment and,
+    for each other environment, the verdict against the first with why."""
+    envs = list(found)
+    first, others = envs[0], envs[1:]
+    by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
+    rows = []
+    for f in found[first]:
+        row = {"finding": f.statement, first: f.text() if f.defined else "not measured"}
+        for env in others:
+            g = by_env[env].get(f.id)
+            row[env] = (g.text() if g is not None and g.defined else "not measured")
+            said, why = verdict(f, g) if g is not None else (INCOMPARABLE, "no such finding")
+            row[f"{env} against {first}" if len(others) > 1 else "across the environments"] = \
+                f"{said}: {why}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(shown: pd.DataFrame) -> str:
+    """'Of 9 findings, 3 replicate, 1 differs and 5 cannot be compared.'"""
+    verdicts = [v.split(":", 1)[0] for c in shown.columns if " against " in c
+                or c == "across the environments" for v in shown[c]]
+    counts = [(sum(v == k for v in verdicts), k) for k in (REPLICATES, DIFFERS, INCOMPARABLE)]
+    words = {REPLICATES: ("replicates", "replicate"), DIFFERS: ("differs", "differ"),
+             INCOMPARABLE: ("cannot be compared", "cannot be compared")}
+    parts = [f"{n} {words[k][n != 1]}" for n, k in counts if n]
+    if not parts:
+        return "No finding to compare."
+    said = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Of {len(verdicts)} comparisons of a finding, {said}."
+
+
+def findings_function(experiment) -> Callable[[Any], list[Finding]]:
+    """The ``findings(chapter)`` of an experiment's page module; an error naming the
+    experiment where it has none (a lab-only chapter computes no findings from runs)."""
+    import importlib
+
+    from iolab.errors import InputError
+
+    try:
+        page = importlib.import_module(f"{type(experiment).__module__}.page")
+    except ImportError:
+        page = None
+    if page is None or not hasattr(page, "findings"):
+        raise InputError(f"experiment {experiment.name}", "findings",
+                         "its chapter computes no findings from runs to compare",
+                         allowed="an experiment whose page module has findings(chapter)")
+    return page.findings
+
+
+def as_text(shown: pd.DataFrame) -> str:
+    """The table for a terminal: each finding, its value per environment, the verdict."""
+    lines = []
+    verdicts = [c for c in shown.columns if " against " in c or c == "across the environments"]
+    envs = [c for c in shown.columns if c != "finding" and c not in verdicts]
+    for _, row in shown.iterrows():
+        lines.append(row["finding"])
+        lines += [f"  {env}: {row[env]}" for env in envs]
+        lines += [f"  {c if c != 'across the environments' else 'verdict'}: {row[c]}"
+                  for c in verdicts]
+    return "\n".join(lines + ["", summary(shown), RULE])
+
+
+def across(ch, findings_of) -> pd.DataFrame | None:
+    """The chapter's findings beside those of every other environment with stored runs of
+    its experiment (``findings_of``: the experiment's ``page.findings``); the text
+    ``across`` says what the table shows, or why there is none."""
+    from iolab.report.chapter import Chapter
+
+    name = ch.experiment.name
+    others = [e for e in environments(name, ch.data_dir, ch.experiment.params_dir)
+              if e != ch.environment]
+    if not others:
+        ch.text["across"] = (f"Only environment {ch.environment} has stored runs of this "
+                             "experiment, so there is no other machine to compare its findings "
+                             "with. Runs of another environment (`iolab env new NAME`, then "
+                             "`iolab run`) appear here at the next `make book`.")
+        return None
+    found = {ch.environment: findings_of(ch)}
+    for env in others:
+        found[env] = findings_of(Chapter(name, env, mode="replay", data_dir=ch.data_dir))
+    if not found[ch.environment]:
+        ch.text["across"] = (f"Environment {ch.environment} has no findings of its own yet, so "
+                             f"nothing is compared with {', '.join(others)}.")
+        return None
+    shown = table(found)
+    ch.text["across"] = (f"Besides {ch.environment}, environment(s) {', '.join(others)} have "
+                         f"stored runs of this experiment; each has its own page below this "
+                         f"chapter. {summary(shown)} {RULE}")
+    return shown

@@ -1,0 +1,99 @@
+"""Findings across environments (iolab.report.compare): the rule, the table, and which
+environments have runs to compare."""
+
+from __future__ import annotations
+
+import pytest
+
+from iolab.analysis import findings as fd
+from iolab.report import compare
+
+A = [100, 102, 98, 101]
+
+
+def test_equal_effects_replicate_and_distinct_effects_differ():
+    a = fd.change("x", "IOPS with THP", [116, 117, 115], [100, 101, 99])
+    same = fd.change("x", "IOPS with THP", [232, 233, 231], [200, 202, 198])
+    said, why = compare.verdict(a, same)
+    assert said == compare.REPLICATES and why.startswith("ratio 1.00 (95 % CI 0.9")
+    none = fd.change("x", "IOPS with THP", [100, 99, 101], [100, 101, 99])
+    said, why = compare.verdict(a, none)
+    # +16 % against +0 %: the ratio 1.00 / 1.16 and its interval exclude 1
+    assert said == compare.DIFFERS and why.startswith("ratio 0.86")
+
+
+def test_a_ratio_and_a_difference_follow_the_same_rule():
+    r1 = fd.ratio("r", "io_uring / psync", [129, 130, 128], [100, 100, 100])
+    r2 = fd.ratio("r", "io_uring / psync", [99, 100, 98], [100, 101, 99])
+    assert compare.verdict(r1, r2)[0] == compare.DIFFERS
+    d1 = fd.difference("d", "IPIs per read", [0.016, 0.017, 0.015], [0, 0, 0])
+    d2 = fd.difference("d", "IPIs per read", [0.015, 0.018, 0.016], [0, 0, 0])
+    said, why = compare.verdict(d1, d2)
+    assert said == compare.REPLICATES and why.startswith("difference +0.000")
+    d3 = fd.difference("d", "IPIs per read", [0.0, 0.0, 0.001], [0, 0, 0])
+    assert compare.verdict(d1, d3)[0] == compare.DIFFERS
+
+
+def test_what_cannot_be_compared_says_why():
+    a = fd.change("x", "depth 128 against the best other (64)", A, [90, 91, 89])
+    other_design = fd.change("x", "depth 128 against the best other (512)", A, [90, 91, 89])
+    said, why = compare.verdict(a, other_design)
+    assert said == compare.INCOMPARABLE and "different designs" in why
+    blocked = fd.undefined("x", "depth 128 against the best other (64)", "needs knob smt=off")
+    assert compare.verdict(a, blocked) == (compare.INCOMPARABLE, "needs knob smt=off")
+    assert compare.verdict(blocked, blocked) == (compare.INCOMPARABLE, "needs knob smt=off")
+    ratio = fd.ratio("x", "depth 128 against the best other (64)", A, [90, 91, 89])
+    assert "different kinds" in compare.verdict(a, ratio)[1]
+
+
+def test_the_table_has_a_row_per_finding_and_a_summary():
+    first = [fd.change("a", "one", [110, 111, 109], A), fd.undefined("b", "two", "no runs")]
+    second = [fd.change("a", "one", [110, 112, 108], A), fd.change("b", "two", A, A)]
+    shown = compare.table({"amd": first, "intel": second})
+    assert list(shown.columns) == ["finding", "amd", "intel", "across the environments"]
+    assert shown.loc[0, "across the environments"].startswith("replicates: ratio")
+    assert shown.loc[1, "amd"] == "not measured"
+    assert compare.summary(shown) == ("Of 2 comparisons of a finding, 1 replicates and 1 "
+                                      "cannot be compared.")
+    three = compare.table({"amd": first, "intel": second, "arm": second})
+    assert "intel against amd" in three.columns and "arm against amd" in three.columns
+
+
+def test_environments_are_those_with_runs_and_params(tmp_path):
+    for env, runs in (("kvm-2vcpu", True), ("epyc-2vcpu-v782", False), ("nowhere", True)):
+        folder = tmp_path / "raw" / "cpu_search" / env / "runs"
+        folder.mkdir(parents=True)
+        if runs:
+            (folder / "r0").mkdir()
+    # 'nowhere' has runs but no params file; epyc has params but no runs
+    assert compare.environments("cpu_search", tmp_path) == ["kvm-2vcpu"]
+
+
+def test_the_committed_cpu_searches_are_compared():
+    from iolab.experiments.cpu_search import page
+    from iolab.report.chapter import Chapter
+
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782")
+    if not ch.have:
+        pytest.skip("no committed cpu_search/epyc-2vcpu-v782 campaign")
+    shown = compare.across(ch, page.findings)
+    verdicts = dict(zip(shown["finding"], shown["across the environments"]))
+    # the two hosts' stress effect (D against C): -28.4 % and -6.6 %
+    stress = next(v for k, v in verdicts.items() if k.startswith("mean IOPS at the optimum with "
+                                                                "stress-ng"))
+    assert stress.startswith("differs: ratio 1.31")
+    assert "kvm-2vcpu" in ch.text["across"] and "3 differ" in ch.text["across"]
+
+
+def test_iolab_compare_prints_the_table_and_refuses_what_it_cannot_compare():
+    from test_cli import run
+
+    code, out, err = run(["compare", "cpu_search", "--env", "epyc-2vcpu-v782",
+                          "--env", "kvm-2vcpu"])
+    assert code == 0, err
+    assert "  epyc-2vcpu-v782: -28.4 %" in out and "verdict: differs: ratio 1.31" in out
+    assert compare.RULE in out and "3 differ" in out
+    code, out, err = run(["compare", "cpu_search", "--env", "kvm-2vcpu"])
+    assert code == 2 and "--env" in err and "two or more" in err
+    code, out, err = run(["compare", "cuda_iosize", "--env", "hpc-server", "--env", "kvm-2vcpu"])
+    assert code == 2 and "computes no findings" in err
