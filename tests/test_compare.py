@@ -82,7 +82,7 @@ def test_the_committed_cpu_searches_are_compared():
     stress = next(v for k, v in verdicts.items() if k.startswith("mean IOPS at the optimum with "
                                                                 "stress-ng"))
     assert stress.startswith("differs: ratio 1.31")
-    assert "kvm-2vcpu" in ch.text["across"] and "3 differ" in ch.text["across"]
+    assert "environment kvm-2vcpu has" in ch.text["across"] and "3 differ" in ch.text["across"]
 
 
 def test_iolab_compare_prints_the_table_and_refuses_what_it_cannot_compare():

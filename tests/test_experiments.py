@@ -35,7 +35,8 @@ def toc_files() -> list[str]:
 
     def walk(entries):
         for entry in entries or []:
-            out.append(entry["file"])
+            if "file" in entry:  # a glob takes in environment pages
+                out.append(entry["file"])
             walk(entry.get("sections"))
 
     walk(toc["chapters"])

@@ -4,8 +4,11 @@ A notebook is replayed, and the HTML built, only when what it is made from chang
 the last time (``iolab.report.freshness``); ``force`` does all of it again.
 
 The notebooks rendered are every registered experiment's (into its ``chapter`` path in
-``book/``) and the pages in :data:`PAGES` that are not experiments (the inventory of measured
-hosts). Replay never touches hardware (``mode="replay"``). Executed notebooks are written
+``book/``), the pages in :data:`PAGES` that are not experiments (the inventory of measured
+hosts), and one page per further environment with stored runs of an experiment
+(:func:`environment_pages`: ``book/<chapter>/<environment>.ipynb``, which the table of
+contents takes in by a glob under the chapter), its labels suffixed with the environment so
+that they stay unique in the book. Replay never touches hardware (``mode="replay"``). Executed notebooks are written
 with papermill's timestamps and absolute paths stripped, so re-rendering the same data gives
 the same files; the parameters cells are removed from the pages (the chapters state what ran
 from the stored manifests instead).
@@ -18,6 +21,8 @@ notebooks) or the book's text.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +32,7 @@ import nbformat
 from iolab import experiments
 from iolab.errors import IolabError
 from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT, default_data_dir
-from iolab.report import freshness
+from iolab.report import compare, freshness
 
 # Defaults of the analysis keys cell_timeout_s and kernel_start_timeout_s (every params
 # file may set them; a batch job that runs a campaign inside one cell needs a longer one).
@@ -45,6 +50,48 @@ def rendered() -> dict[Path, Path]:
     for exp in experiments.all_experiments():
         out[exp.notebook] = BOOK_DIR / f"{exp.chapter}.ipynb"
     return out
+
+
+def environment_pages(data_dir: Path | None = None) -> list[tuple[object, str, Path]]:
+    """(experiment, environment, page) for each environment with stored runs of an
+    experiment other than the one its notebook shows (``iolab env new``, ``iolab run``: the
+    next book shows it), in the order of the data folder."""
+    data = data_dir if data_dir is not None else default_data_dir()
+    out = []
+    for exp in experiments.all_experiments():
+        shown = _default_environment(exp.notebook)
+        out += [(exp, env, BOOK_DIR / exp.chapter / f"{env}.ipynb")
+                for env in compare.environments(exp.name, data, exp.params_dir) if env != shown]
+    return out
+
+
+_LABEL = re.compile(r"^\(([A-Za-z0-9_.:-]+)\)=", re.M)
+_NAME = re.compile(r"^(:name:\s*)(\S+)", re.M)
+
+
+def relabel(path: Path, environment: str) -> None:
+    """Make an environment page's labels its own: each label and figure name the notebook
+    defines gets ``-<environment>``, and its references to them follow; its title names the
+    environment."""
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "markdown"]
+    own = {m for c in cells for m in _LABEL.findall(c.source)} | \
+          {m[1] for c in cells for m in _NAME.findall(c.source)}
+    for cell in cells:
+        text = _LABEL.sub(lambda m: f"({m[1]}-{environment})=" if m[1] in own else m[0],
+                          cell.source)
+        text = _NAME.sub(lambda m: f"{m[1]}{m[2]}-{environment}" if m[2] in own else m[0], text)
+        # {ref}`label`, {numref}`Fig. {number} <label>`: only the notebook's own labels
+        text = re.sub(r"(\{(?:ref|numref)\}`(?:[^`<]*<)?)([A-Za-z0-9_.:-]+)(>?`)",
+                      lambda m: m[1] + (f"{m[2]}-{environment}" if m[2] in own else m[2]) + m[3],
+                      text)
+        cell.source = text
+    for cell in cells:  # the first title only
+        if re.search(r"^# ", cell.source, re.M):
+            cell.source = re.sub(r"^# (.+)$", rf"# \1: environment {environment}", cell.source,
+                                 count=1, flags=re.M)
+            break
+    nbformat.write(nb, path)
 
 
 def strip_volatile_metadata(path: Path) -> None:
@@ -125,30 +172,79 @@ def render(data_dir: Path | None = None, only: list[str] | None = None, log=prin
     them with ``force``); returns the notebooks written."""
     written = []
     data = data_dir if data_dir is not None else default_data_dir()
-    for src, dst in rendered().items():
+    jobs = [(src, dst, None) for src, dst in rendered().items()]
+    pages = environment_pages(data_dir)
+    jobs += [(exp.notebook, dst, env) for exp, env, dst in pages]
+    _remove_stale_environment_pages({dst for *_, dst in pages}, log)
+    for src, dst, environment in jobs:
         if only and src.stem not in only:
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         params = {"mode": "replay"}
+        if environment is not None:
+            params["environment"] = environment
         if data_dir is not None:
             params["data_dir"] = str(data_dir)
         name = str(dst.relative_to(REPO_ROOT))
-        key = freshness.render_key(src, params, data)
+        key = freshness.render_key(src, params, data, freshness.reads_of(name))
         if not force and freshness.is_fresh(name, key, dst):
             log(f"up to date: {name}")
             continue
         freshness.remember(name, None)  # a replay that fails leaves no key behind
         log(f"replaying {src.relative_to(REPO_ROOT)} -> {name}")
-        execute(src, dst, params)
+        reads = _executed_reading(src, dst, params)
         strip_volatile_metadata(dst)
-        freshness.remember(name, key)
+        if environment is not None:
+            relabel(dst, environment)
+        freshness.remember(name, freshness.render_key(src, params, data, reads), reads)
         written.append(dst)
     return written
 
 
+def _executed_reading(src: Path, dst: Path, params: dict) -> list[str] | None:
+    """Execute the notebook, noting which experiment folders of raw/ it read (the kernel
+    inherits ``$IOLAB_READS_LOG``); None where that could not be noted (then all of raw/
+    counts for its freshness)."""
+    import tempfile
+
+    from iolab.core.store import READS_LOG
+
+    with tempfile.TemporaryDirectory(prefix="iolab-reads-") as folder:
+        log = Path(folder) / "reads"
+        log.write_text("")
+        before = os.environ.get(READS_LOG)
+        os.environ[READS_LOG] = str(log)
+        try:
+            execute(src, dst, params)
+        finally:
+            if before is None:
+                os.environ.pop(READS_LOG, None)
+            else:
+                os.environ[READS_LOG] = before
+        try:
+            return sorted(set(log.read_text().split()))
+        except OSError:
+            return None
+
+
+def _chapter_folders() -> list[Path]:
+    return [BOOK_DIR / exp.chapter for exp in experiments.all_experiments()]
+
+
+def _remove_stale_environment_pages(keep: set[Path], log) -> None:
+    """An environment page whose runs are gone (or whose params file was removed) goes."""
+    for folder in _chapter_folders():
+        for page in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
+            if page not in keep:
+                page.unlink()
+                log(f"removed {page.relative_to(REPO_ROOT)} (no stored runs of its environment)")
+
+
 def clean(log=print) -> None:
     """Remove the executed notebooks from book/ and the built HTML."""
-    for dst in rendered().values():
+    pages = list(rendered().values()) + [p for f in _chapter_folders() if f.is_dir()
+                                         for p in sorted(f.glob("*.ipynb"))]
+    for dst in pages:
         if dst.exists():
             dst.unlink()
             log(f"removed {dst.relative_to(REPO_ROOT)}")
@@ -161,7 +257,10 @@ def glued_values(pages: list[Path] | None = None) -> dict[str, dict[str, str]]:
     lets a test say when a change to code or data changed a number the prose quotes.
     """
     out: dict[str, dict[str, str]] = {}
-    for path in sorted(pages or rendered().values()):
+    if pages is None:
+        pages = list(rendered().values()) + [p for f in _chapter_folders() if f.is_dir()
+                                             for p in f.glob("*.ipynb")]
+    for path in sorted(pages):
         nb = nbformat.read(path, as_version=4)
         values = {}
         for cell in nb.cells:

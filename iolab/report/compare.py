@@ -36,7 +36,7 @@ from scipy import stats as sps
 
 from iolab.analysis.findings import Finding
 from iolab.core import spec as specmod
-from iolab.core.store import campaigns
+from iolab.core.store import note_read
 
 REPLICATES, DIFFERS, INCOMPARABLE = "replicates", "differs", "cannot be compared"
 RULE = ("A finding replicates when the interval of its value in one environment against the "
@@ -52,12 +52,11 @@ def environments(experiment: str, data_dir: Path, params_dir: Path | None = None
     params file (a campaign folder without one cannot be planned, so not shown)."""
     known = set(specmod.environments(experiment, **({"params_dir": params_dir}
                                                    if params_dir else {})))
-    out = []
-    for exp, env in campaigns(data_dir):
-        runs = Path(data_dir) / "raw" / exp / env / "runs"
-        if exp == experiment and env in known and runs.is_dir() and any(runs.iterdir()):
-            out.append(env)
-    return out
+    note_read(experiment)  # this experiment's folder only: a chapter depends on no other
+    folder = Path(data_dir) / "raw" / experiment
+    envs = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    return [env for env in envs if env in known and (folder / env / "runs").is_dir()
+            and any((folder / env / "runs").iterdir())]
 
 
 def _log_se(f: Finding, z: float) -> tuple[float, float]:
@@ -173,8 +172,8 @@ def across(ch, findings_of) -> pd.DataFrame | None:
     if not others:
         ch.text["across"] = (f"Only environment {ch.environment} has stored runs of this "
                              "experiment, so there is no other machine to compare its findings "
-                             "with. Runs of another environment (`iolab env new NAME`, then "
-                             "`iolab run`) appear here at the next `make book`.")
+                             "with. Runs of another environment (iolab env new NAME, then "
+                             "iolab run) appear here at the next make book.")
         return None
     found = {ch.environment: findings_of(ch)}
     for env in others:
@@ -184,7 +183,10 @@ def across(ch, findings_of) -> pd.DataFrame | None:
                              f"nothing is compared with {', '.join(others)}.")
         return None
     shown = table(found)
-    ch.text["across"] = (f"Besides {ch.environment}, environment(s) {', '.join(others)} have "
-                         f"stored runs of this experiment; each has its own page below this "
-                         f"chapter. {summary(shown)} {RULE}")
+    who = (f"environment {others[0]} has" if len(others) == 1
+           else f"environments {', '.join(others)} have")
+    ch.text["across"] = (f"Besides {ch.environment}, {who} stored runs of this experiment "
+                         f"(each environment has its own page under the chapter); the table "
+                         f"sets each finding of {ch.environment} against theirs. "
+                         f"{summary(shown)}")
     return shown
