@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from iolab.core.store import note_read
 from iolab.paths import NOTEBOOKS_DIR
 from iolab.report import book, freshness
 
@@ -61,12 +62,19 @@ def test_render_replays_only_what_changed(state, data, monkeypatch):
 
     def execute(src, out, params):
         calls.append(src)
+        note_read("x")  # as a chapter's Store of experiment x does, in the kernel
         shutil.copy(src, out)
 
     monkeypatch.setattr(book, "execute", execute)
+    monkeypatch.setattr(book, "environment_pages", lambda data_dir=None: [])
     try:
         assert book.render(data, log=lambda *_: None) == [dst]
         assert book.render(data, log=lambda *_: None) == [] and len(calls) == 1
+        # runs of another experiment, which this chapter did not read: nothing to replay
+        (data / "raw" / "y").mkdir()
+        (data / "raw" / "y" / "run.json").write_text("{}")
+        assert book.render(data, log=lambda *_: None) == [] and len(calls) == 1
+        assert freshness.reads_of(str(dst.relative_to(book.REPO_ROOT))) == ["x"]
         (data / "raw" / "x" / "new.json").write_text("{}")
         assert book.render(data, log=lambda *_: None) == [dst] and len(calls) == 2
         assert book.render(data, log=lambda *_: None, force=True) == [dst]
@@ -84,6 +92,32 @@ def test_render_replays_only_what_changed(state, data, monkeypatch):
         assert book.render(data, log=lambda *_: None) == [dst]
     finally:
         shutil.rmtree(dst.parent, ignore_errors=True)
+
+
+def test_a_key_counts_only_the_experiments_read(data):
+    (data / "raw" / "y").mkdir()
+    key = freshness.render_key(SRC, {}, data, ["x"])
+    assert freshness.render_key(SRC, {}, data, None) != key  # unknown: all of raw/
+    (data / "raw" / "y" / "run.json").write_text("{}")
+    assert freshness.render_key(SRC, {}, data, ["x"]) == key
+    every = freshness.render_key(SRC, {}, data, ["x", "*"])
+    (data / "raw" / "y" / "run2.json").write_text("{}")
+    assert freshness.render_key(SRC, {}, data, ["x", "*"]) != every
+    (data / "raw" / "x" / "more.json").write_text("{}")
+    assert freshness.render_key(SRC, {}, data, ["x"]) != key
+
+
+def test_what_a_chapter_reads_is_noted_where_asked(tmp_path, monkeypatch):
+    from iolab.core.store import READS_LOG, Store, campaigns
+
+    log = tmp_path / "reads"
+    monkeypatch.setenv(READS_LOG, str(log))
+    Store(tmp_path, "smt_thp", "kvm-2vcpu")
+    campaigns(tmp_path)
+    assert log.read_text().split() == ["smt_thp", "*"]
+    monkeypatch.delenv(READS_LOG)
+    Store(tmp_path, "cpu_search", "kvm-2vcpu")
+    assert log.read_text().split() == ["smt_thp", "*"]
 
 
 def test_files_a_page_includes_are_inputs_of_the_build(tmp_path):

@@ -110,6 +110,7 @@ class Store:
         self.upgrade = upgrade
         self._host: dict[str, Any] | None = None  # read once, for upgrading version-1 manifests
         self.root = self.data_dir / "raw" / experiment / environment
+        note_read(experiment)
         self.runs_dir = self.root / "runs"
         self.failed_dir = self.root / "failed"
         self.partial_dir = self.root / "partial"
@@ -388,8 +389,26 @@ def open_store(source: Any, environment: str, data_dir: Path) -> Store:
     return Store(data_dir, source.name, environment, upgrade=source.upgrade_v1)
 
 
+# a file in which every experiment folder under raw/ that is read gets named, one per line
+# ('*' for all), when this environment variable names one: how a book render learns which
+# stored runs a chapter depends on (iolab.report.book, iolab.report.freshness)
+READS_LOG = "IOLAB_READS_LOG"
+
+
+def note_read(part: str) -> None:
+    """Name ``part`` (an experiment's folder under raw/, or '*') in ``$IOLAB_READS_LOG``."""
+    log = os.environ.get(READS_LOG)
+    if log:
+        try:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(part + "\n")
+        except OSError:
+            pass  # then the render depends on all of raw/ (see iolab.report.book)
+
+
 def campaigns(data_dir: Path) -> list[tuple[str, str]]:
     """(experiment, environment) pairs that have a folder under ``data/raw``."""
+    note_read("*")
     raw = Path(data_dir) / "raw"
     if not raw.exists():
         return []

@@ -55,8 +55,14 @@ def _stats(h: Any, root: Path) -> None:
         h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
 
 
-def render_key(src: Path, parameters: dict[str, Any], data_dir: Path) -> str:
+def render_key(src: Path, parameters: dict[str, Any], data_dir: Path,
+               reads: list[str] | None = None) -> str:
     """The key of executing notebook ``src`` with ``parameters`` on ``data_dir``.
+
+    ``reads``: the experiment folders under ``raw/`` the notebook read when it was last
+    rendered (``iolab.core.store.note_read``); only those count, so new runs of one
+    experiment replay only the chapters that read them. None (not known yet) or '*' among
+    them: all of ``raw/``.
 
     A chapter's plan also names the programs this host would run with, and their versions:
     the drivers are in the key, and so are the builds of ``make tools`` (by where they
@@ -69,9 +75,16 @@ def render_key(src: Path, parameters: dict[str, Any], data_dir: Path) -> str:
     tools = builds.tools_dir()
     if tools.is_dir():
         h.update("".join(f"{p.name}->{p.resolve()}\0" for p in sorted(tools.iterdir())).encode())
-    for part in ("raw", "reference"):
-        h.update(part.encode())
-        _stats(h, Path(data_dir) / part)
+    raw = Path(data_dir) / "raw"
+    if reads is None or "*" in reads:
+        h.update(b"raw")
+        _stats(h, raw)
+    else:
+        for name in sorted(set(reads)):
+            h.update(f"raw/{name}".encode())
+            _stats(h, raw / name)
+    h.update(b"reference")
+    _stats(h, Path(data_dir) / "reference")
     return h.hexdigest()
 
 
@@ -97,7 +110,7 @@ def build_key(argv: list[str]) -> str:
     return h.hexdigest()
 
 
-def _state() -> dict[str, str]:
+def _state() -> dict[str, Any]:
     try:
         doc = json.loads(STATE_FILE.read_text())
     except (OSError, ValueError):
@@ -110,13 +123,23 @@ def is_fresh(name: str, key: str, output: Path) -> bool:
     return output.exists() and _state().get(name) == key
 
 
-def remember(name: str, key: str | None) -> None:
-    """Record the key ``output`` ``name`` was made from (None: forget it)."""
+def reads_of(name: str) -> list[str] | None:
+    """The raw/ folders output ``name`` read when it was made (None: not known)."""
+    reads = _state().get(f"reads:{name}")
+    return reads if isinstance(reads, list) else None
+
+
+def remember(name: str, key: str | None, reads: list[str] | None = None) -> None:
+    """Record the key ``output`` ``name`` was made from, and what of raw/ it read (None:
+    forget both)."""
     state = _state()
     if key is None:
         state.pop(name, None)
+        state.pop(f"reads:{name}", None)
     else:
         state[name] = key
+        if reads is not None:
+            state[f"reads:{name}"] = sorted(set(reads))
     try:
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         tmp = STATE_FILE.with_name(f".{STATE_FILE.name}.{os.getpid()}")
