@@ -21,7 +21,8 @@ SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"
 # computed by Chapter.glue_all itself, not by a section
 GLUE_ALL_KEYS = {"outliers", "noise_floor"}
 SECTIONS = (page.design, page.results, page.repetitions, page.optimum, page.confirmed,
-            page.replication, page.ad, page.effects, page.sweeps, page.tools, page.answer)
+            page.replication, page.ad, page.effects, page.sweeps, page.tools, page.answer,
+            page.across)
 
 
 def render(ch: Chapter) -> dict:

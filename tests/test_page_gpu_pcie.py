@@ -34,6 +34,7 @@ def render(ch: Chapter) -> dict:
     page.overhead(ch, link)
     page.answer(ch, link)
     shown["claims"] = page.claims(ch, link)
+    shown["across"] = page.across(ch)
     return shown
 
 

@@ -23,6 +23,7 @@ def render(ch: Chapter) -> dict:
     page.notes(ch)
     shown["summary"] = page.summary(ch)
     shown["claims"] = page.answer(ch, found)
+    shown["across"] = page.across(ch)
     return shown
 
 

@@ -25,7 +25,7 @@ SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").r
 BY_GLUE_ALL = {"outliers", "noise_floor"}
 SECTIONS = (page.what_ran, page.repetitions, page.concurrency, page.engine_ratios,
             page.affinity, page.smt, page.thp, page.explorer, page.all_metrics, page.summary,
-            page.answer)
+            page.answer, page.across)
 REPR = re.compile(r"[\[\]{}]|\b(None|True|False|nan)\b")
 
 

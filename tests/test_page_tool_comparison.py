@@ -23,7 +23,7 @@ NOTEBOOK = experiments.get("tool_comparison").notebook
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
     "experiments/tool_comparison.ipynb"]
 SECTIONS = (page.design, page.lab_plan, page.what_ran, page.tools, page.qdepth,
-            page.published, page.answer)
+            page.published, page.answer, page.across)
 
 
 def render(ch: Chapter) -> dict[str, object]:

@@ -34,6 +34,7 @@ from iolab.host.inventory import fingerprint_diff
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import estimate_texts, fmt_int, fmt_num, fmt_range
+from iolab.report import compare
 
 
 def _df(ch: Chapter) -> pd.DataFrame:
@@ -342,3 +343,8 @@ def answer(ch: Chapter) -> Styler | None:
     ch.text["host_words"] = ch.host_words()
     found = findings(ch)
     return ch.claims_table(found).style.hide(axis="index") if found else None
+
+
+def across(ch) -> "pd.DataFrame | None":
+    """This environment's findings beside the other environments' (iolab.report.compare)."""
+    return compare.across(ch, findings)

@@ -27,6 +27,7 @@ from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import design_table, residual_table
 from iolab.tools.xnvmeperf import link_gbs
+from iolab.report import compare
 
 # the variables of a point: a ceiling is the best point's mean, never a pool of points
 POINT = ["mode", "direction", "bytes", "iosize", "inflight"]
@@ -246,3 +247,8 @@ def claims(ch: Chapter, link: Link) -> Styler:
 def _requests(ch: Chapter) -> pd.DataFrame:
     """The runs of GPU-initiated requests (every mode but copy)."""
     return ch.df[ch.df["mode"] != "copy"] if ch.have else ch.df
+
+
+def across(ch) -> "pd.DataFrame | None":
+    """This environment's findings beside the other environments' (iolab.report.compare)."""
+    return compare.across(ch, findings)

@@ -22,6 +22,7 @@ from iolab.analysis import stats
 from iolab.experiments.irq_affinity import analysis as an
 from iolab.report import figures as fg
 from iolab.report.tables import pct_with_interval, summary_table
+from iolab.report import compare
 
 PERFORMANCE = ["iops", "clat_mean_us", "clat_p99_us"]
 # the per-CPU counts drawn, each a panel: (tidy column, title)
@@ -261,3 +262,8 @@ def answer(ch, found: list) -> pd.DataFrame:
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = f"{100 * ch.noise_floor().floor:.1f}"
     return ch.claims_table(found)
+
+
+def across(ch) -> "pd.DataFrame | None":
+    """This environment's findings beside the other environments' (iolab.report.compare)."""
+    return compare.across(ch, findings)

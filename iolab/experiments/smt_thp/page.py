@@ -27,6 +27,7 @@ from iolab.report import figures as fg
 from iolab.report.chapter import Chapter
 from iolab.report.tables import fmt_int, fmt_num, fmt_range, pct_with_interval, summary_table
 from iolab.report.widgets import explorer as live_explorer
+from iolab.report import compare
 
 ENGINES = list(an.ENGINES)
 METRICS = ["iops", "clat_p50_us", "clat_p99_us", "usr_cpu", "sys_cpu"]
@@ -335,3 +336,8 @@ def answer(ch: Chapter):
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = fmt_num(100 * ch.noise_floor().floor, 1)
     return ch.claims_table(found).style.hide(axis="index")
+
+
+def across(ch) -> "pd.DataFrame | None":
+    """This environment's findings beside the other environments' (iolab.report.compare)."""
+    return compare.across(ch, findings)

@@ -23,6 +23,7 @@ from iolab.experiments.tool_comparison.figures import qdepth_bands, tools_bars
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import design_table, fmt_int, fmt_num, fmt_range
+from iolab.report import compare
 
 TOOLS = list(ta.TOOLS)
 POLLING = ("bdevperf", "xnvmeperf")
@@ -177,3 +178,8 @@ def answer(ch: Chapter):
     ch.text.update({f"f_{f.id}": f.text() for f in found})
     ch.text["host_words"] = ch.host_words()
     return ch.claims_table(found).style.hide(axis="index")
+
+
+def across(ch) -> "pd.DataFrame | None":
+    """This environment's findings beside the other environments' (iolab.report.compare)."""
+    return compare.across(ch, findings)
