@@ -97,3 +97,12 @@ def test_iolab_compare_prints_the_table_and_refuses_what_it_cannot_compare():
     assert code == 2 and "--env" in err and "two or more" in err
     code, out, err = run(["compare", "cuda_iosize", "--env", "hpc-server", "--env", "kvm-2vcpu"])
     assert code == 2 and "computes no findings" in err
+
+
+def test_a_replication_with_a_very_wide_interval_says_how_little_it_shows():
+    a = fd.change("x", "p99", [300, 30, 900], [1, 1.2, 0.8])
+    b = fd.change("x", "p99", [200, 20, 800], [1, 1.3, 0.7])
+    said, why = compare.verdict(a, b)
+    assert said == compare.REPLICATES and why.endswith("says little (more repetitions would)")
+    tight = fd.change("x", "p99", [116, 117, 115], [100, 101, 99])
+    assert "says little" not in compare.verdict(tight, tight)[1]

@@ -15,7 +15,8 @@ share by id:
   counts gets B - A, its interval combined the same way on the linear scale;
 - *replicates* when that interval contains "no difference" (a quotient of 1, a difference of
   0): no difference between the environments is detected at this confidence; *differs* when
-  it excludes it, with the quotient (or difference) and its interval.
+  it excludes it, with the quotient (or difference) and its interval. A quotient's interval
+  wider than a factor of :data:`WIDE` (0.5 to 2, say) is said to say little.
 
 A finding that replicates this way may still be significant in one environment and not in
 the other; the table shows both values so the reader sees that too.
@@ -39,6 +40,7 @@ from iolab.core import spec as specmod
 from iolab.core.store import note_read
 
 REPLICATES, DIFFERS, INCOMPARABLE = "replicates", "differs", "cannot be compared"
+WIDE = 4.0  # a ratio's interval wider than this factor (say 0.5 to 2) is called too wide
 RULE = ("A finding replicates when the interval of its value in one environment against the "
         "other (a ratio of the two factors for a change or a ratio, a difference for a "
         "difference, each interval combined from the two findings' own intervals on the log "
@@ -93,6 +95,9 @@ def verdict(a: Finding, b: Finding) -> tuple[str, str]:
     se = math.hypot(sa, sb)
     ratio, lo, hi = (math.exp(lb - la + k * z * se) for k in (0, -1, 1))
     text = f"ratio {ratio:.2f} ({level} {lo:.2f} to {hi:.2f})"
+    if lo <= 1 <= hi and hi / lo > WIDE:
+        # no difference detected, but an interval this wide would hide a large one too
+        text += "; so wide an interval says little (more repetitions would)"
     return (REPLICATES if lo <= 1 <= hi else DIFFERS), text
 
 
