@@ -134,12 +134,49 @@ def optimum(ch: Chapter) -> list[Styler]:
         T.update(estimate_texts(conf[key], key[:3], describe, ca.VARIABLES, C))
     roof, share = ca.roofline_share(conf["quoted"])
     T["opt_roofline"], T["opt_of_roofline"] = fmt_int(roof), fmt_num(share, 0)
-    T["n_confirm"], T["aa"] = str(len(ch.confirmed)), ch.aa_text()
     T["confirm_step"] = ch.spec.confirm.text() if ch.spec.confirm else "no confirmation step"
+    _confirmation_texts(ch, conf["optimum"] is not None, conf["capacity"] is not None)
+    T["n_confirm"], T["aa"] = str(len(ch.confirmed)), ch.aa_text()
     settings = pd.DataFrame([{"variable": ch.axis_label(k),
                               "optimum": ch.experiment.describe(k, v)} for k, v in opt.items()])
     return [settings.style.hide(axis="index"),
             ch.best_set_table(best_rows).style.hide(axis="index")]
+
+
+def _confirmation_texts(ch: Chapter, optimum: bool, capacity: bool) -> None:
+    """``conf_text`` (the paragraph on what the confirmation measured) and ``answer_conf``
+    (its sentence in the answer); a campaign without confirmation runs quotes the search's
+    own estimates and says so."""
+    T, ci = ch.text, _ci(ch)
+    if optimum:
+        said = (f"The optimum, measured again, gives {T['opt_conf']} IOPS ({ci} CI "
+                f"{T['opt_conf_ci']}, {T['opt_conf_n']} runs), a change of "
+                f"{T['opt_conf_change']} from the search's mean of the same point (a ratio of "
+                "means, interval on the log scale).")
+        T["answer_conf"] = (f"Measured again in fresh runs, the point the search ranked first "
+                            f"gives {T['opt_conf']} IOPS ({ci} CI {T['opt_conf_ci']})")
+    else:
+        said = (f"This campaign made no confirmation runs ({T['confirm_step']}), so the optimum "
+                f"quoted is the search's own estimate, {T['opt_iops']} IOPS, the largest of "
+                "many noisy means and so biased upwards.")
+        T["answer_conf"] = (f"This campaign made no confirmation runs, so the point the search "
+                            f"ranked first is quoted with the search's own estimate, "
+                            f"{T['opt_iops']} IOPS, biased upwards")
+    if capacity:
+        said += (f" The device capacity this chapter quotes is the confirmation mean of the "
+                 f"single-device point the search ranked highest, {T['cap_conf_point']}: "
+                 f"{T['cap_conf']} IOPS ({ci} CI {T['cap_conf_ci']}, {T['cap_conf_n']} runs), "
+                 f"a change of {T['cap_conf_change']} from the search's estimate.")
+        T["answer_conf"] += (f", and the device capacity, the confirmed single-device point, "
+                             f"{T['cap_conf']} IOPS.")
+    else:
+        said += (f" The device capacity quoted is the search's highest single-device mean, "
+                 f"{T['cap_iops']} IOPS.")
+        T["answer_conf"] += f", and the device capacity {T['cap_iops']} IOPS."
+    which = "confirmed" if optimum and capacity else "quoted"
+    T["conf_text"] = said + (f" The {which} optimum is {T['opt_of_roofline']} % of the roofline "
+                             f"for its device count ({T['opt_roofline']} IOPS = {which} "
+                             f"capacity × devices{T['roofline_note']}).")
 
 
 def confirmed(ch: Chapter) -> Styler | None:
@@ -152,6 +189,10 @@ def confirmed(ch: Chapter) -> Styler | None:
 def replication(ch: Chapter) -> None:
     """The same search on the host the params file names under ``replicate``."""
     T, name = ch.text, ch.spec.analysis["replicate"]
+    T["rep_text"] = ("This environment's params name no search of another host to set beside "
+                     "this one (the analysis key replicate); the section Across environments "
+                     "below compares the findings of every environment with stored runs.")
+    T["answer_rep"] = "No other host's search is named to set beside this one."
     if not ch.have or not name:
         return
     other = Chapter(ch.experiment.name, name, mode="replay", data_dir=ch.data_dir)
@@ -169,6 +210,17 @@ def replication(ch: Chapter) -> None:
                         "the other's best" if rep["agree"] else
                         "the two searches do not agree on their top points: at least one "
                         "host's top is outside the other's best set")
+    T["rep_text"] = (
+        f"The search ran first on another host of this VM class (environment {T['rep_env']}, "
+        f"kernel {T['rep_kernel']}, {T['rep_runs']} runs, the same params without the "
+        f"confirmation step). Of the {T['rep_common_points']} points both hosts measured, this "
+        f"host's best set holds {T['rep_ours']} and the other's {T['rep_theirs']}; "
+        f"{T['rep_shared']} are in both. This host's top point {T['rep_top']} in the other "
+        f"host's best set, and the other's top point ({T['rep_their_top_point']}) "
+        f"{T['rep_their_top']} in this one's. The top means of the two hosts stand in a ratio "
+        f"of {T['rep_ratio']} ({_ci(ch)} CI {T['rep_ratio_ci']}, this host over the other): "
+        f"{T['rep_verdict']}.")
+    T["answer_rep"] = f"The same search ran on another host of the class too, and {T['rep_verdict']}."
 
 
 def ad(ch: Chapter) -> list[Any]:
