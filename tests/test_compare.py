@@ -38,7 +38,7 @@ def test_what_cannot_be_compared_says_why():
     a = fd.change("x", "depth 128 against the best other (64)", A, [90, 91, 89])
     other_design = fd.change("x", "depth 128 against the best other (512)", A, [90, 91, 89])
     said, why = compare.verdict(a, other_design)
-    assert said == compare.INCOMPARABLE and "different designs" in why
+    assert said == compare.INCOMPARABLE and "different references" in why
     blocked = fd.undefined("x", "depth 128 against the best other (64)", "needs knob smt=off")
     assert compare.verdict(a, blocked) == (compare.INCOMPARABLE, "needs knob smt=off")
     assert compare.verdict(blocked, blocked) == (compare.INCOMPARABLE, "needs knob smt=off")

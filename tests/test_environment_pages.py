@@ -40,7 +40,7 @@ def test_an_environment_page_has_labels_of_its_own(tmp_path):
     nbformat.write(nb, path)
     book.relabel(path, "mybox")
     first, code, second = nbformat.read(path, as_version=4).cells
-    assert first.source.startswith("(sec-x-mybox)=\n# Chapter X: environment mybox\n")
+    assert first.source.startswith("(sec-x-mybox)=\n# Chapter X (environment mybox)\n")
     assert "{ref}`sec-x-part-mybox`" in first.source
     assert "{ref}`sec-framework-claims`" in first.source  # another page's label: as it was
     assert code.source == "# a comment, not a title"

@@ -304,7 +304,10 @@ def summary_row(inventory: dict[str, Any]) -> dict[str, str]:
         "memory": f"{mem / 2**20:.1f} GiB" if mem else "unknown",
         "kernel": str(inventory.get("kernel_release")),
         "block devices": "; ".join(disks) or "none reported",
-        "tools": ", ".join(f"{k} {(v or {}).get('version')}" for k, v in (inventory.get("tools") or {}).items()),
+        # a version line that starts with the tool's name is not prefixed with it again
+        "tools": ", ".join(v if str(v).startswith(k) else f"{k} {v}" for k, v in
+                           ((k, (r or {}).get("version")) for k, r in
+                            (inventory.get("tools") or {}).items())),
         "THP enabled (at campaign start)": str(knobs.get("thp")),
         "SMT control": (f"{smt.get('control')} (sibling threads "
                         f"{'active' if smt.get('active') else 'not active'})"

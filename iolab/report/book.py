@@ -88,7 +88,7 @@ def relabel(path: Path, environment: str) -> None:
         cell.source = text
     for cell in cells:  # the first title only
         if re.search(r"^# ", cell.source, re.M):
-            cell.source = re.sub(r"^# (.+)$", rf"# \1: environment {environment}", cell.source,
+            cell.source = re.sub(r"^# (.+)$", rf"# \1 (environment {environment})", cell.source,
                                  count=1, flags=re.M)
             break
     nbformat.write(nb, path)

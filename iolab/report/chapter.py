@@ -348,7 +348,7 @@ class Chapter:
         items.append(("the whole campaign",
                       f"{_count(len(points), 'point')}{shared}, {_count(runs, 'run')}, about "
                       f"{format_duration(seconds)} of running by the plan's estimate of each "
-                      "run (its measured time and the tool's start-up)"))
+                      "run (its configured runtime and the tool's start-up)"))
         items.append(("runs stored", f"{_count(len(self.df), 'run')} of this package")
                      if self.have else
                      ("not run here", f"No run of this package is stored for {self.environment}: "
@@ -365,8 +365,9 @@ class Chapter:
         floor = self.noise_floor().floor
         rows = claims.confront(claims.path_of(module), found, floor, self.experiment.name)
         self.text["claims"] = claims.summary(rows) + (
-            f" The verdicts read each interval against this campaign's noise floor of "
-            f"{floor * 100:.1f} %." if floor == floor and not rows.empty and
+            f" A claimed change is judged by its own interval; a claim of no change also by "
+            f"this campaign's noise floor of {floor * 100:.1f} %." if floor == floor and
+            not rows.empty and
             (rows["_verdict"] != claims.UNTESTABLE).any() else "")
         return rows
 
@@ -522,8 +523,9 @@ class Chapter:
                 f"{found.df} degrees of freedom; the runs were made {order}). Two points of "
                 f"{found.n} runs measured alike differ by more than "
                 f"{found.floor * 100:.1f} % only {(1 - self.confidence) * 100:g} % of the time: "
-                "that is this campaign's noise floor, and a smaller difference is not "
-                "distinguishable on this machine. A difference of "
+                "that is this campaign's noise floor. A smaller difference may still be "
+                "significant on its own points' runs, but a claim of no change is judged "
+                "against this floor. A difference of "
                 f"{found.detectable * 100:.1f} % would be detected with "
                 f"{noise.POWER * 100:g} % power." + fewer + without + rule)
 

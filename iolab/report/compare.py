@@ -6,8 +6,8 @@ share by id:
 
 - *cannot be compared* when either environment has no estimate of it (its runs are missing
   or its host could not make them), or when the two statements differ: a finding's statement
-  names the design it was computed over ("... against the best other depth (64)"), so a
-  different statement is a different design;
+  names the reference it was set against ("... against the best other depth (64)"), so a
+  different statement is a different quantity;
 - otherwise the two estimates are set against each other. A change (+x %) is read as the
   factor 1 + x/100 and a ratio as itself; their quotient B/A gets an interval on the log
   scale from the two findings' own intervals, each taken as a normal interval
@@ -46,7 +46,7 @@ RULE = ("A finding replicates when the interval of its value in one environment 
         "difference, each interval combined from the two findings' own intervals on the log "
         "or linear scale) contains no difference; it differs when that interval excludes it; "
         "it cannot be compared when an environment has no estimate or the two were computed "
-        "over different designs.")
+        "against different references (designs, or points the data chose).")
 
 
 def environments(experiment: str, data_dir: Path, params_dir: Path | None = None) -> list[str]:
@@ -78,7 +78,8 @@ def verdict(a: Finding, b: Finding) -> tuple[str, str]:
         return INCOMPARABLE, "; ".join(dict.fromkeys(f.undefined or "no interval"
                                                      for f in missing))
     if a.statement != b.statement:
-        return INCOMPARABLE, f"different designs: '{a.statement}' against '{b.statement}'"
+        return INCOMPARABLE, (f"set against different references: {a.statement} in one, "
+                              f"{b.statement} in the other")
     if a.kind != b.kind:
         return INCOMPARABLE, f"different kinds of finding ({a.kind}, {b.kind})"
     z = float(sps.norm.ppf(0.5 + min(a.confidence, b.confidence) / 2))

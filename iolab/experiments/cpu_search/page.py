@@ -148,6 +148,12 @@ def _confirmation_texts(ch: Chapter, optimum: bool, capacity: bool) -> None:
     (its sentence in the answer); a campaign without confirmation runs quotes the search's
     own estimates and says so."""
     T, ci = ch.text, _ci(ch)
+    T["confirm_lead"] = (
+        "The values this chapter quotes for the optimum and the device capacity therefore do "
+        "not come from the runs that chose them. The params file asks for a confirmation step: "
+        f"{T['confirm_step']}; its {len(ch.confirmed)} runs are shown below." if optimum else
+        "This campaign's params have no confirmation step, so the values quoted for the optimum "
+        "and the device capacity are the search's own, biased upwards.")
     if optimum:
         said = (f"The optimum, measured again, gives {T['opt_conf']} IOPS ({ci} CI "
                 f"{T['opt_conf_ci']}, {T['opt_conf_n']} runs), a change of "
@@ -206,10 +212,10 @@ def replication(ch: Chapter) -> None:
                                         for k in ("top_in_theirs", "their_top_in_ours"))
     T["rep_their_top_point"] = ch.experiment.describe_point(rep["their_top"])
     T["rep_ratio"], T["rep_ratio_ci"] = _ratio_texts(rep["ratio"])
-    T["rep_verdict"] = ("the two searches agree in this sense: each host's top point is among "
-                        "the other's best" if rep["agree"] else
-                        "the two searches do not agree on their top points: at least one "
-                        "host's top is outside the other's best set")
+    T["rep_verdict"] = ("their top points agree (each host's top point is among the other's "
+                        "best)" if rep["agree"] else
+                        "their top points do not agree (at least one host's top is outside "
+                        "the other's best set)")
     T["rep_text"] = (
         f"The search ran first on another host of this VM class (environment {T['rep_env']}, "
         f"kernel {T['rep_kernel']}, {T['rep_runs']} runs, the same params without the "
@@ -218,9 +224,12 @@ def replication(ch: Chapter) -> None:
         f"{T['rep_shared']} are in both. This host's top point {T['rep_top']} in the other "
         f"host's best set, and the other's top point ({T['rep_their_top_point']}) "
         f"{T['rep_their_top']} in this one's. The top means of the two hosts stand in a ratio "
-        f"of {T['rep_ratio']} ({_ci(ch)} CI {T['rep_ratio_ci']}, this host over the other): "
-        f"{T['rep_verdict']}.")
-    T["answer_rep"] = f"The same search ran on another host of the class too, and {T['rep_verdict']}."
+        f"of {T['rep_ratio']} ({_ci(ch)} CI {T['rep_ratio_ci']}, this host over the other). "
+        f"{T['rep_verdict'][0].upper()}{T['rep_verdict'][1:]}; whether the effects of the "
+        "variables agree too is what the table Across environments at the end answers.")
+    T["answer_rep"] = (f"The same search ran on another host of the class too: "
+                       f"{T['rep_verdict']}, while the table Across environments says which "
+                       "effects differ between the two.")
 
 
 def ad(ch: Chapter) -> list[Any]:
@@ -240,8 +249,11 @@ def ad(ch: Chapter) -> list[Any]:
     threads = (ch.host.get("cpu") or {}).get("threads_per_core")
     T["sibling_note"] = ("no host is recorded, so whether it can act here is not known."
                          if threads is None else
-                         "this host has one hardware thread per core, so that cannot cause a "
-                         "change measured here." if threads == 1 else
+                         "the campaign's host shows one hardware thread per core, so stress "
+                         "takes no sibling of bdevperf's core as far as the guest can see (a "
+                         "virtual machine cannot see whether its vCPUs share a physical core); "
+                         "a change measured here may have another cause, which this chapter "
+                         "does not identify." if threads == 1 else
                          "this host has sibling threads, so it can act here.")
     if not ch.have:
         return shown

@@ -133,11 +133,13 @@ def per_cpu(df: pd.DataFrame, column: str, per_io: bool = True) -> pd.DataFrame:
 INTERRUPTING = ("irqtrace.irqs", "irqtrace.call_ipis", "irqtrace.resched_ipis")
 
 
-def reader_interruptions(df: pd.DataFrame) -> pd.Series:
-    """Per run: the interruptions of the reader's CPUs (``run.cpus``) per completed read,
-    from the per-CPU counts; NaN for a run that was not traced."""
+def reader_interruptions(df: pd.DataFrame,
+                         columns: tuple[str, ...] = INTERRUPTING) -> pd.Series:
+    """Per run: the events of ``columns`` (by default every interruption) on the reader's
+    CPUs (``run.cpus``) per completed read, from the per-CPU counts; NaN for a run that was
+    not traced."""
     def one(r: pd.Series) -> float:
-        counts = [r.get(c) for c in INTERRUPTING]
+        counts = [r.get(c) for c in columns]
         ios, cpus = r.get("uring_reader.ios"), r.get("run.cpus")
         if not all(isinstance(c, str) for c in counts) or not ios or not isinstance(cpus, str):
             return float("nan")

@@ -138,9 +138,14 @@ def _mode_effect(ch, metric: str, key: str, placement: str = "other_cores",
 
 
 def _mean_text(ch, metric: str, **where) -> str:
+    """The mean of ``metric`` over the interrupt-driven runs at ``where``; a metric
+    ``reader:<column>`` counts that column's events on the reader's own CPUs only."""
     if not ch.have:
         return "n/a"
     values = rows(ch)
+    if metric.startswith("reader:"):
+        values = values.assign(**{metric: an.reader_interruptions(
+            values, (metric.removeprefix("reader:"),))})
     for key, value in where.items():
         values = values[values[key] == value]
     values = values[metric].dropna()
@@ -160,12 +165,15 @@ def events(ch) -> None:
                                          taskrun="default")
         T["irqs_per_io_beside"] = _mean_text(ch, "irqs_per_io", placement="other_cores",
                                              taskrun="default")
-        T["ipis_on"] = _mean_text(ch, "call_ipis_per_io", placement="irq_cores",
+        # sent to the reader's own CPU: an IPI to another CPU does not interrupt the reader
+        T["ipis_on"] = _mean_text(ch, "reader:irqtrace.call_ipis", placement="irq_cores",
                                   taskrun="default")
-        T["ipis_beside"] = _mean_text(ch, "call_ipis_per_io", placement="other_cores",
+        T["ipis_on_all"] = _mean_text(ch, "call_ipis_per_io", placement="irq_cores",
                                       taskrun="default")
-        T["resched_beside"] = _mean_text(ch, "resched_ipis_per_io", placement="other_cores",
-                                         taskrun="default")
+        T["ipis_beside"] = _mean_text(ch, "reader:irqtrace.call_ipis", placement="other_cores",
+                                      taskrun="default")
+        T["resched_beside"] = _mean_text(ch, "reader:irqtrace.resched_ipis",
+                                         placement="other_cores", taskrun="default")
     _mode_effect(ch, "call_ipis_per_io", "coop_ipis")
     _mode_effect(ch, "resched_ipis_per_io", "coop_resched")
 
@@ -208,6 +216,9 @@ def deferred(ch, found: list) -> pd.DataFrame | None:
     T["local_defer"] = _mean_text(ch, "local_run_per_io", taskrun="defer")
     T["task_run_defer"] = _mean_text(ch, "task_run_per_io", taskrun="defer")
     T["irqs_defer_on"] = _mean_text(ch, "irqs_per_io", placement="irq_cores", taskrun="defer")
+    T["call_defer_beside"] = _mean_text(ch, "reader:irqtrace.call_ipis",
+                                        placement="other_cores", taskrun="defer")
+    _mode_effect(ch, "iops", "defer_on_iops", placement="irq_cores", mode="defer")
     for mode in an.MODES:
         T[f"reader_load_{mode}"] = by[f"reader_load_{mode}"].text()
     if not ch.have or irq.empty or not irq["irqtrace.traced"].eq(True).any():

@@ -212,8 +212,11 @@ def _ratio_text(table: pd.DataFrame, total_col: str | None, ci: str) -> str:
                 "A per-command overhead would weigh far more on small reads than on large "
                 "ones, so a ratio that hardly moves is not one. " if spread < 0.02 else
                 "A per-command overhead would make it largest at the smallest reads. ") + (
-                "It divides a 95th percentile by a mean (AiSIO's statistic), so part of it is "
-                "that choice rather than protocol traffic." if total_col == an.CAPTURE_RX else
+                "It divides a 95th percentile by a mean (AiSIO's statistic); how much of it "
+                "that choice makes is not known, and a ratio this constant across I/O sizes "
+                "points rather to a fixed scale between what the two counters count (for "
+                "example, units of DCGM field 1010), which only a run with a known payload on "
+                "the lab server can settle." if total_col == an.CAPTURE_RX else
                 "Both sides are means over the measurement window."))
 
 
