@@ -11,13 +11,13 @@ import shutil
 
 import pytest
 from IPython.display import Markdown
-from test_page_smt_thp import BY_GLUE_ALL, assert_no_nan, assert_no_repr
+from test_page_smt_thp import assert_glues_the_snapshot, assert_no_nan, assert_no_repr
 from test_partial_chapters import ENV, RAW, copy_runs
 
 from iolab import experiments
 from iolab.experiments.tool_comparison import page
 from iolab.paths import REPO_ROOT
-from iolab.report.chapter import Chapter, referenced_keys
+from iolab.report.chapter import Chapter
 
 NOTEBOOK = experiments.get("tool_comparison").notebook
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
@@ -49,13 +49,7 @@ def committed():
 
 
 def test_the_committed_campaign_glues_the_snapshots_values(committed):
-    ch, _ = committed
-    text, figures = referenced_keys(NOTEBOOK)
-    expected = {k: v for k, v in SNAPSHOT.items() if k not in BY_GLUE_ALL}
-    # the snapshot holds what glue shows: the text's repr
-    assert {k: repr(ch.text.get(k)) for k in expected} == expected
-    assert set(text) - BY_GLUE_ALL <= set(ch.text), "a key the prose glues is never set"
-    assert set(figures) <= set(ch.figures)
+    assert_glues_the_snapshot(committed[0], NOTEBOOK, SNAPSHOT)
 
 
 def test_the_committed_campaigns_tables(committed):
