@@ -136,7 +136,7 @@ def optimum(ch: Chapter) -> list[Styler]:
     T["opt_roofline"], T["opt_of_roofline"] = fmt_int(roof), fmt_num(share, 0)
     T["confirm_step"] = ch.spec.confirm.text() if ch.spec.confirm else "no confirmation step"
     _confirmation_texts(ch, conf["optimum"] is not None, conf["capacity"] is not None)
-    T["n_confirm"], T["aa"] = str(len(ch.confirmed)), ch.aa_text()
+    T["aa"] = ch.aa_text()
     settings = pd.DataFrame([{"variable": ch.axis_label(k),
                               "optimum": ch.experiment.describe(k, v)} for k, v in opt.items()])
     return [settings.style.hide(axis="index"),
