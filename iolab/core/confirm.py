@@ -137,18 +137,19 @@ def parse(value: Any, label, variables: dict[str, Field],
 
 
 def choose(step: Step, candidates: Sequence[tuple[dict[str, Any], list[float]]],
-           open_points: int) -> Choice:
+           open_points: int, answer: dict[str, Any] | None = None) -> Choice:
     """The points to confirm, from every point of the design that is not excluded (its params
     and its stored values of the ranking metric): a function of the stored runs alone.
-    ``open_points``: how many points this host can run are not settled yet."""
+    ``open_points``: how many points this host can run are not settled yet. ``answer``: a
+    searched grid's answer (``iolab.core.search``), confirmed first."""
     if open_points:
         return Choice(waiting=f"waits for the search: {open_points} point"
                               f"{'s are' if open_points != 1 else ' is'} not settled yet",
                       open=open_points)
     from iolab.analysis.selection import best_set  # SciPy's import only where a step chooses
 
-    chosen: list[dict[str, Any]] = []
-    reasons: list[str] = []
+    chosen: list[dict[str, Any]] = [answer] if answer is not None else []
+    reasons: list[str] = ["the search's answer"] if answer is not None else []
     for filt in step.group_filters():
         members = [(params, vals) for params, vals in candidates
                    if all(params.get(var) in values for var, values in filt.items())]

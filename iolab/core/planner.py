@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 from iolab.core import confirm as confirm_step
 from iolab.core.identity import canonical_json, run_ids
 from iolab.core.repetitions import REASON_TEXT, Decision, decide
+from iolab.core.search import plan as search_plan
 from iolab.core.spec import Spec
 from iolab.errors import InputError
 from iolab.paths import shown
@@ -53,6 +54,7 @@ class Point:
     samples: dict[int, float | None] = field(default_factory=dict)
     failures: int = 0
     confirm: str | None = None         # a confirmation point's label (iolab.core.confirm)
+    searched: bool = False             # run as the search asks, not as the rule would
     chosen_because: str = ""           # and why the step chose it
 
     def label(self) -> str:
@@ -85,11 +87,18 @@ def check_size(spec: Spec, max_runs: int = MAX_RUNS) -> None:
                          allowed=f"at most {max_runs:,} runs")
 
 
-def expand(spec: Spec) -> list[Point]:
-    """Every distinct point of every grid, in a stable order, with its exclusion (if any)."""
+def expand(spec: Spec, pivot: dict[str, Any] | None = None,
+           skip: Iterable[str] = ()) -> list[Point]:
+    """Every distinct point of every grid but those in ``skip``, in a stable order, with its
+    exclusion (if any). ``pivot``: the searched grid's answer, which the other grids vary
+    around instead of the base point (``iolab.core.search``)."""
     points: dict[str, Point] = {}
+    searched = spec.searched.grid if spec.searched is not None else None
     for name, grid in spec.grids.items():
-        fixed = {**spec.base, **grid["set"]}
+        if name in skip:
+            continue
+        around = pivot if pivot is not None and name != searched else {}
+        fixed = {**spec.base, **around, **grid["set"]}
         names = list(grid["vary"])
         for combo in itertools.product(*(grid["vary"][n] for n in names)):
             params = {**fixed, **dict(zip(names, combo))}
@@ -150,6 +159,7 @@ class Plan:
     left_out_points: list[Any] = field(default_factory=list)
     all_points: list[Point] = field(default_factory=list)  # within --where, with runs or not
     confirm: confirm_step.Choice | None = None  # the confirmation step's choice, if params ask for one
+    search: search_plan.SearchState | None = None  # a searched grid's state, if params name one
 
     def by_status(self, status: str) -> list[PlannedRun]:
         return [r for r in self.runs if r.status == status]
@@ -167,8 +177,27 @@ class Plan:
     def to_run_max(self) -> int:
         """The most runs the rule can still ask for of the points this host can run (equal
         to the runs to do for a fixed count)."""
-        return sum(p.decision.to_run_max for p in self.points()
-                   if p.decision is not None and not p.blocked) + self.confirm_waiting_max
+        return (sum(p.decision.to_run_max for p in self.points()
+                    if p.decision is not None and not p.blocked) + self.confirm_waiting_max
+                + self.search_waiting_max)
+
+    @property
+    def waiting(self) -> str:
+        """Why part of the design waits for runs still to come: the search, else the
+        confirmation step ("" when nothing waits)."""
+        return (self.search.waiting if self.search is not None else "") or self.confirm_waiting
+
+    @property
+    def search_waiting_max(self) -> int:
+        """The most runs the search and the grids after it may still ask for, beyond the one
+        it waits for."""
+        if self.search is None or self.search.done:
+            return 0
+        pending = sum(p.decision.to_run_max for p in self.points()
+                      if p.decision is not None and p.decision.reason == "open"
+                      and p.grids == [self.search.spec.grid])
+        return max(0, self.search.left - pending) + \
+            sum(self.search.after.values()) * self.spec.rule.max
 
     @property
     def confirm_waiting(self) -> str:
@@ -181,12 +210,21 @@ class Plan:
         """The most runs a confirmation step still waiting for the search may ask for."""
         if not self.confirm_waiting or self.spec.confirm is None or not self.confirm.open:
             return 0  # chosen, or nothing open that could let it choose on this host
-        return self.spec.confirm.most_points() * self.spec.rule.max
+        answer = 1 if self.search is not None else 0  # a search's answer comes first
+        return (self.spec.confirm.most_points() + answer) * self.spec.rule.max
+
+    @property
+    def search_certain(self) -> int:
+        """Runs a search still waiting certainly makes beyond the one it waits for."""
+        if self.search is None or not any(r.status == "to run" and r.point.searched
+                                          for r in self.runs):
+            return 0  # no search, or its next run is blocked here
+        return self.search.certain_more
 
     @property
     def eta_s(self) -> float:
         """Time for what ``run`` with the same options would do now (at least)."""
-        return len(self.selected()) * self.seconds_per_run
+        return (len(self.selected()) + self.search_certain) * self.seconds_per_run
 
     def most_runs(self) -> int:
         """The most runs ``run`` with the same options may make."""
@@ -202,8 +240,8 @@ class Plan:
     def eta_all_s(self) -> float:
         """Time for every run not stored, blocked ones included (the design's full cost; under
         a rule, the most it can cost)."""
-        return ((sum(p.decision.to_run_max for p in self.decisions()) + self.confirm_waiting_max)
-                * self.seconds_per_run)
+        return ((sum(p.decision.to_run_max for p in self.decisions()) + self.confirm_waiting_max
+                 + self.search_waiting_max) * self.seconds_per_run)
 
     def points(self) -> list[Point]:
         """Every point of the plan (within --where), with runs or not: a point settled
@@ -255,7 +293,8 @@ class Plan:
             "points": len(self.points()), "points_filtered_out": self.filtered_out,
             "repetitions": self.spec.rule.to_dict(), "order": self.spec.order,
             "runs": len(self.runs),
-            "stored": c["stored"], "to_run": c["to run"], "to_run_max": self.to_run_max,
+            "stored": c["stored"], "to_run": c["to run"] + self.search_certain,
+            "to_run_max": self.to_run_max,
             "excluded": c["excluded"], "blocked": c["blocked"], "selected": len(self.selected()),
             "stored_outside_plan": len(self.stored_outside),
             "eta_s": round(self.eta_s, 1), "eta_max_s": round(self.eta_max_s, 1),
@@ -263,6 +302,7 @@ class Plan:
             "seconds_per_run": round(self.seconds_per_run, 2),
             "blockers": self.blockers(), "exclusions": excluded,
             **({"confirm": self.confirm_dict()} if self.spec.confirm is not None else {}),
+            **({"search": self.search_dict()} if self.search is not None else {}),
             "programs": self.programs, "scratch": self.scratch, "corrupt": [c.describe() for c in self.corrupt],
             # a fixed count's decisions are its runs' statuses (--format table)
             **({} if self.spec.rule.fixed else {"settled": self.settled(),
@@ -277,6 +317,18 @@ class Plan:
                 "points": [{**params, "label": label, "why": why} for (params, label), why
                            in zip(choice.points, choice.reasons)]}
 
+    def search_range(self) -> tuple[int, int]:
+        """(certain, most) runs the search, the grids after it and the confirmation step
+        still make, wherever they are blocked: the campaign's cost on a host that runs it."""
+        confirm = self.confirm_waiting_max if self.spec.confirm is not None else 0
+        return self.search.runs_range(self.spec.rule.max, confirm)
+
+    def search_dict(self) -> dict[str, Any]:
+        certain, most = self.search_range()
+        return {**self.search.to_dict(), "runs_left_certain": certain, "runs_left_most": most,
+                "eta_s": [round(certain * self.seconds_per_run, 1),
+                          round(most * self.seconds_per_run, 1)]}
+
     def decision_rows(self) -> list[dict[str, Any]]:
         """One row per point with a decision: its variables, the decision's fields and
         whether this host is blocked from running it."""
@@ -290,7 +342,10 @@ class Plan:
         n_excl = sum(1 for p in pts if p.excluded_by)
         spec = self.spec
         rule = spec.rule
-        lines = [f"{spec.experiment} / {spec.environment}: {len(pts)} points ({n_excl} excluded) "
+        so_far = " so far (the search asks for its points one by one)" \
+            if self.search is not None and not self.search.done else ""
+        lines = [f"{spec.experiment} / {spec.environment}: {len(pts)} points{so_far} "
+                 f"({n_excl} excluded) "
                  + (f"x {rule.max} repetitions" if rule.fixed else
                     f"x {rule.min} to {rule.max} repetitions")]
         if not rule.fixed:
@@ -304,6 +359,14 @@ class Plan:
                                 for var, values in grid["vary"].items())
             fixed = ", ".join(f"{var} {value}" for var, value in grid.get("set", {}).items())
             lines.append(f"  grid {name}: {varied}" + (f" (with {fixed})" if fixed else ""))
+        if self.search is not None:
+            lines += self.search.lines(rule.max)
+            certain, most = self.search_range()
+            if most:
+                lines.append(f"    the search, the grids after it and the confirmation: "
+                             f"{certain} to {most} runs, {format_duration(certain * self.seconds_per_run)}"
+                             f" to {format_duration(most * self.seconds_per_run)} on a host that "
+                             f"runs them")
         if spec.confirm is not None:
             choice = self.confirm or confirm_step.Choice()
             lines.append(_wrapped(f"confirm: {spec.confirm.text()}", 2))
@@ -316,9 +379,10 @@ class Plan:
         if self.where:
             lines.append(f"  only points with {_where_text(self.where)} "
                          f"({self.filtered_out} points left out)")
-        more = (f" (up to {self.to_run_max} as the rule decides)"
-                if self.to_run_max > c["to run"] else "")
-        lines.append(f"  stored {c['stored']}, to run {c['to run']}{more}, excluded "
+        to_run = c["to run"] + self.search_certain
+        more = (f" (up to {self.to_run_max} as the {'search and the ' if self.search else ''}"
+                f"rule decide{'' if self.search else 's'})" if self.to_run_max > to_run else "")
+        lines.append(f"  stored {c['stored']}, to run {to_run}{more}, excluded "
                      f"{c['excluded']}, blocked {c['blocked']}")
         if self.stored_outside:
             lines.append(f"  {len(self.stored_outside)} further stored runs are not part of this "
@@ -404,14 +468,18 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     candidates: list[tuple[dict[str, Any], list[float]]] = []
     open_points = 0
 
-    def classify(point: Point, ident: dict[str, Any]) -> None:
+    def classify(point: Point, ident: dict[str, Any],
+                 searched: search_plan.SearchState | None = None) -> None:
         nonlocal filtered, open_points
         ids = run_ids(ident, spec.repetitions)
         known.update(ids)
         blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
         samples = {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored}
         n_failed = sum(failures.get(rid, 0) for rid in ids)
-        decision = None if point.excluded_by else decide(rule, list(samples.values()), n_failed)
+        decision = (None if point.excluded_by else
+                    searched.decision(canonical_json(point.params), samples, n_failed)
+                    if searched is not None else
+                    decide(rule, list(samples.values()), n_failed))
         if point.confirm is None and decision is not None:
             # the choice reads the stored runs alone, whatever this host can run; only the
             # points it can run are waited for
@@ -433,6 +501,7 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                                            [point.excluded_by]))
             return
         point.ids, point.samples, point.failures, point.decision = ids, samples, n_failed, decision
+        point.searched = searched is not None
         needed = [rep for rep, rid in enumerate(ids) if rid not in stored][:decision.to_run]
         for rep in sorted([*samples, *needed]):
             rid = ids[rep]
@@ -454,11 +523,25 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                              f"{_where_text({k: [v] for k, v in point.params.items()})} of "
                              f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
 
-    for point in expand(spec):
+    searching = None if spec.searched is None else _search(spec, identity_of, stored, values,
+                                                           failures, blockers)
+    pivot = searching.pivot if searching is not None and searching.done else None
+    skip = searching.after if searching is not None else {}
+    asked = set(searching.asked()) if searching is not None else set()
+    for point in expand(spec, pivot, skip):
+        if searching is not None and point.grids == [searching.spec.grid]:
+            # a configuration of the searched grid alone: planned only if the search asked
+            if canonical_json(point.params) in asked:
+                classify(point, identity_of(point), searching)
+            continue
         classify(point, identity_of(point))
     choice = None
-    if spec.confirm is not None:
-        choice = confirm_step.choose(spec.confirm, candidates, open_points)
+    if spec.confirm is not None and searching is not None and not searching.done:
+        choice = confirm_step.Choice(waiting="waits for the search to end", open=1)
+    elif spec.confirm is not None:
+        found = searching.outcome.answer if searching is not None else None
+        choice = confirm_step.choose(spec.confirm, candidates, open_points,
+                                     found.params if found is not None else None)
         for (params, label), why in zip(choice.points, choice.reasons):
             point = Point(dict(params), [confirm_step.GRID], confirm=label, chosen_because=why)
             classify(point, {**identity_of(point), confirm_step.KEY: label})
@@ -466,4 +549,27 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
     for r in todo[:limit] if limit is not None else todo:
         r.selected = True
     return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known),
-                left_out_points=left_out, all_points=points, confirm=choice)
+                left_out_points=left_out, all_points=points, confirm=choice, search=searching)
+
+
+def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: set[str],
+            values: dict[str, float | None], failures: dict[str, int],
+            blockers: Callable[[dict[str, Any]], list[str]] | None
+            ) -> search_plan.SearchState:
+    """The searched grid's search, re-run over the stored runs; until it ends, the other
+    grids wait for its answer (their sizes are kept)."""
+    searched = spec.searched
+    others = [name for name in spec.grids if name != searched.grid]
+    candidates = []
+    for point in expand(spec, skip=others):
+        ids = run_ids(identity_of(point), spec.repetitions)
+        blocked = bool(point.excluded_by) or bool(blockers and blockers(point.params))
+        candidates.append(search_plan.Candidate(
+            canonical_json(point.params), point.params,
+            {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored},
+            sum(failures.get(rid, 0) for rid in ids), not blocked, bool(point.excluded_by)))
+    state = search_plan.run(searched, spec.rule, spec.grids[searched.grid]["vary"], candidates)
+    if not state.done:
+        state.after = {name: math.prod(len(v) for v in spec.grids[name]["vary"].values())
+                       for name in others}
+    return state

@@ -37,10 +37,13 @@ from iolab.errors import InputError
 
 MAX_REPETITIONS = 1000
 RULE_KEYS = ("min", "max", "metric", "target_ci_pct", "confidence")
-REASONS = ("target", "max", "fixed", "failed", "open")
+REASONS = ("target", "max", "fixed", "failed", "screened", "open")
 # the reasons in words, and "blocked", which a plan says of open points this host cannot run
+# ("screened": a searched configuration the search measured fewer times than the rule would,
+# iolab.core.search)
 REASON_TEXT = {"target": "met the target", "max": "stopped at max", "failed": "failed",
-               "fixed": "fixed count", "open": "open", "blocked": "blocked here"}
+               "fixed": "fixed count", "screened": "screened by the search", "open": "open",
+               "blocked": "blocked here"}
 
 
 @dataclass(frozen=True)

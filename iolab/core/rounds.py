@@ -53,7 +53,7 @@ class _PointState:
         return decide(rule, [self.values[rep] for rep in sorted(self.values)], self.failures)
 
     def next_run(self, rule: Rule) -> PlannedRun | None:
-        if rule.fixed:
+        if rule.fixed or self.point.searched:  # a search asks for its runs one plan at a time
             return self.queue.pop(0) if self.queue else None
         if self.decision(rule).settled:  # settled, too, once every index is taken
             return None

@@ -643,19 +643,34 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
         return Schedule(plan, seed, on_round=lambda n, ids: camp.store.log(
             {"event": "round", "at": now_iso(), "round": n, "seed": seed, "runs": ids}))
 
-    def confirm_plan(made: int) -> Plan:
-        """The plan again, once the search has settled: now with the confirmation points."""
+    logged = [0]  # the search's decisions already in the campaign log
+
+    def log_search(plan: Plan) -> None:
+        """The search's decisions since the last entry, its seed and version, what it waits
+        for or its answer."""
+        state = plan.search
+        if state is None:
+            return
+        camp.store.log({"event": "search", "at": now_iso(), **state.to_dict(),
+                        "decisions": state.outcome.log[logged[0]:]})
+        logged[0] = len(state.outcome.log)
+
+    def replan(made: int) -> Plan:
+        """The plan again from the store: the search's next run, or once it has ended the
+        grids around its answer, or once they have settled the confirmation points."""
         again = plan_for(experiment, spec, data_dir, where=where, knobs=knobs, topo=topo,
                          limit=None if limit is None else max(0, limit - made),
                          max_runs=max_runs)
-        choice = again.confirm_dict()
-        camp.store.log({"event": "confirm", "at": now_iso(), "waiting": choice["waiting"],
-                        "points": choice["points"]})
+        log_search(again)
+        if spec.confirm is not None and not (again.search and again.search.waiting):
+            choice = again.confirm_dict()
+            camp.store.log({"event": "confirm", "at": now_iso(), "waiting": choice["waiting"],
+                            "points": choice["points"]})
         if again.selected():
             experiment.prepare_points(spec.settings, schedule_of(again).points())
         return again
 
-    schedule = _Steps(schedule_of(plan), schedule_of, confirm_plan)
+    schedule = _Steps(schedule_of(plan), schedule_of, replan)
     most = plan.most_runs()
     of = str(most) if spec.rule.fixed else f"at most {most}"  # a rule may settle points sooner
     camp.store.log({"event": "start", "at": now_iso(), "pid": os.getpid(), "owner": owner.owner,
@@ -663,6 +678,7 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                     "limit": limit, "selected": len(todo), "most": most,
                     "repetitions": spec.rule.to_dict(), "order": spec.order, "seed": seed,
                     "iolab_version": __version__})
+    log_search(plan)
     why, message = camp.stop_requested()
     result.messages += [message] if message else []
     if why and todo:  # asked before the first run: set nothing up only to undo it
@@ -736,9 +752,11 @@ def _run_locked(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
 
 
 class _Steps:
-    """The campaign's schedule, then, where the params ask for a confirmation step that waited
-    for the search, the schedule of a plan made again from the store once the search has
-    settled (``iolab.core.confirm``). Iterate, and :meth:`record` each outcome, as with a
+    """The campaign's schedule, then, while part of the design waits for runs still to come
+    (a searched grid's next run, ``iolab.core.search``; a confirmation step waiting for the
+    search, ``iolab.core.confirm``), the schedules of plans made again from the store, until
+    one has nothing to run. Each schedule makes at least one run, and a design has at most so
+    many, so this ends. Iterate, and :meth:`record` each outcome, as with a
     :class:`~iolab.core.rounds.Schedule`."""
 
     def __init__(self, schedule: Schedule, schedule_of: Callable[[Plan], Schedule],
@@ -756,13 +774,18 @@ class _Steps:
         for run in self.current:
             self.made += 1
             yield run
-        if self.current.plan.confirm_waiting and not (self.current.limit is not None
-                                                      and self.made >= self.current.limit):
+        while self.current.plan.waiting and not (self.current.limit is not None
+                                                 and self.made >= self.current.limit):
             self.current = self.schedule_of(self.replan(self.made))
-            if not self.current.plan.confirm_waiting:
-                for run in self.current:
-                    self.made += 1
-                    yield run
+            plan = self.current.plan
+            if plan.confirm_waiting and not plan.search:
+                return  # the step still waits, for points this host cannot run
+            before = self.made
+            for run in self.current:
+                self.made += 1
+                yield run
+            if self.made == before:
+                return
 
 
 def _lay_out(files: list[ScratchFile], spec: Spec, signals: Signals) -> list[str]:

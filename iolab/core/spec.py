@@ -12,6 +12,7 @@ in one environment::
     grids:                       # named grids: the Cartesian product of 'vary', with 'set'
       concurrency: {vary: {engine: [psync, io_uring], concurrency: [1, 2, 4]}}
     exclusions: [{when: {smt: 'off', thr_sib: true}, why: ...}]
+    search: {grid: ..., strategy: adaptive, budget: 90, ...}  # iolab.core.search.params
     confirm: {top: 2, aa: true}  # after the search, its best points again (iolab.core.confirm)
     analysis: {confidence: 0.95} # presentation and statistics: never part of a run's identity
 
@@ -37,13 +38,14 @@ import yaml
 
 from iolab.core import confirm as confirm_step
 from iolab.core import repetitions as reps
+from iolab.core.search import params as search_params
 from iolab.core.schema import Choice, Field, Int, Schema, in_order, type_name
 from iolab.errors import InputError
 from iolab.paths import PARAMS_DIR, check_name
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
 STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids", "exclusions",
-                  "confirm", "analysis")
+                  "search", "confirm", "analysis")
 ORDERS = ("interleaved", "sequential")
 SEED = Int(0, 2**63 - 1, help="the seed of the interleaved order's shuffles (drawn and recorded "
            "in the campaign log when absent)")
@@ -72,6 +74,12 @@ class Spec:
     order: str = "sequential"       # of the runs: ORDERS
     seed: int | None = None         # of the interleaved order; None: drawn per campaign
     confirm: confirm_step.Step | None = None  # the confirmation step, if the params ask for one
+    search: search_params.SearchSpec | None = None  # a searched grid, if the params name one
+
+    @property
+    def searched(self) -> search_params.SearchSpec | None:
+        """The search, when a grid is searched rather than swept (None for a sweep)."""
+        return self.search if self.search is not None and self.search.adaptive else None
 
     @property
     def repetitions(self) -> int:
@@ -86,8 +94,9 @@ class Spec:
     @property
     def ranking_metric(self) -> str | None:
         """The metric the plan reads from stored runs: the rule's, else the confirmation
-        step's (None for a fixed count without a step)."""
-        return self.rule.metric or (self.confirm.metric if self.confirm else None)
+        step's, else the search's objective (None for a fixed count without either)."""
+        return (self.rule.metric or (self.confirm.metric if self.confirm else None)
+                or (self.search.objective.metric if self.search else None))
 
     @property
     def variables(self) -> list[str]:
@@ -339,8 +348,10 @@ def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: S
         raise InputError(label, "confirm.metric", f"{confirm.metric!r} differs from the "
                          f"repetition rule's metric; under a rule the points are ranked by it",
                          allowed=f"{rule.metric}, or leave it out")
+    search = (search_params.parse(doc["search"], label, grids, schema.variables, rule.metric,
+                                  metrics) if doc.get("search") is not None else None)
     return Spec(name, environment, settings, rule, base, grids, exclusions, analysis,
-                Path(str(label)), order=order, seed=seed, confirm=confirm)
+                Path(str(label)), order=order, seed=seed, confirm=confirm, search=search)
 
 
 def _missing(label, key: str, fld: Field) -> Any:

@@ -1,0 +1,214 @@
+"""Replaying search strategies offline against a full grid's stored runs.
+
+A full grid measured every configuration of a space under the repetition rule; its best set
+(and the tie-break's answer in it) is the truth. A replay runs a strategy from a seed against
+:class:`~iolab.core.search.oracle.ReplayOracle`, which answers each run the strategy asks for
+with one of that configuration's stored repetitions, in an order drawn with the same seed, and
+refuses any run the grid did not make. Over many seeds, each strategy at each budget gives the
+runs it used and whether its answer lies in the grid's best set (and whether it is the grid's
+own answer). :func:`summary` states the share found with a 95 % Wilson interval.
+
+Replays of Optuna's samplers take seconds each, so the comparison is derived once by
+``iolab search-replay`` into ``data/derived/search_replay/<experiment>/<environment>.csv``
+with a YAML beside it naming how (strategies and versions, seeds, budgets) and from what (the
+digest of the grid's stored values); the chapter reads it and checks the digest, and a test
+re-derives a few seeds of it.
+
+Responsible for: the grid's samples and truth, the replays, their summary and the derived
+file. Not responsible for: the strategies (``iolab.core.search.strategies``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from iolab.core.identity import canonical_json
+from iolab.core.repetitions import Rule
+from iolab.core.search.answer import Answer, answer
+from iolab.core.search.oracle import ReplayOracle
+from iolab.core.search.params import Objective
+from iolab.core.search.strategies import ADAPTIVE_VERSION, Space, search
+from iolab.errors import InputError
+
+COMPARED = ("random", "tpe", "adaptive")
+BUDGET_SHARES = (0.05, 0.10, 0.20, 0.40)   # of the grid's runs
+COLUMNS = ["strategy", "version", "budget", "budget_share", "seed", "runs_used",
+           "configurations", "answer", "in_best_set", "is_grid_answer"]
+
+
+@dataclass
+class Grid:
+    """A full grid's stored runs as a search space: its configurations' samples and truth."""
+
+    space: Space
+    samples: dict[str, list[float]]
+    rule: Rule
+    objective: Objective
+    truth: Answer
+
+    @property
+    def runs(self) -> int:
+        return sum(len(v) for v in self.samples.values())
+
+    def digest(self) -> str:
+        """What the replays were derived from: every configuration's stored values."""
+        text = canonical_json({k: [round(v, 6) for v in vals]
+                               for k, vals in sorted(self.samples.items())})
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def grid_of(plan: Any) -> Grid:
+    """The searched grid of a plan whose params sweep it (``search: {strategy: grid}``):
+    every configuration with stored runs and their values of the objective's metric."""
+    spec = plan.spec
+    if spec.search is None or spec.search.adaptive:
+        raise InputError(spec.params_file, "search", "a replay needs a full grid: params "
+                         "that name the searched grid with strategy grid",
+                         allowed="search: {grid: NAME, strategy: grid, objective: {...}}")
+    name = spec.search.grid
+    varied = spec.grids[name]["vary"]
+    samples, params = {}, {}
+    for point in plan.points():
+        if name not in point.grids or point.confirm or point.excluded_by:
+            continue
+        values = [v for _, v in sorted(point.samples.items())
+                  if v is not None and not math.isnan(v)]
+        if values:
+            key = canonical_json(point.params)
+            samples[key], params[key] = values, point.params
+    if not samples:
+        raise InputError(spec.params_file, f"grids.{name}", "has no stored runs to replay",
+                         allowed="a grid measured with 'iolab run'")
+    truth = answer(dict(samples), params, spec.search.objective)
+    return Grid(Space(varied, params), samples, spec.rule, spec.search.objective, truth)
+
+
+def replay(grid: Grid, strategy: str, budget: int | None, seed: int) -> dict[str, Any]:
+    """One replay: the strategy from ``seed`` against the grid's runs drawn with ``seed``."""
+    out = search(strategy, grid.space, grid.rule, budget, ReplayOracle(grid.samples, seed),
+                 grid.objective, seed)
+    key = out.answer.key if out.answer is not None else None
+    return {"strategy": strategy, "version": out.version, "budget": budget, "seed": seed,
+            "runs_used": out.used, "configurations": len(out.values), "answer": key,
+            "in_best_set": key in grid.truth.members, "is_grid_answer": key == grid.truth.key}
+
+
+def budgets(grid: Grid, shares: Iterable[float] = BUDGET_SHARES) -> dict[float, int]:
+    return {share: max(grid.rule.max, math.floor(share * grid.runs)) for share in shares}
+
+
+def compare(grid: Grid, seeds: Iterable[int], strategies: Iterable[str] = COMPARED,
+            shares: Iterable[float] = BUDGET_SHARES, progress: bool = False):
+    """Every strategy at every budget over every seed, as a table (:data:`COLUMNS`)."""
+    import pandas as pd
+    from tqdm import tqdm
+
+    jobs = [(s, share, b, seed) for s in strategies for share, b in budgets(grid, shares).items()
+            for seed in seeds]
+    rows = []
+    for strategy, share, budget, seed in tqdm(jobs, disable=not progress, unit="replay"):
+        rows.append({**replay(grid, strategy, budget, seed), "budget_share": share})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of a proportion k/n."""
+    from scipy.stats import norm
+
+    if n == 0:
+        return math.nan, math.nan
+    z = norm.ppf(0.5 + confidence / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # at k = 0 (k = n) the bound is exactly 0 (1); rounding must not move it
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
+
+
+def summary(rows, grid_runs: int):
+    """Per strategy and budget: replays, runs used (mean and most), the share of the grid's
+    runs that is, and the share of answers in the grid's best set with its 95 % Wilson
+    interval (and the share equal to the grid's own answer)."""
+    import pandas as pd
+
+    out = []
+    for (strategy, share), part in rows.groupby(["strategy", "budget_share"], sort=False):
+        k, n = int(part["in_best_set"].sum()), len(part)
+        low, high = wilson(k, n)
+        out.append({"strategy": strategy, "budget": int(part["budget"].iloc[0]),
+                    "budget_share": share, "replays": n,
+                    "runs_mean": part["runs_used"].mean(), "runs_most": int(part["runs_used"].max()),
+                    "runs_share": part["runs_used"].mean() / grid_runs,
+                    "found": k / n, "found_low": low, "found_high": high,
+                    "grid_answer": part["is_grid_answer"].mean()})
+    return pd.DataFrame(out)
+
+
+def derived_path(data_dir: Path, experiment: str, environment: str) -> Path:
+    return Path(data_dir) / "derived" / "search_replay" / experiment / f"{environment}.csv"
+
+
+def meta(grid: Grid, seeds: list[int], shares: Iterable[float], strategies: Iterable[str],
+         experiment: str, environment: str) -> dict[str, Any]:
+    return {"what": "replays of search strategies against the stored full grid "
+                    f"{experiment}/{environment} (iolab.core.search.replay)",
+            "command": f"iolab search-replay {experiment} --env {environment} "
+                       f"--seeds {len(seeds)}",
+            "grid_digest": grid.digest(), "grid_runs": grid.runs,
+            "grid_configurations": len(grid.samples),
+            "strategies": {s: (ADAPTIVE_VERSION if s == "adaptive" else 1) for s in strategies},
+            "seeds": [min(seeds), max(seeds)], "budget_shares": list(shares),
+            "budgets": {str(k): v for k, v in budgets(grid, shares).items()}}
+
+
+def _replay_job(job: tuple) -> dict[str, Any]:
+    grid, strategy, share, budget, seed = job
+    return {**replay(grid, strategy, budget, seed), "budget_share": share}
+
+
+def derive(grid: Grid, seeds: list[int], strategies: Iterable[str] = COMPARED,
+           shares: Iterable[float] = BUDGET_SHARES, jobs: int = 1, progress: bool = False):
+    """:func:`compare`, spread over ``jobs`` processes (the rows in the same order)."""
+    import pandas as pd
+    from concurrent.futures import ProcessPoolExecutor
+    from tqdm import tqdm
+
+    work = [(grid, s, share, b, seed) for s in strategies
+            for share, b in budgets(grid, shares).items() for seed in seeds]
+    if jobs <= 1:
+        rows = [_replay_job(w) for w in tqdm(work, disable=not progress, unit="replay")]
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            rows = list(tqdm(pool.map(_replay_job, work, chunksize=4), total=len(work),
+                             disable=not progress, unit="replay"))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def write(rows, info: dict[str, Any], path: Path) -> None:
+    """The replays as CSV and what they are as YAML beside it."""
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(path, index=False, float_format="%.6g")
+    path.with_suffix(".yaml").write_text(yaml.safe_dump(info, sort_keys=False))
+
+
+def read(path: Path, grid: Grid | None = None):
+    """(the replays, their YAML) from a derived file; with ``grid``, refused when the grid's
+    stored runs are not those the replays were derived from."""
+    import pandas as pd
+    import yaml
+
+    if not path.is_file():
+        raise InputError(path, None, "no replays derived yet",
+                         allowed="the file 'iolab search-replay' writes")
+    info = yaml.safe_load(path.with_suffix(".yaml").read_text())
+    if grid is not None and info.get("grid_digest") != grid.digest():
+        raise InputError(path.with_suffix(".yaml"), "grid_digest", "the grid's stored runs "
+                         "changed since these replays were derived; derive them again with: "
+                         + info.get("command", "iolab search-replay"))
+    return pd.read_csv(path, keep_default_na=False, na_values=[""]), info

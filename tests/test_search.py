@@ -1,0 +1,284 @@
+"""The adaptive search (iolab.core.search): its params, strategies, oracles, plan and replay.
+
+Strategies run against scripted values (a known landscape with noise drawn per point and
+repetition), whole campaigns against the scripted fake fio of tests/test_rounds.py: a search
+killed and resumed must store what an uninterrupted one stores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+from iolab.core import identity, planner
+from iolab.core.identity import canonical_json
+from iolab.core.repetitions import Rule
+from iolab.core.search import replay as replaymod
+from iolab.core.search.oracle import Pending, ReplayOracle, ReplayRefused, ScriptedOracle
+from iolab.core.search.params import Objective
+from iolab.core.search.strategies import STRATEGIES, Space, search
+from iolab.core.spec import load
+from iolab.errors import InputError
+
+from test_rounds import ENV, campaigns, fake_fio, stored, log  # noqa: F401 (fixture)
+
+VARIABLES = {"qdepth": [1, 4, 16, 64, 128], "iosize": [512, 4096], "ndevs": [1, 2, 4],
+             "ncores": [1, 2]}
+RULE = Rule(3, 5, "iops", 5.0, 0.95)
+OBJECTIVE = Objective("iops", ("ncores", "ndevs"))
+
+
+def space(exclude=lambda p: False) -> Space:
+    points = {}
+    for combo in itertools.product(*VARIABLES.values()):
+        params = dict(zip(VARIABLES, combo))
+        if not exclude(params):
+            points[canonical_json(params)] = params
+    return Space(VARIABLES, points)
+
+
+def truth(params) -> float:
+    """IOPS rising with queue depth to saturation at 64, smaller I/Os faster, and a single
+    peak: 2 devices on 2 cores at 512 bytes."""
+    peak = 1.3 if (params["ndevs"], params["ncores"], params["iosize"]) == (2, 2, 512) else 1.0
+    return 1e5 * min(1.0, params["qdepth"] / 64) * (1.0 if params["iosize"] == 512 else 0.6) \
+        * peak
+
+
+def noisy(key: str, rep: int) -> float:
+    return truth(json.loads(key)) * (1 + random.Random(f"{key}:{rep}").gauss(0, 0.02))
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("budget", [5, 12, 40, 90])
+def test_no_strategy_exceeds_its_budget(strategy, budget):
+    out = search(strategy, space(), RULE, budget, ScriptedOracle(noisy), OBJECTIVE, seed=1)
+    assert out.used <= budget
+    assert out.used == sum(len(v) for v in out.values.values())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_adaptive_strategy_finds_a_known_optimum(seed):
+    out = search("adaptive", space(), RULE, 90, ScriptedOracle(noisy), OBJECTIVE, seed)
+    best = out.answer.params
+    assert (best["ndevs"], best["ncores"], best["iosize"]) == (2, 2, 512)
+    assert best["qdepth"] >= 64
+    assert out.used <= 90 < sum(1 for _ in space().points) * RULE.min  # under a third of a grid
+
+
+def test_the_answer_prefers_fewer_cores_then_devices_among_the_best_set():
+    flat = ScriptedOracle(lambda key, rep: 1000.0 + rep % 2)  # every configuration alike
+    out = search("grid", space(), RULE, None, flat, OBJECTIVE, seed=0)
+    assert len(out.answer.members) == len(space().points)
+    assert (out.answer.params["ncores"], out.answer.params["ndevs"]) == (1, 1)
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_strategies_never_ask_for_what_the_space_leaves_out(strategy):
+    """Excluded and blocked configurations are not in the space: asking for one would fail."""
+    left_out = lambda p: p["ncores"] == 2 and p["ndevs"] == 4  # noqa: E731
+    allowed = space(left_out)
+
+    def oracle(key, rep):
+        assert key in allowed.points, f"asked for {key}"
+        return noisy(key, rep)
+    out = search(strategy, allowed, RULE, 60, ScriptedOracle(oracle), OBJECTIVE, seed=2)
+    assert out.values and not any(left_out(json.loads(k)) for k in out.values)
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe", "adaptive"])
+def test_a_seed_gives_the_same_runs_and_another_seed_others(strategy):
+    runs = [search(strategy, space(), RULE, 60, ScriptedOracle(noisy), OBJECTIVE, seed)
+            for seed in (4, 4, 5)]
+    assert runs[0].values == runs[1].values and runs[0].log == runs[1].log
+    assert runs[0].values != runs[2].values
+
+
+def test_a_search_stops_at_the_first_run_not_stored_and_asks_for_it():
+    stored_runs: dict[str, dict[int, float]] = {}
+
+    class Store:
+        def value(self, key, rep):
+            if rep not in stored_runs.get(key, {}):
+                raise Pending(key, rep)
+            return stored_runs[key][rep]
+    whole = search("adaptive", space(), RULE, 40, ScriptedOracle(noisy), OBJECTIVE, seed=3)
+    steps = 0
+    while True:  # measure what it asks for, one run at a time, re-running it each time
+        out = search("adaptive", space(), RULE, 40, Store(), OBJECTIVE, seed=3)
+        if out.done:
+            break
+        stored_runs.setdefault(out.pending.key, {})[out.pending.rep] = \
+            noisy(out.pending.key, out.pending.rep)
+        steps += 1
+    assert steps == whole.used
+    assert out.values == whole.values and out.answer.key == whole.answer.key
+
+
+def test_a_replay_answers_only_from_stored_runs():
+    samples = {"a": [1.0, 2.0, 3.0]}
+    oracle = ReplayOracle(samples, seed=1)
+    drawn = [oracle.value("a", rep) for rep in range(3)]
+    assert sorted(drawn) == [1.0, 2.0, 3.0]
+    assert [ReplayOracle(samples, seed=1).value("a", r) for r in range(3)] == drawn
+    with pytest.raises(ReplayRefused, match="no stored run of the point b"):
+        oracle.value("b", 0)
+    with pytest.raises(ReplayRefused, match="repetition 4 of the point a.*stored 3"):
+        oracle.value("a", 3)
+
+
+def test_replays_compare_strategies_against_the_grid_truth():
+    sp = space()
+    swept = search("grid", sp, RULE, None, ScriptedOracle(noisy), OBJECTIVE, seed=0)
+    samples = swept.values  # every configuration under the rule, as a grid campaign stores
+    grid = replaymod.Grid(sp, samples, RULE, OBJECTIVE,
+                          replaymod.answer(samples, sp.points, OBJECTIVE))
+    rows = replaymod.compare(grid, seeds=range(3), shares=(0.1, 0.5))
+    assert len(rows) == 3 * 2 * 3
+    assert (rows["runs_used"] <= rows["budget"]).all()
+    table = replaymod.summary(rows, grid.runs)
+    assert set(table["strategy"]) == {"random", "tpe", "adaptive"}
+    assert ((table["found_low"] <= table["found"]) & (table["found"] <= table["found_high"])).all()
+
+
+def test_wilson_interval():
+    low, high = replaymod.wilson(95, 100)
+    assert low == pytest.approx(0.8882, abs=1e-3) and high == pytest.approx(0.9785, abs=1e-3)
+    assert replaymod.wilson(0, 10)[0] == 0.0
+
+
+# -- params ----------------------------------------------------------------------------------
+
+SEARCHED = """experiment: demo
+tool: fio
+runtime_s: 1
+repetitions: {min: 3, max: 4, metric: iops, target_ci_pct: 5}
+base: {engine: psync, concurrency: 1, thp: asis, pinned: false}
+grids:
+  space: {vary: {engine: [psync, io_uring], concurrency: [1, 2, 4, 8, 16, 32]}}
+  around: {vary: {concurrency: [1, 64]}}
+search: {grid: space, strategy: adaptive, budget: 20, seed: 3,
+         objective: {maximize: iops, ties: [concurrency]}}
+"""
+
+
+@pytest.mark.parametrize("search_key, key, words", [
+    ("[1]", "search", "must be a mapping"),
+    ("{grid: nope, budget: 3}", "search.grid", "'nope' is not a grid"),
+    ("{grid: space, strategy: magic, budget: 3, objective: {maximize: iops}}",
+     "search.strategy", "magic"),
+    ("{grid: space, strategy: adaptive, objective: {maximize: iops}}", "search.budget",
+     "missing"),
+    ("{grid: space, strategy: adaptive, budget: 0, objective: {maximize: iops}}",
+     "search.budget", ""),
+    ("{grid: space, strategy: random, budget: 5}", "search.objective", "what is maximized"),
+    ("{grid: space, strategy: random, budget: 5, objective: {maximize: watts}}",
+     "search.objective.maximize", "not a metric"),
+    ("{grid: space, strategy: random, budget: 5, objective: {maximize: iops, ties: [engine]}}",
+     "search.objective.ties", "does not take numbers"),
+    ("{grid: space, strategy: random, budget: 5, objective: {maximize: iops, ties: [thp]}}",
+     "search.objective.ties", "not varied"),
+    ("{grid: space, strategy: random, budget: 5, seed: -1, objective: {maximize: iops}}",
+     "search.seed", ""),
+    ("{grid: space, budget: 5, colour: red, objective: {maximize: iops}}", "search.colour",
+     "unknown field"),
+])
+def test_a_bad_search_key_names_the_file_the_key_and_what_is_allowed(
+        demo, params_dir, tmp_path, search_key, key, words):
+    text = SEARCHED.split("search:")[0] + f"search: {search_key}\n"
+    folder = params_dir({ENV: text})
+    data = tmp_path / "data"
+    with pytest.raises(InputError) as err:
+        load(demo, ENV, params_dir=folder)
+    assert err.value.key == key and words in err.value.problem
+    assert str(folder) in str(err.value.path) and err.value.allowed
+    assert not data.exists()  # nothing written
+
+
+def scripted(camp) -> dict[str, float]:
+    """Every (engine, concurrency) point's values by run id: a peak at io_uring, 8."""
+    values = {}
+    for engine, conc in itertools.product(["psync", "io_uring"], [1, 2, 4, 8, 16, 32, 64]):
+        params = {**camp.spec.base, "engine": engine, "concurrency": conc}
+        ident = camp.experiment.identity(ENV, camp.spec.settings, params)
+        level = 1000 * min(conc, 8) * (2 if engine == "io_uring" else 1) - 50 * max(conc - 8, 0)
+        for rep, rid in enumerate(identity.run_ids(ident, camp.spec.repetitions)):
+            values[rid] = level * (1 + random.Random(rid).gauss(0, 0.01))
+    return values
+
+
+@pytest.fixture
+def searched(demo, params_dir, tmp_path, fake_fio):
+    make = campaigns(demo, params_dir, tmp_path, SEARCHED)
+    script = tmp_path / "script.json"
+
+    def new(name: str):
+        camp = make(name)
+        script.write_text(json.dumps(scripted(camp)))
+        return camp
+    return new
+
+
+def test_a_live_search_runs_what_it_asks_then_the_grids_around_its_answer(searched):
+    camp = searched("data")
+    before = camp.plan().to_dict()
+    assert before["search"]["after_the_search"] == {"around": 2}
+    assert before["to_run"] == min(20 - 4 + 1, 12) and before["to_run_max"] >= 20  # certain
+    camp.run(progress=False, keep_going=True)
+    plan = camp.plan()
+    info = plan.to_dict()["search"]
+    assert info["done"] and info["runs_used"] <= 20
+    assert info["answer"]["engine"] == "io_uring" and info["answer"]["concurrency"] >= 8
+    around = [p for p in plan.points() if "around" in p.grids]
+    assert {p.params["concurrency"] for p in around} == {1, 64}
+    assert all(p.params["engine"] == info["answer"]["engine"] for p in around)
+    events = [e for e in log(camp) if e["event"] == "search"]
+    assert events[0]["seed"] == 3 and events[0]["version"] >= 1
+    assert sum(len(e["decisions"]) for e in events) >= 1
+
+
+@pytest.mark.parametrize("stops", [[1], [3, 7], [2, 2, 5]])
+def test_a_search_killed_and_resumed_stores_what_an_uninterrupted_one_does(searched, stops):
+    whole = searched("whole")
+    whole.run(progress=False, keep_going=True)
+    parts = searched("parts")
+    for limit in stops:
+        parts.run(progress=False, keep_going=True, limit=limit)
+    parts.run(progress=False, keep_going=True)
+    assert stored(parts) == stored(whole)
+    assert parts.plan().to_dict()["search"] == whole.plan().to_dict()["search"]
+
+
+@pytest.mark.slow
+def test_the_committed_replays_re_derive_from_the_committed_grid():
+    """A few seeds of data/derived/search_replay, derived again: the same rows (the digest
+    check makes sure the grid is the one they came from)."""
+    from iolab.campaign import Campaign
+
+    camp = Campaign("cpu_search", "epyc-2vcpu-v782-grid")
+    grid = replaymod.grid_of(camp.plan(as_recorded=True))
+    rows, info = replaymod.read(replaymod.derived_path(camp.data_dir, "cpu_search",
+                                                       camp.environment), grid)
+    assert info["grid_runs"] == grid.runs and rows["seed"].nunique() >= 100
+    again = replaymod.derive(grid, seeds=[0, 1])
+    kept = rows[rows["seed"].isin([0, 1])].reset_index(drop=True)
+    columns = ["strategy", "budget", "seed", "runs_used", "configurations", "answer",
+               "in_best_set", "is_grid_answer"]
+    assert again[columns].astype(str).equals(kept[columns].astype(str))
+
+
+def test_the_lab_plan_searches_and_gives_its_time_as_a_range():
+    from iolab.campaign import Campaign
+
+    plan = Campaign("cpu_search", "hpc-server").design()
+    info = plan.to_dict()["search"]
+    assert info["strategy"] == "adaptive" and not info["done"]
+    assert set(info["after_the_search"]) == {"expand-qdepth", "expand-iosize", "expand-ncores",
+                                             "expand-ndevs", "smt-off-3ghz"}
+    low, high = info["eta_s"]
+    assert 0 < low < high
+    swept = Campaign("cpu_search", "hpc-server", overrides={"search.strategy": "grid"}).design()
+    assert high <= swept.eta_s / 10   # a tenth of the full grid's time at most
