@@ -498,6 +498,25 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_search_replay(args) -> int:
+    from iolab.campaign import Campaign
+    from iolab.core.search import replay
+
+    if args.seeds < 1:
+        raise InputError("iolab search-replay", "--seeds", f"{args.seeds}", allowed="1 or more")
+    data = _data_dir(args)
+    campaign = Campaign(args.experiment, args.env, data_dir=data)
+    grid = replay.grid_of(campaign.plan(as_recorded=True))
+    seeds = list(range(args.seeds))
+    rows = replay.derive(grid, seeds, jobs=max(1, args.jobs), progress=not args.no_progress)
+    path = replay.derived_path(data, args.experiment, args.env)
+    replay.write(rows, replay.meta(grid, seeds, replay.BUDGET_SHARES, replay.COMPARED,
+                                   args.experiment, args.env), path)
+    print(replay.summary(rows, grid.runs).to_string(index=False))
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_env_new(args) -> int:
     name = specmod.check_environment_name(args.name)
     source = PARAMS_DIR / specmod.check_environment_name(args.source)
@@ -741,6 +760,17 @@ def make_parser() -> argparse.ArgumentParser:
                         "one the others are set against)")
     _add_common(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("search-replay", help="replay search strategies offline against a "
+                       "stored full grid, many seeds each, into data/derived/search_replay/")
+    p.add_argument("experiment", help=f"one of: {', '.join(experiments.names())}")
+    p.add_argument("--env", required=True, help="the environment whose params sweep the grid "
+                   "(search: {strategy: grid})")
+    p.add_argument("--seeds", type=int, default=100, help="replays per strategy and budget")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_common(p)
+    p.set_defaults(func=cmd_search_replay)
 
     p = sub.add_parser("env", help="environments (notebooks/params/<name>/)")
     env_sub = p.add_subparsers(dest="env_verb", required=True)
