@@ -13,7 +13,7 @@ import json
 import pytest
 
 from iolab.experiments import cpu_search
-from iolab.experiments.cpu_search import page
+from iolab.experiments.cpu_search import adaptive, page
 from iolab.paths import REPO_ROOT
 from iolab.report.chapter import Chapter, referenced_keys
 
@@ -21,8 +21,8 @@ SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"
 # computed by Chapter.glue_all itself, not by a section
 GLUE_ALL_KEYS = {"outliers", "noise_floor"}
 SECTIONS = (page.design, page.results, page.repetitions, page.optimum, page.confirmed,
-            page.replication, page.ad, page.effects, page.sweeps, page.tools, page.answer,
-            page.across)
+            page.replication, page.ad, page.effects, page.sweeps, page.tools, adaptive.proof,
+            adaptive.replays, adaptive.live, page.answer, page.across)
 
 
 def render(ch: Chapter) -> dict:
@@ -82,3 +82,32 @@ def test_a_campaign_without_runs_leaves_its_measurements_unset(tmp_path):
     for key in ("opt_iops", "cap_iops", "best_qdepth", "rep_ratio", "tc_fio", "d_vs_c"):
         assert key not in ch.text
     assert "fig_cpu_sweeps" not in ch.figures and "fig_cpu_tools" not in ch.figures
+    assert shown["proof"] is None and shown["replays"] is None
+    assert ch.text["live_text"].startswith("The live search of environment")
+
+
+def test_the_adaptive_section_sets_the_live_search_against_the_full_grid(committed):
+    ch, shown = committed
+    assert "fig_search_replay" in ch.figures
+    table = shown["replays"].data
+    assert set(table["strategy"]) == set(adaptive.NAMES.values()) - {"full grid"}
+    assert len(table) == 3 * 4   # three strategies at four budgets
+    assert "best set" in ch.text["live_text"] and "answered" in ch.text["live_text"]
+    assert ch.text["proof_env"] == "epyc-2vcpu-v782-grid"
+    assert "hours" not in ch.text["hpc_adaptive"] and "of the full grid's time" in \
+        ch.text["hpc_adaptive"]
+
+
+def test_replays_of_another_grid_are_refused(tmp_path):
+    import shutil
+
+    from iolab.core.search import replay
+    from iolab.errors import InputError
+
+    data = tmp_path / "data"
+    shutil.copytree(REPO_ROOT / "data", data, ignore=shutil.ignore_patterns("cache"))
+    info = replay.derived_path(data, "cpu_search", "epyc-2vcpu-v782-grid").with_suffix(".yaml")
+    info.write_text(info.read_text().replace("grid_digest: ", "grid_digest: 0"))
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782", data_dir=data)
+    with pytest.raises(InputError, match="changed since these replays were derived"):
+        adaptive.replays(ch)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
-from iolab.core.schema import Choice, Field, Int, Number, Schema, in_order
+from iolab.core.schema import Choice, Field, Int, Number, Schema, Text, in_order
 from iolab.core.store import StoredRun
 from iolab.errors import ToolError
 from iolab.host.scratch import ScratchFile
@@ -47,6 +47,9 @@ COMMON_ANALYSIS: dict[str, Field] = {
                           "cell needs the campaign's time)"),
     "kernel_start_timeout_s": Int(5, 3600, default=120, help="longest a notebook's kernel may "
                                   "take to start"),
+    "part_of": Text(default=None, help="the environment whose chapter shows this campaign (a "
+                    "search's proof grid or live search on that environment's host); it gets "
+                    "no page and no comparison column of its own"),
 }
 
 # Collector names of version-1 manifests that changed.

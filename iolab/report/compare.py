@@ -58,7 +58,17 @@ def environments(experiment: str, data_dir: Path, params_dir: Path | None = None
     folder = Path(data_dir) / "raw" / experiment
     envs = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     return [env for env in envs if env in known and (folder / env / "runs").is_dir()
-            and any((folder / env / "runs").iterdir())]
+            and any((folder / env / "runs").iterdir())
+            and not part_of(experiment, env, params_dir)]
+
+
+def part_of(experiment: str, environment: str, params_dir: Path | None = None) -> str | None:
+    """The environment whose chapter shows this campaign (``analysis.part_of``), if any."""
+    from iolab.experiments import get
+
+    exp = get(experiment)
+    spec = specmod.load(exp, environment, params_dir=params_dir or exp.params_dir)
+    return spec.analysis.get("part_of")
 
 
 def _log_se(f: Finding, z: float) -> tuple[float, float]:

@@ -120,6 +120,12 @@ class CpuSearch(Experiment):
                                              "design the chapter sets beside this one"),
         "tool_comparison_env": Text(default=None, help="the environment of the tool comparison "
                                                        "the chapter shows (absent: its own)"),
+        "search_proof": Text(default=None, help="the environment of a full grid of a search "
+                                                "space, measured on this host to prove the "
+                                                "adaptive search against (its params sweep "
+                                                "the grid: search: {strategy: grid})"),
+        "search_live": Text(default=None, help="the environment of a live adaptive search of "
+                                               "the same space on this host"),
     }
     knob_variables = {"cpu_governor": "governor", "turbo": "turbo", "smt": "smt"}
     metrics = {

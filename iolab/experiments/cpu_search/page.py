@@ -26,7 +26,7 @@ from iolab.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.errors import InputError
 from iolab.experiments.cpu_search import analysis as ca
-from iolab.experiments.cpu_search import figures, uses_files
+from iolab.experiments.cpu_search import adaptive, figures, uses_files
 from iolab.experiments import tool_comparison
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import tools_bars
@@ -55,9 +55,12 @@ def _ratio_texts(ratio: dict[str, float]) -> tuple[str, str]:
 
 
 def design(ch: Chapter) -> Styler:
-    """The lab server's plan: its sizes and cost for the prose, and its grids in words."""
+    """The lab server's plan: the full grid's sizes and cost for the prose (its search
+    strategy set to sweep), its grids in words, and its plan under the search strategy its
+    params choose (``adaptive.lab``)."""
     T = ch.text
-    hpc = Campaign(ch.experiment.name, "hpc-server", data_dir=ch.data_dir)
+    hpc = Campaign(ch.experiment.name, "hpc-server", data_dir=ch.data_dir,
+                   overrides={"search.strategy": "grid"})
     plan = hpc.design()
     size = ca.design_summary(plan.points(), hpc.spec.repetitions)
     for key in ("search_points", "search_runnable", "search_excluded", "expansion_points",
@@ -68,6 +71,7 @@ def design(ch: Chapter) -> Styler:
     T["hpc_runtime"] = str(hpc.spec.settings["runtime_s"])
     start_up = plan.seconds_per_run - hpc.experiment.run_seconds(hpc.spec.settings)
     T["hpc_per_run"] = f"{start_up:.0f}"
+    adaptive.lab(ch, size["runs"], plan.eta_s)
     return ca.grid_table(hpc.spec.grids, plan.points(), ch.experiment.describe,
                          ch.axis_label).style.hide(axis="index")
 
