@@ -112,7 +112,8 @@ def test_experiments_lists_the_registry():
     code, out, _ = run(["experiments", "--format", "json"])
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0 and rows["smt_thp"]["label"] == "sec-experiments-smt-thp"
-    assert rows["cpu_search"]["environments"] == ["epyc-2vcpu-v782", "hpc-server", "kvm-2vcpu"]
+    assert rows["cpu_search"]["environments"] == ["epyc-2vcpu-v782", "epyc-2vcpu-v782-adaptive",
+                                                  "epyc-2vcpu-v782-grid", "hpc-server", "kvm-2vcpu"]
 
 
 def test_env_new_copies_a_template(tmp_path, monkeypatch):

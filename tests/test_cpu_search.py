@@ -180,7 +180,7 @@ def test_missing_bdevperf_is_reported_before_anything_runs(tmp_path):
     camp = Campaign("cpu_search", "hpc-server", data_dir=tmp_path / "data",
                     overrides=[f"spdk_dir={tmp_path / 'no-spdk'}", "base.ncores=1",
                                "base.ndevs=1", "base.cpu_governor=asis", "base.turbo=asis",
-                               "base.smt=asis", "grids={one: {vary: {qdepth: [4]}}}"])
+                               "base.smt=asis", "grids={one: {vary: {qdepth: [4]}}}", "search="])
     with pytest.raises(ToolError, match=r"bdevperf cannot run here without \S*no-spdk/build/"
                                         r"examples/bdevperf .*no SPDK build at .*make tools"):
         camp.run(progress=False)

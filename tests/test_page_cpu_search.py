@@ -94,7 +94,7 @@ def test_the_adaptive_section_sets_the_live_search_against_the_full_grid(committ
     assert len(table) == 3 * 4   # three strategies at four budgets
     assert "best set" in ch.text["live_text"] and "answered" in ch.text["live_text"]
     assert ch.text["proof_env"] == "epyc-2vcpu-v782-grid"
-    assert "hours" not in ch.text["hpc_adaptive"] and "of the full grid's time" in \
+    assert "at most 1,100 runs" in ch.text["hpc_adaptive"] and "of the full sweep's time" in \
         ch.text["hpc_adaptive"]
 
 

@@ -29,7 +29,8 @@ def test_a_complete_file_with_defaults_filled_in(demo, params_dir):
     assert spec.settings == {"tool": "fio", "runtime_s": 30, "ramp_s": 2, "target": "/tmp/demo.dat"}
     assert spec.repetitions == 5 and spec.variables == ["engine", "concurrency", "thp", "pinned"]
     assert spec.analysis == {"confidence": 0.95, "palette": "colorblind", "figure_width": 11,
-                             "cell_timeout_s": 900, "kernel_start_timeout_s": 120}
+                             "cell_timeout_s": 900, "kernel_start_timeout_s": 120,
+                             "part_of": None}
     assert spec.exclusions == [{"when": {"engine": ["io_uring"], "concurrency": [1]},
                                 "why": "not interesting"}]
 
