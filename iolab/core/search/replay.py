@@ -132,19 +132,21 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
 def summary(rows, grid_runs: int):
     """Per strategy and budget: replays, runs used (mean and most), the share of the grid's
     runs that is, and the share of answers in the grid's best set with its 95 % Wilson
-    interval (and the share equal to the grid's own answer)."""
+    interval (and the share equal to the grid's own answer, with its interval)."""
     import pandas as pd
 
     out = []
     for (strategy, share), part in rows.groupby(["strategy", "budget_share"], sort=False):
         k, n = int(part["in_best_set"].sum()), len(part)
         low, high = wilson(k, n)
+        own_low, own_high = wilson(int(part["is_grid_answer"].sum()), n)
         out.append({"strategy": strategy, "budget": int(part["budget"].iloc[0]),
                     "budget_share": share, "replays": n,
                     "runs_mean": part["runs_used"].mean(), "runs_most": int(part["runs_used"].max()),
                     "runs_share": part["runs_used"].mean() / grid_runs,
                     "found": k / n, "found_low": low, "found_high": high,
-                    "grid_answer": part["is_grid_answer"].mean()})
+                    "grid_answer": part["is_grid_answer"].mean(),
+                    "grid_answer_low": own_low, "grid_answer_high": own_high})
     return pd.DataFrame(out)
 
 

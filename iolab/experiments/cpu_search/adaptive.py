@@ -186,22 +186,30 @@ def _failures(ch: Chapter, rows: pd.DataFrame, grid: replay.Grid) -> str:
 
 
 def figure(table: pd.DataFrame, width: float):
-    """Share of replays in the grid's best set against the share of the grid's runs used,
-    one line per strategy, with 95 % Wilson intervals; the grid itself at 100 %."""
-    fig, ax = plt.subplots(figsize=(min(width, 8), 4.5))
-    for i, (strategy, part) in enumerate(table.groupby("strategy", sort=False)):
-        part = part.sort_values("runs_share")
-        ax.errorbar(100 * part["runs_share"], 100 * part["found"],
-                    yerr=[100 * (part["found"] - part["found_low"]),
-                          100 * (part["found_high"] - part["found"])],
-                    marker="o", capsize=3, label=NAMES.get(strategy, strategy), color=f"C{i}")
-    ax.plot([100], [100], marker="s", color="k", linestyle="none", label=NAMES["grid"])
-    ax.axhline(100 * TARGET_FOUND, color="grey", linestyle="--", linewidth=1)
-    ax.axvline(100 * TARGET_SHARE, color="grey", linestyle=":", linewidth=1)
-    ax.set_xscale("log")
-    ax.set(xlabel="runs used, % of the full grid's (log scale)",
-           ylabel="replays whose answer is in the grid's best set, %", ylim=(0, 103))
-    ax.legend(loc="lower right", fontsize="small")
+    """Against the share of the grid's runs used, one line per strategy with 95 % Wilson
+    intervals: the share of replays whose answer lies in the grid's best set (left) and the
+    share whose answer is the grid's own (right); the grid itself at 100 %."""
+    fig, axes = plt.subplots(1, 2, figsize=(width, 4.5), sharex=True)
+    panels = [("found", "answer in the grid's best set, % of replays"),
+              ("grid_answer", "answer is the grid's own, % of replays")]
+    for ax, (column, label) in zip(axes, panels):
+        for i, (strategy, part) in enumerate(table.groupby("strategy", sort=False)):
+            part = part.sort_values("runs_share")
+            ax.errorbar(100 * part["runs_share"], 100 * part[column],
+                        yerr=[100 * (part[column] - part[f"{column}_low"]),
+                              100 * (part[f"{column}_high"] - part[column])],
+                        marker="o", capsize=3, label=NAMES.get(strategy, strategy),
+                        color=f"C{i}")
+        ax.plot([100], [100], marker="s", color="k", linestyle="none", label=NAMES["grid"])
+        ax.axvline(100 * TARGET_SHARE, color="grey", linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        ticks = [5, 10, 20, 40, 100]
+        ax.set_xticks(ticks, [f"{t}" for t in ticks])
+        ax.minorticks_off()
+        ax.set(xlabel="runs used, % of the full grid's (log scale)", ylabel=label,
+               ylim=(0, 103))
+    axes[0].axhline(100 * TARGET_FOUND, color="grey", linestyle="--", linewidth=1)
+    axes[0].legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -210,6 +218,7 @@ def figure(table: pd.DataFrame, width: float):
 def live(ch: Chapter) -> None:
     """The live search: what it ran and answered, set against the full grid's best set."""
     T = ch.text
+    T["answer_search"] = "No adaptive search of this space is stored for this environment."
     env = ch.spec.analysis.get("search_live")
     if not env:
         T["live_text"] = "No live search is stored for this environment."
@@ -243,6 +252,13 @@ def live(ch: Chapter) -> None:
                                    else f"; the grid's answer is "
                                         f"{_point(ch, grid.truth.params, varied)}."))
     T["live_text"] = text + _confirmed(ch, env, found.params, varied)
+    if proof is not None:
+        T["answer_search"] = (
+            f"An adaptive search answers the question with {_pct(out.used / proof[1].runs)} of "
+            f"the runs: its live run here ({out.used} runs; the full grid made "
+            f"{proof[1].runs:,}) answered with a "
+            f"configuration that {'lies' if inside else 'does not lie'} in the full grid's best "
+            f"set ({_point(ch, found.params, varied)}).")
 
 
 def _confirmed(ch: Chapter, env: str, params: dict[str, Any], varied: list[str]) -> str:
