@@ -136,7 +136,7 @@ def test_replays_compare_strategies_against_the_grid_truth():
     samples = swept.values  # every configuration under the rule, as a grid campaign stores
     grid = replaymod.Grid(sp, samples, RULE, OBJECTIVE,
                           replaymod.answer(samples, sp.points, OBJECTIVE))
-    rows = replaymod.compare(grid, seeds=range(3), shares=(0.1, 0.5))
+    rows = replaymod.derive(grid, seeds=range(3), shares=(0.1, 0.5))
     assert len(rows) == 3 * 2 * 3
     assert (rows["runs_used"] <= rows["budget"]).all()
     table = replaymod.summary(rows, grid.runs)

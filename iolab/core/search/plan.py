@@ -107,13 +107,6 @@ class SearchState:
         certain = self.certain_more + 1
         return certain, self.left + sum(self.after.values()) * rule_max + confirm_runs
 
-    def to_run_max(self, rule_max: int) -> int:
-        """The most runs still to come from the search and the grids after it (before
-        duplicates between them merge)."""
-        if self.done:
-            return 0
-        return self.left + sum(self.after.values()) * rule_max
-
     def to_dict(self) -> dict[str, Any]:
         found = self.outcome.answer
         pending = self.outcome.pending

@@ -101,20 +101,6 @@ def budgets(grid: Grid, shares: Iterable[float] = BUDGET_SHARES) -> dict[float, 
     return {share: max(grid.rule.max, math.floor(share * grid.runs)) for share in shares}
 
 
-def compare(grid: Grid, seeds: Iterable[int], strategies: Iterable[str] = COMPARED,
-            shares: Iterable[float] = BUDGET_SHARES, progress: bool = False):
-    """Every strategy at every budget over every seed, as a table (:data:`COLUMNS`)."""
-    import pandas as pd
-    from tqdm import tqdm
-
-    jobs = [(s, share, b, seed) for s in strategies for share, b in budgets(grid, shares).items()
-            for seed in seeds]
-    rows = []
-    for strategy, share, budget, seed in tqdm(jobs, disable=not progress, unit="replay"):
-        rows.append({**replay(grid, strategy, budget, seed), "budget_share": share})
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
 def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson's score interval of a proportion k/n."""
     from scipy.stats import norm
@@ -172,9 +158,10 @@ def _replay_job(job: tuple) -> dict[str, Any]:
     return {**replay(grid, strategy, budget, seed), "budget_share": share}
 
 
-def derive(grid: Grid, seeds: list[int], strategies: Iterable[str] = COMPARED,
+def derive(grid: Grid, seeds: Iterable[int], strategies: Iterable[str] = COMPARED,
            shares: Iterable[float] = BUDGET_SHARES, jobs: int = 1, progress: bool = False):
-    """:func:`compare`, spread over ``jobs`` processes (the rows in the same order)."""
+    """Every strategy at every budget over every seed, as a table (:data:`COLUMNS`), spread
+    over ``jobs`` processes (the rows in the same order)."""
     import pandas as pd
     from concurrent.futures import ProcessPoolExecutor
     from tqdm import tqdm

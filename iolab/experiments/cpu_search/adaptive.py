@@ -14,6 +14,7 @@ the replays or the statistics (``iolab.core.search``), or gluing (``Chapter.glue
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -64,10 +65,15 @@ def lab(ch: Chapter, grid_runs: int, grid_eta_s: float) -> None:
 
 
 def _proof(ch: Chapter) -> tuple[Campaign, replay.Grid] | None:
+    """The proof grid's campaign and samples (read once per chapter: three sections use it)."""
     env = ch.spec.analysis.get("search_proof")
-    if not env:
-        return None
-    camp = Campaign(ch.experiment.name, env, data_dir=ch.data_dir)
+    return _grid(ch.experiment.name, env, str(ch.data_dir)) if env else None
+
+
+@functools.lru_cache(maxsize=4)
+def _grid(experiment: str, environment: str, data_dir: str
+          ) -> tuple[Campaign, replay.Grid] | None:
+    camp = Campaign(experiment, environment, data_dir=data_dir)
     try:
         return camp, replay.grid_of(camp.plan(as_recorded=True))
     except InputError:
