@@ -111,3 +111,13 @@ def test_replays_of_another_grid_are_refused(tmp_path):
     ch = Chapter("cpu_search", "epyc-2vcpu-v782", data_dir=data)
     with pytest.raises(InputError, match="changed since these replays were derived"):
         adaptive.replays(ch)
+
+
+def test_a_chapter_without_a_search_campaign_glues_every_key():
+    """The kvm-2vcpu environment page has runs but no proof grid or live search: every text
+    its prose glues is set all the same (the built book must hold no 'n/a')."""
+    ch = Chapter("cpu_search", "kvm-2vcpu")
+    render(ch)
+    text_keys, _ = referenced_keys(cpu_search.EXPERIMENT.notebook)
+    assert set(text_keys) - GLUE_ALL_KEYS - set(ch.text) == set()
+    assert ch.text["replay_text"].startswith("No replays")

@@ -85,7 +85,9 @@ def proof(ch: Chapter) -> Styler | None:
     T = ch.text
     found = _proof(ch)
     if found is None:
+        T["proof_env"] = "none stored for this environment"
         T["proof_text"] = "No full grid of the search space is stored for this environment."
+        T["proof_table_note"] = "There is no table to show."
         return None
     camp, grid = found
     truth, varied = grid.truth, list(grid.space.variables)
@@ -125,6 +127,7 @@ def replays(ch: Chapter) -> Styler | None:
     T = ch.text
     found = _proof(ch)
     if found is None:
+        T["replay_seeds"] = "0"
         T["replay_text"] = T["replay_fail"] = "No replays: no full grid is stored."
         return None
     camp, grid = found
