@@ -15,7 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from iolab import experiments, paths, streams
+from iolab.core import registry
+from iolab import paths, streams
 from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
 from iolab.core import spec as specmod
 from iolab.core.planner import MAX_RUNS
@@ -47,7 +48,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _add_campaign(p: argparse.ArgumentParser, imported: bool = False) -> None:
     extra = "; aisio-<name> for a campaign made by import-cijoe" if imported else ""
-    p.add_argument("experiment", help=f"one of: {', '.join(experiments.names())}{extra}")
+    p.add_argument("experiment", help=f"one of: {', '.join(registry.names())}{extra}")
     p.add_argument("--env", required=True, help=_envs_help())
     _add_common(p)
 
@@ -66,7 +67,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def _campaign(args):
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     if args.limit is not None and args.limit < 0:
         raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
@@ -97,7 +98,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from iolab.core import stop
+    from iolab.execution import stop
 
     camp = _campaign(args)
     result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
@@ -115,7 +116,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    from iolab.core import locks, stop
+    from iolab.core import locks
+    from iolab.execution import stop
 
     data_dir = _data_dir(args)
     holder = locks.holder(locks.data_lock_path(data_dir))
@@ -138,7 +140,7 @@ def _data_dir(args, write: bool = False) -> Path:
 def _stores(data_dir: Path, experiment: str | None = None, env: str | None = None):
     """(experiment, environment, store) of every campaign under ``data_dir``, optionally one;
     stores of registered experiments and imports read version-1 manifests too."""
-    from iolab.campaign import source
+    from iolab.execution.campaign import source
     from iolab.core.store import Store, campaigns, open_store
     from iolab.paths import check_name
 
@@ -157,8 +159,9 @@ def _stores(data_dir: Path, experiment: str | None = None, env: str | None = Non
 
 
 def cmd_status(args) -> int:
-    from iolab.core import locks, procs
-    from iolab.core.runner import default_journal
+    from iolab.core import locks
+    from iolab import procs
+    from iolab.execution.runner import default_journal
 
     data_dir = _data_dir(args)
     found = list(_stores(data_dir))
@@ -194,10 +197,10 @@ def cmd_status(args) -> int:
 
 def _rule_lines(exp: str, env: str, data_dir: Path) -> list[str]:
     """Under a repetition rule, the points' decisions by reason and the runs still to do."""
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
     from iolab.core.repetitions import REASON_TEXT
 
-    if exp not in experiments.names():
+    if exp not in registry.names():
         return []
     try:
         campaign = Campaign(exp, env, data_dir=data_dir)
@@ -234,8 +237,8 @@ def _job_lines(exp: str, env: str, store, data_dir: Path) -> list[str]:
         return [jobs.describe(r, None, folder, unknown=str(exc)) for r in records]
     lines = [jobs.describe(r, states.get(r.job_id), folder) for r in records]
     last = records[-1]
-    if last.mode == "run" and exp in experiments.names():
-        from iolab.campaign import Campaign
+    if last.mode == "run" and exp in registry.names():
+        from iolab.execution.campaign import Campaign
 
         try:
             plan = Campaign(exp, env, data_dir=data_dir,
@@ -288,11 +291,12 @@ def cmd_verify(args) -> int:
 
 
 def cmd_restore(args) -> int:
-    from iolab.core.runner import default_journal
+    from iolab.execution.runner import default_journal
     from iolab.host.journal import restore_from_journal
     from iolab.host.knobset import make_knobs
 
-    from iolab.core import locks, procs
+    from iolab.core import locks
+    from iolab import procs
 
     data_dir = _data_dir(args)
     journal = Path(args.journal) if args.journal else default_journal(data_dir)
@@ -322,7 +326,7 @@ def cmd_clean(args) -> int:
 
 
 def cmd_tidy(args) -> int:
-    from iolab.campaign import source
+    from iolab.execution.campaign import source
     from iolab.core.tidy import load
 
     if args.format == "parquet" and not args.output:
@@ -332,9 +336,9 @@ def cmd_tidy(args) -> int:
     if args.decisions:
         import pandas as pd
 
-        from iolab.campaign import Campaign
+        from iolab.execution.campaign import Campaign
 
-        if args.experiment not in experiments.names():
+        if args.experiment not in registry.names():
             raise IolabError(f"--decisions: '{args.experiment}' has no params file to "
                              "decide with (an imported campaign)")
         df = pd.DataFrame(Campaign(args.experiment, args.env, data_dir=_data_dir(args))
@@ -466,7 +470,7 @@ def cmd_submit(args) -> int:
 
 def cmd_experiments(args) -> int:
     rows = []
-    for exp in experiments.all_experiments():
+    for exp in registry.all_experiments():
         rows.append({"name": exp.name, "label": exp.label, "title": exp.title,
                      "notebook": str(exp.notebook.relative_to(REPO_ROOT))
                      if exp.notebook.is_relative_to(REPO_ROOT) else str(exp.notebook),
@@ -490,7 +494,7 @@ def cmd_compare(args) -> int:
     if len(envs) < 2:
         raise InputError("iolab compare", "--env", f"{len(envs)} environment given",
                          allowed="two or more, each with --env")
-    findings_of = compare.findings_function(experiments.get(args.experiment))
+    findings_of = registry.findings_function(registry.get(args.experiment))
     data = _data_dir(args)
     found = {env: findings_of(Chapter(args.experiment, env, mode="replay", data_dir=data))
              for env in envs}
@@ -499,7 +503,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_search_replay(args) -> int:
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
     from iolab.core.search import replay
 
     if args.seeds < 1:
@@ -544,7 +548,7 @@ def cmd_migrate(args) -> int:
 
 
 def _migrate(args, data_dir: Path) -> int:
-    from iolab.campaign import source
+    from iolab.execution.campaign import source
     from iolab.core import migrate
     from iolab.core.store import campaigns, open_store
     from iolab.importers.aisio import PREFIX
@@ -553,7 +557,7 @@ def _migrate(args, data_dir: Path) -> int:
               if (args.experiment in (None, e)) and (args.env in (None, v))]
     pending = 0
     for exp, env in chosen:
-        if not (exp.startswith(PREFIX) or exp in experiments.names()):
+        if not (exp.startswith(PREFIX) or exp in registry.names()):
             print(f"{exp}/{env}: not a registered experiment; skipped")
             continue
         todo = migrate.plan(open_store(source(exp), env, data_dir))
@@ -661,7 +665,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import-cijoe", help="import an AiSIO CIJOE result archive, re-deriving "
                        "every metric from its raw output (exit 1 on disagreements or failures)")
     p.add_argument("archive", help="the archive (.tar.gz) or its extracted folder")
-    takers = ", ".join(e.name for e in experiments.all_experiments() if getattr(e, "aisio_kinds", ()))
+    takers = ", ".join(e.name for e in registry.all_experiments() if getattr(e, "aisio_kinds", ()))
     p.add_argument("--experiment", required=True,
                    help=f"aisio-<name> (a campaign of its own) or an experiment that takes "
                         f"AiSIO's runs ({takers})")
@@ -713,7 +717,7 @@ def make_parser() -> argparse.ArgumentParser:
                        "into each campaign's jobs/ folder and submit it (one job per "
                        "experiment and environment)")
     p.add_argument("experiments", nargs="+", metavar="experiment",
-                   help=f"one or more of: {', '.join(experiments.names())}")
+                   help=f"one or more of: {', '.join(registry.names())}")
     p.add_argument("--env", action="append", required=True,
                    help=_envs_help() + "; repeatable")
     _add_common(p)
@@ -754,7 +758,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="an experiment's findings in two or more environments, "
                        "side by side: which replicate, which differ, which cannot be compared")
-    p.add_argument("experiment", help=f"one of: {', '.join(experiments.names())}")
+    p.add_argument("experiment", help=f"one of: {', '.join(registry.names())}")
     p.add_argument("--env", action="append", required=True,
                    help="an environment with stored runs (twice or more; the first is the "
                         "one the others are set against)")
@@ -763,7 +767,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search-replay", help="replay search strategies offline against a "
                        "stored full grid, many seeds each, into data/derived/search_replay/")
-    p.add_argument("experiment", help=f"one of: {', '.join(experiments.names())}")
+    p.add_argument("experiment", help=f"one of: {', '.join(registry.names())}")
     p.add_argument("--env", required=True, help="the environment whose params sweep the grid "
                    "(search: {strategy: grid})")
     p.add_argument("--seeds", type=int, default=100, help="replays per strategy and budget")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.report.book import glued_values
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def test_glued_values_are_unchanged(html):
         + "\n".join(changed + missing))
 
 
-@pytest.mark.parametrize("exp", experiments.all_experiments(), ids=lambda e: e.name)
+@pytest.mark.parametrize("exp", registry.all_experiments(), ids=lambda e: e.name)
 def test_every_chapter_is_built_with_its_numbers_and_figures(html, exp):
     from iolab.report.chapter import referenced_keys
 
@@ -51,7 +51,7 @@ def test_every_chapter_is_built_with_its_numbers_and_figures(html, exp):
 
 
 def test_published_values_stand_beside_the_measurements(html):
-    cpu = (html / f"{experiments.get('cpu_search').chapter}.html").read_text()
+    cpu = (html / f"{registry.get('cpu_search').chapter}.html").read_text()
     assert "61,720,159" in cpu, "AiSIO's published A value is shown beside the measurements"
 
 
@@ -92,7 +92,7 @@ def test_a_book_without_its_replayed_pages_is_refused(tmp_path):
         ext.check_replayed_pages(app, None)
 
 
-@pytest.mark.parametrize("exp", experiments.all_experiments(), ids=lambda e: e.name)
+@pytest.mark.parametrize("exp", registry.all_experiments(), ids=lambda e: e.name)
 def test_every_chapter_ends_with_its_answer_and_the_claims_confronted(html, exp):
     """The closing section and the claims table (iolab.report.claims), computed, not typed:
     every row carries one of the verdicts."""

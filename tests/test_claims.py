@@ -219,9 +219,9 @@ def test_a_chapter_without_runs_lists_its_claims_as_not_testable_with_the_lab_ru
 def test_every_experiment_keeps_its_sources_claims_beside_it():
     import sys
 
-    from iolab import experiments
+    from iolab.core import registry
 
-    for exp in experiments.all_experiments():
+    for exp in registry.all_experiments():
         path = cl.path_of(sys.modules[type(exp).__module__].__file__)
         assert path.exists(), f"{exp.name}: no claims.yaml beside its module"
         assert cl.load(path).claims

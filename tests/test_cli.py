@@ -78,7 +78,7 @@ def test_changing_analysis_keys_leaves_stored_unchanged(tmp_path, monkeypatch):
         doc["analysis"] = {**doc.get("analysis", {}), "confidence": 0.8, "palette": "deep",
                            "figure_width": 7}
         path.write_text(yaml.safe_dump(doc))
-        from iolab.experiments import get
+        from iolab.core.registry import get
         monkeypatch.setattr(type(get(experiment)), "params_dir", params)
         after = json.loads(run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])[1])
         assert after["stored"] == before["stored"] and after["to_run"] == before["to_run"]

@@ -15,12 +15,12 @@ import pytest
 
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.knobs import SysRoot
-from iolab.tools.cpufreq import CPUFREQ_HEADER, CpufreqSampler, parse_cpufreq_samples
-from iolab.tools.gnu_time import GNU_TIME, GNU_TIME_FORMAT, gnu_time_prefix, parse_gnu_time_kv
-from iolab.tools.hugepages import Hugepages
+from iolab.collectors.cpufreq import CPUFREQ_HEADER, CpufreqSampler, parse_cpufreq_samples
+from iolab.collectors.gnu_time import GNU_TIME, GNU_TIME_FORMAT, gnu_time_prefix, parse_gnu_time_kv
+from iolab.collectors.hugepages import Hugepages
 from iolab.tools.marker import OutputMarker
-from iolab.tools.proctree import ProcTreeCpu, parse_proctree_cpu
-from iolab.tools.stress_ng import StressNg, unused_cpus
+from iolab.collectors.proctree import ProcTreeCpu, parse_proctree_cpu
+from iolab.collectors.stress_ng import StressNg, unused_cpus
 
 REAL_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 
@@ -360,7 +360,7 @@ def test_interrupts_counts_the_device_vectors_and_ipis_per_cpu(tmp_path):
     IRQ 36 there); the device's vectors come from the run's irqs.json."""
     import json
 
-    from iolab.tools.interrupts import Interrupts
+    from iolab.collectors.interrupts import Interrupts
 
     proc = tmp_path / "proc"
     proc.mkdir()
@@ -387,7 +387,7 @@ def test_interrupts_counts_the_device_vectors_and_ipis_per_cpu(tmp_path):
 
 def test_interrupts_refuses_snapshots_it_cannot_read():
     from iolab.errors import ParseError
-    from iolab.tools.interrupts import parse_snapshots
+    from iolab.collectors.interrupts import parse_snapshots
 
     good = "# time_ns 1\n   CPU0\n 40: 1 nvme0q1\n"
     with pytest.raises(ParseError, match="interrupts.before: missing '# time_ns' header line"):

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from iolab.analysis import confirmation
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.core import confirm, identity
 from iolab.core.schema import Flag, Int
 from iolab.errors import InputError

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import InputError
-from iolab.experiments import get
+from iolab.core.registry import get
 from iolab.host.scratch import ScratchFile
 from iolab.tools import bdevperf
-from iolab.tools.gnu_time import GNU_TIME
+from iolab.collectors.gnu_time import GNU_TIME
 
 BDEVPERF = Path(__file__).parent / "fixtures" / "bdevperf"
 CS = get("cpu_search")
@@ -174,7 +174,7 @@ def test_the_experiment_metrics_take_the_tool_that_ran():
 
 
 def test_missing_bdevperf_is_reported_before_anything_runs(tmp_path):
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
     from iolab.errors import ToolError
 
     camp = Campaign("cpu_search", "hpc-server", data_dir=tmp_path / "data",
@@ -191,7 +191,7 @@ def test_lab_server_runs_keep_their_run_ids_and_configuration():
     """Pinned from the loaded hpc-server params: file bdevs and hugepage settings came later
     and must not make runs stored on the lab server look unstored or of another
     configuration (the ids here are those of commit 1b085f1)."""
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
     from iolab.core.identity import config_id, run_id
     camp = Campaign("cpu_search", "hpc-server")
     settings = camp.spec.settings
@@ -203,7 +203,7 @@ def test_lab_server_runs_keep_their_run_ids_and_configuration():
 
 
 def test_settings_that_do_not_go_together_name_the_params_file(tmp_path):
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
     with pytest.raises(InputError) as exc:
         Campaign("cpu_search", "kvm-2vcpu", overrides=["file_size=1000"])
     assert exc.value.key == "file_size" and "kvm-2vcpu/cpu_search.yaml" in str(exc.value)

@@ -1,4 +1,4 @@
-"""The dcgmi dmon collector (iolab.tools.dcgmi): argv, reading dmon command lines and
+"""The dcgmi dmon collector (iolab.collectors.dcgmi): argv, reading dmon command lines and
 captures, starting and stopping a fake dcgmi, and the window statistics.
 
 No GPU and no DCGM are needed: a shell script named ``dcgmi`` on PATH answers ``discovery``
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import InputError, IolabError, ParseError, ToolError
-from iolab.tools import dcgmi
-from iolab.tools.dcgmi import DcgmDmon, read_argv, read_capture
-from iolab.tools.registry import collector
+from iolab.collectors import dcgmi
+from iolab.collectors.dcgmi import DcgmDmon, read_argv, read_capture
+from iolab.core.tool_registry import collector
 
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 AISIO_LINE = 'screen -dm bash -c "dcgmi dmon -d 100 -i 0 -e 1009,1010 > /tmp/dcgm_monitor.txt"'

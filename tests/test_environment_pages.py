@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import nbformat
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.paths import BOOK_DIR
 from iolab.report import book
 
@@ -17,7 +17,7 @@ def test_each_further_environment_with_runs_has_a_page(tmp_path):
     (tmp_path / "raw" / "smt_thp" / "no-params" / "runs" / "r0").mkdir(parents=True)
     (tmp_path / "raw" / "tool_comparison" / "hpc-server" / "runs").mkdir(parents=True)  # empty
     pages = {(exp.name, env): page for exp, env, page in book.environment_pages(tmp_path)}
-    smt, cpu = experiments.get("smt_thp"), experiments.get("cpu_search")
+    smt, cpu = registry.get("smt_thp"), registry.get("cpu_search")
     # the notebook's own environment is the chapter itself; a folder without params, or
     # without runs, is no page
     assert set(pages) == {("smt_thp", "hpc-server"), ("irq_affinity", "hpc-server")} | (

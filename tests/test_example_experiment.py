@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab import experiments
-from iolab.campaign import Campaign
+from iolab.core import registry
+from iolab.execution.campaign import Campaign
 from iolab.cli import main
 
 EXAMPLE = Path(__file__).parent / "fixtures" / "example"
@@ -26,32 +26,32 @@ EXAMPLE = Path(__file__).parent / "fixtures" / "example"
 @pytest.fixture
 def blocksize(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.setenv(experiments.EXTRA, "blocksize")
+    monkeypatch.setenv(registry.EXTRA, "blocksize")
     # the kernel papermill starts inherits the environment
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(EXAMPLE),
                                                                     os.environ.get("PYTHONPATH")])))
-    experiments.reload()
-    yield experiments.get("blocksize")
-    monkeypatch.delenv(experiments.EXTRA)
-    experiments.reload()
+    registry.reload()
+    yield registry.get("blocksize")
+    monkeypatch.delenv(registry.EXTRA)
+    registry.reload()
 
 
 def test_registered_from_outside_the_package(blocksize, capsys):
-    assert "blocksize" in experiments.names()
+    assert "blocksize" in registry.names()
     assert main(["experiments"]) == 0
     out = capsys.readouterr().out
     assert "blocksize" in out and "hpc-server, kvm-2vcpu" in out
 
 
 def test_a_module_that_is_not_there_is_named(monkeypatch):
-    monkeypatch.setenv(experiments.EXTRA, "no_such_module")
-    experiments.reload()
+    monkeypatch.setenv(registry.EXTRA, "no_such_module")
+    registry.reload()
     try:
         with pytest.raises(Exception, match="IOLAB_EXPERIMENTS.*no_such_module"):
-            experiments.names()
+            registry.names()
     finally:
-        monkeypatch.delenv(experiments.EXTRA)
-        experiments.reload()
+        monkeypatch.delenv(registry.EXTRA)
+        registry.reload()
 
 
 def test_it_plans(blocksize, tmp_path, capsys):

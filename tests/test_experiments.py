@@ -16,12 +16,12 @@ import nbformat
 import pytest
 import yaml
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.paths import REPO_ROOT
-from iolab.tools import registry
+from iolab.core import tool_registry
 
-EXPERIMENTS = experiments.all_experiments()
+EXPERIMENTS = registry.all_experiments()
 REQUIRED_ENVS = ("kvm-2vcpu", "hpc-server")
 # The GPU experiments need an NVIDIA GPU, which this machine class lacks: they have params for
 # the lab server (and the GPU machine) only, and their chapters say what is measured where.
@@ -44,7 +44,7 @@ def toc_files() -> list[str]:
 
 
 def test_the_registry_finds_the_experiments():
-    assert {"smt_thp", "cpu_search"} <= set(experiments.names())
+    assert {"smt_thp", "cpu_search"} <= set(registry.names())
 
 
 @pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
@@ -76,7 +76,7 @@ def test_notebook_is_thin_and_carries_the_label(exp):
 @pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: e.name)
 def test_declarations_are_consistent(exp):
     assert set(exp.knob_variables) <= set(exp.variables)
-    namespaces = set(registry.ADAPTERS) | set(registry.COLLECTORS)
+    namespaces = set(tool_registry.ADAPTERS) | set(tool_registry.COLLECTORS)
     for name, metric in exp.metrics.items():
         assert name not in exp.variables, f"metric {name} is also a variable"
         for source in metric.sources:
@@ -85,7 +85,7 @@ def test_declarations_are_consistent(exp):
     for env in specmod.environments(exp.name, exp.params_dir):
         spec = specmod.load(exp, env)
         invocation = exp.invocation(spec.settings, spec.base)
-        assert invocation.tool in registry.ADAPTERS
+        assert invocation.tool in tool_registry.ADAPTERS
 
 
 def _names(exp) -> set[str]:
@@ -138,7 +138,7 @@ def test_no_file_outside_an_experiments_own_names_it():
     assert not offenders, "take the list of experiments from the registry:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("experiment", experiments.all_experiments(), ids=lambda e: e.name)
+@pytest.mark.parametrize("experiment", registry.all_experiments(), ids=lambda e: e.name)
 def test_every_numeric_key_is_bounded_on_both_sides(experiment):
     """A runtime, a ramp or a count without an upper bound lets one typo plan for ever."""
     schema = experiment.schema()

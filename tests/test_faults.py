@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from iolab.cli import main
-from iolab.core import procs
+from iolab import procs
 from iolab.core.store import Store
 
 pytestmark = [pytest.mark.slow,

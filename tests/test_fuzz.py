@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from iolab import cli
 from iolab.core.tidy import SKIP_CORRUPT_VAR
-from iolab.experiments import get, names
+from iolab.core.registry import get, names
 from iolab.paths import PARAMS_DIR
 from tests.test_reliability import copy_committed, tree_digest
 

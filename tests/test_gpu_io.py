@@ -11,21 +11,21 @@ import pandas as pd
 import pytest
 from test_import_cijoe import make_cijoe, tar_gz
 
-from iolab import experiments
-from iolab.campaign import Campaign
+from iolab.core import registry
+from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ToolError
 from iolab.experiments import gpu_io
 from iolab.importers.cijoe import import_archive
 from iolab.tools.base import CpuRequest
-from iolab.tools.dcgmi import DcgmDmon
-from iolab.tools.nvml import NvmlPcie
+from iolab.collectors.dcgmi import DcgmDmon
+from iolab.collectors.nvml import NvmlPcie
 
 GPU = ("pcie_saturation", "cuda_iosize", "cuda_qdepth")
 
 
 def load(name, overrides=None):
-    exp = experiments.get(name)
+    exp = registry.get(name)
     return exp, specmod.load(exp, "hpc-server", params_dir=exp.params_dir, overrides=overrides)
 
 
@@ -125,7 +125,7 @@ def test_gpu_check_compares_pci_addresses(row, verdict):
 
 
 def test_derive_gives_one_schema_whichever_counter_ran():
-    exp = experiments.get("cuda_iosize")
+    exp = registry.get("cuda_iosize")
     for counter in ("dcgmi", "nvml"):
         row = {"xnvmeperf.iops": 1e6, "xnvmeperf.mibs": 488.28125, "xnvmeperf.failed": 0,
                f"{counter}.samples": 10, f"{counter}.rx_mean_bytes_per_s": 6e8,
@@ -278,7 +278,7 @@ def test_chapter_without_runs_or_references_still_renders(tmp_path, name):
     """A data folder with nothing in it: the chapter says so instead of failing."""
     from iolab.report.book import execute
 
-    exp = experiments.get(name)
+    exp = registry.get(name)
     execute(exp.notebook, tmp_path / "out.ipynb", {"environment": "hpc-server",
                                                    "data_dir": str(tmp_path / "empty")})
     text = (tmp_path / "out.ipynb").read_text()
@@ -324,11 +324,11 @@ def test_one_link_term_for_both_device_initiated_chapters(tmp_path):
 
     terms = set()
     for name in ("cuda_iosize", "cuda_qdepth"):
-        spec = specmod.load(experiments.get(name), "hpc-server")
+        spec = specmod.load(registry.get(name), "hpc-server")
         terms.add(an.link_term(spec.analysis, "hpc-server", default_data_dir()))
     assert terms == {(45e9, "the payload plateau AiSIO published for device-initiated reads, "
                              "not measured here")}
-    spec = specmod.load(experiments.get("cuda_qdepth"), "hpc-server")
+    spec = specmod.load(registry.get("cuda_qdepth"), "hpc-server")
     value, why = an.link_term(spec.analysis, "hpc-server", tmp_path)
     assert value == float("inf") and "no published reference aisio_cuda_iosize" in why
 
@@ -345,7 +345,7 @@ def test_the_link_term_is_the_iosize_campaigns_best_point_where_stored(monkeypat
                            spec=SimpleNamespace(base={"iosize": 512, "qdepth": 1, "ndevs": 16}))
     monkeypatch.setattr(an, "_campaign", lambda name, env, data: fake)
     monkeypatch.setattr(an.Campaign, "split", staticmethod(lambda rows, plan: (rows, None)))
-    spec = specmod.load(experiments.get("cuda_qdepth"), "hpc-server")
+    spec = specmod.load(registry.get("cuda_qdepth"), "hpc-server")
     value, why = an.link_term(spec.analysis, "hpc-server", tmp_path)
     assert value == pytest.approx(47e9), "the mean of the best point, not its best run"
     assert why == "measured: the highest mean payload of cuda_iosize in hpc-server"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab import experiments
-from iolab.campaign import Campaign
+from iolab.core import registry
+from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ParseError
 from iolab.experiments.gpu_pcie import analysis as an
@@ -119,7 +119,7 @@ def test_plan_of_the_gpu_machine(tmp_path):
 
 
 def test_invocations():
-    exp = experiments.get("gpu_pcie")
+    exp = registry.get("gpu_pcie")
     spec = specmod.load(exp, "h100-pcie5")
     copy = exp.invocation(spec.settings, {**spec.base, "mode": "copy", "direction": "d2h"})
     assert copy.options == {"mode": "copy", "iterations": 5, "warmup": 2, "device": 0,
@@ -130,7 +130,7 @@ def test_invocations():
 
 
 def test_derive_overhead_in_the_payloads_direction():
-    exp = experiments.get("gpu_pcie")
+    exp = registry.get("gpu_pcie")
     row = {"mode": "read", "direction": "none", "gpu_pcie_probe.gbs": 40.0,
            "nvml.rx_mean_bytes_per_s": 50e9, "nvml.tx_mean_bytes_per_s": 2e9}
     assert exp.derive(row)["total_over_payload"] == pytest.approx(1.25)

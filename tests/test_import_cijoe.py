@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from iolab import cli, paths
-from iolab.campaign import source
+from iolab.execution.campaign import source
 from iolab.core.store import Store
 from iolab.core.tidy import load
 from iolab.errors import InputError, ParseError

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.campaign import Campaign
-from iolab.experiments import get
+from iolab.execution.campaign import Campaign
+from iolab.core.registry import get
 from iolab.host.scratch import ScratchFile
 from iolab.experiments.irq_affinity import analysis as an
 from iolab.host.irqs import IrqCpus

@@ -14,9 +14,9 @@ import pytest
 
 from iolab.errors import IolabError, ParseError, ToolError
 from iolab.parsers.irqtrace import parse_irqtrace
-from iolab.tools import irqtrace
+from iolab.collectors import irqtrace
 from iolab.tools.base import Program
-from iolab.tools.irqtrace import IrqTrace, program
+from iolab.collectors.irqtrace import IrqTrace, program
 
 FIXTURES = Path(__file__).parent / "fixtures" / "irqtrace"
 ALL = {tp for tp, _, _ in irqtrace.PROBES.values()}

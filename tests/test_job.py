@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from iolab.batch import job
-from iolab.core import stop
+from iolab.execution import stop
 from iolab.errors import InputError
 
 ENV = "kvm-2vcpu"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from iolab.errors import InputError, IolabError
-from iolab.core.procs import start_ticks
+from iolab.procs import start_ticks
 from iolab.host.journal import KnobSession, restore_from_journal, states
 from iolab.host.knobs import ThpKnob
 from iolab.host.knobset import make_knobs

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.cli import main
 from iolab.core import migrate, tidy
 from iolab.core.store import open_store
 from iolab.core.store import sha256_file
-from iolab.experiments import get
+from iolab.core.registry import get
 
 V1 = Path(__file__).parent / "fixtures" / "v1_store"
 

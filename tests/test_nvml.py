@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from iolab.errors import InputError, ParseError, ToolError
-from iolab.tools.nvml import NvmlPcie, parse_samples
+from iolab.collectors.nvml import NvmlPcie, parse_samples
 
 
 class FakeNvml:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.experiments.gpu_pcie import page
 from iolab.paths import REPO_ROOT
 from iolab.report.chapter import Chapter, referenced_keys
@@ -20,7 +20,7 @@ from iolab.report.chapter import Chapter, referenced_keys
 ENV = "h200-pcie5"
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
     "experiments/gpu_pcie.ipynb"]
-TEXT_KEYS, FIGURE_KEYS = referenced_keys(experiments.get("gpu_pcie").notebook)
+TEXT_KEYS, FIGURE_KEYS = referenced_keys(registry.get("gpu_pcie").notebook)
 
 
 def render(ch: Chapter) -> dict:

@@ -14,7 +14,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.experiments.pcie_saturation import analysis as an
 from iolab.experiments.pcie_saturation import page
 from iolab.paths import REPO_ROOT
@@ -50,7 +50,7 @@ def committed():
 
 def test_every_key_the_prose_refers_to_is_glued(committed):
     ch, _, _ = committed
-    text_keys, figure_keys = referenced_keys(experiments.get("pcie_saturation").notebook)
+    text_keys, figure_keys = referenced_keys(registry.get("pcie_saturation").notebook)
     assert set(text_keys) - {"claims"} <= set(ch.text)
     assert set(figure_keys) == {"fig_pcie_bandwidth", "fig_pcie_devices"} <= set(ch.figures)
     for key in set(SNAPSHOT) - FROM_RUNS:
@@ -174,7 +174,7 @@ def test_aisio_run_rows_take_the_experiment_s_schema():
 # --- the notebook ------------------------------------------------------------------------------
 
 def test_the_notebook_only_renders():
-    nb = nbformat.read(experiments.get("pcie_saturation").notebook, as_version=4)
+    nb = nbformat.read(registry.get("pcie_saturation").notebook, as_version=4)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert sum(len(s.splitlines()) for s in code) <= 90
     assert not any(re.search(r"^\s*(def|class) |=\s*lambda\b", s, re.M) for s in code)

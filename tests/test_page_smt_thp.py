@@ -13,12 +13,12 @@ import pytest
 from IPython.display import Markdown
 from test_partial_chapters import ENV, RAW, copy_runs, first_point
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.experiments.smt_thp import page
 from iolab.paths import REPO_ROOT
 from iolab.report.chapter import Chapter, referenced_keys
 
-NOTEBOOK = experiments.get("smt_thp").notebook
+NOTEBOOK = registry.get("smt_thp").notebook
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
     "experiments/smt_thp.ipynb"]
 # glued by Chapter.glue_all itself, not by a section of the page

@@ -14,12 +14,12 @@ from IPython.display import Markdown
 from test_page_smt_thp import assert_glues_the_snapshot, assert_no_nan, assert_no_repr
 from test_partial_chapters import ENV, RAW, copy_runs
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.experiments.tool_comparison import page
 from iolab.paths import REPO_ROOT
 from iolab.report.chapter import Chapter
 
-NOTEBOOK = experiments.get("tool_comparison").notebook
+NOTEBOOK = registry.get("tool_comparison").notebook
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
     "experiments/tool_comparison.ipynb"]
 SECTIONS = (page.design, page.lab_plan, page.what_ran, page.tools, page.qdepth,

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from test_import_cijoe import PCIE
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.importers.cijoe import import_archive
 from iolab.paths import REPO_ROOT
 from iolab.report.book import execute
@@ -66,7 +66,7 @@ def run_chapter(tmp_path: Path, experiment: str, data: Path, environment: str = 
     # the published references too: the chapters compare partial data with them
     shutil.copytree(REPO_ROOT / "data" / "reference", data / "reference")
     out = tmp_path / f"{experiment}.ipynb"
-    execute(experiments.get(experiment).notebook, out,
+    execute(registry.get(experiment).notebook, out,
             {"environment": environment, "mode": "replay", "data_dir": str(data)})
     errors, nans = [], []
     for cell in nbformat.read(out, as_version=4).cells:

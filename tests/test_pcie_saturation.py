@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from test_import_cijoe import PCIE, make_cijoe
 
-from iolab import experiments
-from iolab.campaign import Campaign
+from iolab.core import registry
+from iolab.execution.campaign import Campaign
 from iolab.experiments import gpu_io
 from iolab.experiments.pcie_saturation import analysis as an
 from iolab.importers.cijoe import import_archive
@@ -104,7 +104,7 @@ def test_chapter_reproduces_aisio_from_its_archive(tmp_path):
     assert round(table.loc[4096, "mean_total"] / 1e9, 2) == 57.84
 
     shutil.copytree(REPO_ROOT / "data" / "reference", data / "reference")
-    exp = experiments.get("pcie_saturation")
+    exp = registry.get("pcie_saturation")
     out = tmp_path / "chapter.ipynb"
     execute(exp.notebook, out, {"environment": "hpc-server", "data_dir": str(data)})
     text = glued(out)

@@ -10,7 +10,7 @@ import pytest
 from iolab.core import planner
 from iolab.core import spec as specmod
 from iolab.core.identity import run_id
-from iolab.experiments import get
+from iolab.core.registry import get
 
 from conftest import DEMO_PARAMS
 
@@ -156,7 +156,7 @@ def test_a_replayed_plan_judges_programs_by_the_recorded_host(monkeypatch, tmp_p
     them as the campaign's host recorded them, and shows no path of either machine."""
     import json
 
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
     from iolab.paths import REPO_ROOT
 
     host = json.loads((REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json").read_text())

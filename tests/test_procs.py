@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from iolab.core import procs
+from iolab import procs
 
 
 def test_a_setsid_grandchild_of_a_killed_owner_is_found_and_ended(tmp_path):
@@ -18,7 +18,7 @@ def test_a_setsid_grandchild_of_a_killed_owner_is_found_and_ended(tmp_path):
         import os, signal, subprocess, sys, time
         sys.path.insert(0, {os.getcwd()!r})
         from pathlib import Path
-        from iolab.core import procs
+        from iolab import procs
         with procs.Owned(Path({str(data)!r})):
             # like fio's workers: a new session, out of reach of the group's kill
             quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -74,7 +74,7 @@ def test_a_stop_signal_kills_the_driver_and_is_raised_only_where_the_campaign_ch
     it kills the driver's group and the campaign raises at its next check."""
     import pytest
 
-    from iolab.core.signals import Interrupted, Signals
+    from iolab.execution.signals import Interrupted, Signals
 
     signals = Signals()
     driver = subprocess.Popen(["sleep", "30"], start_new_session=True)
@@ -88,7 +88,7 @@ def test_a_stop_signal_kills_the_driver_and_is_raised_only_where_the_campaign_ch
 
 
 def test_a_stop_asked_just_before_the_driver_started_ends_it_at_once():
-    from iolab.core.signals import Signals
+    from iolab.execution.signals import Signals
 
     signals = Signals()
     signals._stop_now(signal.SIGTERM, None)  # no driver yet

@@ -108,18 +108,18 @@ def test_configurations_lists_the_settings_that_differ():
 
 
 def test_points_in_words():
-    from iolab.experiments import get
+    from iolab.core.registry import get
     words = get("cpu_search").describe_point({"cpu_governor": "asis", "thr_sib": False,
                                               "qdepth": 128})
     assert words == "governor as found, one thread per core, queue depth 128"
 
 
 def test_design_table_lists_every_value_a_grid_gives():
-    from iolab import experiments
+    from iolab.core import registry
     from iolab.core import spec as specmod
     from iolab.report.tables import design_table
 
-    exp = experiments.get("pcie_saturation")
+    exp = registry.get("pcie_saturation")
     table = design_table(specmod.load(exp, "hpc-server"), exp).set_index("variable")
     assert table.loc["benchmark", "values"] == ("NVMe to GPU (xnvmeperf), GPU to GPU "
                                                 "(p2pBandwidthLatencyTest)")

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.campaign import Campaign
-from iolab.core import stop
+from iolab.execution.campaign import Campaign
+from iolab.execution import stop
 from iolab.core.store import sha256_file
 from iolab.errors import IolabError, ToolError
-from iolab.experiments import get
+from iolab.core.registry import get
 from iolab.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow,
@@ -122,7 +122,7 @@ def test_thp_knob_is_applied_read_back_and_restored(tiny):
 CHILD = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 c = Campaign("smt_thp", {env!r}, data_dir={data!r}, overrides=json.loads({overrides!r}))
 r = c.run(progress=False)
 print("INTERRUPTED" if r.interrupted else "STOPPED" if r.stopped else "FINISHED", r.completed)

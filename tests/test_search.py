@@ -256,7 +256,7 @@ def test_a_search_killed_and_resumed_stores_what_an_uninterrupted_one_does(searc
 def test_the_committed_replays_re_derive_from_the_committed_grid():
     """A few seeds of data/derived/search_replay, derived again: the same rows (the digest
     check makes sure the grid is the one they came from)."""
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     camp = Campaign("cpu_search", "epyc-2vcpu-v782-grid")
     grid = replaymod.grid_of(camp.plan(as_recorded=True))
@@ -271,7 +271,7 @@ def test_the_committed_replays_re_derive_from_the_committed_grid():
 
 
 def test_the_lab_plan_searches_and_gives_its_time_as_a_range():
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     plan = Campaign("cpu_search", "hpc-server").design()
     info = plan.to_dict()["search"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from iolab.experiments import get
+from iolab.core.registry import get
 from iolab.experiments.smt_thp import analysis as an
 from iolab.paths import REPO_ROOT
 
@@ -72,7 +72,7 @@ STORED = REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
 def test_the_quoted_comparisons_of_the_committed_runs_as_one_family():
     """Seven comparisons; THP always against never for io_uring (+16.3 %) is significant on
     its own (p 0.027) but not after Holm's correction (adjusted p 0.187)."""
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     camp = Campaign("smt_thp", "kvm-2vcpu")
     family = an.quoted_family(camp.tidy(), camp.spec.base,

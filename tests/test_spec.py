@@ -8,7 +8,7 @@ import pytest
 
 from iolab.core import spec as specmod
 from iolab.errors import InputError
-from iolab.experiments import all_experiments
+from iolab.core.registry import all_experiments
 
 from conftest import DEMO_PARAMS
 
@@ -162,7 +162,7 @@ def test_where_filters_are_checked(demo, params_dir):
 
 
 def test_settings_that_apply_only_with_another_value():
-    from iolab.experiments import get
+    from iolab.core.registry import get
     cpu = get("cpu_search")
     spec = specmod.load(cpu, "hpc-server")
     assert "spdk_dir" in spec.settings and "fio_ioengine" not in spec.settings

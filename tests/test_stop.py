@@ -1,10 +1,10 @@
-"""Stop requests (``iolab.core.stop``): which campaign honours one, and which is stale."""
+"""Stop requests (``iolab.execution.stop``): which campaign honours one, and which is stale."""
 
 from __future__ import annotations
 
 import time
 
-from iolab.core import stop
+from iolab.execution import stop
 
 
 def test_a_request_made_after_the_campaign_started_is_honoured(tmp_path):

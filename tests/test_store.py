@@ -202,7 +202,7 @@ def test_a_failed_filesystem_sync_is_an_error_not_a_silent_fallback(tmp_path, mo
     import ctypes
     import errno
 
-    from iolab.core import durable
+    from iolab import durable
 
     class Libc:
         @staticmethod

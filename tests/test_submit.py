@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from iolab.batch import jobs, script, submit
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.errors import InputError, IolabError
 from iolab.paths import REPO_ROOT
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.core import tidy
 from iolab.core.store import Store
 from iolab.errors import IolabError
@@ -31,7 +31,7 @@ def data(tmp_path):
 
 
 def load(data):
-    return tidy.load(data, experiments.get("smt_thp"), "kvm-2vcpu")
+    return tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu")
 
 
 def test_a_warm_load_reads_no_manifest(data, monkeypatch):
@@ -67,12 +67,12 @@ def test_a_table_that_left_corrupt_runs_out_keeps_reporting_them(data):
     run = sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir())[0]
     (run / "stdout").write_text("edited\n")
     for _ in range(2):
-        df = tidy.load(data, experiments.get("smt_thp"), "kvm-2vcpu", skip_corrupt=True)
+        df = tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", skip_corrupt=True)
         assert len(df) == 3 and df.attrs["corrupt_skipped"] == 1
 
 
 def test_rows_parsed_by_forked_workers_equal_those_parsed_in_line(data, monkeypatch):
-    exp = experiments.get("smt_thp")
+    exp = registry.get("smt_thp")
     runs = Store(data, "smt_thp", "kvm-2vcpu").complete_runs()
     in_line = tidy.build(exp, runs)
     monkeypatch.setattr(tidy, "PARALLEL_FROM", 2)
@@ -116,4 +116,4 @@ def test_a_parse_error_in_a_forked_worker_names_the_file(data, monkeypatch):
     monkeypatch.setattr(tidy.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(tidy.threading, "active_count", lambda: 1)
     with pytest.raises(ParseError, match=f"{run.name}/fio.json"):
-        tidy.build(experiments.get("smt_thp"), runs)
+        tidy.build(registry.get("smt_thp"), runs)

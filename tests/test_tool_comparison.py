@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.errors import InputError, ParseError
 from iolab.experiments.tool_comparison import EXPERIMENT as TC
 from iolab.experiments.tool_comparison import analysis as ta
@@ -187,7 +187,7 @@ def test_real_bdevperf_and_xnvmeperf_runs_are_measured(tmp_path, built_spdk, bui
 @pytest.mark.slow
 def test_a_bdev_file_that_does_not_exist_fails_the_run_with_spdks_reason(tmp_path, built_spdk):
     from iolab.tools.base import Invocation
-    from iolab.tools.registry import adapter
+    from iolab.core.tool_registry import adapter
 
     tool = adapter("bdevperf")
     invocation = Invocation("bdevperf", {
@@ -207,7 +207,7 @@ def test_spdk_without_hugepages_refuses_to_start_and_says_so(tmp_path, built_spd
            for f in ("nr_hugepages", "nr_overcommit_hugepages")):
         pytest.skip("this host has hugepages reserved or overcommitted, so SPDK would start")
     from iolab.tools.base import Invocation
-    from iolab.tools.registry import adapter
+    from iolab.core.tool_registry import adapter
 
     lay_out(ScratchFile("file_dir", tmp_path / "f.dat", 2**20), Registry(), by="test")
     invocation = Invocation("bdevperf", {

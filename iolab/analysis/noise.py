@@ -24,7 +24,7 @@ estimate.
 
 What it leaves out: the repetitions of one point stand in for an A/A pair, so a disturbance
 that moves every run of one point together (and none of another) is not in s_p. Interleaved
-order (:mod:`iolab.core.rounds`) spreads slow drift over all points, which is what makes the
+order (:mod:`iolab.execution.rounds`) spreads slow drift over all points, which is what makes the
 stand-in fair; for a sequential campaign the floor may be too low, and the text says which
 order the runs were made in.
 

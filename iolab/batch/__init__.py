@@ -6,6 +6,6 @@ Modules: ``script`` (the text of a batch script), ``jobs`` (the campaign's job r
 their states), ``submit`` (checks, writing and submitting), ``job`` (what runs inside the job:
 the notebook, Slurm's warning before the time limit, resubmission).
 
-Responsible for: campaigns as batch jobs. Not responsible for: measuring (``iolab.core.runner``
+Responsible for: campaigns as batch jobs. Not responsible for: measuring (``iolab.execution.runner``
 does it in the job as anywhere) or talking to Slurm (``iolab.host.slurm``).
 """

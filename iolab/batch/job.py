@@ -4,7 +4,7 @@ the next job submitted when the campaign stopped with runs left (``--resubmit``)
 
 The campaign runs in the notebook's kernel, a process in a session of its own, while Slurm's
 warning (SIGUSR1, ``--signal=B:USR1@...``) reaches only this process, the job's first; so
-this process turns SIGUSR1 and SIGTERM into a stop request (``iolab.core.stop``) that the
+this process turns SIGUSR1 and SIGTERM into a stop request (``iolab.execution.stop``) that the
 campaign reads before each run, and stays alive until the kernel has stored its last run and
 restored its knobs. (On ``scancel`` and at the time limit Slurm sends SIGTERM to every process
 of the job, the kernel's included, which ends the run in progress at once and discards it.)
@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import nbformat
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.core import stop
+from iolab.execution import stop
 from iolab.errors import InputError
 from iolab.paths import resolve_data_dir
 
@@ -62,7 +62,7 @@ def as_replay(nb: nbformat.NotebookNode) -> bool:
 def _stored(experiment: str, environment: str, data_dir: Path, overrides: list[str],
             where: list[str]) -> tuple[int, int]:
     """(stored, still to run) of the campaign's selected points."""
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     plan = Campaign(experiment, environment, data_dir=data_dir, overrides=overrides).plan(
         where=where)
@@ -107,7 +107,7 @@ def _run(experiment: str, environment: str, *, mode: str, output: Path,
          asked: list[str], log: Callable[[str], None]) -> int:
     from iolab.report.book import execute
 
-    exp = experiments.get(experiment)
+    exp = registry.get(experiment)
     specmod.load(exp, environment, params_dir=exp.params_dir, overrides=overrides)
     run_options: dict[str, Any] = {}
     if where:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iolab.core.durable import write_json_atomic
+from iolab.durable import write_json_atomic
 from iolab.errors import InputError
 
 FOLDER = "jobs"

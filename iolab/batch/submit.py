@@ -122,7 +122,7 @@ def _check_path(path: Path, what: str) -> None:
 
 def _prepare(experiment: str, environment: str, request: Request, data_dir: Path,
              log: Callable[[str], None]) -> script.JobSpec | None:
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     camp = Campaign(experiment, environment, data_dir=data_dir, overrides=request.overrides)
     camp.where(request.where)  # a bad filter is an error now, not in the job
@@ -244,7 +244,7 @@ def resume(experiment: str, environment: str, data_dir: str | Path | None, *,
            after: str | None = None, log: Callable[[str], None] = print) -> jobs.JobRecord | None:
     """Submit the campaign's last script again, after its job if that has not ended (or
     after ``after``, the job that calls this); None when nothing is left to run."""
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     _need_sbatch()
     data_dir = datadir.check(resolve_data_dir(data_dir)).resolve()

@@ -27,7 +27,7 @@ How each is seen:
   must be in the state read back when it was set (``Knob.same_state``).
 
 Responsible for: these checks and their reasons in words. Not responsible for: running the
-driver or storing the run (``iolab.core.runner``), or reading knobs (``iolab.host.knobs``).
+driver or storing the run (``iolab.execution.runner``), or reading knobs (``iolab.host.knobs``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _sleep_clock() -> float:
 def tree(pid: int) -> list[int]:
     """``pid`` and its descendants alive now (a daemon that left the tree is not among them).
 
-    Read from the kernel's children lists rather than by ``iolab.core.procs.find``, whose
+    Read from the kernel's children lists rather than by ``iolab.procs.find``, whose
     scan of every process's environment takes tens of milliseconds: once a second, beside a
     measurement, that would be a few percent of a core. ``procs.find`` still ends a run's
     processes, a daemon that left the tree included."""

@@ -21,7 +21,7 @@ Schema version 2 (this package writes it)::
 
 Version 1 (iolab before the experiment interface) keyed runs by every spec value; such
 manifests are read through an upgrade function the caller supplies (it needs the experiment:
-see :meth:`iolab.experiments.base.Experiment.upgrade_v1`), and ``iolab migrate`` rewrites
+see :meth:`iolab.core.experiment.Experiment.upgrade_v1`), and ``iolab migrate`` rewrites
 them. A manifest of any other version is refused with an error naming the file.
 
 Responsible for: the record's fields, (de)serialisation, version checks. Not responsible for:
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from iolab.core.durable import write_json_atomic
+from iolab.durable import write_json_atomic
 from iolab.core.identity import run_id
 from iolab.errors import InputError
 

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from iolab.core import manifest as mf
-from iolab.core.durable import fsync_dir
+from iolab.durable import fsync_dir
 from iolab.core.manifest import RunManifest
 from iolab.core.store import TMP_PREFIX, Store, sha256_file
 from iolab.errors import IolabError

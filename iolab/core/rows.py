@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab.core.store import StoredRun
-from iolab.tools import registry
+from iolab.core import tool_registry
 
 WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
 
@@ -53,11 +53,11 @@ def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, An
     if "confirm" in (m.identity or {}):  # a confirmation run: its label (iolab.core.confirm)
         row["run.confirm"] = m.identity["confirm"]
     row.update({f"config.{k}": _flat(v) for k, v in sorted(m.settings.items())})
-    adapter = registry.adapter(m.tool)
+    adapter = tool_registry.adapter(m.tool)
     row.update({f"{m.tool}.{k}": v for k, v in adapter.parse(run.path).items()})
     window = adapter.window(run.path) or driver_window(run.path)
     for name in m.collectors:
-        parsed = registry.collector(name).parse(run.path, window)
+        parsed = tool_registry.collector(name).parse(run.path, window)
         row.update({f"{name}.{k}": _flat(v) for k, v in parsed.items()})
     for name, rec in (m.knobs or {}).items():
         row[f"knob.{name}"] = _flat(rec.get("after") if isinstance(rec, dict) else rec)

@@ -39,8 +39,8 @@ from iolab.errors import IolabError
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 _PACKAGE = Path(__file__).resolve().parent.parent
 # Code whose change can change a row; the experiment's own package is added per table.
-_PARSING_CODE = ("tools", "parsers", "importers", "core/rows.py", "core/tidy.py",
-                 "core/manifest.py", "experiments/base.py")
+_PARSING_CODE = ("tools", "collectors", "parsers", "importers", "core/rows.py", "core/tidy.py",
+                 "core/manifest.py", "core/experiment.py", "core/tool_registry.py")
 
 
 class TidySource(Protocol):

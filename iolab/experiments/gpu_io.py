@@ -29,8 +29,8 @@ capacity and the fitted Little's-law model: :func:`device`, :func:`fit`), their 
 
 Responsible for: the shared settings, variables, metrics, collectors and host checks, the
 imported rows, and those shared parts of the chapters. Not responsible for: the xnvmeperf
-command line (``iolab.tools.xnvmeperf``), the counters (``iolab.tools.dcgmi``,
-``iolab.tools.nvml``), analysis (``iolab.analysis.saturation``, ``iolab.analysis.queueing``,
+command line (``iolab.tools.xnvmeperf``), the counters (``iolab.collectors.dcgmi``,
+``iolab.collectors.nvml``), analysis (``iolab.analysis.saturation``, ``iolab.analysis.queueing``,
 the model's parameters in ``iolab.experiments.cuda_iosize.analysis``) or a chapter's own
 wording (its experiment's ``page``).
 """
@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 from iolab.core.schema import Choice, Int, ListOf, Text
 from iolab.core.store import StoredRun
 from iolab.errors import ToolError
-from iolab.experiments.base import Experiment, Metric, missing_value
+from iolab.core.experiment import Experiment, Metric, missing_value
 from iolab.host.binding import USER_SPACE_DRIVERS
 from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
-from iolab.tools.dcgmi import DcgmDmon
-from iolab.tools.nvml import INSTALL as NVML_INSTALL
-from iolab.tools.nvml import NvmlPcie
+from iolab.collectors.dcgmi import DcgmDmon
+from iolab.collectors.nvml import INSTALL as NVML_INSTALL
+from iolab.collectors.nvml import NvmlPcie
 
 if TYPE_CHECKING:  # imported where a table is made: planning and running need no pandas
     import pandas as pd
@@ -393,9 +393,9 @@ class GpuExperiment(Experiment):
 
     def code_files(self) -> list[Path]:
         """This module and every GPU experiment's package: their analyses import each other."""
-        from iolab import experiments
+        from iolab.core import registry
 
-        return sorted({Path(__file__), *(path for e in experiments.all_experiments()
+        return sorted({Path(__file__), *(path for e in registry.all_experiments()
                                          if isinstance(e, GpuExperiment)
                                          for path in Experiment.code_files(e))})
 

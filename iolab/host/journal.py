@@ -27,8 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from iolab.core.durable import fsync_dir, write_json_atomic
-from iolab.core.procs import boot_id, start_ticks
+from iolab.durable import fsync_dir, write_json_atomic
+from iolab.procs import boot_id, start_ticks
 from iolab.errors import InputError, IolabError
 from iolab.host.knobs import Knob
 

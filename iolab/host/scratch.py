@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from iolab.core.durable import write_json_atomic
+from iolab.durable import write_json_atomic
 from iolab.errors import IolabError
 from iolab.paths import state_dir
 

@@ -11,7 +11,7 @@ error naming the command and Slurm's own message.
 
 Responsible for: those commands and reading their output. Not responsible for: what a batch
 script says (``iolab.batch.script``), job records (``iolab.batch.jobs``) or acting on what the
-allocation allows (``iolab.core.runner``).
+allocation allows (``iolab.execution.runner``).
 """
 
 from __future__ import annotations

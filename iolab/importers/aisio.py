@@ -1,7 +1,7 @@
 """Campaigns imported from AiSIO CIJOE result archives: metrics re-derived from the raw files.
 
 Campaigns written by :mod:`iolab.importers.cijoe` are named ``aisio-<name>`` (:data:`PREFIX`);
-:func:`iolab.campaign.source` hands every such name to :class:`ImportedCampaign`. Each run
+:func:`iolab.execution.campaign.source` hands every such name to :class:`ImportedCampaign`. Each run
 folder holds the files copied verbatim from the archive: ``stdout`` (the benchmark's CIJOE
 capture, stdout and stderr merged, so GNU time's report is at its end), ``cijoe.state``, and
 where AiSIO made them ``cpufreq.log`` (frequency logger), ``dcgm.txt`` (``dcgmi dmon``) and
@@ -58,7 +58,8 @@ from iolab.parsers.cijoe_state import parse_cijoe_state
 from iolab.parsers.cpufreq_log import FreqLine, aisio_cpu_freqs, parse_cpufreq_log
 from iolab.parsers.dcgm_dmon import aisio_p95, window_stats
 from iolab.parsers.gnu_time import parse_gnu_time_default
-from iolab.tools import dcgmi, xnvmeperf
+from iolab.collectors import dcgmi
+from iolab.tools import xnvmeperf
 from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
 
 PREFIX = "aisio-"
@@ -128,7 +129,7 @@ class ImportedCampaign:
 
 def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) -> Derived:
     """Parse the raw files of one run of tool ``kind``; ``cpus`` are the cpumask's CPU ids (or
-    None) and ``dcgm`` is :func:`iolab.tools.dcgmi.read_argv` of the dmon command line (or
+    None) and ``dcgm`` is :func:`iolab.collectors.dcgmi.read_argv` of the dmon command line (or
     None). Raises ParseError when any raw file is malformed.
     """
     stdout_path = run_dir / STDOUT

@@ -81,7 +81,8 @@ from iolab.parsers.cijoe_state import parse_cijoe_state
 from iolab.parsers.cpufreq_log import parse_cpufreq_log
 from iolab.parsers.lscpu import offline_cpus, parse_lscpu_e
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
-from iolab.tools import dcgmi, p2p_bandwidth, spdk_nvme_perf, xnvmeperf
+from iolab.collectors import dcgmi
+from iolab.tools import p2p_bandwidth, spdk_nvme_perf, xnvmeperf
 
 SOURCE = "aisio-cijoe-import"
 RTOL = 1e-6
@@ -290,15 +291,15 @@ def _target(experiment: str) -> Any:
     experiment that declares which AiSIO benchmark kinds it takes (``aisio_kinds``)."""
     if experiment.startswith(exp.PREFIX):
         return exp.ImportedCampaign(experiment)
-    from iolab import experiments
+    from iolab.core import registry
 
-    takers = [e.name for e in experiments.all_experiments() if getattr(e, "aisio_kinds", ())]
+    takers = [e.name for e in registry.all_experiments() if getattr(e, "aisio_kinds", ())]
     allowed = f"{exp.PREFIX}<name>, or one of {', '.join(takers)}"
-    if experiment not in experiments.names():
+    if experiment not in registry.names():
         raise InputError(None, "experiment", f"unknown experiment {experiment!r}: imported "
                          f"campaigns are named '{exp.PREFIX}<name>' or go into an experiment "
                          "that takes AiSIO's runs", allowed=allowed)
-    target = experiments.get(experiment)
+    target = registry.get(experiment)
     if not getattr(target, "aisio_kinds", ()):
         raise InputError(None, "experiment", f"{experiment} cannot take runs imported from "
                          "AiSIO's archives", allowed=allowed)

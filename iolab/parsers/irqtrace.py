@@ -1,6 +1,6 @@
 """Parser of the irqtrace collector's bpftrace output: counts per CPU, cut to a time window.
 
-The collector's bpftrace program (``iolab.tools.irqtrace``) keeps cumulative count maps and,
+The collector's bpftrace program (``iolab.collectors.irqtrace``) keeps cumulative count maps and,
 every tick, prints a marker line ``@@tick <ns>`` (bpftrace's ``nsecs``: CLOCK_MONOTONIC) and
 then each map; at exit it prints one last tick. So the output (``bpftrace -f json``) is a
 series of snapshots of cumulative counts, each stamped. Counts inside a window are the

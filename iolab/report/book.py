@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from iolab import experiments
+from iolab.core import registry
 from iolab.errors import IolabError
 from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT, default_data_dir
 from iolab.report import compare, freshness
@@ -47,7 +47,7 @@ def rendered() -> dict[Path, Path]:
     """Every notebook to replay -> the executed copy in book/."""
     out = {NOTEBOOKS_DIR / f"{name}.ipynb": BOOK_DIR / f"{page}.ipynb"
            for name, page in PAGES.items()}
-    for exp in experiments.all_experiments():
+    for exp in registry.all_experiments():
         out[exp.notebook] = BOOK_DIR / f"{exp.chapter}.ipynb"
     return out
 
@@ -58,7 +58,7 @@ def environment_pages(data_dir: Path | None = None) -> list[tuple[object, str, P
     next book shows it), in the order of the data folder."""
     data = data_dir if data_dir is not None else default_data_dir()
     out = []
-    for exp in experiments.all_experiments():
+    for exp in registry.all_experiments():
         shown = _default_environment(exp.notebook)
         out += [(exp, env, BOOK_DIR / exp.chapter / f"{env}.ipynb")
                 for env in compare.environments(exp.name, data, exp.params_dir) if env != shown]
@@ -118,7 +118,7 @@ def timeouts(notebook: Path, environment: str | None = None,
     """(cell, kernel start) timeouts in seconds for executing ``notebook``: from the analysis
     section of its experiment's params for ``environment`` (default: the notebook's own)
     with ``overrides``, else the defaults."""
-    exp = next((e for e in experiments.all_experiments() if e.notebook == notebook), None)
+    exp = next((e for e in registry.all_experiments() if e.notebook == notebook), None)
     environment = environment or (exp and _default_environment(notebook))
     if exp is None or environment is None:
         return CELL_TIMEOUT_S, KERNEL_START_TIMEOUT_S
@@ -228,7 +228,7 @@ def _executed_reading(src: Path, dst: Path, params: dict) -> list[str] | None:
 
 
 def _chapter_folders() -> list[Path]:
-    return [BOOK_DIR / exp.chapter for exp in experiments.all_experiments()]
+    return [BOOK_DIR / exp.chapter for exp in registry.all_experiments()]
 
 
 def _remove_stale_environment_pages(keep: set[Path], log) -> None:

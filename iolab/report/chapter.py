@@ -31,7 +31,7 @@ import pandas as pd
 
 from iolab.analysis import confirmation, noise, outliers, stats
 from iolab.analysis.findings import Finding
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError

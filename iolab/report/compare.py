@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable
 
 import pandas as pd
 from scipy import stats as sps
@@ -64,7 +63,7 @@ def environments(experiment: str, data_dir: Path, params_dir: Path | None = None
 
 def part_of(experiment: str, environment: str, params_dir: Path | None = None) -> str | None:
     """The environment whose chapter shows this campaign (``analysis.part_of``), if any."""
-    from iolab.experiments import get
+    from iolab.core.registry import get
 
     exp = get(experiment)
     spec = specmod.load(exp, environment, params_dir=params_dir or exp.params_dir)
@@ -143,24 +142,6 @@ def summary(shown: pd.DataFrame) -> str:
         return "No finding to compare."
     said = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return f"Of {len(verdicts)} comparisons of a finding, {said}."
-
-
-def findings_function(experiment) -> Callable[[Any], list[Finding]]:
-    """The ``findings(chapter)`` of an experiment's page module; an error naming the
-    experiment where it has none (a lab-only chapter computes no findings from runs)."""
-    import importlib
-
-    from iolab.errors import InputError
-
-    try:
-        page = importlib.import_module(f"{type(experiment).__module__}.page")
-    except ImportError:
-        page = None
-    if page is None or not hasattr(page, "findings"):
-        raise InputError(f"experiment {experiment.name}", "findings",
-                         "its chapter computes no findings from runs to compare",
-                         allowed="an experiment whose page module has findings(chapter)")
-    return page.findings
 
 
 def as_text(shown: pd.DataFrame) -> str:

@@ -1,7 +1,8 @@
-"""Tool adapters and collectors: one module per benchmark tool (how to find it, its argv for a
-run, its parser) and per collector (what it samples around a run and how that is parsed).
+"""Tool adapters: one module per benchmark tool (how to find it, its argv for a run, its
+parser), and the registry of adapters and collectors by name.
 
-Responsible for: everything this package knows about a program it runs or reads.
-Not responsible for: which runs an experiment wants (``iolab.experiments``) or running them
-(``iolab.core.runner``); the output formats themselves are parsed in ``iolab.parsers``.
+Responsible for: everything this package knows about a benchmark program it runs.
+Not responsible for: the collectors that sample beside it (``iolab.collectors``), which runs
+an experiment wants (``iolab.experiments``) or running them (``iolab.execution.runner``); the
+output formats themselves are parsed in ``iolab.parsers``.
 """

@@ -13,7 +13,7 @@ Responsible for: :class:`Program` (find, version, install hint), :class:`CpuRequ
 set named by cores, resolved against a host's topology at run time), :class:`Invocation`,
 the :class:`ToolAdapter` and :class:`Collector` interfaces, reading a driver's version, and
 the one spelling of a PCI address (:func:`pci_address`).
-Not responsible for: running anything (``iolab.core.runner``), or any one tool.
+Not responsible for: running anything (``iolab.execution.runner``), or any one tool.
 """
 
 from __future__ import annotations

@@ -9,6 +9,6 @@ what the plan asks for next); a replay of a full grid's stored repetitions
 (:mod:`iolab.core.search.replay`); and scripted values in tests.
 
 Responsible for: the search's params, strategies, oracles, answer and replay.
-Not responsible for: making runs (``iolab.core.runner``) or planning the rest of the design
+Not responsible for: making runs (``iolab.execution.runner``) or planning the rest of the design
 (``iolab.core.planner`` calls :func:`iolab.core.search.plan.search_state`).
 """

@@ -28,16 +28,16 @@ from typing import Any
 
 from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
 from iolab.errors import InputError
-from iolab.experiments.base import Experiment, Metric
+from iolab.core.experiment import Experiment, Metric
 from iolab.host.binding import USER_SPACE_DRIVERS
 from iolab.host.scratch import ScratchFile
 from iolab.tools.base import CpuCount, CpuRequest, Invocation
-from iolab.tools.cpufreq import CpufreqSampler
-from iolab.tools.gnu_time import GnuTime
-from iolab.tools.hugepages import Hugepages
-from iolab.tools.procstat import ProcStat
-from iolab.tools.proctree import ProcTreeCpu
-from iolab.tools.stress_ng import StressNg, unused_cpus
+from iolab.collectors.cpufreq import CpufreqSampler
+from iolab.collectors.gnu_time import GnuTime
+from iolab.collectors.hugepages import Hugepages
+from iolab.collectors.procstat import ProcStat
+from iolab.collectors.proctree import ProcTreeCpu
+from iolab.collectors.stress_ng import StressNg, unused_cpus
 
 FIXED_FREQ_KHZ = {"userspace-3.0GHz": 3_000_000}
 BDEVPERF = {"tool": "bdevperf"}

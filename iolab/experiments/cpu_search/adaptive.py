@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.core.search import replay
 from iolab.errors import InputError

@@ -22,7 +22,7 @@ import pandas as pd
 from IPython.display import Markdown
 from pandas.io.formats.style import Styler
 
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.errors import InputError
 from iolab.experiments.cpu_search import analysis as ca

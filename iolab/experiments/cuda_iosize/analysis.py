@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from iolab.analysis.queueing import LittleBound, latency_from
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
-from iolab.experiments import get
+from iolab.core.registry import get
 from iolab.experiments.cpu_search import analysis as cpu
 from iolab.report import reference
 

@@ -19,10 +19,10 @@ import math
 from typing import Any
 
 from iolab.core.schema import Choice, Int, Number, Text
-from iolab.experiments.base import Experiment, Metric
+from iolab.core.experiment import Experiment, Metric
 from iolab.experiments.gpu_io import check_gpu_host
 from iolab.tools.base import Invocation
-from iolab.tools.nvml import NvmlPcie
+from iolab.collectors.nvml import NvmlPcie
 
 TO_GPU = ("copy/h2d", "read")  # the points whose payload arrives at the GPU (PCIe RX)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from iolab.campaign import Campaign
+from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import qdepth_bands, tools_bars

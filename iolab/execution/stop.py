@@ -14,7 +14,7 @@ made after it started; any other is stale (its campaign ended before reading it)
 removed with a message.
 
 Responsible for: writing, reading and clearing requests. Not responsible for: what the
-campaign does when it stops (``iolab.core.runner``).
+campaign does when it stops (``iolab.execution.runner``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.core import locks
-from iolab.core.durable import write_json_atomic
+from iolab.durable import write_json_atomic
 
 EXIT_STOPPED = 3  # the exit status of a command whose campaign stopped on request, runs left
 

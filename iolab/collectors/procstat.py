@@ -2,7 +2,7 @@
 
 Responsible for: snapshots of ``/proc/stat`` with a wall-clock stamp just before and just
 after the driver (``procstat.before``, ``procstat.after``) and their pure parser.
-Not responsible for: CPU time inside the tool's measurement window (``iolab.tools.proctree``).
+Not responsible for: CPU time inside the tool's measurement window (``iolab.collectors.proctree``).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def gnu_time_prefix(out_file: str | Path) -> list[str]:
     """The argv to put before a driver's so that GNU time writes ``GNU_TIME_FORMAT`` to a file.
 
     The values cover the command's whole lifetime (start-up and teardown too) and include
-    its waited-for children; ``iolab.tools.proctree`` measures inside the window instead. GNU time is
+    its waited-for children; ``iolab.collectors.proctree`` measures inside the window instead. GNU time is
     the Debian package ``time``; the bash keyword of the same name is a different thing,
     hence the absolute path.
     """

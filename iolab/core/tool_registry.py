@@ -9,21 +9,21 @@ from iolab.errors import InputError
 from iolab.tools.base import Collector, ToolAdapter
 from iolab.tools.bdevperf import Bdevperf
 from iolab.tools.bpftrace import Bpftrace
-from iolab.tools.cpufreq import CpufreqSampler
-from iolab.tools.dcgmi import DcgmDmon
+from iolab.collectors.cpufreq import CpufreqSampler
+from iolab.collectors.dcgmi import DcgmDmon
 from iolab.tools.fio import Fio
-from iolab.tools.gnu_time import GnuTime
+from iolab.collectors.gnu_time import GnuTime
 from iolab.tools.gpu_pcie_probe import GpuPcieProbe
-from iolab.tools.hugepages import Hugepages
-from iolab.tools.interrupts import Interrupts
-from iolab.tools.irqtrace import IrqTrace
+from iolab.collectors.hugepages import Hugepages
+from iolab.collectors.interrupts import Interrupts
+from iolab.collectors.irqtrace import IrqTrace
 from iolab.tools.marker import OutputMarker
-from iolab.tools.nvml import NvmlPcie
+from iolab.collectors.nvml import NvmlPcie
 from iolab.tools.p2p_bandwidth import P2pBandwidth
-from iolab.tools.procstat import ProcStat
-from iolab.tools.proctree import ProcTreeCpu
+from iolab.collectors.procstat import ProcStat
+from iolab.collectors.proctree import ProcTreeCpu
 from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
-from iolab.tools.stress_ng import StressNg
+from iolab.collectors.stress_ng import StressNg
 from iolab.tools.uring_reader import UringReader
 from iolab.tools.xnvmeperf import Xnvmeperf
 

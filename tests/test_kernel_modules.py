@@ -12,7 +12,7 @@ import pytest
 from iolab.errors import InputError, IolabError
 from iolab.host.journal import KnobSession
 from iolab.host.knobs import SysRoot
-from iolab.host.modules import IrqbalanceKnob, NvmePollQueuesKnob
+from iolab.host.kernel_modules import IrqbalanceKnob, NvmePollQueuesKnob
 
 BDF = "0000:c1:00.0"
 

@@ -12,7 +12,7 @@ identity and launch, the programs a plan needs, the metrics of a row, and the re
 manifests written before this interface existed (version 1).
 
 Responsible for: the interface and those derivations. Not responsible for: any one
-experiment, running (``iolab.core.runner``) or planning (``iolab.core.planner``).
+experiment, running (``iolab.execution.runner``) or planning (``iolab.core.planner``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from iolab.errors import ToolError
 from iolab.host.scratch import ScratchFile
 from iolab.core.rows import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
-from iolab.tools import registry
+from iolab.core import tool_registry
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
 
 PALETTES = ("colorblind", "deep", "muted", "bright", "dark", "pastel")
@@ -159,7 +159,7 @@ class Experiment:
         return Schema(self.settings, self.variables, {**COMMON_ANALYSIS, **self.analysis_fields})
 
     def adapter(self, invocation: Invocation) -> ToolAdapter:
-        return registry.adapter(invocation.tool)
+        return tool_registry.adapter(invocation.tool)
 
     def identity(self, environment: str, settings: dict[str, Any],
                  point: dict[str, Any]) -> dict[str, Any]:

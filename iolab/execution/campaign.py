@@ -14,13 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iolab import experiments
+from iolab.core import datadir, registry
 from iolab.core import spec as specmod
-from iolab.core import datadir
+from iolab.core.experiment import Experiment
 from iolab.core.planner import MAX_RUNS, Plan
-from iolab.core.runner import CampaignResult, design_plan, plan_for, run_campaign
 from iolab.core.store import Store, open_store
-from iolab.experiments.base import Experiment
+from iolab.execution.host_plan import design_plan, plan_for
+from iolab.execution.runner import CampaignResult, RunOptions, run_campaign
 from iolab.importers.aisio import PREFIX, ImportedCampaign
 from iolab.paths import resolve_data_dir
 
@@ -32,7 +32,7 @@ def source(name: str) -> Experiment | ImportedCampaign:
     """The tidy source of a campaign name: an experiment, or an imported campaign."""
     if name.startswith(PREFIX):
         return ImportedCampaign(name)
-    return experiments.get(name)
+    return registry.get(name)
 
 
 class Campaign:
@@ -40,7 +40,7 @@ class Campaign:
                  data_dir: str | Path | None = None,
                  overrides: list[str] | dict[str, Any] | None = None,
                  params_dir: Path | None = None):
-        self.experiment = (experiments.get(experiment) if isinstance(experiment, str)
+        self.experiment = (registry.get(experiment) if isinstance(experiment, str)
                            else experiment)
         self.environment = environment
         self.data_dir = datadir.check(resolve_data_dir(data_dir))
@@ -70,8 +70,10 @@ class Campaign:
 
     def run(self, *, where: list[str] | dict[str, Any] | None = None, limit: int | None = None,
             **options: Any) -> CampaignResult:
-        return run_campaign(self.experiment, self.spec, self.data_dir, where=self.where(where),
-                            limit=limit, **options)
+        """Run the campaign; ``options`` are :class:`~iolab.execution.runner.RunOptions`'
+        fields."""
+        return run_campaign(self.experiment, self.spec, self.data_dir,
+                            RunOptions(where=self.where(where), limit=limit, **options))
 
     @staticmethod
     def split(rows: pd.DataFrame, plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -22,7 +22,7 @@ per second); ``samples``; ``gpu_pci`` (lower case, 4-digit domain, as
 :func:`~iolab.tools.base.pci_address` spells it).
 
 Responsible for: sampling, the files and the metrics. Not responsible for: choosing the GPU
-a benchmark uses, or DCGM (``iolab.tools.dcgmi``).
+a benchmark uses, or DCGM (``iolab.collectors.dcgmi``).
 """
 
 from __future__ import annotations

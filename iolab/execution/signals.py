@@ -18,8 +18,8 @@ moment leads to the same end; what is in progress when it comes (reading the sto
 the host's inventory) finishes first, which takes seconds at most.
 
 Responsible for: installing and restoring the handlers, and the requests they record.
-Not responsible for: what a stop does (``iolab.core.runner``) or stop requests made through
-the data directory (``iolab.core.stop``).
+Not responsible for: what a stop does (``iolab.execution.runner``) or stop requests made through
+the data directory (``iolab.execution.stop``).
 """
 
 from __future__ import annotations

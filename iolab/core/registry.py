@@ -1,0 +1,107 @@
+"""The registry of experiments: every package in ``iolab/experiments/`` that defines
+``EXPERIMENT``, found by name when a command, a chapter or a campaign asks for one.
+
+Experiments are plugins: they sit above everything else in the package and are imported here
+by name at run time (the only dynamic import of them, held by ``tests/test_layout.py``), so the
+layers below depend on the interface (:mod:`iolab.core.experiment`) and never on an
+experiment. Adding an experiment means adding its package to ``iolab/experiments/`` (``<name>/__init__.py`` with an
+:class:`~iolab.core.experiment.Experiment` instance named ``EXPERIMENT``), its notebook, its
+params files and one line in ``_toc.yml``; nothing else names it. The CLI, ``iolab book``,
+``make clean`` and the tests take the list from :func:`all_experiments`.
+
+Experiments kept outside this package (a user's own, or the tests' example) are registered
+by naming their modules in ``$IOLAB_EXPERIMENTS`` (comma-separated, importable from
+``sys.path``); each module defines ``EXPERIMENT`` and says where its notebook and params are.
+
+Responsible for: discovering experiments, finding one by name, and finding an experiment's
+page ``findings``. Not responsible for: what an experiment does (:mod:`iolab.core.experiment`)
+or campaigns that were imported rather than run (``iolab.importers``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from typing import TYPE_CHECKING, Any, Callable
+
+from iolab.core.experiment import Experiment
+from iolab.errors import InputError
+
+if TYPE_CHECKING:
+    from iolab.analysis.findings import Finding
+
+EXTRA = "IOLAB_EXPERIMENTS"
+PACKAGE = "iolab.experiments"  # the folder of the package's own experiments
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def _extra_modules() -> list[str]:
+    return [m.strip() for m in os.environ.get(EXTRA, "").split(",") if m.strip()]
+
+
+def _discover() -> dict[str, Experiment]:
+    if _REGISTRY:
+        return _REGISTRY
+    found: dict[str, Experiment] = {}
+    # an error in a package of ours is a bug to see as it is; one in a module named in the
+    # environment variable is the user's to fix, and says where it came from
+    package = importlib.import_module(PACKAGE)
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.ispkg:
+            _add(found, importlib.import_module(f"{PACKAGE}.{info.name}"), None)
+    for name in _extra_modules():
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError(f"${EXTRA}", name, f"cannot import it: {exc}",
+                             allowed="module names importable from sys.path, "
+                                     "comma-separated") from None
+        _add(found, module, name)
+    # filled only once everything was found: a failure leaves no partial registry behind
+    _REGISTRY.update(found)
+    return _REGISTRY
+
+
+def _add(found: dict[str, Experiment], module, extra: str | None) -> None:
+    experiment = getattr(module, "EXPERIMENT", None)
+    if isinstance(experiment, Experiment):
+        found[experiment.name] = experiment
+    elif extra is not None:
+        raise InputError(f"${EXTRA}", extra, "defines no EXPERIMENT (an instance of "
+                         "iolab.core.experiment.Experiment)")
+
+
+def all_experiments() -> list[Experiment]:
+    return [_discover()[name] for name in sorted(_discover())]
+
+
+def names() -> list[str]:
+    return sorted(_discover())
+
+
+def get(name: str) -> Experiment:
+    try:
+        return _discover()[name]
+    except KeyError:
+        raise InputError(None, "experiment", f"unknown experiment '{name}'",
+                         allowed=", ".join(names())) from None
+
+
+def reload() -> None:
+    """Discover again (after ``$IOLAB_EXPERIMENTS`` changed)."""
+    _REGISTRY.clear()
+
+
+def findings_function(experiment: Experiment) -> Callable[[Any], list[Finding]]:
+    """The ``findings(chapter)`` of an experiment's page module; an error naming the
+    experiment where it has none (a lab-only chapter computes no findings from runs)."""
+    try:
+        page = importlib.import_module(f"{type(experiment).__module__}.page")
+    except ImportError:
+        page = None
+    if page is None or not hasattr(page, "findings"):
+        raise InputError(f"experiment {experiment.name}", "findings",
+                         "its chapter computes no findings from runs to compare",
+                         allowed="an experiment whose page module has findings(chapter)")
+    return page.findings

@@ -1,0 +1,271 @@
+"""One run made: its knobs set through the journaled session, its input files written, its
+collectors started around the driver (an argv list run in the run's folder, in a session of
+its own so that its whole tree can be ended), watched for disturbances, its output parsed by
+the tool's adapter, and the run committed with its manifest, or kept under ``failed/``.
+
+Responsible for: everything between "this planned run is next" and "it is stored", and
+ending what it started. Not responsible for: the order of runs, the locks, the stop requests
+or the campaign log (``iolab.execution.runner``), or the manifest's format
+(``iolab.core.manifest``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from iolab import __version__
+from iolab.core.identity import config_id
+from iolab.core.manifest import RunManifest
+from iolab.core import disturbance
+from iolab import procs
+from iolab.execution import stop
+from iolab.execution.signals import Signals, kill_group
+from iolab.core.planner import ASIS, PlannedRun
+from iolab.core.spec import Spec
+from iolab.execution.host_plan import RunnableExperiment, metric_value
+from iolab.core.rows import WINDOW_FILE
+from iolab.core.store import StoredRun, open_store
+from iolab.errors import IolabError, ParseError
+from iolab.host import slurm
+from iolab.host.journal import KnobSession
+from iolab.tools.base import cpu_mask
+
+
+CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
+
+
+TIMEOUT_MARGIN_S = 180.0            # beyond runtime and ramp, before a driver is killed
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def wait_watched(proc: subprocess.Popen, timeout: float, watch: disturbance.Watch) -> int:
+    """Wait for the driver's exit (at most ``timeout`` s), looking at it every
+    ``disturbance.WATCH_S`` in between."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return wait_exit(proc, max(0.0, min(disturbance.WATCH_S, left)))
+        except subprocess.TimeoutExpired:
+            if left <= disturbance.WATCH_S:
+                raise subprocess.TimeoutExpired(proc.args, timeout) from None
+            watch.look(proc.pid)
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
+    """``proc.wait(timeout)`` without its polling: Popen.wait with a timeout sleeps in steps
+    of up to 50 ms, which a short run pays on top of what it measures. A pidfd (Linux 5.3)
+    wakes this the moment the process exits; where there is none, Popen.wait is used."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return proc.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        # poll is restarted after a signal handler returns (PEP 475), with the time left
+        if not poller.poll(min(timeout * 1000, 2**31 - 1)):  # poll takes a C int of ms
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
+
+
+def _tail(path: Path, n: int = 5) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+class RunMaker:
+    """Makes the runs of one campaign, one at a time, with the state they share."""
+
+    def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path, knobs: dict,
+                 topo: list[dict], started_at: float, signals: Signals):
+        self.exp = experiment
+        self.spec = spec
+        self.settings = spec.settings
+        self.store = open_store(experiment, spec.environment, data_dir)
+        self.knobs = knobs
+        self.topo = topo
+        self.config_id = config_id(experiment.name, spec.environment,
+                                   experiment.config_settings(spec.settings))
+        self.fingerprint = ""
+        # the Slurm job the campaign runs in (None outside one), recorded with every run
+        self.allocation = slurm.allocation()
+        self.versions: dict[str, str | None] = {}
+        self.originals: dict[str, Any] = {}
+        self.proc: subprocess.Popen | None = None
+        self.tmp: Path | None = None
+        self.signals = signals
+        self.discarded = False  # a run in progress was discarded on the way out
+        self.measured_s = 0.0  # the mean duration of the design's stored runs, if any
+        self.started_at = started_at  # a stop request made from then on is this campaign's
+
+    def stop_requested(self) -> tuple[str, str]:
+        """(why the campaign must stop before its next run, or ""; a message to pass on)."""
+        if self.signals.after_run:
+            return self.signals.after_run_reason(), ""
+        doc, message = stop.pending(self.store.data_dir, self.started_at)
+        if doc is None:
+            return "", message
+        stop.clear(self.store.data_dir)
+        who = f" by Slurm job {doc['job']}" if doc.get("job") else ""
+        return f"{doc.get('reason') or 'a stop request'}{who}", message
+
+    def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
+        record: dict[str, Any] = {}
+        problem = ""
+        for var, knob in self.exp.knob_variables.items():
+            value = params.get(var, ASIS)
+            if value == ASIS:
+                # "asis" means the host's state at campaign start, even after other points changed it
+                if knob in self.originals and not self.knobs[knob].same_state(self.originals[knob],
+                                                                               self.knobs[knob].read()):
+                    self.knobs[knob].restore(self.originals[knob])
+                record[knob] = {"requested": ASIS,
+                                "after": self.knobs[knob].read() if knob in self.originals else None}
+                continue
+            rec = session.set(knob, self.exp.knob_value(var, value))
+            record[knob] = rec
+            if not rec.get("matches", False):
+                problem = f"knob {knob}: requested {value!r}, the kernel reports {rec.get('after')!r}"
+        return record, problem
+
+    def run_one(self, session: KnobSession, planned: PlannedRun) -> tuple[bool, str, dict]:
+        """Run one repetition; returns (ok, failure reason, the tool's metrics); the metrics
+        of a stored run under a repetition rule carry the rule's metric as ``rule_value``."""
+        params = planned.point.params
+        knob_record, reason = self.set_knobs(session, params)
+        self.tmp = tmp = self.store.begin(planned.run_id)
+        launch, collectors, adapter = self.exp.launch(self.settings, params, self.topo)
+        for name, text in launch.inputs.items():
+            (tmp / name).write_text(text)
+        if launch.cpus is not None:
+            (tmp / CPUS_FILE).write_text(json.dumps({"cpus": launch.cpus,
+                                                     "mask": cpu_mask(launch.cpus)}) + "\n")
+        driver_rel, driver_version = adapter.driver_record()
+        driver = str(adapter.driver_path) if adapter.driver is not None else None
+        manifest = RunManifest(
+            run_id=planned.run_id, identity=planned.identity, experiment=self.exp.name,
+            environment=self.spec.environment, rep=planned.rep, point=params,
+            grids=planned.point.grids, settings=self.settings, config_id=self.config_id,
+            tool=adapter.name, tool_version=self.versions.get(adapter.name),
+            driver=driver_rel, driver_version=driver_version,
+            # the driver is recorded repository-relative; it may follow a wrapper (GNU time)
+            argv=[driver_rel if a == driver else a for a in launch.argv], cpus=launch.cpus,
+            knobs=knob_record, collectors=[c.name for c in collectors],
+            host_fingerprint=self.fingerprint, iolab_version=__version__,
+            spec_sources=self.spec.sources, overrides=self.spec.overrides,
+            extra={"slurm": self.allocation} if self.allocation else {})
+        started = now_iso()
+        t0 = time.monotonic()
+        if not reason:
+            expected = (max(self.exp.seconds_per_run(self.settings, params), self.measured_s)
+                        if self.exp.timed else None)
+            manifest.exit_code, reason = self._execute(launch.argv, collectors, tmp, expected)
+        if not reason:  # a knob changed by hand (or a daemon) while the run measured
+            changed = disturbance.changed_knobs(self.knobs, knob_record)
+            reason = disturbance.reason(changed) if changed else ""
+        manifest.started_at, manifest.ended_at = started, now_iso()
+        manifest.duration_s = round(time.monotonic() - t0, 3)
+        if not reason and manifest.exit_code != 0:
+            reason = f"{adapter.name} exited with status {manifest.exit_code}: {_tail(tmp / 'stderr')}"
+        metrics: dict = {}
+        if not reason:
+            try:
+                metrics = adapter.parse(tmp)
+                reason = metrics.get("problem") or ""
+            except ParseError as exc:
+                reason = f"output could not be parsed: {exc}"
+        if reason:
+            manifest.failure = reason
+            dest = self.store.commit_failed(tmp, manifest)
+            self.tmp = None
+            return False, f"{reason}; kept in {dest}", metrics
+        final = self.store.commit(tmp, manifest)
+        self.tmp = None
+        if not self.spec.rule.fixed:
+            metrics["rule_value"] = metric_value(self.exp, StoredRun(final, manifest),
+                                                 self.spec.rule.metric, parsed=metrics)
+        return True, "", metrics
+
+    def _execute(self, argv: list[str], collectors: list, tmp: Path,
+                 expected_s: float | None) -> tuple[int, str]:
+        """Run the driver with its collectors around it, watched for disturbances
+        (``iolab.core.disturbance``); (exit code, why the run failed or "")."""
+        self.signals.check()
+        for c in collectors:
+            c.start(tmp)
+        reason = ""
+        timeout = self.exp.run_seconds(self.settings) + TIMEOUT_MARGIN_S
+        start_ns = time.time_ns()
+        try:
+            with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
+                # IOLAB_RUN names the run in every process of its tree, setsid'd fio workers
+                # included, so that a timeout or an abort finds them all
+                self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                             cwd=tmp, start_new_session=True,
+                                             env={**os.environ, procs.RUN_VAR: str(tmp)})
+                watch = disturbance.Watch(expected_s)
+                self.signals.driver_started(self.proc.pid)
+                for c in collectors:
+                    c.attach(self.proc.pid)
+                try:
+                    exit_code = wait_watched(self.proc, timeout, watch)
+                except subprocess.TimeoutExpired:
+                    self.end_driver(tmp)
+                    exit_code = self.proc.wait()
+                    reason = f"timed out after {timeout:.0f} s"
+                except BaseException:
+                    self.end_driver(tmp)  # before the collectors stop: nothing may run on
+                    raise
+                finally:
+                    self.signals.group = None
+                if self.signals.now is not None:  # the handler killed the driver's group
+                    self.end_driver(tmp)
+                    self.signals.check()
+                disturbed = watch.finish()
+                if disturbed and not reason:
+                    reason = disturbance.reason(disturbed)
+            self.proc = None
+        finally:
+            end_ns = time.time_ns()
+            for c in collectors:
+                c.stop(tmp)
+        (tmp / WINDOW_FILE).write_text(json.dumps({"start_ns": start_ns, "end_ns": end_ns}) + "\n")
+        return exit_code, reason
+
+    def end_driver(self, tmp: Path) -> None:
+        """Kill the driver's whole tree (its process group and every process naming its run)
+        and wait for it."""
+        if self.proc is None:
+            return
+        kill_group(self.proc.pid)
+        self.proc.wait()
+        left = procs.end(procs.find(run=str(tmp)))
+        if left:
+            raise IolabError(f"processes of run {tmp.name} could not be ended: "
+                             + ", ".join(p.describe() for p in left))
+
+    def abort(self, owner: procs.Owned) -> None:
+        """End every process this campaign started and discard the unfinished run."""
+        if self.proc is not None and self.tmp is not None:
+            self.end_driver(self.tmp)
+        procs.end(owner.children())
+        if self.tmp is not None:
+            self.store.discard(self.tmp)
+            self.tmp = None
+            self.discarded = True
