@@ -253,7 +253,7 @@ def bench_startup() -> dict[str, Any]:
 # -- ingest, plan, book, import ----------------------------------------------------------------
 
 def bench_ingest(work: Path, conf: dict[str, Any], n: int) -> dict[str, Any]:
-    from iolab import experiments
+    from iolab.core import registry
     from iolab.core import tidy
 
     progress(f"copying real fio runs into a {n:,}-run campaign")
@@ -261,7 +261,7 @@ def bench_ingest(work: Path, conf: dict[str, Any], n: int) -> dict[str, Any]:
     name, env = conf["experiment"], conf["environment"]
     source = REPO / "data" / "raw" / name / env
     copy_campaign(source, data, name, env, n)
-    exp = experiments.get(name)
+    exp = registry.get(name)
     progress("tidy table, cold")
     t0 = time.perf_counter()
     rows = len(tidy.load(data, exp, env))
@@ -280,7 +280,7 @@ def bench_ingest(work: Path, conf: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def bench_plan(conf: dict[str, Any]) -> dict[str, Any]:
-    from iolab.campaign import Campaign
+    from iolab.execution.campaign import Campaign
 
     progress(f"plan of {conf['experiment']} with {conf['environment']}'s params")
     camp = Campaign(conf["experiment"], conf["environment"])
