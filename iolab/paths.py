@@ -26,6 +26,8 @@ def default_data_dir() -> Path:
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """The data directory a ``--data`` option or a notebook's ``data_dir`` names, as an
+    absolute path, or the default one (:func:`default_data_dir`) when it names none."""
     return _resolve(data_dir, "--data") if data_dir else default_data_dir()
 
 

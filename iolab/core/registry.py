@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from iolab.core.experiment import Experiment
@@ -93,12 +94,25 @@ def reload() -> None:
     _REGISTRY.clear()
 
 
+def part(experiment: Experiment, name: str = "page") -> ModuleType:
+    """A module of an experiment's package by name (``page``: its chapter's sections;
+    ``adaptive``: the CPU search's adaptive sections, ...); an error naming what it has."""
+    package = type(experiment).__module__
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.{name}":
+            raise  # a module the part itself imports is missing: a bug to see as it is
+        raise InputError(f"experiment {experiment.name}", "part", f"no module '{name}'",
+                         allowed="the modules of its package, e.g. page") from None
+
+
 def findings_function(experiment: Experiment) -> Callable[[Any], list[Finding]]:
     """The ``findings(chapter)`` of an experiment's page module; an error naming the
     experiment where it has none (a lab-only chapter computes no findings from runs)."""
     try:
-        page = importlib.import_module(f"{type(experiment).__module__}.page")
-    except ImportError:
+        page = part(experiment)
+    except InputError:
         page = None
     if page is None or not hasattr(page, "findings"):
         raise InputError(f"experiment {experiment.name}", "findings",

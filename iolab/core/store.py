@@ -100,6 +100,9 @@ def corrupt_message(corrupt: list[CorruptRun], what: str, shown: int = 10) -> st
 
 
 class Store:
+    """One campaign's folder, ``data/raw/<experiment>/<environment>/``: its runs, its host
+    record and its log, written only through commits that a crash cannot leave half done."""
+
     def __init__(self, data_dir: Path, experiment: str, environment: str,
                  upgrade: Upgrade | None = None):
         self.data_dir = Path(data_dir)

@@ -76,6 +76,10 @@ def setting_words(value: Any) -> str:
 
 
 class Chapter:
+    """One campaign opened for its chapter: its spec, its runs as tidy rows (and the
+    imported ones apart), its plan, and the texts and figures the notebook glues. ``mode``
+    "replay" reads stored runs; "run" makes the runs still to do first."""
+
     def __init__(self, experiment: str, environment: str, *, mode: str = "replay",
                  data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
                  run_options: dict[str, Any] | None = None):

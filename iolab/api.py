@@ -1,0 +1,56 @@
+"""What a chapter's notebook may use of the package: this module, and nothing else of it.
+
+A notebook loads its campaign into a :class:`Chapter` and calls its experiment's page, the
+functions that fill the chapter's texts, tables and figures section by section::
+
+    from iolab.api import Chapter, page
+
+    ch = Chapter(experiment, environment, mode=mode, data_dir=data_dir, overrides=overrides,
+                 run_options=run_options)
+    sections = page(experiment)
+    sections.design(ch)
+
+Everything named in ``__all__`` is kept working across versions of the package, or changed
+with a note in the changelog; the modules behind it may move. ``tests/test_api.py`` holds that
+every notebook of the book (and the scaffold's) imports from ``iolab`` only this module.
+
+Responsible for: the one surface the notebooks use, each name documented.
+Not responsible for: any behaviour: every name is defined in the module that owns it.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from iolab.core import registry
+from iolab.core.store import Store, campaigns
+from iolab.experiments.gpu_io import lab_answer, lab_design
+from iolab.host.inventory import summary_row
+from iolab.paths import resolve_data_dir
+from iolab.report import benchmarks_page as benchmarks
+from iolab.report import figures
+from iolab.report.chapter import Chapter
+from iolab.report.machines import measured_by_machine
+from iolab.report.tables import design_table
+
+__all__ = [
+    "Chapter",              # a campaign loaded for its chapter: runs, spec, texts to glue
+    "page",                 # an experiment's page (or another of its modules) by name
+    "design_table",         # the params file's design as a table
+    "figures",              # the figure helpers a small chapter draws with
+    "lab_design",           # a lab-only GPU chapter's design and lab plan
+    "lab_answer",           # a lab-only GPU chapter's answer and claims
+    "benchmarks",           # the benchmarks appendix's page
+    "Store",                # a campaign's stored runs (the machines appendix)
+    "campaigns",            # every stored (experiment, environment)
+    "summary_row",          # a stored host inventory in one column
+    "measured_by_machine",  # which machine measured which campaigns
+    "resolve_data_dir",     # the data directory a notebook parameter names
+]
+
+
+def page(experiment: str, part: str = "page") -> ModuleType:
+    """The module ``part`` of an experiment's package: ``page`` (default) holds the functions
+    that fill its chapter; the CPU search's adaptive sections are ``page("cpu_search",
+    "adaptive")``. An unknown experiment or part is an error that names what exists."""
+    return registry.part(registry.get(experiment), part)
