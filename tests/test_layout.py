@@ -80,6 +80,7 @@ LAYERS = [
     {"experiments"},
     {"report"},
     {"batch"},
+    {"scaffold"},  # writes a new experiment's files for the CLI's new-experiment verb
     {"cli", "__main__"},
 ]
 UPWARD = {
