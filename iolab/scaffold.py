@@ -36,15 +36,13 @@ from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "experiment"
-# The template's own experiment name: replaced by the new one's in every file it writes.
-TOKEN = "blocksize"
 # The design a new environment starts from when the template has none for it: the smallest.
 SMALLEST_ENV = "kvm-2vcpu"
 # The _toc.yml entry a chapter goes under, as the package's experiment chapters do.
 INDEX = "experiments/index"
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 NAME_RULE = ("a lowercase Python identifier that is not a keyword: a letter, then letters, "
-             "digits or _ (e.g. disk_probe)")
+             "digits or _")
 # The lines only an experiment outside the package has: in the package its notebook and
 # params keep the defaults (the repository's notebooks/).
 OUTSIDE_ONLY = re.compile(r"^    # Outside the package.*?^    params_dir = [^\n]*\n", re.M | re.S)
@@ -85,6 +83,13 @@ def _read(relative: str) -> str:
     return (TEMPLATE / relative).read_text()
 
 
+def template_name() -> str:
+    """The template's own experiment name, which the new one's replaces in every file. Read
+    from the template, not written here: this module would name an experiment of that name
+    (tests/test_experiments.py refuses a file that does)."""
+    return re.search(r'^    name = "(\w+)"$', _read("__init__.py.tmpl"), re.M).group(1)
+
+
 def _imported_names() -> set[str]:
     """The names the template's module imports: a class of one of these names would hide
     it (an experiment named ``path`` would replace ``Path``)."""
@@ -122,13 +127,14 @@ def _environments(environment: str | None) -> list[str]:
 
 
 def _rename(text: str, name: str, module: str) -> str:
+    token = template_name()
     # the import first: the notebook imports the analysis by its module's name, which in
     # the package is longer than the experiment's name
-    text = text.replace(f"from {TOKEN} import", f"from {module} import")
+    text = text.replace(f"from {token} import", f"from {module} import")
     # MyST labels of the package's chapters use hyphens (sec-experiments-smt-thp)
-    text = text.replace(f"sec-experiments-{TOKEN}", f"sec-experiments-{name.replace('_', '-')}")
-    text = re.sub(rf"\b{class_name(TOKEN)}\b", class_name(name), text)
-    return re.sub(rf"\b{TOKEN}\b", name, text)
+    text = text.replace(f"sec-experiments-{token}", f"sec-experiments-{name.replace('_', '-')}")
+    text = re.sub(rf"\b{class_name(token)}\b", class_name(name), text)
+    return re.sub(rf"\b{token}\b", name, text)
 
 
 def planned_files(name: str, layout: Layout, environments: list[str]) -> dict[Path, str]:
