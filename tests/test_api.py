@@ -19,7 +19,7 @@ def notebooks() -> list:
     found = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
     found += sorted({e.notebook for e in registry.all_experiments()} - set(found))
     found += sorted((REPO_ROOT / "tests" / "fixtures").rglob("*.ipynb"))
-    found += sorted((REPO_ROOT / "iolab").rglob("*.ipynb"))  # the scaffold's template
+    found += sorted((REPO_ROOT / "iolab").rglob("*.ipynb.tmpl"))  # the scaffold's template
     return found
 
 

@@ -5,34 +5,36 @@ fixture ``html`` of tests/conftest.py, shared with tests/test_browser.py). Any b
 reference, missing glue key, citation or image fails it. The glued values are compared with
 tests/fixtures/glued_values.json: a change of code or data that changes a number the book
 quotes fails here until the snapshot is renewed on purpose (`iolab book --glue-snapshot FILE`).
+A page the snapshot does not name (a new experiment's chapter) is reported, not failed.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
 from iolab.core import registry
-from iolab.report.book import glued_values
+from iolab.report.book import compare_glue, glued_values
 
 pytestmark = pytest.mark.slow
 SNAPSHOT = Path(__file__).parent / "fixtures" / "glued_values.json"
 
 
 def test_glued_values_are_unchanged(html):
-    expected = json.loads(SNAPSHOT.read_text())
-    now = glued_values()
-    changed = [f"{page} {key}: {expected.get(page, {}).get(key)!r} -> {value!r}"
-               for page, values in now.items() for key, value in values.items()
-               if expected.get(page, {}).get(key) != value]
-    missing = [f"{page} {key}" for page, values in expected.items() for key in values
-               if key not in now.get(page, {})]
-    assert not changed and not missing, (
+    """Fails when a value of a page the snapshot names changes; a page it does not name (a
+    new experiment's chapter) is reported as a warning, not failed (``compare_glue``)."""
+    differ, uncovered = compare_glue(json.loads(SNAPSHOT.read_text()), glued_values())
+    if uncovered:
+        warnings.warn("pages tests/fixtures/glued_values.json does not cover yet (renew it "
+                      "with `iolab book --glue-snapshot tests/fixtures/glued_values.json` to "
+                      "take them in): " + ", ".join(uncovered))
+    assert not differ, (
         "glued values differ from tests/fixtures/glued_values.json (renew it with "
         "`iolab book --glue-snapshot tests/fixtures/glued_values.json` if intended):\n"
-        + "\n".join(changed + missing))
+        + "\n".join(differ))
 
 
 @pytest.mark.parametrize("exp", registry.all_experiments(), ids=lambda e: e.name)

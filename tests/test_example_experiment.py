@@ -1,6 +1,7 @@
 """The example experiment of the architecture appendix, run end to end.
 
-``tests/fixtures/example/blocksize/`` holds a whole experiment outside the package: its
+The example is the template of ``iolab new-experiment`` (``iolab/templates/experiment/``),
+written under its own name, ``blocksize``, into a temporary folder outside the package: its
 module, analysis, notebook and params files, registered through ``$IOLAB_EXPERIMENTS``. These
 tests are the proof that the files the appendix lists are all a new experiment needs: the
 registry finds it, its params validate, the CLI plans it, a real fio campaign runs and tidies,
@@ -19,16 +20,23 @@ import pytest
 from iolab.core import registry
 from iolab.execution.campaign import Campaign
 from iolab.cli import main
+from iolab.scaffold import new_experiment
 
-EXAMPLE = Path(__file__).parent / "fixtures" / "example"
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> Path:
+    """A folder holding the example, written from the template as a new experiment is."""
+    where = tmp_path_factory.mktemp("example")
+    new_experiment("blocksize", where=where)
+    return where
 
 
 @pytest.fixture
-def blocksize(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLE))
+def blocksize(example, monkeypatch):
+    monkeypatch.syspath_prepend(str(example))
     monkeypatch.setenv(registry.EXTRA, "blocksize")
     # the kernel papermill starts inherits the environment
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(EXAMPLE),
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(example),
                                                                     os.environ.get("PYTHONPATH")])))
     registry.reload()
     yield registry.get("blocksize")

@@ -80,7 +80,7 @@ LAYERS = [
     {"execution"},
     {"report"},
     {"experiments"},
-    {"batch", "status"},
+    {"batch", "status", "scaffold"},
     {"cli", "api", "__main__"},
 ]
 

@@ -275,6 +275,26 @@ def glued_values(pages: list[Path] | None = None) -> dict[str, dict[str, str]]:
     return out
 
 
+def compare_glue(snapshot: dict[str, dict[str, str]],
+                 now: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+    """What differs from a snapshot of glued values, and the pages it does not cover.
+
+    The snapshot covers the pages it names: any value of one of them that changed, appeared
+    or is gone (a whole page gone included) differs. A page it does not name, a new
+    experiment's chapter or a new environment's page, has no committed values to differ
+    from: it is listed apart until the snapshot is renewed to take it in.
+    """
+    differ = []
+    for page, values in snapshot.items():
+        current = now.get(page, {})
+        differ += [f"{page} {key}: {values.get(key)!r} -> {current.get(key)!r}"
+                   for key in sorted(set(values) | set(current))
+                   if values.get(key) != current.get(key)]
+    uncovered = [f"{page} ({len(values)} values)" for page, values in sorted(now.items())
+                 if page not in snapshot]
+    return differ, uncovered
+
+
 def write_glue_snapshot(path: Path) -> None:
     Path(path).write_text(json.dumps(glued_values(), indent=1, ensure_ascii=False) + "\n")
 

@@ -1,0 +1,283 @@
+"""``iolab new-experiment NAME``: a new experiment, copied from the example the book walks through.
+
+A new experiment starts as the example of the architecture appendix under its own name: the
+template's files (package data in ``iolab/templates/experiment/``, which the example's tests
+generate the same way) with the name, class, label and chapter replaced. Two layouts:
+
+* in the package (the default): ``iolab/experiments/<name>/{__init__,analysis}.py``,
+  ``notebooks/<name>.ipynb``, ``notebooks/params/<environment>/<name>.yaml`` and the
+  chapter's entry in ``_toc.yml``: what the registry, the CLI and the book find;
+* outside it (``where=DIR``): ``DIR/<name>/`` with the module, its analysis and a
+  ``notebooks/`` folder for the notebook and params, registered by naming ``<name>`` in
+  ``$IOLAB_EXPERIMENTS`` with DIR on ``sys.path``.
+
+Responsible for: checking the name, and writing the new experiment's files, all of them or
+none, never over an existing file. Not responsible for: what the experiment measures (its
+author edits the copy), its claims, page and tests (book/architecture.md lists them), or
+finding it afterwards (the registry does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import keyword
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from iolab.core import registry
+from iolab.core import spec as specmod
+from iolab.errors import InputError
+from iolab.paths import REPO_ROOT
+
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "experiment"
+# The design a new environment starts from when the template has none for it: the smallest.
+SMALLEST_ENV = "kvm-2vcpu"
+# The _toc.yml entry a chapter goes under, as the package's experiment chapters do.
+INDEX = "experiments/index"
+NAME = re.compile(r"[a-z][a-z0-9_]*")
+NAME_RULE = ("a lowercase Python identifier that is not a keyword: a letter, then letters, "
+             "digits or _")
+# The lines only an experiment outside the package has: in the package its notebook and
+# params keep the defaults (the repository's notebooks/).
+OUTSIDE_ONLY = re.compile(r"^    # Outside the package.*?^    params_dir = [^\n]*\n", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a new experiment's files go. ``module``: the name its notebook imports it by;
+    ``toc``: the table of contents that gets its chapter (None outside the package)."""
+
+    package: Path
+    notebook: Path
+    params: Path
+    module: str
+    toc: Path | None
+
+
+def package_layout(name: str, repo: Path) -> Layout:
+    return Layout(repo / "iolab" / "experiments" / name, repo / "notebooks" / f"{name}.ipynb",
+                  repo / "notebooks" / "params", f"iolab.experiments.{name}", repo / "_toc.yml")
+
+
+def outside_layout(name: str, where: Path) -> Layout:
+    home = where / name
+    return Layout(home, home / "notebooks" / f"{name}.ipynb", home / "notebooks" / "params",
+                  name, None)
+
+
+def class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def template_environments() -> list[str]:
+    return sorted(p.name.removesuffix(".yaml.tmpl") for p in (TEMPLATE / "params").iterdir())
+
+
+def _read(relative: str) -> str:
+    return (TEMPLATE / relative).read_text()
+
+
+def template_name() -> str:
+    """The template's own experiment name, which the new one's replaces in every file. Read
+    from the template, not written here: this module would name an experiment of that name
+    (tests/test_experiments.py refuses a file that does)."""
+    return re.search(r'^    name = "(\w+)"$', _read("__init__.py.tmpl"), re.M).group(1)
+
+
+def _imported_names() -> set[str]:
+    """The names the template's module imports: a class of one of these names would hide
+    it (an experiment named ``path`` would replace ``Path``)."""
+    tree = ast.parse(_read("__init__.py.tmpl"))
+    return {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+
+
+def check_name(name: object, outside: bool) -> str:
+    """``name`` if a new experiment may take it; else InputError saying what is allowed."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
+        raise InputError(None, "experiment", f"{name!r} is not a usable experiment name",
+                         allowed=NAME_RULE)
+    taken = registry.names()
+    if name in taken:
+        raise InputError(None, "experiment", f"'{name}' is an experiment already",
+                         allowed=f"a name other than {', '.join(taken)}")
+    if class_name(name) in _imported_names():
+        raise InputError(None, "experiment", f"'{name}' would name its class "
+                         f"{class_name(name)}, which its module imports",
+                         allowed=f"{NAME_RULE}, other than "
+                                 f"{', '.join(sorted(n.lower() for n in _imported_names()))}")
+    # $IOLAB_EXPERIMENTS imports by name: an existing module of that name would be imported
+    if outside and importlib.util.find_spec(name) is not None:
+        raise InputError(None, "experiment", f"'{name}' is the name of a module Python finds "
+                         "already, which $IOLAB_EXPERIMENTS would import instead",
+                         allowed="a name no importable module has")
+    return name
+
+
+def _environments(environment: str | None) -> list[str]:
+    if environment is None:
+        return template_environments()
+    return [specmod.check_environment_name(environment)]
+
+
+def _rename(text: str, name: str, module: str) -> str:
+    token = template_name()
+    # the import first: the notebook imports the analysis by its module's name, which in
+    # the package is longer than the experiment's name
+    text = text.replace(f"from {token} import", f"from {module} import")
+    # MyST labels of the package's chapters use hyphens (sec-experiments-smt-thp)
+    text = text.replace(f"sec-experiments-{token}", f"sec-experiments-{name.replace('_', '-')}")
+    text = re.sub(rf"\b{class_name(token)}\b", class_name(name), text)
+    return re.sub(rf"\b{token}\b", name, text)
+
+
+def planned_files(name: str, layout: Layout, environments: list[str]) -> dict[Path, str]:
+    """Each file of the new experiment with its text."""
+    module = _read("__init__.py.tmpl")
+    if layout.toc is not None:
+        module = OUTSIDE_ONLY.sub("", module)
+    texts = {layout.package / "__init__.py": module,
+             layout.package / "analysis.py": _read("analysis.py.tmpl"),
+             layout.notebook: _read("notebook.ipynb.tmpl")}
+    known = template_environments()
+    for env in environments:
+        design = env if env in known else SMALLEST_ENV
+        texts[layout.params / env / f"{name}.yaml"] = _read(f"params/{design}.yaml.tmpl")
+    return {path: _rename(text, name, layout.module) for path, text in texts.items()}
+
+
+def chapter_of(module_text: str) -> str:
+    """The ``chapter`` attribute a new experiment's module declares."""
+    return re.search(r'^    chapter = "([^"]+)"$', module_text, re.M).group(1)
+
+
+def _toc_chapters(entries) -> list[str]:
+    out = []
+    for entry in entries or []:
+        if "file" in entry:
+            out.append(entry["file"])
+        out += _toc_chapters(entry.get("sections"))
+    return out
+
+
+def toc_with(toc: Path, chapter: str) -> str:
+    """The text of ``toc`` with ``chapter`` (and a glob for its environment pages) appended to
+    the sections of the experiments' index, its comments and order kept as they are."""
+    if not toc.is_file():
+        raise InputError(toc, None, "not found: the package's chapters are listed there",
+                         allowed="the repository's _toc.yml")
+    text = toc.read_text()
+    if chapter in _toc_chapters(yaml.safe_load(text).get("chapters")):
+        raise InputError(toc, None, f"lists the chapter {chapter} already",
+                         allowed="a name whose chapter is not in the book yet")
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if line.strip() == f"- file: {INDEX}"), None)
+    if at is None or at + 1 >= len(lines) or lines[at + 1].strip() != "sections:":
+        raise InputError(toc, None, f"has no entry '{INDEX}' with sections to put the chapter "
+                         "under", allowed=f"a _toc.yml whose '- file: {INDEX}' has sections")
+    indent = len(lines[at]) - len(lines[at].lstrip())
+    end = at + 2
+    while end < len(lines) and (not lines[end].strip()
+                                or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    item = " " * (indent + 4)
+    entry = f"{item}- file: {chapter}\n{item}  sections:\n{item}    - glob: {chapter}/*\n"
+    head = "".join(lines[:end])
+    return (head if head.endswith("\n") else head + "\n") + entry + "".join(lines[end:])
+
+
+def _check_free(layout: Layout, files: dict[Path, str]) -> None:
+    if layout.package.exists():
+        raise InputError(layout.package, "experiment", "exists already",
+                         allowed="a name without a folder of that name")
+    for path in files:
+        if path.exists():
+            raise InputError(path, "experiment", "exists already, and a new experiment never "
+                             "replaces a file", allowed="a name none of whose files exist")
+
+
+def _write(files: dict[Path, str], toc: tuple[Path, str] | None) -> None:
+    """Every file, or (on an error) none: the files and folders made are removed again."""
+    made: list[Path] = []
+    try:
+        for path, text in files.items():
+            for folder in reversed(path.parents):
+                if not folder.exists():
+                    folder.mkdir()
+                    made.append(folder)
+            # "x": a file that appeared since the check is refused, not replaced
+            with open(path, "x") as fh:
+                made.append(path)
+                fh.write(text)
+        if toc is not None:
+            path, text = toc
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+    except BaseException:
+        for path in reversed(made):
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        raise
+
+
+def new_experiment(name: str, *, where: str | Path | None = None,
+                   environment: str | None = None, repo: Path = REPO_ROOT) -> list[Path]:
+    """Write a new experiment named ``name``; the paths written (and ``_toc.yml``, changed).
+
+    ``where``: a folder outside the package to write it in (default: into the package of
+    ``repo``, this repository, with its chapter in ``_toc.yml``). ``environment``: the one
+    environment to write params for (default: each environment the template has a design
+    for, which the package's experiments all need; another name starts from the smallest).
+    """
+    if where is not None and not str(where).strip():
+        raise InputError(None, "where", "empty", allowed="a folder (or none: the package)")
+    check_name(name, outside=where is not None)
+    layout = package_layout(name, Path(repo)) if where is None else outside_layout(name,
+                                                                                   Path(where))
+    files = planned_files(name, layout, _environments(environment))
+    _check_free(layout, files)
+    toc = None
+    if layout.toc is not None:
+        toc = (layout.toc, toc_with(layout.toc, chapter_of(files[layout.package / "__init__.py"])))
+    _write(files, toc)
+    return [*files, *([layout.toc] if toc else [])]
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """The ``new-experiment`` verb, added to the CLI's subparsers."""
+    p = subparsers.add_parser(
+        "new-experiment", help="a new experiment: the book's example copied under a new name "
+        "(module, analysis, notebook, params and its chapter in _toc.yml)")
+    p.add_argument("name", help=NAME_RULE)
+    p.add_argument("--env", metavar="ENVIRONMENT",
+                   help="write params for this environment only (default: "
+                        f"{', '.join(template_environments())}, which the package needs)")
+    p.add_argument("--where", metavar="DIR",
+                   help="write it outside the package, in DIR/NAME/, for $IOLAB_EXPERIMENTS "
+                        "(default: into the package)")
+    p.set_defaults(func=cmd)
+    return p
+
+
+def cmd(args: argparse.Namespace) -> int:
+    written = new_experiment(args.name, where=args.where, environment=args.env)
+    for path in written:
+        shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+        print(f"{'changed' if path.name == '_toc.yml' else 'wrote'} {shown}")
+    env = args.env or SMALLEST_ENV
+    if args.where is not None:
+        print(f"register it with IOLAB_EXPERIMENTS={args.name} and {args.where} on PYTHONPATH")
+    else:
+        print("before it joins the book it needs its claims.yaml, page and tests: see "
+              "book/architecture.md")
+    print(f"edit what it measures, then look before you run: iolab plan {args.name} --env {env}")
+    return 0

@@ -1,0 +1,158 @@
+"""``iolab new-experiment`` (iolab.scaffold): a new experiment that works as written.
+
+A scaffolded experiment outside the package is registered, planned, run with fio, tidied and
+rendered, and nothing else of the repository changes; in the package (a temporary copy of its
+_toc.yml stands for the repository) it writes exactly the files book/architecture.md lists.
+Bad names and existing files are refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iolab.core import registry
+from iolab.errors import InputError
+from iolab.paths import REPO_ROOT
+from iolab.scaffold import new_experiment, register, template_environments
+
+NAME = "disk_probe"
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A stand-in for the repository: its _toc.yml, and nothing else yet."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy2(REPO_ROOT / "_toc.yml", root / "_toc.yml")
+    return root
+
+
+def git_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def listed_in_the_book() -> set[str]:
+    """The files book/architecture.md says `iolab new-experiment <name>` writes."""
+    doc = (REPO_ROOT / "book" / "architecture.md").read_text()
+    section = doc.split("## Adding an experiment: the files", 1)[1].split("Its author then")[0]
+    return {p for p in re.findall(r"`([^`\s]+)`", section)
+            if "<name>" in p or p.endswith(".yml")}
+
+
+def test_the_books_list_is_what_it_writes(repo):
+    written = new_experiment(NAME, repo=repo)
+    assert {str(p.relative_to(repo)).replace(NAME, "<name>") for p in written} \
+        == listed_in_the_book()
+
+
+def test_in_the_package_it_keeps_the_defaults_and_its_chapter_is_in_the_toc(repo):
+    before = (repo / "_toc.yml").read_text()
+    new_experiment(NAME, repo=repo)
+    module = (repo / "iolab" / "experiments" / NAME / "__init__.py").read_text()
+    compile(module, "__init__.py", "exec")
+    assert "notebook_dir" not in module and "params_dir" not in module
+    assert 'chapter = "experiments/disk_probe"' in module and "class DiskProbe(" in module
+    notebook = (repo / "notebooks" / f"{NAME}.ipynb").read_text()
+    assert "from iolab.experiments.disk_probe import analysis" in notebook
+    assert "(sec-experiments-disk-probe)=" in notebook
+    toc = yaml.safe_load((repo / "_toc.yml").read_text())
+    index = next(e for e in toc["chapters"] if e["file"] == "experiments/index")
+    assert index["sections"][-1] == {"file": "experiments/disk_probe",
+                                     "sections": [{"glob": "experiments/disk_probe/*"}]}
+    lines = (repo / "_toc.yml").read_text().splitlines()
+    at = lines.index("      - file: experiments/disk_probe")
+    assert lines[:at] + lines[at + 3:] == before.splitlines(), \
+        "only the chapter's entry is added; comments and order stay"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("DiskProbe", "'DiskProbe' is not a usable experiment name"),
+    ("1probe", "'1probe' is not a usable experiment name"),
+    ("disk-probe", "'disk-probe' is not a usable experiment name"),
+    ("class", "'class' is not a usable experiment name"),
+    ("smt_thp", "'smt_thp' is an experiment already"),
+    ("json", "'json' is the name of a module Python finds already"),
+    ("path", "'path' would name its class Path, which its module imports"),
+])
+def test_a_bad_name_is_refused_and_nothing_is_written(tmp_path, name, message):
+    with pytest.raises(InputError, match="key 'experiment'.*allowed: ") as err:
+        new_experiment(name, where=tmp_path)
+    assert message in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_file_is_never_replaced(repo):
+    mine = repo / "notebooks" / "params" / "hpc-server" / f"{NAME}.yaml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("# mine\n")
+    toc = (repo / "_toc.yml").read_text()
+    with pytest.raises(InputError, match=rf"{mine}: key 'experiment': exists already"):
+        new_experiment(NAME, repo=repo)
+    assert mine.read_text() == "# mine\n" and (repo / "_toc.yml").read_text() == toc
+    assert not (repo / "iolab").exists() and not (repo / "notebooks" / f"{NAME}.ipynb").exists()
+    new_experiment("probe_two", where=repo / "elsewhere")
+    with pytest.raises(InputError, match="probe_two: key 'experiment': exists already"):
+        new_experiment("probe_two", where=repo / "elsewhere")
+
+
+def test_one_environment_of_its_own(tmp_path):
+    written = new_experiment(NAME, where=tmp_path, environment="h100-pcie5")
+    params = [p for p in written if p.suffix == ".yaml"]
+    assert [p.parent.name for p in params] == ["h100-pcie5"]
+    assert "h100-pcie5" not in template_environments()
+    with pytest.raises(InputError, match="key 'environment'"):
+        new_experiment("probe_two", where=tmp_path, environment="../x")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_new_experiment_plans_runs_tidies_and_renders(tmp_path, monkeypatch, capsys):
+    from iolab.execution.campaign import Campaign
+    from iolab.cli import main
+    from iolab.report.book import execute
+
+    before = git_status()
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["new-experiment", NAME, "--where", str(tmp_path / "lab")])
+    assert args.func(args) == 0
+    monkeypatch.syspath_prepend(str(tmp_path / "lab"))
+    monkeypatch.setenv(registry.EXTRA, NAME)
+    # the kernel papermill starts inherits the environment
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(tmp_path / "lab"), os.environ.get("PYTHONPATH")])))
+    registry.reload()
+    try:
+        exp = registry.get(NAME)
+        capsys.readouterr()
+        assert main(["plan", NAME, "--env", "kvm-2vcpu", "--data", str(tmp_path / "data"),
+                     "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["to_run"] == 8
+        overrides = {"target_path": str(tmp_path / "probe.dat"), "target_size": "16M"}
+        camp = Campaign(exp, "kvm-2vcpu", data_dir=tmp_path / "data", overrides=overrides)
+        result = camp.run(progress=False)
+        assert result.completed == 8 and not result.failed
+        df = camp.tidy()
+        assert len(df) == 8 and (df["mibs"] > 0).all()
+        out = tmp_path / f"{NAME}.ipynb"
+        execute(exp.notebook, out, {"data_dir": str(camp.data_dir), "overrides": overrides})
+    finally:
+        monkeypatch.delenv(registry.EXTRA)
+        registry.reload()
+    outputs = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    glued = {o["metadata"]["scrapbook"]["name"] for o in outputs
+             if "scrapbook" in o.get("metadata", {})}
+    assert {"n_runs", "saturation_bs", "fig_bandwidth"} <= glued
+    assert git_status() == before, "the scaffold wrote nothing into the repository"
