@@ -1,0 +1,67 @@
+"""The import of one AiSIO CIJOE archive, phase by phase: open and index it, record its host,
+pair its benchmarks with their captures and AiSIO's results, and store each run.
+
+Responsible for: the order of the phases, opening the target's store, and storing the runs
+in one batch.
+Not responsible for: any phase's own work (the other modules of
+:mod:`iolab.importers.cijoe`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iolab.core.store import open_store
+from iolab.errors import InputError
+from iolab.importers import aisio as exp
+from iolab.importers.cijoe.archive import _index, _open
+from iolab.importers.cijoe.host_extras import _host, _record_host, _store_extras
+from iolab.importers.cijoe.pairing import _pair_results, _repetitions
+from iolab.importers.cijoe.report import ImportReport
+from iolab.importers.cijoe.runs import _Batch, _import_one, _stored_stdout_shas
+from iolab.importers.cijoe.target import _taken, _target
+
+
+def import_archive(archive: Path, experiment: str, environment: str, data_dir: Path, *,
+                   progress: bool = True) -> ImportReport:
+    """Import one AiSIO CIJOE archive (``.tar.gz`` or extracted folder) into
+    ``data/raw/<experiment>/<environment>/``. ``experiment`` is a campaign of its own,
+    ``aisio-<name>`` (tidied by :mod:`iolab.importers.aisio`), or a registered experiment
+    with ``aisio_kinds`` (e.g. ``pcie_saturation``), whose chapter then shows the imported
+    runs apart from its own; benchmarks of other kinds, or of other back ends than its
+    ``aisio_backends``, are left out with a note.
+
+    Re-importing is a no-op: runs already stored with the same raw output are skipped (and,
+    having been checked when first imported, are not cross-checked again). A run id stored
+    with different raw output (e.g. from another archive of the same parameters) counts as
+    failed, with a note; nothing stored is ever overwritten.
+    """
+    target = _target(experiment)
+    arc = _open(Path(archive))
+    report = ImportReport(arc.name, experiment, environment)
+    commands = _index(arc, report)
+    host, fingerprint = _host(arc, commands, report)
+    every = _repetitions(commands, report)
+    _pair_results(every, arc, report)
+    reps = _taken(every, target, arc, report)
+    own_campaign = isinstance(target, exp.ImportedCampaign)
+    if not reps and not own_campaign:
+        raise InputError(arc.name, "experiment", f"the archive holds no benchmark that "
+                         f"{experiment} takes; nothing was stored ({report.notes[-1]})",
+                         allowed=f"archives with {', '.join(target.aisio_kinds)} runs on "
+                                 f"the {', '.join(target.aisio_backends)} back end")
+    store = open_store(target, environment, data_dir)
+    _record_host(store, arc, host, fingerprint, report, own_campaign=own_campaign)
+    _store_extras(arc, commands, store, report)
+
+    topology = {entry["cpu"]: entry["core"] for entry in host.get("topology") or []}
+    iterator = reps
+    if progress:
+        from tqdm import tqdm
+        iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
+    batch = _Batch(arc, store, _stored_stdout_shas(store), experiment, environment, fingerprint,
+                   topology, report)
+    with store.batch():  # one sync for the whole archive
+        for rep in iterator:
+            _import_one(rep, batch)
+    return report
