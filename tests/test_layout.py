@@ -79,6 +79,7 @@ LAYERS = [
     {"campaign"},
     {"experiments"},
     {"report"},
+    {"schemas"},
     {"batch"},
     {"cli", "__main__"},
 ]
