@@ -80,7 +80,7 @@ LAYERS = [
     {"execution"},
     {"report"},
     {"experiments"},
-    {"batch", "status", "scaffold"},
+    {"batch", "status", "scaffold", "schemas"},
     {"cli", "api", "__main__"},
 ]
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +44,37 @@ from iolab.errors import InputError
 SCHEMA_VERSION = 2
 READABLE = (1, 2)
 FILE = "run.json"
+STATUSES = ("ok", "failed")
+SHA256 = "[0-9a-f]{64}"  # a raw file's sum in ``files``: 64 lowercase hex digits
+# what a version-1 manifest must hold to be upgraded (config: its settings); the rest is read
+# with defaults
+V1_REQUIRED = ("run_id", "experiment", "environment", "rep", "params", "config")
+
+# What each field holds, in words: the published JSON Schema's descriptions (iolab.schemas).
+HELP = {
+    "run_id": "<12-hex hash of identity>-r<rep>; the run folder's name",
+    "identity": "what the run id hashes: {experiment, environment, point, invocation}",
+    "experiment": "the experiment's name", "environment": "the environment's name",
+    "rep": "the repetition, from 0", "point": "the values of the experiment's variables",
+    "status": "whether the tool succeeded", "failure": "why a failed run failed (else null)",
+    "grids": "the grids of the params file the point belongs to",
+    "settings": "the execution settings of the spec", "config_id": "their short hash",
+    "tool": "the benchmark tool", "tool_version": "its version as it printed it",
+    "driver": "the driver script (repository-relative)", "driver_version": "its version",
+    "argv": "exactly what ran", "cwd": "where it ran: the run folder",
+    "cpus": "the resolved CPU set of a pinned run (else null)",
+    "knobs": "{knob: {requested, before, after, matches}} as read back from the kernel",
+    "collectors": "names of the collectors that ran",
+    "host_fingerprint": "the fingerprint of host.json's host",
+    "iolab_version": "the iolab that made the run",
+    "spec_sources": "the params file and --set overrides", "overrides": "the --set overrides",
+    "started_at": "ISO 8601 time", "ended_at": "ISO 8601 time",
+    "duration_s": "seconds the tool ran", "exit_code": "the tool's exit status",
+    "files": "{name: {sha256, bytes}} of every raw file of the run",
+    "extra": "fields of one source (e.g. an import's archive paths); free-form",
+    "migrated_from": "{schema_version, run_id, migrated_at} when 'iolab migrate' rewrote it",
+    "schema_version": "the manifest format's version",
+}
 
 
 class DamagedManifest(InputError):
@@ -164,12 +196,19 @@ def _check_kinds(doc: dict[str, Any], path: Path) -> None:
     for name, record in (doc.get("files") or {}).items():
         sha = record.get("sha256") if isinstance(record, dict) else None
         size = record.get("bytes") if isinstance(record, dict) else None
-        if not (isinstance(sha, str) and len(sha) == 64
-                and all(c in "0123456789abcdef" for c in sha)):
+        if not (isinstance(sha, str) and re.fullmatch(SHA256, sha)):
             raise DamagedManifest(path, f"files.{name}.sha256", f"{sha!r} is not a sha256 sum")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise DamagedManifest(path, f"files.{name}.bytes",
                                   f"{size!r} is not a size in bytes")
+
+
+def check_v1(doc: dict[str, Any], path: Path) -> None:
+    """DamagedManifest naming the first field of V1_REQUIRED a version-1 manifest lacks."""
+    missing = [key for key in V1_REQUIRED if key not in doc]
+    if missing:
+        raise DamagedManifest(path, missing[0], "missing from the version-1 manifest",
+                              allowed=", ".join(V1_REQUIRED) + " are required")
 
 
 def from_v1(doc: dict[str, Any], *, identity: dict[str, Any], settings: dict[str, Any],

@@ -29,8 +29,10 @@ class _Required:
 
 REQUIRED: Any = _Required()
 
-# fio's and dd's size notation: a whole number of bytes, optionally with a binary suffix.
-_SIZE = re.compile(r"[1-9][0-9]*[KMGTP]?(i?B)?", re.IGNORECASE)
+# fio's and dd's size notation: a whole number of bytes, optionally with a binary suffix, in
+# either case. Spelled without a flag, so that the published JSON Schema uses it as it is.
+SIZE_PATTERN = r"[1-9][0-9]*[KMGTPkmgtp]?([iI]?[bB])?"
+_SIZE = re.compile(SIZE_PATTERN)
 
 
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}

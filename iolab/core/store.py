@@ -43,6 +43,33 @@ from iolab.errors import InputError, IolabError
 from iolab.paths import check_name
 
 TMP_PREFIX = ".tmp-"
+LOG = "campaign-log.jsonl"
+
+# The campaign log's events: {event: {field: its JSON types}}, besides "event" and "at" (a
+# time) that every line has. Store.log refuses a field not named here, so the published
+# schema (iolab.schemas) cannot fall behind what is written.
+LOG_EVENTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "start": {"pid": ("integer",), "owner": ("string",), "params": ("array",),
+              "overrides": ("object",), "where": ("object",), "limit": ("integer", "null"),
+              "selected": ("integer",), "most": ("integer",),
+              "repetitions": ("integer", "object"), "order": ("string",), "seed": ("integer",),
+              "iolab_version": ("string",)},
+    "round": {"round": ("integer",), "seed": ("integer",), "runs": ("array",)},
+    "search": {"grid": ("string",), "strategy": ("string",), "budget": ("integer", "null"),
+               "seed": ("integer",), "objective": ("object",), "version": ("integer",),
+               "runs_used": ("integer",), "configurations": ("integer",),
+               "runs_certain_more": ("integer",), "done": ("boolean",), "waiting": ("string",),
+               "next": ("object", "null"), "answer": ("object", "null"),
+               "best_set": ("array",), "after_the_search": ("object",),
+               "decisions": ("array",)},
+    "confirm": {"waiting": ("string",), "points": ("array",)},
+    "end": {"pid": ("integer",), "completed": ("integer",), "failed": ("integer",),
+            "interrupted": ("boolean",), "stopped": ("string",), "signal": ("string",)},
+    "quarantined": {"run": ("string",), "reason": ("string",)},
+}
+# fields a line may lack: added after logs that are kept were written ("most", "order",
+# "repetitions", "seed", "stopped"), or written only when they apply ("signal")
+LOG_OPTIONAL = {"start": ("most", "order", "repetitions", "seed"), "end": ("stopped", "signal")}
 
 
 def _stamp() -> str:
@@ -196,6 +223,7 @@ class Store:
         path = run_dir / mf.FILE
         if doc["schema_version"] == mf.SCHEMA_VERSION:
             return mf.from_json(doc, path)
+        mf.check_v1(doc, path)
         if self._host is None:
             self._host = self.read_host() or {}
         return self.upgrade(doc, path, self._host)
@@ -375,9 +403,14 @@ class Store:
 
     def log(self, record: dict[str, Any]) -> None:
         """Append one line to ``campaign-log.jsonl``: when a campaign started and ended, with
-        its overrides, filters and outcome."""
+        its overrides, filters and outcome. A field LOG_EVENTS does not name is a bug."""
+        fields = LOG_EVENTS.get(record.get("event"), {})
+        undeclared = sorted(set(record) - {"event", "at"} - set(fields))
+        if not fields or undeclared:
+            raise ValueError(f"campaign log: event {record.get('event')!r} with fields "
+                             f"{undeclared} is not declared in LOG_EVENTS")
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "campaign-log.jsonl", "a") as fh:
+        with open(self.root / LOG, "a") as fh:
             fh.write(json.dumps(record, sort_keys=True) + "\n")
             fh.flush()
             os.fsync(fh.fileno())

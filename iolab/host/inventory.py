@@ -31,6 +31,31 @@ from iolab.host.knobset import make_knobs
 SCHEMA_VERSION = 1
 COMMAND_TIMEOUT_S = 20.0
 
+# host.json's fields: {field: (its JSON types, what it holds)}. collect_inventory writes each
+# but "fingerprint", which the store adds; the published schema (iolab.schemas) is made from
+# this, and a test holds collect_inventory to it.
+FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "schema_version": (("integer",), "the inventory format's version"),
+    "collected_at": (("string",), "when it was collected (ISO 8601, UTC)"),
+    "hostname": (("string",), "the host's name"),
+    "uname": (("object",), "os.uname(): sysname, nodename, release, version, machine"),
+    "kernel_release": (("string",), "the kernel release (uname -r)"),
+    "cmdline": (("string", "null"), "the kernel command line (/proc/cmdline)"),
+    "mem_total_kib": (("integer", "null"), "MemTotal of /proc/meminfo, in KiB"),
+    "cpu": (("object",), "model_name, logical_cpus, threads_per_core"),
+    "lscpu": (("object", "null"), "lscpu -J as one flat {field: value}"),
+    "lscpu_e": (("string", "null"), "lscpu -e=CPU,CORE,SOCKET,NODE,ONLINE as printed"),
+    "block_devices": (("array", "null"), "lsblk -J's blockdevices"),
+    "topology": (("array",), "the online CPUs: {cpu, core, package, siblings}"),
+    "knobs": (("object",), "each knob's state when the inventory was collected"),
+    "knobs_not_controllable": (("object",), "{knob: why} for knobs this host cannot set"),
+    "tools": (("object",), "{tool: {argv, version, error}}: the benchmark tools' versions"),
+    "python": (("string",), "the Python version"),
+    "iolab_version": (("string",), "the iolab that collected it"),
+    "errors": (("object",), "{what: why} for each command or file that could not be read"),
+    "fingerprint": (("string",), "16 hex digits over the fields that can change results"),
+}
+
 
 def version_output(argv: list[str] | tuple[str, ...],
                    timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:

@@ -28,6 +28,11 @@ from iolab.paths import BOOK_DIR, DRIVERS_DIR, NOTEBOOKS_DIR, REPO_ROOT
 from iolab.tools import builds
 
 STATE_FILE = REPO_ROOT / "_build" / ".iolab-fresh.json"
+# The build record's keys: an output's name holds its key (KEY, a sha256 in hex); READS plus
+# the name holds the raw/ folders it read. The published schema (iolab.schemas) is made
+# from these.
+KEY = "[0-9a-f]{64}"
+READS = "reads:"
 _PACKAGE = REPO_ROOT / "iolab"
 BENCH_RESULTS = REPO_ROOT / "benchmarks" / "results"  # what the benchmarks page shows
 _CONFIG = [REPO_ROOT / "_config.yml", REPO_ROOT / "_toc.yml", REPO_ROOT / "pyproject.toml"]
@@ -125,7 +130,7 @@ def is_fresh(name: str, key: str, output: Path) -> bool:
 
 def reads_of(name: str) -> list[str] | None:
     """The raw/ folders output ``name`` read when it was made (None: not known)."""
-    reads = _state().get(f"reads:{name}")
+    reads = _state().get(f"{READS}{name}")
     return reads if isinstance(reads, list) else None
 
 
@@ -135,11 +140,11 @@ def remember(name: str, key: str | None, reads: list[str] | None = None) -> None
     state = _state()
     if key is None:
         state.pop(name, None)
-        state.pop(f"reads:{name}", None)
+        state.pop(f"{READS}{name}", None)
     else:
         state[name] = key
         if reads is not None:
-            state[f"reads:{name}"] = sorted(set(reads))
+            state[f"{READS}{name}"] = sorted(set(reads))
     try:
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         tmp = STATE_FILE.with_name(f".{STATE_FILE.name}.{os.getpid()}")
