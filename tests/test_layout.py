@@ -79,7 +79,7 @@ LAYERS = [
     {"campaign"},
     {"experiments"},
     {"report"},
-    {"batch"},
+    {"batch", "status"},
     {"cli", "__main__"},
 ]
 UPWARD = {
