@@ -117,11 +117,10 @@ def test_experiments_lists_the_registry():
 
 
 def test_env_new_copies_a_template(tmp_path, monkeypatch):
-    import iolab.cli as cli
     params = tmp_path / "params"
     shutil.copytree(paths.PARAMS_DIR, params)
-    monkeypatch.setattr(cli, "PARAMS_DIR", params)
-    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
     code, out, _ = run(["env", "new", "mybox"])
     assert code == 0 and (params / "mybox" / "smt_thp.yaml").exists() and "iolab plan" in out
     code, _, err = run(["env", "new", "mybox"])

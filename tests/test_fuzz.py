@@ -145,7 +145,7 @@ def sandbox(template, tmp_path, monkeypatch):
     shutil.copytree(PARAMS_DIR, params)
     for name in names():
         monkeypatch.setattr(type(get(name)), "params_dir", params)
-    monkeypatch.setattr(cli, "PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
     monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv(SKIP_CORRUPT_VAR, "0")  # so that what "book --skip-corrupt" sets is undone
     work = tmp_path / "work"

@@ -621,11 +621,9 @@ def test_a_loop_of_links_among_the_runs_is_a_corrupt_run_not_a_stop(data):
 
 
 def test_a_bug_is_one_line_with_its_own_status(monkeypatch):
-    from iolab import cli as climod
-
     def broken(args):
         raise ZeroDivisionError("division by zero")
-    monkeypatch.setattr(climod, "cmd_status", broken)
+    monkeypatch.setattr("iolab.cli.data.cmd_status", broken)
     code, out, err = cli(["status"])
     assert code == 70 and err.strip() == (
         "iolab: internal error (a bug in iolab, please report it): ZeroDivisionError: division "

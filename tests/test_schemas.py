@@ -215,3 +215,18 @@ def test_the_campaign_log_refuses_a_field_it_does_not_declare(tmp_path):
         log.log({"event": "round", "at": "now", "round": 1, "seed": 2, "runs": [], "new": 1})
     line = json.loads((log.root / store.LOG).read_text())
     assert problems(line, validator("campaign-log.schema.json"), store.LOG) == []
+
+
+def test_iolab_verify_reports_a_file_that_breaks_its_schema_and_exits_1(tmp_path, capsys):
+    from iolab.cli import main
+
+    env = _store(tmp_path)
+    run = env / "runs" / A_RUN.parent.name
+    shutil.rmtree(run)
+    shutil.copytree(A_RUN.parent, run)  # the whole run, so its raw files are intact too
+    assert main(["verify", "smt_thp", "--data", str(tmp_path), "--fast"]) == 0
+    assert "no problems" in capsys.readouterr().out
+    path = _edit_run(env, lambda d: d.update(rep="3"))
+    assert main(["verify", "smt_thp", "--data", str(tmp_path), "--fast"]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: key '$.rep'" in out and "1 problems in 1 files" in out

@@ -1,0 +1,100 @@
+"""``iolab book`` and ``iolab notebook``: the book built from the notebooks, and one
+experiment's notebook executed (e.g. as a batch job).
+
+Responsible for: their options, and handing them to the book's build and the notebook's run.
+Not responsible for: replaying, building or executing anything (``iolab.report.book``,
+``iolab.batch.job``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+
+from iolab.cli.common import add_campaign, add_common, data_dir_of
+from iolab.errors import InputError
+from iolab.paths import REPO_ROOT
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    _add_book(sub)
+    _add_notebook(sub)
+
+
+def _add_book(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("book", help="replay the notebooks from stored data and build the book strictly")
+    add_common(p)
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--no-render", action="store_true",
+                      help="build from the notebooks already in book/")
+    what.add_argument("--render-only", action="store_true",
+                      help="replay the notebooks, do not build")
+    p.add_argument("--lenient", action="store_true", help="build without -W -n (warnings do not fail)")
+    what.add_argument("--clean", action="store_true",
+                      help="remove the rendered notebooks and _build/")
+    p.add_argument("--force", action="store_true", help="replay every notebook and build, even "
+                   "those whose inputs did not change since the last time")
+    p.add_argument("--skip-corrupt", action="store_true", help="leave corrupt runs out of the "
+                   "chapters (each says how many) instead of failing")
+    p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "
+                   "to FILE (JSON), e.g. tests/fixtures/glued_values.json after an intended change")
+    p.set_defaults(func=cmd_book)
+
+
+def _add_notebook(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("notebook", help="execute an experiment's notebook (e.g. as a batch job "
+                       "that runs the campaign and renders it), bounded by the cell and kernel "
+                       "start timeouts of its params")
+    add_campaign(p)
+    p.add_argument("--mode", choices=["replay", "plan", "run"], default="replay")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a params key, as for 'plan' and 'run'")
+    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
+                   help="with --mode run: only these points, as for 'run'")
+    p.add_argument("--limit", type=int, metavar="N", help="with --mode run: at most N runs")
+    p.add_argument("--allow-shared-node", action="store_true",
+                   help="with --mode run: as for 'run'")
+    p.add_argument("--allow-host-change", action="store_true",
+                   help="with --mode run: as for 'run'")
+    p.add_argument("--resubmit", action="store_true", help="in a Slurm job of 'iolab submit': "
+                   "when the campaign stopped before the time limit with runs left, submit the "
+                   "job's script again (what 'iolab submit --requeue' asks for)")
+    p.add_argument("-o", "--output", help="the executed notebook (default: "
+                   "EXPERIMENT-ENV-MODE.ipynb here)")
+    p.set_defaults(func=cmd_notebook)
+
+
+def cmd_book(args) -> int:
+    from iolab.core.tidy import SKIP_CORRUPT_VAR
+    from iolab.report.book import build, clean, render, write_glue_snapshot
+
+    if args.clean:
+        clean()
+        shutil.rmtree(REPO_ROOT / "_build", ignore_errors=True)
+        return 0
+    data_dir = data_dir_of(args) if args.data else None
+    if args.skip_corrupt:
+        os.environ[SKIP_CORRUPT_VAR] = "1"  # the notebooks' kernels inherit it
+    if not args.no_render:
+        render(data_dir, force=args.force)
+    if args.glue_snapshot:
+        write_glue_snapshot(Path(args.glue_snapshot))
+        print(f"wrote the glued values to {args.glue_snapshot}")
+    if args.render_only:
+        return 0
+    return build(strict=not args.lenient, force=args.force)
+
+
+def cmd_notebook(args) -> int:
+    from iolab.batch.job import run_notebook
+
+    if args.limit is not None and args.limit < 0:
+        raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
+    out = Path(args.output or f"{args.experiment}-{args.env}-{args.mode}.ipynb")
+    return run_notebook(args.experiment, args.env, mode=args.mode, output=out,
+                        data_dir=data_dir_of(args) if args.data else None,
+                        overrides=args.overrides, where=args.where, limit=args.limit,
+                        allow_shared_node=args.allow_shared_node,
+                        allow_host_change=args.allow_host_change, resubmit=args.resubmit)

@@ -1,0 +1,121 @@
+"""The verbs of one campaign's measuring: ``iolab plan``, ``iolab run`` and ``iolab stop``.
+
+Responsible for: their options, and printing what the campaign's plan and run return.
+Not responsible for: planning, running or stopping (``iolab.execution.campaign``, ``iolab.core``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from iolab.cli.common import add_campaign, add_common, data_dir_of
+from iolab.core.planner import MAX_RUNS
+from iolab.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="show what a campaign would run, with counts, an ETA and "
+                       "the programs it needs (touches nothing)")
+    add_campaign(p)
+    _add_selection(p)
+    p.add_argument("--format", choices=["text", "json", "table"], default="text",
+                   help="text (default), one JSON object, or one tab-separated line per run")
+    p.add_argument("--runs", action="store_true", help="with --format json: every run too")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run", help="run every planned point not stored yet (resumable)")
+    add_campaign(p)
+    _add_selection(p)
+    p.add_argument("--keep-going", action="store_true", help="record a failing run and continue")
+    p.add_argument("--allow-host-change", action="store_true",
+                   help="add runs from a host whose fingerprint differs from the campaign's")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--allow-shared-node", action="store_true",
+                   help="inside a Slurm job on a node shared with other jobs, change system "
+                        "settings all the same (refused by default)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("stop", help="ask the campaign running on a data directory to stop "
+                       "after its current run (exit status 3 tells it stopped early)")
+    add_common(p)
+    p.set_defaults(func=cmd_stop)
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a params key (dotted for nested keys, e.g. base.qdepth=64; "
+                        "the value is read as YAML); repeatable, a later one for the same key "
+                        "wins; validated like the file")
+    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
+                   help="only points whose variable has this value (or one of a YAML list); "
+                        "repeatable, all must hold")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N of the runs still to do")
+    p.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                   help=f"refuse a design of more than N runs (default {MAX_RUNS:,})")
+
+
+def _campaign(args):
+    from iolab.execution.campaign import Campaign
+
+    if args.limit is not None and args.limit < 0:
+        raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
+    if args.max_runs < 1:
+        raise InputError("--max-runs", None, f"{args.max_runs} is not positive", allowed="1 or more")
+    return Campaign(args.experiment, args.env, data_dir=args.data, overrides=args.overrides)
+
+
+def cmd_plan(args) -> int:
+    if args.runs and args.format != "json":
+        raise InputError("--runs", None, "lists the runs inside the JSON object",
+                         allowed="--runs with --format json (--format table lists them too)")
+    camp = _campaign(args)
+    plan = camp.plan(where=args.where, limit=args.limit, max_runs=args.max_runs)
+    if args.format == "json":
+        doc = plan.to_dict()
+        if args.runs:
+            doc["run_list"] = plan.table()
+        print(json.dumps(doc, indent=2, default=str))
+    elif args.format == "table":
+        cols = camp.spec.variables + ["rep", "run_id", "status", "reason"]
+        print("\t".join(cols))
+        for row in plan.table():
+            print("\t".join(str(row[c]) for c in cols))
+    else:
+        print(plan.summary())
+    return 0
+
+
+def cmd_run(args) -> int:
+    from iolab.execution import stop
+
+    camp = _campaign(args)
+    result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
+                      progress=not args.no_progress, allow_host_change=args.allow_host_change,
+                      max_runs=args.max_runs, allow_shared_node=args.allow_shared_node,
+                      show_plan=lambda plan: print(plan.summary(), flush=True))
+    for line in result.messages:
+        print(line)
+    print(f"completed {result.completed} runs, {len(result.failed)} failed")
+    if result.interrupted:
+        return 128 + (result.signal or 2)
+    if result.failed:
+        return 1
+    return stop.EXIT_STOPPED if result.stopped else 0
+
+
+def cmd_stop(args) -> int:
+    from iolab.core import locks
+    from iolab.execution import stop
+
+    data_dir = data_dir_of(args)
+    holder = locks.holder(locks.data_lock_path(data_dir))
+    if holder is None:
+        print(f"no campaign is running on {data_dir} on this host; nothing to stop (a Slurm "
+              "job's campaign runs on its node: scancel --batch --signal=USR1 JOBID)")
+        return 0
+    path = stop.request(data_dir, f"'iolab stop' by uid {os.getuid()}")
+    print(f"asked the campaign ({locks.describe(holder)}) to stop after its current run "
+          f"({path}); its knobs are restored as it ends")
+    return 0

@@ -1,0 +1,51 @@
+"""What several verbs of the command line share: the ``--data`` option and the data folder it
+names, a campaign's experiment and ``--env`` arguments, and the help that lists the
+environments.
+
+Responsible for: those options, their help texts and checks, and resolving ``--data`` to a
+checked data folder.
+Not responsible for: any verb's own options or work (its module's in ``iolab.cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from iolab.core import registry
+from iolab.core import spec as specmod
+from iolab.paths import resolve_data_dir
+
+
+def envs_help() -> str:
+    envs = specmod.environments()
+    return (f"environment: one of {', '.join(envs) or 'none yet'} (folders of "
+            f"notebooks/params/); make a new one with 'iolab env new NAME'")
+
+
+def _folder_arg(text: str) -> str:
+    """A folder given on the command line: an empty one (an unset shell variable) is refused,
+    not taken for the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give a folder (or leave the option out for "
+                                         "the default)")
+    return text
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", metavar="DIR", type=_folder_arg,
+                   help="data folder (default: the repository's data/, or $IOLAB_DATA)")
+
+
+def add_campaign(p: argparse.ArgumentParser, imported: bool = False) -> None:
+    extra = "; aisio-<name> for a campaign made by import-cijoe" if imported else ""
+    p.add_argument("experiment", help=f"one of: {', '.join(registry.names())}{extra}")
+    p.add_argument("--env", required=True, help=envs_help())
+    add_common(p)
+
+
+def data_dir_of(args, write: bool = False) -> Path:
+    """The data folder ``--data`` names (or the default), checked to be one."""
+    from iolab.core import datadir
+
+    return datadir.check(resolve_data_dir(args.data), write=write)

@@ -1,0 +1,133 @@
+"""The verbs that look after a data directory and the host after campaigns: ``iolab status``,
+``iolab verify``, ``iolab restore`` and ``iolab clean``.
+
+Responsible for: their options, and printing what the status report, the store's checks,
+the knob journal's restoring and the scratch files' cleaning return.
+Not responsible for: working any of it out (``iolab.status``, ``iolab.core``, ``iolab.host``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+
+from iolab.cli.common import add_common, data_dir_of
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="list stored campaigns and a crashed run's journal")
+    add_common(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("verify", help="read every stored run's raw files and check them "
+                       "against the sha256 sums in its run.json, then every stored JSON file "
+                       "and params file against the published schemas (exit 1 when any run "
+                       "is corrupt or any file breaks its schema)")
+    p.add_argument("experiment", nargs="?", help="only this campaign name")
+    p.add_argument("--env", help="only this environment")
+    p.add_argument("--quarantine", action="store_true", help="move corrupt runs to partial/ "
+                   "(never deleted) so that 'iolab run' measures them again")
+    p.add_argument("--fast", action="store_true", help="trust the cache of verified files: a "
+                   "file whose size and modification time match its last verification is not "
+                   "read again (an alteration that kept both is then not seen)")
+    add_common(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("restore", help="end a killed campaign's leftover processes and restore "
+                       "the knobs it left changed")
+    add_common(p)
+    p.add_argument("--journal", help="journal file (default: DATA/.knob-journal.json)")
+    p.set_defaults(func=cmd_restore)
+
+    p = sub.add_parser("clean", help="remove the scratch files iolab wrote for its runs (the "
+                       "target files it reads): only files it created and that are still as it "
+                       "left them; never a stored run, never another file")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument("--under", metavar="DIR", help="only files under this folder")
+    p.set_defaults(func=cmd_clean)
+
+
+def cmd_status(args) -> int:
+    from iolab.status import status_lines
+
+    for line in status_lines(data_dir_of(args)):
+        print(line)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from iolab.core import locks, tidy
+    from iolab.schemas import verify as schemas
+    from iolab.status import stores
+
+    data_dir = data_dir_of(args, write=args.quarantine)
+    lock = locks.data_lock(data_dir) if args.quarantine else None
+    if lock:
+        lock.acquire()
+    try:
+        bad = 0
+        chosen = list(stores(data_dir, args.experiment, args.env))
+        if not chosen:
+            print(f"no campaigns under {data_dir / 'raw'}"
+                  + (f" matching {args.experiment or ''}/{args.env or ''}"
+                     if args.experiment or args.env else ""))
+        for exp, env, store in chosen:
+            runs, corrupt = store.scan(rehash=not args.fast)
+            print(f"{exp}/{env}: {len(runs)} intact, {len(corrupt)} corrupt")
+            for c in corrupt:
+                print(f"  corrupt: {c.describe()}")
+            if corrupt:
+                tidy.forget(data_dir, exp, env)  # a cached table must not hide them
+            if corrupt and args.quarantine:
+                for line in store.quarantine_corrupt(corrupt):
+                    print(f"  {line}")
+            elif corrupt:
+                bad += len(corrupt)
+        if chosen and args.fast:
+            print("--fast: a file whose size and modification time match its last "
+                  "verification was not read again; an alteration that kept both is not seen")
+        if bad:
+            print(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
+                  "aside with 'iolab verify --quarantine'")
+        checked = schemas.verify(data_dir, args.experiment, args.env)
+        print("\n".join(checked.lines()))
+        return 1 if bad or checked.problems else 0
+    finally:
+        if lock:
+            lock.release()
+
+
+def cmd_restore(args) -> int:
+    from iolab.execution.runner import default_journal
+    from iolab.host.journal import restore_from_journal
+    from iolab.host.knobset import make_knobs
+
+    from iolab.core import locks
+    from iolab import procs
+
+    data_dir = data_dir_of(args)
+    journal = Path(args.journal) if args.journal else default_journal(data_dir)
+    with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock:
+        lines = dlock.messages + hlock.messages + procs.end_leftovers(data_dir)
+        lines += restore_from_journal(journal, make_knobs())
+    for line in lines:
+        print(line)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from iolab.core import locks
+    from iolab.host import scratch
+
+    registry = scratch.Registry()
+    # the host lock: a campaign running now reads these files
+    with locks.host_lock(None) if not args.dry_run else contextlib.nullcontext():
+        lines = scratch.clean(registry, dry_run=args.dry_run,
+                              under=Path(args.under) if args.under else None)
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"no scratch files of iolab's on this host (registry {registry.path})"
+              + (f" under {args.under}" if args.under else ""))
+    return 0

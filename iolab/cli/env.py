@@ -1,0 +1,44 @@
+"""``iolab env new``: a new environment, a copy of another's params files.
+
+Responsible for: its options, checking the names, and copying the params folder.
+Not responsible for: what the params files hold or how they are read (``iolab.core.spec``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+
+from iolab.core import spec as specmod
+from iolab.errors import InputError
+from iolab.paths import PARAMS_DIR, REPO_ROOT
+
+DEFAULT_TEMPLATE_ENV = "kvm-2vcpu"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("env", help="environments (notebooks/params/<name>/)")
+    env_sub = p.add_subparsers(dest="env_verb", required=True)
+    q = env_sub.add_parser("new", help="a new environment: a copy of another's params files")
+    q.add_argument("name", help="the new environment's name (a folder name)")
+    q.add_argument("--from", dest="source", default=DEFAULT_TEMPLATE_ENV,
+                   help=f"environment to copy (default: {DEFAULT_TEMPLATE_ENV})")
+    q.set_defaults(func=cmd_env_new)
+
+
+def cmd_env_new(args) -> int:
+    name = specmod.check_environment_name(args.name)
+    source = PARAMS_DIR / specmod.check_environment_name(args.source)
+    target = PARAMS_DIR / name
+    if not source.is_dir():
+        raise InputError(source, None, f"no environment '{args.source}' to copy",
+                         allowed=", ".join(specmod.environments()))
+    if target.exists():
+        raise InputError(target, None, "exists already; edit its files, or choose another name")
+    shutil.copytree(source, target)
+    files = sorted(p.name for p in target.glob("*.yaml"))
+    shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
+    print(f"created {shown} from {args.source}: {', '.join(files)}")
+    print("edit what differs on this machine (target_path, file_dir, devices, runtimes, grids), "
+          f"then look before you run: iolab plan EXPERIMENT --env {name}")
+    return 0

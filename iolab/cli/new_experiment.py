@@ -1,0 +1,41 @@
+"""``iolab new-experiment``: a new experiment written from the package's template.
+
+Responsible for: its options and saying what was written and what comes next.
+Not responsible for: what is written, the name's checks or the template (``iolab.scaffold``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from iolab.paths import REPO_ROOT
+from iolab.scaffold import NAME_RULE, SMALLEST_ENV, new_experiment, template_environments
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "new-experiment", help="a new experiment: the book's example copied under a new name "
+        "(module, analysis, notebook, params and its chapter in _toc.yml)")
+    p.add_argument("name", help=NAME_RULE)
+    p.add_argument("--env", metavar="ENVIRONMENT",
+                   help="write params for this environment only (default: "
+                        f"{', '.join(template_environments())}, which the package needs)")
+    p.add_argument("--where", metavar="DIR",
+                   help="write it outside the package, in DIR/NAME/, for $IOLAB_EXPERIMENTS "
+                        "(default: into the package)")
+    p.set_defaults(func=cmd_new_experiment)
+
+
+def cmd_new_experiment(args: argparse.Namespace) -> int:
+    written = new_experiment(args.name, where=args.where, environment=args.env)
+    for path in written:
+        shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+        print(f"{'changed' if path.name == '_toc.yml' else 'wrote'} {shown}")
+    env = args.env or SMALLEST_ENV
+    if args.where is not None:
+        print(f"register it with IOLAB_EXPERIMENTS={args.name} and {args.where} on PYTHONPATH")
+    else:
+        print("before it joins the book it needs its claims.yaml, page and tests: see "
+              "book/architecture.md")
+    print(f"edit what it measures, then look before you run: iolab plan {args.name} --env {env}")
+    return 0

@@ -1,0 +1,46 @@
+"""``iolab search-replay``: search strategies replayed offline against a stored full grid.
+
+Responsible for: its options, and printing the replay's summary and where it was written.
+Not responsible for: replaying or scoring the strategies (``iolab.core.search.replay``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from iolab.core import registry
+from iolab.cli.common import add_common, data_dir_of
+from iolab.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search-replay", help="replay search strategies offline against a "
+                       "stored full grid, many seeds each, into data/derived/search_replay/")
+    p.add_argument("experiment", help=f"one of: {', '.join(registry.names())}")
+    p.add_argument("--env", required=True, help="the environment whose params sweep the grid "
+                   "(search: {strategy: grid})")
+    p.add_argument("--seeds", type=int, default=100, help="replays per strategy and budget")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_common(p)
+    p.set_defaults(func=cmd_search_replay)
+
+
+def cmd_search_replay(args) -> int:
+    from iolab.execution.campaign import Campaign
+    from iolab.core.search import replay
+
+    if args.seeds < 1:
+        raise InputError("iolab search-replay", "--seeds", f"{args.seeds}", allowed="1 or more")
+    data = data_dir_of(args)
+    campaign = Campaign(args.experiment, args.env, data_dir=data)
+    grid = replay.grid_of(campaign.plan(as_recorded=True))
+    seeds = list(range(args.seeds))
+    rows = replay.derive(grid, seeds, jobs=max(1, args.jobs), progress=not args.no_progress)
+    path = replay.derived_path(data, args.experiment, args.env)
+    replay.write(rows, replay.meta(grid, seeds, replay.BUDGET_SHARES, replay.COMPARED,
+                                   args.experiment, args.env), path)
+    print(replay.summary(rows, grid.runs).to_string(index=False))
+    print(f"wrote {path}")
+    return 0

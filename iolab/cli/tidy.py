@@ -1,0 +1,87 @@
+"""``iolab tidy``: a campaign's tidy table, or its points' decisions, as CSV or parquet.
+
+Responsible for: its options, and writing the table the package builds to standard output
+or, whole or not at all, to a file.
+Not responsible for: building the table (``iolab.core.tidy``, the plan's decisions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from iolab.core import registry
+from iolab.cli.common import add_campaign, data_dir_of
+from iolab.errors import InputError, IolabError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tidy", help="the tidy table (one row per repetition) as CSV or parquet")
+    add_campaign(p, imported=True)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.add_argument("-o", "--output", help="output file (default: CSV on stdout)")
+    p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
+    p.add_argument("--skip-corrupt", action="store_true", help="leave out corrupt runs (say "
+                   "how many) instead of failing")
+    p.add_argument("--decisions", action="store_true", help="instead, one row per point: its "
+                   "runs (n), the mean of the repetition rule's metric, the interval's "
+                   "half-width in %% of the mean and the rule's decision")
+    p.set_defaults(func=cmd_tidy)
+
+
+def cmd_tidy(args) -> int:
+    from iolab.execution.campaign import source
+    from iolab.core.tidy import load
+
+    if args.format == "parquet" and not args.output:
+        raise IolabError("--format parquet needs -o FILE (parquet is binary)")
+    if args.output:
+        _check_output(Path(args.output))  # before the table is built: nothing done in vain
+    if args.decisions:
+        import pandas as pd
+
+        from iolab.execution.campaign import Campaign
+
+        if args.experiment not in registry.names():
+            raise IolabError(f"--decisions: '{args.experiment}' has no params file to "
+                             "decide with (an imported campaign)")
+        df = pd.DataFrame(Campaign(args.experiment, args.env, data_dir=data_dir_of(args))
+                          .plan().decision_rows())
+    else:
+        df = load(data_dir_of(args), source(args.experiment), args.env,
+                  allow_mixed_hosts=args.allow_mixed_hosts, skip_corrupt=args.skip_corrupt)
+    if df.attrs.get("corrupt_skipped"):
+        print(f"left out {df.attrs['corrupt_skipped']} corrupt runs ('iolab verify' names them)",
+              file=sys.stderr)
+    if not args.output:
+        df.to_csv(sys.stdout, index=False)
+    else:
+        _write_table(df, Path(args.output), args.format)
+    if args.output:
+        print(f"wrote {len(df)} rows to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _check_output(out: Path) -> None:
+    """Refuse an output path that cannot take a file, naming -o."""
+    if not out.parent.is_dir():
+        raise InputError("-o", None, f"{out}: its folder {out.parent} "
+                         f"{'is not a folder' if out.parent.exists() else 'does not exist'}")
+    if out.is_dir():
+        raise InputError("-o", None, f"{out} is a folder", allowed="a file path")
+
+
+def _write_table(df, out: Path, fmt: str) -> None:
+    """The table into ``out``, written whole or not at all; a refusal names -o."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise IolabError(f"-o {out}: cannot be written ({exc.strerror or exc})") from None
