@@ -8,7 +8,6 @@ Bad names and existing files are refused before anything is written.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import yaml
 from iolab.core import registry
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
-from iolab.scaffold import new_experiment, register, template_environments
+from iolab.scaffold import new_experiment, template_environments
 
 NAME = "disk_probe"
 
@@ -123,10 +122,7 @@ def test_a_new_experiment_plans_runs_tidies_and_renders(tmp_path, monkeypatch, c
     from iolab.report.book import execute
 
     before = git_status()
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    args = parser.parse_args(["new-experiment", NAME, "--where", str(tmp_path / "lab")])
-    assert args.func(args) == 0
+    assert main(["new-experiment", NAME, "--where", str(tmp_path / "lab")]) == 0
     monkeypatch.syspath_prepend(str(tmp_path / "lab"))
     monkeypatch.setenv(registry.EXTRA, NAME)
     # the kernel papermill starts inherits the environment

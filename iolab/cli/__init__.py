@@ -5,7 +5,7 @@ Verbs call the same functions the notebooks call. Every verb takes ``--data DIR`
 Each verb, or a small family of them, is a module of this package: its ``register(subparsers)``
 adds the verbs' parsers, each with ``set_defaults(func=cmd_...)``, and its ``cmd_*`` functions
 only read the arguments, call the package and print. A new verb is one new module with a
-``register`` and its name added to ``VERB_MODULES`` below; what several verbs share (``--data``,
+``register``, imported and added to ``VERB_MODULES`` below; what several verbs share (``--data``,
 a campaign's experiment and ``--env``) is in ``common``.
 
 Responsible for: the top parser, running the verb asked for, and its exit status (an error as
@@ -16,25 +16,26 @@ nor any logic of its own.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from iolab import paths, streams
+from iolab.cli import (book, campaign, cijoe, data, env, info, migrate, new_experiment, search,
+                       submit, tidy)
 from iolab.errors import IolabError, printable
 
 # the modules of the verbs, in the order 'iolab --help' lists their verbs
 VERB_MODULES = (
-    "campaign",   # plan, run, stop
-    "data",       # status, verify, restore, clean
-    "tidy",       # tidy
-    "cijoe",      # import-cijoe
-    "book",       # book, notebook
-    "submit",     # submit
-    "info",       # experiments, compare
-    "search",     # search-replay
-    "env",        # env new
-    "new_experiment",  # new-experiment
-    "migrate",    # migrate
+    campaign,        # plan, run, stop
+    data,            # status, verify, restore, clean
+    tidy,            # tidy
+    cijoe,           # import-cijoe
+    book,            # book, notebook
+    submit,          # submit
+    info,            # experiments, compare
+    search,          # search-replay
+    env,             # env new
+    new_experiment,  # new-experiment
+    migrate,         # migrate
 )
 
 
@@ -49,8 +50,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="iolab", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for name in VERB_MODULES:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    for module in VERB_MODULES:
+        module.register(sub)
     _debug_everywhere(parser)
     return parser
 
