@@ -113,7 +113,8 @@ def test_statuses_every_blocker_and_the_full_cost(demo, params_dir):
             out.append("too many jobs")
         return out
 
-    plan = plan_of(demo, spec, stored_ids=stored | {"ffffffffffff-r0"}, blockers=blockers)
+    plan = plan_of(demo, spec, stored=planner.Stored(stored | {"ffffffffffff-r0"}),
+                   blockers=blockers)
     c = plan.counts()
     assert c["stored"] == 1 and c["excluded"] == 5 and c["blocked"] > 0
     assert plan.stored_outside == ["ffffffffffff-r0"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,10 +91,9 @@ def run_notebook(experiment: str, environment: str, *, mode: str, output: Path,
     # first of all: SIGUSR1's default action ends the process, and Slurm may send it early
     handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGUSR1, signal.SIGTERM)}
     try:
-        return _run(experiment, environment, mode=mode, output=output, data_dir=data_dir,
-                    data=data, overrides=list(overrides), where=list(where), limit=limit,
-                    allow_shared_node=allow_shared_node, allow_host_change=allow_host_change,
-                    resubmit=resubmit, asked=asked, log=log)
+        return _run(_Job(experiment, environment, mode, output, data_dir, data, list(overrides),
+                         list(where), limit, allow_shared_node, allow_host_change, resubmit),
+                    asked, log)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
@@ -101,70 +101,118 @@ def run_notebook(experiment: str, environment: str, *, mode: str, output: Path,
             stop.clear(data)  # a request the campaign did not get to read is not left behind
 
 
-def _run(experiment: str, environment: str, *, mode: str, output: Path,
-         data_dir: str | Path | None, data: Path, overrides: list[str], where: list[str],
-         limit: int | None, allow_shared_node: bool, allow_host_change: bool, resubmit: bool,
-         asked: list[str], log: Callable[[str], None]) -> int:
+@dataclass
+class _Job:
+    """What a job is asked to do: :func:`run_notebook`'s arguments, with ``data`` the data
+    folder resolved."""
+    experiment: str
+    environment: str
+    mode: str
+    output: Path
+    data_dir: str | Path | None
+    data: Path
+    overrides: list[str]
+    where: list[str]
+    limit: int | None
+    allow_shared_node: bool
+    allow_host_change: bool
+    resubmit: bool
+
+    def stored(self) -> tuple[int, int]:
+        return _stored(self.experiment, self.environment, self.data, self.overrides, self.where)
+
+    def run_options(self) -> dict[str, Any]:
+        """The notebook's ``run_options``: only those given."""
+        run_options: dict[str, Any] = {}
+        if self.where:
+            run_options["where"] = self.where
+        if self.limit is not None:
+            run_options["limit"] = self.limit
+        if self.allow_shared_node:
+            run_options["allow_shared_node"] = True
+        if self.allow_host_change:
+            run_options["allow_host_change"] = True
+        return run_options
+
+    def params(self, run_options: dict[str, Any]) -> dict[str, Any]:
+        """The parameters papermill injects into the notebook."""
+        params: dict[str, Any] = {
+            "environment": self.environment, "mode": self.mode,
+            "overrides": specmod.parse_assignments(self.overrides, "--set")}
+        if run_options:
+            params["run_options"] = run_options
+        if self.data_dir is not None:
+            params["data_dir"] = str(self.data_dir)
+        return params
+
+
+def _run(job: _Job, asked: list[str], log: Callable[[str], None]) -> int:
     from iolab.report.book import execute
 
-    exp = registry.get(experiment)
-    specmod.load(exp, environment, params_dir=exp.params_dir, overrides=overrides)
-    run_options: dict[str, Any] = {}
-    if where:
-        run_options["where"] = where
-    if limit is not None:
-        run_options["limit"] = limit
-    if allow_shared_node:
-        run_options["allow_shared_node"] = True
-    if allow_host_change:
-        run_options["allow_host_change"] = True
+    exp = registry.get(job.experiment)
+    specmod.load(exp, job.environment, params_dir=exp.params_dir, overrides=job.overrides)
+    run_options = job.run_options()
+    _check_run_options(run_options, job.mode, exp.notebook)
+    params = job.params(run_options)
+    before = job.stored()[0] if job.mode == "run" and job.resubmit else 0
+    try:
+        execute(exp.notebook, job.output, params)
+    finally:
+        if job.mode == "run" and job.output.exists():  # also a notebook whose campaign failed
+            _mark_replay(job.output, log)
+    log(f"wrote {job.output}")
+    if asked and job.mode == "run":
+        _after_stop(job, asked, before, log)
+    return 0
+
+
+def _check_run_options(run_options: dict[str, Any], mode: str, notebook: Path) -> None:
+    """Refuse run options that would not be used: outside mode run, or by a notebook whose
+    parameters cell takes none."""
     if run_options and mode != "run":
         raise InputError("--where/--limit/--allow-*", None,
                          f"only choose what a campaign runs, and mode is {mode}",
                          allowed="--mode run")
-    if run_options and not _takes(exp.notebook, "run_options"):
-        raise InputError(exp.notebook, "run_options", "its parameters cell has no run_options, "
+    if run_options and not _takes(notebook, "run_options"):
+        raise InputError(notebook, "run_options", "its parameters cell has no run_options, "
                          "so --where, --limit and --allow-* would be ignored",
                          allowed="a parameters cell with 'run_options = {}' passed to Chapter")
-    params: dict[str, Any] = {
-        "environment": environment, "mode": mode,
-        "overrides": specmod.parse_assignments(overrides, "--set")}
-    if run_options:
-        params["run_options"] = run_options
-    if data_dir is not None:
-        params["data_dir"] = str(data_dir)
-    before = (_stored(experiment, environment, data, overrides, where)[0]
-              if mode == "run" and resubmit else 0)
+
+
+def _mark_replay(output: Path, log: Callable[[str], None]) -> None:
+    """Make the written notebook replay when executed again (:func:`as_replay`), or say how
+    to."""
     try:
-        execute(exp.notebook, output, params)
-    finally:
-        if mode == "run" and output.exists():  # also a notebook whose campaign failed
-            try:
-                written = nbformat.read(output, as_version=4)
-                if as_replay(written):
-                    nbformat.write(written, output)
-            except (OSError, ValueError) as exc:  # half-written: the first error matters
-                log(f"{output}: could not mark it to replay when executed again ({exc}); "
-                    f"set mode = \"replay\" in its parameters before running it again")
-    log(f"wrote {output}")
-    if not asked or mode != "run":
-        return 0
-    stored, left = _stored(experiment, environment, data, overrides, where)
+        written = nbformat.read(output, as_version=4)
+        if as_replay(written):
+            nbformat.write(written, output)
+    except (OSError, ValueError) as exc:  # half-written: the first error matters
+        log(f"{output}: could not mark it to replay when executed again ({exc}); "
+            f"set mode = \"replay\" in its parameters before running it again")
+
+
+def _after_stop(job: _Job, asked: list[str], before: int, log: Callable[[str], None]) -> None:
+    """After a stop on request (``asked``: the signals): say what is left and, with
+    ``--resubmit``, submit the next job if this one stored runs (``before``: those stored
+    when it started)."""
+    stored, left = job.stored()
     if not left:
         log(f"asked to stop ({', '.join(asked)}), but no run is left: the campaign is complete")
-        return 0
+        return
     log(f"stopped on request ({', '.join(asked)}) with {left} runs left")
     if signal.SIGTERM.name in asked:
         # scancel, or the time limit itself: the job is being ended, not asked to make room
         log("ended by SIGTERM (scancel or the time limit): no next job is submitted; go on "
-            f"with: iolab submit {experiment} --env {environment} --data {data} --resume")
-    elif resubmit and stored > before:
+            f"with: iolab submit {job.experiment} --env {job.environment} --data {job.data} "
+            "--resume")
+    elif job.resubmit and stored > before:
         from iolab.batch.submit import resume
 
-        resume(experiment, environment, data, after=os.environ.get("SLURM_JOB_ID"), log=log)
-    elif resubmit:
+        resume(job.experiment, job.environment, job.data,
+               after=os.environ.get("SLURM_JOB_ID"), log=log)
+    elif job.resubmit:
         log("no run was completed in this job before the stop, so no next job is submitted "
             "(it would stop the same way): give the job a longer --time")
     else:
-        log(f"go on with: iolab submit {experiment} --env {environment} --data {data} --resume")
-    return 0
+        log(f"go on with: iolab submit {job.experiment} --env {job.environment} "
+            f"--data {job.data} --resume")

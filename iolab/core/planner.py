@@ -337,7 +337,16 @@ class Plan:
 
     def summary(self) -> str:
         """The plan in a few lines of at most ~90 characters."""
-        c = self.counts()
+        lines = self._design_lines()
+        if self.search is not None:
+            lines += self._search_lines()
+        if self.spec.confirm is not None:
+            lines += self._confirm_lines()
+        return "\n".join(lines + self._count_lines() + self._time_lines()
+                         + self._reason_lines() + self._needs_lines())
+
+    def _design_lines(self) -> list[str]:
+        """The points and repetitions, the rule and its points' state, and each grid."""
         pts = self.points()
         n_excl = sum(1 for p in pts if p.excluded_by)
         spec = self.spec
@@ -359,23 +368,33 @@ class Plan:
                                 for var, values in grid["vary"].items())
             fixed = ", ".join(f"{var} {value}" for var, value in grid.get("set", {}).items())
             lines.append(f"  grid {name}: {varied}" + (f" (with {fixed})" if fixed else ""))
-        if self.search is not None:
-            lines += self.search.lines(rule.max)
-            certain, most = self.search_range()
-            if most:
-                lines.append(f"    the search, the grids after it and the confirmation: "
-                             f"{certain} to {most} runs, {format_duration(certain * self.seconds_per_run)}"
-                             f" to {format_duration(most * self.seconds_per_run)} on a host that "
-                             f"runs them")
-        if spec.confirm is not None:
-            choice = self.confirm or confirm_step.Choice()
-            lines.append(_wrapped(f"confirm: {spec.confirm.text()}", 2))
-            lines.append(f"    {choice.waiting} (up to {self.confirm_waiting_max} runs)"
-                         if choice.waiting else
-                         f"    chose {len(choice.points)} points, run under the rule above:")
-            lines += [_wrapped(f"{label}: {_where_text({k: [v] for k, v in params.items()})} "
-                               f"({why})", 4)
-                      for (params, label), why in zip(choice.points, choice.reasons)]
+        return lines
+
+    def _search_lines(self) -> list[str]:
+        lines = self.search.lines(self.spec.rule.max)
+        certain, most = self.search_range()
+        if most:
+            lines.append(f"    the search, the grids after it and the confirmation: "
+                         f"{certain} to {most} runs, {format_duration(certain * self.seconds_per_run)}"
+                         f" to {format_duration(most * self.seconds_per_run)} on a host that "
+                         f"runs them")
+        return lines
+
+    def _confirm_lines(self) -> list[str]:
+        choice = self.confirm or confirm_step.Choice()
+        lines = [_wrapped(f"confirm: {self.spec.confirm.text()}", 2),
+                 f"    {choice.waiting} (up to {self.confirm_waiting_max} runs)"
+                 if choice.waiting else
+                 f"    chose {len(choice.points)} points, run under the rule above:"]
+        return lines + [_wrapped(f"{label}: {_where_text({k: [v] for k, v in params.items()})} "
+                                 f"({why})", 4)
+                        for (params, label), why in zip(choice.points, choice.reasons)]
+
+    def _count_lines(self) -> list[str]:
+        """The --where filter, the runs by status, stored runs outside the plan or corrupt,
+        and --limit."""
+        c = self.counts()
+        lines = []
         if self.where:
             lines.append(f"  only points with {_where_text(self.where)} "
                          f"({self.filtered_out} points left out)")
@@ -392,29 +411,30 @@ class Plan:
                          f"count as not stored; 'iolab verify' names them")
         if self.limit is not None:
             lines.append(f"  --limit {self.limit}: {len(self.selected())} runs would run now")
+        return lines
+
+    def _time_lines(self) -> list[str]:
         span = (f" to {format_duration(self.eta_max_s)}" if self.eta_max_s > self.eta_s else "")
-        lines.append(f"  time for the runs to do: {format_duration(self.eta_s)}{span} "
-                     f"({self.seconds_per_run:.1f} s per run)")
-        if c["blocked"]:
+        lines = [f"  time for the runs to do: {format_duration(self.eta_s)}{span} "
+                 f"({self.seconds_per_run:.1f} s per run)"]
+        if self.counts()["blocked"]:
             lines.append(f"  with the blocked runs, the runs left would take "
-                         f"{'' if spec.rule.fixed else 'up to '}"
+                         f"{'' if self.spec.rule.fixed else 'up to '}"
                          f"{format_duration(self.eta_all_s)}")
-        for why, n in self.blockers().items():
-            lines.append(f"  blocked ({n} runs): {why}")
-        for why, n in self.to_dict()["exclusions"].items():
-            lines.append(f"  excluded ({n} runs): {why}")
-        for p in self.programs:
-            if "recorded" in p:  # as the host that made the runs recorded it
-                state = (f"{p['version'] or 'version unknown'} (as recorded by the campaign's host)"
-                         if p["recorded"] == "recorded" else "not in the campaign's host record")
-            else:
-                state = (f"{shown(p['path'])} ({p['version'] or 'version unknown'})" if p["found"]
-                         else f"MISSING: {p['install']}")
-            lines.append(f"  {p['role']} {p['name']}: {state}")
-        for item in self.scratch:
-            lines.append(f"  scratch: {item}")
-        lines.append(f"  params: {' + '.join(shown(s) for s in spec.sources)}")
-        return "\n".join(lines)
+        return lines
+
+    def _reason_lines(self) -> list[str]:
+        """Why runs are blocked or excluded, with how many each reason takes."""
+        return ([f"  blocked ({n} runs): {why}" for why, n in self.blockers().items()]
+                + [f"  excluded ({n} runs): {why}"
+                   for why, n in self.to_dict()["exclusions"].items()])
+
+    def _needs_lines(self) -> list[str]:
+        """The programs and scratch files the runs need, and the params files."""
+        lines = [f"  {p['role']} {p['name']}: {_program_state(p)}" for p in self.programs]
+        lines += [f"  scratch: {item}" for item in self.scratch]
+        lines.append(f"  params: {' + '.join(shown(s) for s in self.spec.sources)}")
+        return lines
 
     def table(self) -> list[dict[str, Any]]:
         """One row per run: the point's variables, the repetition, id, status and reasons."""
@@ -430,6 +450,15 @@ def _wrapped(text: str, indent: int) -> str:
                          subsequent_indent=" " * (indent + 4), break_on_hyphens=False)
 
 
+def _program_state(program: dict[str, Any]) -> str:
+    """A program's line in the plan's text: where it is and its version, or how to install it."""
+    if "recorded" in program:  # as the host that made the runs recorded it
+        return (f"{program['version'] or 'version unknown'} (as recorded by the campaign's host)"
+                if program["recorded"] == "recorded" else "not in the campaign's host record")
+    return (f"{shown(program['path'])} ({program['version'] or 'version unknown'})"
+            if program["found"] else f"MISSING: {program['install']}")
+
+
 def _where_text(where: dict[str, list[Any]]) -> str:
     return ", ".join(f"{k} in {v}" if len(v) > 1 else f"{k}={v[0]}" for k, v in where.items())
 
@@ -441,119 +470,164 @@ def format_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
+@dataclass
+class Stored:
+    """What the store holds of a campaign, as the planner reads it: the ids of its stored runs,
+    the rule's metric of each (by run id) and the failed attempts of run ids (both only matter
+    under a rule)."""
+    ids: Iterable[str] = ()
+    values: dict[str, float | None] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ids = set(self.ids)
+
+
 def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]],
-              seconds_per_run: float, stored_ids: Iterable[str] = (),
+              seconds_per_run: float, stored: Stored | None = None,
               blockers: Callable[[dict[str, Any]], list[str]] | None = None,
               where: dict[str, list[Any]] | None = None, limit: int | None = None,
-              max_runs: int = MAX_RUNS, values: dict[str, float | None] | None = None,
-              failures: dict[str, int] | None = None) -> Plan:
+              max_runs: int = MAX_RUNS) -> Plan:
     """Classify every (point, repetition) of the spec (refused beyond ``max_runs``).
 
     ``identity(params)`` gives a point's identity (see :mod:`iolab.core.identity`);
-    ``blockers(params)`` every reason this host cannot run the point (empty if it can).
-    ``values``: the rule's metric of stored runs, by run id; ``failures``: the failed
-    attempts of run ids (both only matter under a rule).
+    ``blockers(params)`` every reason this host cannot run the point (empty if it can);
+    ``stored``: what the store holds (nothing if None).
     """
     check_size(spec, max_runs)
-    stored = set(stored_ids)
+    stored = stored if stored is not None else Stored()
     where = where or {}
-    rule, values, failures = spec.rule, values or {}, failures or {}
-    runs: list[PlannedRun] = []
-    points: list[Point] = []
-    filtered = 0
-    left_out = []  # points --where left out that this host could run
-    known: set[str] = set()  # ids of every point of the design, filtered ones included
-    # what the confirmation step chooses from: every point of the design this host can run,
-    # --where or not, with its stored values, and how many of them are still open
-    candidates: list[tuple[dict[str, Any], list[float]]] = []
-    open_points = 0
+    sort = _Classifier(spec, identity, stored, blockers, where)
+    searching = None if spec.searched is None else _search(spec, sort.identity_of, stored,
+                                                           blockers)
+    sort.design(searching)
+    choice = sort.confirmation(searching)
+    todo = [r for r in sort.runs if r.status == "to run"]
+    for r in todo[:limit] if limit is not None else todo:
+        r.selected = True
+    return Plan(spec, sort.runs, seconds_per_run, where, sort.filtered, limit,
+                sorted(stored.ids - sort.known), left_out_points=sort.left_out,
+                all_points=sort.points, confirm=choice, search=searching)
 
-    def classify(point: Point, ident: dict[str, Any],
+
+class _Classifier:
+    """Sorts points into the plan's runs for :func:`make_plan`, gathering on the way what the
+    plan and the confirmation step need."""
+
+    def __init__(self, spec: Spec, identity: Callable[[dict[str, Any]], dict[str, Any]],
+                 stored: Stored, blockers: Callable[[dict[str, Any]], list[str]] | None,
+                 where: dict[str, list[Any]]):
+        self.spec, self.identity, self.stored = spec, identity, stored
+        self.blockers, self.where = blockers, where
+        self.runs: list[PlannedRun] = []
+        self.points: list[Point] = []
+        self.filtered = 0
+        self.left_out: list[Point] = []  # points --where left out that this host could run
+        self.known: set[str] = set()  # ids of every point of the design, filtered ones included
+        # what the confirmation step chooses from: every point of the design this host can
+        # run, --where or not, with its stored values, and how many of them are still open
+        self.candidates: list[tuple[dict[str, Any], list[float]]] = []
+        self.open_points = 0
+
+    def identity_of(self, point: Point) -> dict[str, Any]:
+        try:
+            return self.identity(point.params)
+        except InputError as exc:
+            # a tool refuses the options a point gives (e.g. cuda-run's powers of two): say
+            # which params and which point, not only which tool option
+            raise InputError(" + ".join(self.spec.sources), exc.key, f"{exc.problem}, in the "
+                             f"point {_where_text({k: [v] for k, v in point.params.items()})} "
+                             f"of grid(s) {', '.join(point.grids)}", exc.allowed) from None
+
+    def design(self, searching: search_plan.SearchState | None) -> None:
+        """Classify every point of the design; of the searched grid alone, only those the
+        search asked for."""
+        pivot = searching.pivot if searching is not None and searching.done else None
+        skip = searching.after if searching is not None else {}
+        asked = set(searching.asked()) if searching is not None else set()
+        for point in expand(self.spec, pivot, skip):
+            if searching is not None and point.grids == [searching.spec.grid]:
+                # a configuration of the searched grid alone: planned only if the search asked
+                if canonical_json(point.params) in asked:
+                    self.classify(point, self.identity_of(point), searching)
+                continue
+            self.classify(point, self.identity_of(point))
+
+    def confirmation(self, searching: search_plan.SearchState | None
+                     ) -> confirm_step.Choice | None:
+        """The confirmation step's choice (None without one), its points classified."""
+        spec = self.spec
+        if spec.confirm is None:
+            return None
+        if searching is not None and not searching.done:
+            return confirm_step.Choice(waiting="waits for the search to end", open=1)
+        found = searching.outcome.answer if searching is not None else None
+        choice = confirm_step.choose(spec.confirm, self.candidates, self.open_points,
+                                     found.params if found is not None else None)
+        for (params, label), why in zip(choice.points, choice.reasons):
+            point = Point(dict(params), [confirm_step.GRID], confirm=label, chosen_because=why)
+            self.classify(point, {**self.identity_of(point), confirm_step.KEY: label})
+        return choice
+
+    def classify(self, point: Point, ident: dict[str, Any],
                  searched: search_plan.SearchState | None = None) -> None:
-        nonlocal filtered, open_points
-        ids = run_ids(ident, spec.repetitions)
-        known.update(ids)
-        blocked = [] if point.excluded_by or blockers is None else blockers(point.params)
-        samples = {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored}
-        n_failed = sum(failures.get(rid, 0) for rid in ids)
+        """Decide the point and add its runs, or count it as left out by --where."""
+        ids = run_ids(ident, self.spec.repetitions)
+        self.known.update(ids)
+        blocked = ([] if point.excluded_by or self.blockers is None
+                   else self.blockers(point.params))
+        samples = {rep: self.stored.values.get(rid) for rep, rid in enumerate(ids)
+                   if rid in self.stored.ids}
+        n_failed = sum(self.stored.failures.get(rid, 0) for rid in ids)
         decision = (None if point.excluded_by else
                     searched.decision(canonical_json(point.params), samples, n_failed)
                     if searched is not None else
-                    decide(rule, list(samples.values()), n_failed))
+                    decide(self.spec.rule, list(samples.values()), n_failed))
         if point.confirm is None and decision is not None:
             # the choice reads the stored runs alone, whatever this host can run; only the
             # points it can run are waited for
-            candidates.append((point.params, [v for v in samples.values() if v is not None]))
-            open_points += not decision.settled and not blocked
-        if where and not matches(where, point.params):
-            filtered += 1
+            self.candidates.append((point.params,
+                                    [v for v in samples.values() if v is not None]))
+            self.open_points += not decision.settled and not blocked
+        if self.where and not matches(self.where, point.params):
+            self.filtered += 1
             if not point.excluded_by and not blocked:
-                left_out.append(point)
+                self.left_out.append(point)
             return
         point.blocked = bool(blocked)
-        points.append(point)
+        self.points.append(point)
         if point.excluded_by:
-            # a rule's point would get at least min runs: those are what the exclusion saves
-            # (and any stored before the exclusion was made)
-            for rep, rid in enumerate(ids):
-                if rep < rule.min or rid in stored:
-                    runs.append(PlannedRun(point, rep, rid, ident, "excluded",
-                                           [point.excluded_by]))
+            self._add_excluded(point, ids, ident)
             return
         point.ids, point.samples, point.failures, point.decision = ids, samples, n_failed, decision
         point.searched = searched is not None
-        needed = [rep for rep, rid in enumerate(ids) if rid not in stored][:decision.to_run]
-        for rep in sorted([*samples, *needed]):
+        self._add_runs(point, ids, ident, blocked)
+
+    def _add_excluded(self, point: Point, ids: list[str], ident: dict[str, Any]) -> None:
+        # a rule's point would get at least min runs: those are what the exclusion saves
+        # (and any stored before the exclusion was made)
+        for rep, rid in enumerate(ids):
+            if rep < self.spec.rule.min or rid in self.stored.ids:
+                self.runs.append(PlannedRun(point, rep, rid, ident, "excluded",
+                                            [point.excluded_by]))
+
+    def _add_runs(self, point: Point, ids: list[str], ident: dict[str, Any],
+                  blocked: list[str]) -> None:
+        """The point's stored runs and those its decision still needs, by repetition."""
+        needed = [rep for rep, rid in enumerate(ids)
+                  if rid not in self.stored.ids][:point.decision.to_run]
+        for rep in sorted([*point.samples, *needed]):
             rid = ids[rep]
-            if rid in stored:
+            if rid in self.stored.ids:
                 status, reasons = "stored", []
             elif blocked:
                 status, reasons = "blocked", blocked
             else:
                 status, reasons = "to run", []
-            runs.append(PlannedRun(point, rep, rid, ident, status, reasons))
-
-    def identity_of(point: Point) -> dict[str, Any]:
-        try:
-            return identity(point.params)
-        except InputError as exc:
-            # a tool refuses the options a point gives (e.g. cuda-run's powers of two): say
-            # which params and which point, not only which tool option
-            raise InputError(" + ".join(spec.sources), exc.key, f"{exc.problem}, in the point "
-                             f"{_where_text({k: [v] for k, v in point.params.items()})} of "
-                             f"grid(s) {', '.join(point.grids)}", exc.allowed) from None
-
-    searching = None if spec.searched is None else _search(spec, identity_of, stored, values,
-                                                           failures, blockers)
-    pivot = searching.pivot if searching is not None and searching.done else None
-    skip = searching.after if searching is not None else {}
-    asked = set(searching.asked()) if searching is not None else set()
-    for point in expand(spec, pivot, skip):
-        if searching is not None and point.grids == [searching.spec.grid]:
-            # a configuration of the searched grid alone: planned only if the search asked
-            if canonical_json(point.params) in asked:
-                classify(point, identity_of(point), searching)
-            continue
-        classify(point, identity_of(point))
-    choice = None
-    if spec.confirm is not None and searching is not None and not searching.done:
-        choice = confirm_step.Choice(waiting="waits for the search to end", open=1)
-    elif spec.confirm is not None:
-        found = searching.outcome.answer if searching is not None else None
-        choice = confirm_step.choose(spec.confirm, candidates, open_points,
-                                     found.params if found is not None else None)
-        for (params, label), why in zip(choice.points, choice.reasons):
-            point = Point(dict(params), [confirm_step.GRID], confirm=label, chosen_because=why)
-            classify(point, {**identity_of(point), confirm_step.KEY: label})
-    todo = [r for r in runs if r.status == "to run"]
-    for r in todo[:limit] if limit is not None else todo:
-        r.selected = True
-    return Plan(spec, runs, seconds_per_run, where, filtered, limit, sorted(stored - known),
-                left_out_points=left_out, all_points=points, confirm=choice, search=searching)
+            self.runs.append(PlannedRun(point, rep, rid, ident, status, reasons))
 
 
-def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: set[str],
-            values: dict[str, float | None], failures: dict[str, int],
+def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: Stored,
             blockers: Callable[[dict[str, Any]], list[str]] | None
             ) -> search_plan.SearchState:
     """The searched grid's search, re-run over the stored runs; until it ends, the other
@@ -566,8 +640,9 @@ def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: 
         blocked = bool(point.excluded_by) or bool(blockers and blockers(point.params))
         candidates.append(search_plan.Candidate(
             canonical_json(point.params), point.params,
-            {rep: values.get(rid) for rep, rid in enumerate(ids) if rid in stored},
-            sum(failures.get(rid, 0) for rid in ids), not blocked, bool(point.excluded_by)))
+            {rep: stored.values.get(rid) for rep, rid in enumerate(ids) if rid in stored.ids},
+            sum(stored.failures.get(rid, 0) for rid in ids), not blocked,
+            bool(point.excluded_by)))
     state = search_plan.run(searched, spec.rule, spec.grids[searched.grid]["vary"], candidates)
     if not state.done:
         state.after = {name: math.prod(len(v) for v in spec.grids[name]["vary"].values())

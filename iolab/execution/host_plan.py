@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from iolab.core.manifest import RunManifest
-from iolab.core.planner import (MAX_RUNS, Plan, PlannedRun, check_size, expand, knob_needs,
-                                 make_plan, matches)
+from iolab.core.planner import (MAX_RUNS, Plan, PlannedRun, Stored, check_size, expand,
+                                 knob_needs, make_plan, matches)
 from iolab.core.spec import Spec
-from iolab.core.store import StoredRun, open_store
+from iolab.core.store import Store, StoredRun, open_store
 from iolab.errors import ParseError
 from iolab.host import scratch
 from iolab.host.inventory import topology
@@ -82,19 +82,49 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     files = [] if recorded_host is not None else scratch_files(experiment, spec, where)
     unwritable = scratch_problems(spec, files, data_dir)
     if recorded_host is not None:
-        topo = recorded_host.get("topology") or []
-        refused = recorded_host.get("knobs_not_controllable") or {}
-        available = {name: (name not in refused, refused.get(name, ""))
-                     for name in set(experiment.knob_variables.values())}
+        topo, available = _recorded_host(experiment, recorded_host)
     else:
-        knobs = make_knobs() if knobs is None else knobs
-        topo = topology() if topo is None else topo
-        available = {name: (knobs[name].available() if name in knobs
-                            else (False, "no such knob on this host"))
-                     for name in set(experiment.knob_variables.values())}
-
+        topo, available = _this_host(experiment, knobs, topo)
     who = "this host cannot" if recorded_host is None else "the campaign's host could not"
+    blockers = _blockers(experiment, settings, topo, available, who, unwritable)
+    held = _store_state(experiment, spec, store, stored)
+    plan = make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
+                     seconds_per_run=experiment.seconds_per_run(settings, spec.base),
+                     stored=held, blockers=blockers, where=where, limit=limit,
+                     max_runs=max_runs)
+    _measured_seconds(plan, stored)
+    _host_needs(plan, experiment, settings, topo, recorded_host, data_dir)
+    plan.scratch_refusals = unwritable
+    plan.corrupt = corrupt
+    return plan
 
+
+def _recorded_host(experiment: RunnableExperiment, recorded_host: dict
+                   ) -> tuple[list[dict], dict[str, tuple[bool, str]]]:
+    """(topology, {knob: (available, why not)}) of the host that made the runs."""
+    topo = recorded_host.get("topology") or []
+    refused = recorded_host.get("knobs_not_controllable") or {}
+    available = {name: (name not in refused, refused.get(name, ""))
+                 for name in set(experiment.knob_variables.values())}
+    return topo, available
+
+
+def _this_host(experiment: RunnableExperiment, knobs: dict | None, topo: list[dict] | None
+               ) -> tuple[list[dict], dict[str, tuple[bool, str]]]:
+    """(topology, {knob: (available, why not)}) of this host (read where not given)."""
+    knobs = make_knobs() if knobs is None else knobs
+    topo = topology() if topo is None else topo
+    available = {name: (knobs[name].available() if name in knobs
+                        else (False, "no such knob on this host"))
+                 for name in set(experiment.knob_variables.values())}
+    return topo, available
+
+
+def _blockers(experiment: RunnableExperiment, settings: dict, topo: list[dict],
+              available: dict[str, tuple[bool, str]], who: str, unwritable: list[str]
+              ) -> Callable[[dict[str, Any]], list[str]]:
+    """The planner's ``blockers``: every reason the host (``who`` ... control) cannot run a
+    point, the scratch files it may not write (``unwritable``) last."""
     def blockers(params: dict[str, Any]) -> list[str]:
         out = []
         for knob, value in knob_needs(params, experiment.knob_variables).items():
@@ -108,24 +138,37 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
         host = experiment.host_block(settings, params, topo)
         return out + ([host] if host else []) + unwritable
 
+    return blockers
+
+
+def _store_state(experiment: RunnableExperiment, spec: Spec, store: Store,
+                 stored: list[StoredRun]) -> Stored:
+    """What the planner needs of the store: the stored runs' ids, and what a rule decides
+    (and a confirmation step chooses) from."""
     values: dict[str, float | None] = {}
     failures: dict[str, int] = {}
-    if spec.ranking_metric:  # what a rule decides, and a confirmation step chooses, from
+    if spec.ranking_metric:
         values = {r.run_id: metric_value(experiment, r, spec.ranking_metric) for r in stored}
     if not spec.rule.fixed:
         for folder in store.failed_runs():
             rid = folder.name.split("@", 1)[0]
             failures[rid] = failures.get(rid, 0) + 1
-    plan = make_plan(spec, identity=lambda p: experiment.identity(spec.environment, settings, p),
-                     seconds_per_run=experiment.seconds_per_run(settings, spec.base),
-                     stored_ids={r.run_id for r in stored}, blockers=blockers, where=where,
-                     limit=limit, max_runs=max_runs, values=values, failures=failures)
-    # once runs of this very design are stored, their measured durations are the estimate
+    return Stored({r.run_id for r in stored}, values, failures)
+
+
+def _measured_seconds(plan: Plan, stored: list[StoredRun]) -> None:
+    """Once runs of this very design are stored, their measured durations are the
+    estimate."""
     planned = {r.run_id for r in plan.by_status("stored")}
     durations = [r.manifest.duration_s for r in stored
                  if r.run_id in planned and r.manifest.duration_s]
     if durations:
         plan.seconds_per_run = sum(durations) / len(durations)
+
+
+def _host_needs(plan: Plan, experiment: RunnableExperiment, settings: dict, topo: list[dict],
+                recorded_host: dict | None, data_dir: Path) -> None:
+    """The programs and the scratch files the plan's runs need, into the plan."""
     # the programs of every run this host can make, stored ones included: the benchmark tools
     # among them are part of the host's fingerprint, which must not depend on what is left
     runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
@@ -138,9 +181,6 @@ def plan_for(experiment: RunnableExperiment, spec: Spec, data_dir: Path, *,
     plan.scratch_files = (experiment.scratch_files(settings, may_run)
                           if may_run and recorded_host is None else [])
     plan.scratch = scratch.describe(plan.scratch_files, scratch.Registry(), data_dir)
-    plan.scratch_refusals = unwritable
-    plan.corrupt = corrupt
-    return plan
 
 
 def metric_value(experiment: RunnableExperiment, run: StoredRun, metric: str,

@@ -212,48 +212,19 @@ def collect_inventory(tools: dict[str, list[str]], *, root: SysRoot | None = Non
     "--version"]}; each becomes {"argv", "version", "error"}, with version None when the tool
     is missing or fails. ``root`` and ``knobs`` default to the real /sys, /proc and knobs.
     """
-    for name, argv in tools.items():
-        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
-            raise InputError(None, f"tools.{name}", f"the version command must be a non-empty "
-                             f"argv list of strings, got {argv!r}", '["fio", "--version"]')
+    _check_tools(tools)
     root = root or SysRoot()
     knobs = make_knobs(root) if knobs is None else knobs
-    errors: dict[str, str] = {}
-
-    def command(key: str, argv: list[str]) -> str | None:
-        out, error = _run(argv, timeout)
-        if error:
-            errors[key] = error
-        return out
-
-    def command_json(key: str, argv: list[str]) -> Any:
-        out = command(key, argv)
-        if out is None:
-            return None
-        try:
-            return json.loads(out)
-        except ValueError as exc:
-            errors[key] = f"{' '.join(argv)} printed no valid JSON: {exc}"
-            return None
-
-    lscpu_parsed = command_json("lscpu", ["lscpu", "-J"])
+    commands = _Commands(timeout)
+    errors = commands.errors
+    lscpu_parsed = commands.json("lscpu", ["lscpu", "-J"])
     lscpu = _flatten_lscpu(lscpu_parsed) if isinstance(lscpu_parsed, dict) else {}
-    lsblk = command_json("lsblk", ["lsblk", "-J", "-o",
-                                   "NAME,SIZE,TYPE,MODEL,ROTA,MOUNTPOINTS,TRAN"])
-    try:
-        topo = topology(root)
-    except (OSError, ValueError) as exc:
-        errors["topology"] = f"cannot read CPU topology under {root.cpu_dir}: {exc}"
-        topo = []
+    lsblk = commands.json("lsblk", ["lsblk", "-J", "-o",
+                                    "NAME,SIZE,TYPE,MODEL,ROTA,MOUNTPOINTS,TRAN"])
+    topo = _topology_or_error(root, errors)
     uname = os.uname()
     cmdline = _read(root.proc / "cmdline", errors, "cmdline")
-
-    tool_versions = {}
-    for name, argv in tools.items():
-        out, error = _run(argv, timeout, version=True)
-        tool_versions[name] = {"argv": list(argv), "version": out.strip() if out else None,
-                               "error": error}
-
+    tool_versions = _tool_versions(tools, timeout)
     return {
         "schema_version": SCHEMA_VERSION,
         "collected_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -265,7 +236,7 @@ def collect_inventory(tools: dict[str, list[str]], *, root: SysRoot | None = Non
         "mem_total_kib": _mem_total_kib(_read(root.proc / "meminfo", errors, "meminfo")),
         "cpu": _cpu_summary(lscpu, topo, _read(root.proc / "cpuinfo", errors, "cpuinfo")),
         "lscpu": lscpu or None,
-        "lscpu_e": command("lscpu_e", ["lscpu", "-e=CPU,CORE,SOCKET,NODE,ONLINE"]),
+        "lscpu_e": commands.text("lscpu_e", ["lscpu", "-e=CPU,CORE,SOCKET,NODE,ONLINE"]),
         "block_devices": lsblk.get("blockdevices") if isinstance(lsblk, dict) else None,
         "topology": topo,
         "knobs": states(knobs),
@@ -275,6 +246,58 @@ def collect_inventory(tools: dict[str, list[str]], *, root: SysRoot | None = Non
         "iolab_version": __version__,
         "errors": errors,
     }
+
+
+def _check_tools(tools: dict[str, list[str]]) -> None:
+    """Refuse a version command that is not a non-empty argv list of strings."""
+    for name, argv in tools.items():
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            raise InputError(None, f"tools.{name}", f"the version command must be a non-empty "
+                             f"argv list of strings, got {argv!r}", '["fio", "--version"]')
+
+
+class _Commands:
+    """Runs the inventory's read-only commands, recording what went wrong in ``errors`` (by
+    key) instead of stopping."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.errors: dict[str, str] = {}
+
+    def text(self, key: str, argv: list[str]) -> str | None:
+        out, error = _run(argv, self.timeout)
+        if error:
+            self.errors[key] = error
+        return out
+
+    def json(self, key: str, argv: list[str]) -> Any:
+        out = self.text(key, argv)
+        if out is None:
+            return None
+        try:
+            return json.loads(out)
+        except ValueError as exc:
+            self.errors[key] = f"{' '.join(argv)} printed no valid JSON: {exc}"
+            return None
+
+
+def _topology_or_error(root: SysRoot, errors: dict[str, str]) -> list[dict]:
+    """The CPU topology, or [] with the reason under ``errors``."""
+    try:
+        return topology(root)
+    except (OSError, ValueError) as exc:
+        errors["topology"] = f"cannot read CPU topology under {root.cpu_dir}: {exc}"
+        return []
+
+
+def _tool_versions(tools: dict[str, list[str]], timeout: float) -> dict[str, dict[str, Any]]:
+    """Each tool's {"argv", "version", "error"} (see :func:`collect_inventory`)."""
+    versions = {}
+    for name, argv in tools.items():
+        out, error = _run(argv, timeout, version=True)
+        versions[name] = {"argv": list(argv), "version": out.strip() if out else None,
+                          "error": error}
+    return versions
 
 
 def _fingerprint_fields(inventory: dict[str, Any]) -> dict[str, Any]:

@@ -416,6 +416,37 @@ def parse_bdevperf_json(text: str, source: str = "<string>") -> dict[str, Any]:
     status other than ``finished`` makes the run not ok; ``terminated`` (a shutdown signal
     during the test) also sets ``shutdown_signal``.
     """
+    doc = _json_response(text, source)
+    core_count = doc.get("core_count")
+    jobs = [_json_job(entry, i, source) for i, entry in enumerate(doc["results"])]
+    problems = _job_problems(jobs, rates=False)
+    statuses = [entry["status"] for entry in doc["results"]]
+    terminated = [job["name"] for job, status in zip(jobs, statuses) if status == "terminated"]
+    problems += _status_problems(jobs, statuses, terminated)
+    totals = _json_totals(jobs)
+    if totals["iops"] == 0:
+        problems.append("no I/O completed (the jobs' IOPS sum to 0)")
+    return {
+        "format": FORMAT_JSON,
+        "spdk_version": None,
+        "spdk_git_sha1": None,
+        "dpdk_version": None,
+        "jobs": jobs,
+        "njobs": len(jobs),
+        "core_count": core_count if core_count is not None else _core_count(jobs),
+        **totals,
+        "tables_found": None,
+        "shutdown_signal": bool(terminated),
+        "shutdown_after_s": None,
+        "ok": not problems,
+        "problems": problems,
+        "warnings": [],
+    }
+
+
+def _json_response(text: str, source: str) -> dict[str, Any]:
+    """The perform_tests response: a JSON object with a non-empty ``results`` array and, if
+    any, an integer ``core_count``; ParseError for an RPC error or anything else."""
     if not text.strip():
         raise ParseError(source, "empty input: there is no perform_tests response to parse")
     if "Got JSON-RPC error response" in text:
@@ -436,32 +467,29 @@ def parse_bdevperf_json(text: str, source: str = "<string>") -> dict[str, Any]:
     if core_count is not None and (isinstance(core_count, bool)
                                    or not isinstance(core_count, int)):
         raise ParseError(source, f"'core_count' must be an integer, got {core_count!r}")
+    return doc
 
-    jobs = [_json_job(entry, i, source) for i, entry in enumerate(doc["results"])]
-    problems = _job_problems(jobs, rates=False)
-    terminated = [job["name"] for job, entry in zip(jobs, doc["results"])
-                  if entry["status"] == "terminated"]
+
+def _status_problems(jobs: list[dict[str, Any]], statuses: list[str],
+                     terminated: list[str]) -> list[str]:
+    """The problems the jobs' statuses show: a shutdown signal (``terminated``: the names of
+    the jobs it ended), then each unknown status."""
+    problems = []
     if terminated:
         problems.append(f"bdevperf received a shutdown signal; status 'terminated' for "
                         f"{', '.join(terminated)}")
-    for job, entry in zip(jobs, doc["results"]):
-        if entry["status"] not in _STATUSES:
-            problems.append(f"job {job['name']}: unknown status '{entry['status']}'")
+    for job, status in zip(jobs, statuses):
+        if status not in _STATUSES:
+            problems.append(f"job {job['name']}: unknown status '{status}'")
+    return problems
 
+
+def _json_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's totals over the jobs (see :func:`parse_bdevperf_json`)."""
     ios = [job["iops"] * job["runtime_s"] for job in jobs]
-    total_iops = sum(job["iops"] for job in jobs)
-    if total_iops == 0:
-        problems.append("no I/O completed (the jobs' IOPS sum to 0)")
     rates_known = all(job["runtime_s"] > 0 for job in jobs)
     return {
-        "format": FORMAT_JSON,
-        "spdk_version": None,
-        "spdk_git_sha1": None,
-        "dpdk_version": None,
-        "jobs": jobs,
-        "njobs": len(jobs),
-        "core_count": core_count if core_count is not None else _core_count(jobs),
-        "iops": total_iops,
+        "iops": sum(job["iops"] for job in jobs),
         "mibs": sum(job["mibs"] for job in jobs),
         "fail_per_s": sum(job["fail_per_s"] for job in jobs) if rates_known else None,
         "timeout_per_s": sum(job["timeout_per_s"] for job in jobs) if rates_known else None,
@@ -469,12 +497,6 @@ def parse_bdevperf_json(text: str, source: str = "<string>") -> dict[str, Any]:
                            / sum(ios)) if sum(ios) > 0 else None,
         "min_latency_us": min(job["min_latency_us"] for job in jobs),
         "max_latency_us": max(job["max_latency_us"] for job in jobs),
-        "tables_found": None,
-        "shutdown_signal": bool(terminated),
-        "shutdown_after_s": None,
-        "ok": not problems,
-        "problems": problems,
-        "warnings": [],
     }
 
 

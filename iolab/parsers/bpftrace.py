@@ -72,67 +72,85 @@ def parse_bpftrace(text: str, source: str = "<string>") -> dict[str, Any]:
 
 def parse_bpftrace_text(text: str, source: str = "<string>") -> dict[str, Any]:
     """Parse bpftrace's default text output (see the module docstring for the result)."""
-    result = _empty("text")
-    block: dict | None = None   # the printing the current run of map lines belongs to
-    block_name: str | None = None
-    hist: tuple[str, tuple, int] | None = None  # (map, key, line) whose buckets are being read
-
-    def close_hist() -> None:
-        nonlocal hist
-        if hist is not None and not block[hist[1]]:
-            raise ParseError(source, f"line {hist[2]}: histogram {_label(hist[0], hist[1])} "
-                             f"has no buckets (truncated output?)")
-        hist = None
-
+    reader = _TextReader(source)
     for number, raw in enumerate(_lines(text), start=1):
-        line = raw.rstrip()
+        reader.line(number, raw.rstrip())
+    reader.close_hist()
+    _check_maps(reader.result["maps"], source)
+    return reader.result
+
+
+class _TextReader:
+    """Text mode read line by line into ``result``."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.result = _empty("text")
+        self.block: dict | None = None   # the printing the current run of map lines belongs to
+        self.block_name: str | None = None
+        # (map, key, line) whose buckets are being read
+        self.hist: tuple[str, tuple, int] | None = None
+
+    def close_hist(self) -> None:
+        """End the histogram entry being read, refusing one without buckets."""
+        hist = self.hist
+        if hist is not None and not self.block[hist[1]]:
+            raise ParseError(self.source, f"line {hist[2]}: histogram "
+                             f"{_label(hist[0], hist[1])} has no buckets (truncated output?)")
+        self.hist = None
+
+    def line(self, number: int, line: str) -> None:
+        """Read one line (``number``, from 1), without its trailing white space."""
         if not line:
-            if hist is not None:
-                close_hist()  # the end of one histogram entry; the map may list more
+            if self.hist is not None:
+                self.close_hist()  # the end of one histogram entry; the map may list more
             else:
-                block = block_name = None
-            continue
+                self.block = self.block_name = None
+            return
         bucket = _BUCKET.match(line)
         if bucket:
-            if hist is None:
-                raise ParseError(source, f"line {number}: a histogram bucket outside a "
+            if self.hist is None:
+                raise ParseError(self.source, f"line {number}: a histogram bucket outside a "
                                  f"histogram: {line!r}")
-            block[hist[1]].append(_text_bucket(bucket))
-            continue
-        if hist is not None and line.startswith(("[", "(")):
-            raise ParseError(source, f"line {number}: histogram {_label(hist[0], hist[1])}: "
-                             f"malformed bucket line {line!r} (truncated output?)")
-        close_hist()
+            self.block[self.hist[1]].append(_text_bucket(bucket))
+            return
+        if self.hist is not None and line.startswith(("[", "(")):
+            raise ParseError(self.source, f"line {number}: histogram "
+                             f"{_label(self.hist[0], self.hist[1])}: malformed bucket line "
+                             f"{line!r} (truncated output?)")
+        self.close_hist()
         if line.startswith("@"):
-            match = _MAP_LINE.match(line)
-            if match is None:
-                raise ParseError(source, f"line {number}: not a map line ('@name[key]: value' "
-                                 f"or '@name: value'): {line!r}")
-            name = match.group("name")
-            if name != block_name:
-                block, block_name = {}, name
-                result["maps"][name] = block
-                result["prints"][name] = result["prints"].get(name, 0) + 1
-            key = _key(match.group("key"), ", ")
-            if key in block:
-                raise ParseError(source, f"line {number}: {_label(name, key)} appears twice in "
-                                 f"one printing (printed twice without a blank line in "
-                                 f"between? JSON mode tells printings apart)")
-            value = match.group("value")
-            if not value:
-                block[key] = []
-                hist = (name, key, number)
-            else:
-                block[key] = _text_value(value, name, key, number, source)
-            continue
-        block = block_name = None
+            self._map_line(number, line)
+            return
+        self.block = self.block_name = None
         if attaching := _ATTACHING.match(line):
-            result["probes"] = int(attaching.group(1))
+            self.result["probes"] = int(attaching.group(1))
         elif lost := _LOST.match(line):
-            result["lost_events"] += int(lost.group(1))
-    close_hist()
-    _check_maps(result["maps"], source)
-    return result
+            self.result["lost_events"] += int(lost.group(1))
+
+    def _map_line(self, number: int, line: str) -> None:
+        """A map's entry: its value, or the start of a histogram whose buckets follow."""
+        source = self.source
+        match = _MAP_LINE.match(line)
+        if match is None:
+            raise ParseError(source, f"line {number}: not a map line ('@name[key]: value' "
+                             f"or '@name: value'): {line!r}")
+        name = match.group("name")
+        if name != self.block_name:
+            self.block, self.block_name = {}, name
+            self.result["maps"][name] = self.block
+            self.result["prints"][name] = self.result["prints"].get(name, 0) + 1
+        key = _key(match.group("key"), ", ")
+        if key in self.block:
+            raise ParseError(source, f"line {number}: {_label(name, key)} appears twice in "
+                             f"one printing (printed twice without a blank line in "
+                             f"between? JSON mode tells printings apart)")
+        value = match.group("value")
+        if not value:
+            self.block[key] = []
+            self.hist = (name, key, number)
+        else:
+            self.block[key] = _text_value(value, name, key, number, source)
 
 
 def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
