@@ -134,3 +134,12 @@ def test_only_the_registry_imports_experiments_by_name():
                     "import_module", "__import__"):
                 found.append(str(path.relative_to(PACKAGE)))
     assert sorted(set(found)) == ["core/registry.py"], found
+
+
+def test_experiments_never_parse_tool_output():
+    """An experiment's analysis works on the tidy table; reading raw files is the parsers',
+    the tool adapters' and the importers' (book/architecture.md, "The package")."""
+    found = sorted(f"{source} -> {target}" for source, targets in graph().items()
+                   if source.startswith("iolab.experiments") for target in targets
+                   if target.startswith("iolab.parsers"))
+    assert not found, "experiments importing parsers: " + ", ".join(found)

@@ -15,6 +15,7 @@ from iolab.core import registry
 from iolab.execution.campaign import Campaign
 from iolab.experiments import gpu_io
 from iolab.experiments.pcie_saturation import analysis as an
+from iolab.importers import extras
 from iolab.importers.cijoe import import_archive
 from iolab.paths import REPO_ROOT
 from iolab.report.book import execute
@@ -69,11 +70,11 @@ def test_p2p_figures_of_stored_runs_and_of_an_import(tmp_path):
     p2p = rows(each=[{"benchmark": "gpu_to_gpu", "p2p_write_gbs": 28.0, "p2p_write_min_gbs": 27.5,
                       "bidir_p2p_gbs": 56.0}])
     assert an.p2p_metrics(p2p)["p2p_write_gbs"] == 28.0
-    assert an.imported_p2p(tmp_path) is None
+    assert extras.imported_p2p(tmp_path) is None
     data = tmp_path / "data"
     import_archive(make_cijoe(tmp_path / "src"), "pcie_saturation", "hpc-server", data,
                    progress=False)
-    found = an.imported_p2p(Campaign("pcie_saturation", "hpc-server", data_dir=data).store.root)
+    found = extras.imported_p2p(Campaign("pcie_saturation", "hpc-server", data_dir=data).store.root)
     assert found is not None and "AiSIO" in found["source"]
 
 

@@ -35,6 +35,7 @@ from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
 from iolab.core.registry import get
 from iolab.experiments.cpu_search import analysis as cpu
+from iolab.importers import extras
 from iolab.report import reference
 
 
@@ -76,7 +77,7 @@ def p2p_reference(analysis: dict[str, Any], environment: str,
     campaign = _campaign(analysis["p2p_experiment"], environment, data_dir)
     if campaign is None:
         return None
-    return pcie.p2p_metrics(campaign.tidy()) or pcie.imported_p2p(campaign.store.root)
+    return pcie.p2p_metrics(campaign.tidy()) or extras.imported_p2p(campaign.store.root)
 
 
 def model(points: pd.DataFrame, outstanding: str, iops: str, capacity: dict[str, Any],

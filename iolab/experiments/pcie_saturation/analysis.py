@@ -9,7 +9,8 @@
   encoding), and the GPU-to-GPU figures of p2pBandwidthLatencyTest: the one-way P2P write
   figure (a ceiling for one direction) and the bidirectional one (two directions together,
   AiSIO's figure, not a one-way ceiling). Runs of this package store the test as a point;
-  an AiSIO import stores its output under ``extras/`` (:func:`imported_p2p`), and the
+  an AiSIO import stores its output under ``extras/``
+  (:func:`iolab.importers.extras.imported_p2p` reads it), and the
   committed table of AiSIO's runs carries it in its YAML (:func:`reference_p2p`).
 - *AiSIO's runs*: the committed per-run table (``data/reference/aisio_pcie_saturation_runs``,
   written by :mod:`iolab.importers.aisio_runs`) as rows of this experiment's tidy schema
@@ -23,15 +24,11 @@ Not responsible for: drawing or wording (``page`` beside this file).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from iolab.analysis import stats
-from iolab.errors import ParseError
-from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
-from iolab.tools import p2p_bandwidth
 
 NVME, P2P = "nvme_to_gpu", "gpu_to_gpu"
 WINDOW_RX = "gpu_pcie_rx_mean_bytes_per_s"
@@ -98,7 +95,8 @@ def aisio_run_rows(runs: pd.DataFrame, point: dict[str, Any]) -> pd.DataFrame:
 
 def reference_p2p(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The GPU-to-GPU figures the YAML of AiSIO's runs carries (its archive's one
-    p2pBandwidthLatencyTest run), as :func:`imported_p2p` gives them; None without them."""
+    p2pBandwidthLatencyTest run), as :func:`iolab.importers.extras.imported_p2p` gives them;
+    None without them."""
     p2p = meta.get("p2p")
     if not p2p:
         return None
@@ -135,26 +133,3 @@ def p2p_metrics(df: pd.DataFrame) -> dict[str, Any] | None:
             "p2p_write_min_gbs": rows["p2p_write_min_gbs"].mean()
             if "p2p_write_min_gbs" in rows else float("nan"),
             "bidir_p2p_gbs": rows["bidir_p2p_gbs"].mean(), "aisio_reference_gbs": None}
-
-
-def imported_p2p(store_root: Path, archives: list[str] | None = None) -> dict[str, Any] | None:
-    """The figures of the p2pBandwidthLatencyTest output an AiSIO import stored under
-    ``extras/<archive>/``, from the first of ``archives`` (archive names, as ``run.source``
-    gives them; any when None) that has one, or None. An output that cannot be parsed counts
-    as none."""
-    stems = [a.removesuffix(".tar.gz").removesuffix(".tgz") for a in archives or []]
-    outputs = [p for p in sorted(Path(store_root).glob("extras/*/p2pBandwidthLatencyTest-*.output"))
-               if archives is None or p.parent.name in stems]
-    if not outputs:
-        return None
-    path = outputs[0]
-    try:
-        parsed = parse_p2p_bandwidth(path.read_text(encoding="utf-8", errors="replace"), str(path))
-        figures = p2p_bandwidth.metrics(parsed, str(path))
-    except ParseError:
-        return None
-    return {"source": f"AiSIO's p2pBandwidthLatencyTest output ({path.parent.name})",
-            "p2p_write_gbs": figures["p2p_write_gbs"],
-            "p2p_write_min_gbs": figures.get("p2p_write_min_gbs", float("nan")),
-            "bidir_p2p_gbs": figures["bidir_p2p_gbs"],
-            "aisio_reference_gbs": p2p_bandwidth.aisio_reference(parsed)}

@@ -32,6 +32,7 @@ from IPython.display import Markdown
 
 from iolab.experiments import gpu_io
 from iolab.experiments.pcie_saturation import analysis as an
+from iolab.importers import extras
 from iolab.report import figures as fg
 from iolab.report import reference
 from iolab.report.chapter import Chapter
@@ -122,7 +123,7 @@ def _p2p(ch: Chapter, origin: str | None, runs: Reference | None) -> dict[str, A
         return an.reference_p2p(runs.meta)
     archives = [src.removeprefix(gpu_io.IMPORTED_SOURCE + " ")
                 for src in ch.imported["run.source"].unique()] if origin and not ch.have else []
-    return an.imported_p2p(ch.campaign.store.root, archives) if archives else None
+    return extras.imported_p2p(ch.campaign.store.root, archives) if archives else None
 
 
 def what_ran(ch: Chapter, v: View):
