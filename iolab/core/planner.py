@@ -474,7 +474,7 @@ def format_duration(seconds: float) -> str:
 class Stored:
     """What the store holds of a campaign, as the planner reads it: the ids of its stored runs,
     the rule's metric of each (by run id) and the failed attempts of run ids (both only matter
-    under a rule)."""
+    under a rule). ``ids`` may be any iterable; it is kept as a set."""
     ids: Iterable[str] = ()
     values: dict[str, float | None] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
@@ -530,6 +530,7 @@ class _Classifier:
         self.open_points = 0
 
     def identity_of(self, point: Point) -> dict[str, Any]:
+        """The point's identity; a tool's refusal names the point and its params."""
         try:
             return self.identity(point.params)
         except InputError as exc:

@@ -24,6 +24,7 @@ Responsible for: these computations. Not responsible for: loading (``tidy``) or 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -348,32 +349,49 @@ def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
     host could not make its runs (``Chapter.blocked_by_grid``); ``files``: the "devices" are
     files on one file system, which add no device capacity, so device scaling is not tested."""
     ref = {k: v for k, v in base.items() if k in VARIABLES}
+    c = _Comparisons(df, ref, blocked, confidence, files)
+    return [*_sweep_findings(c), *_stress_findings(c, opt), *_knob_findings(c)]
 
-    def values(point: dict[str, Any], metric: str = "iops") -> list[float]:
-        return select(df, point)[metric].dropna().tolist() if not df.empty else []
 
-    def change(fid: str, what: str, new: dict[str, Any], old: dict[str, Any], grid: str,
+@dataclass
+class _Comparisons:
+    """How :func:`findings` compares two points of the table ``df`` (``ref``: the base
+    point's variables; the other fields as :func:`findings` takes them)."""
+    df: pd.DataFrame
+    ref: dict[str, Any]
+    blocked: dict[str, str]
+    confidence: float
+    files: bool
+
+    def values(self, point: dict[str, Any], metric: str = "iops") -> list[float]:
+        return select(self.df, point)[metric].dropna().tolist() if not self.df.empty else []
+
+    def change(self, fid: str, what: str, new: dict[str, Any], old: dict[str, Any], grid: str,
                metric: str = "iops") -> Finding:
-        a, b = values(new, metric), values(old, metric)
+        """The % change of ``metric`` from ``old`` to ``new``, undefined (saying why) where a
+        side has no values."""
+        a, b = self.values(new, metric), self.values(old, metric)
         if not a or not b:
+            df = self.df
             # runs on both sides, yet no value: the host could not give this metric
             unsampled = (not df.empty and not select(df, new).empty
                          and not select(df, old).empty)
             return fd.undefined(fid, what, f"the stored runs have no {metric} (the campaign's "
                                 "host did not give it)" if unsampled else
-                                blocked.get(grid) or "no stored runs of one side",
-                                confidence=confidence)
-        return fd.change(fid, what, a, b, confidence)
+                                self.blocked.get(grid) or "no stored runs of one side",
+                                confidence=self.confidence)
+        return fd.change(fid, what, a, b, self.confidence)
 
-    def per_unit(fid: str, what: str, variable: str, grid: str) -> Finding:
+    def per_unit(self, fid: str, what: str, variable: str, grid: str) -> Finding:
         """IOPS at the sweep's largest value over IOPS at 1, divided by that value: 1 is
         linear scaling."""
-        levels = sorted(select(df, {k: v for k, v in ref.items() if k != variable})[variable]
-                        .unique()) if not df.empty else []
+        ref, confidence = self.ref, self.confidence
+        levels = sorted(select(self.df, {k: v for k, v in ref.items() if k != variable})
+                        [variable].unique()) if not self.df.empty else []
         top = int(levels[-1]) if levels else 0
-        a, b = values({**ref, variable: top}), values({**ref, variable: 1})
-        why = (blocked.get(grid) or "the sweep has no second value" if top < 2 or not a or not b
-               else out_of_range(variable, top))
+        a, b = self.values({**ref, variable: top}), self.values({**ref, variable: 1})
+        why = (self.blocked.get(grid) or "the sweep has no second value"
+               if top < 2 or not a or not b else self.out_of_range(variable, top))
         if why:
             return fd.undefined(fid, what, why, "ratio", confidence)
         r = fd.ratio(fid, f"{what} ({top} against 1)", a, b, confidence)
@@ -381,48 +399,74 @@ def findings(df: pd.DataFrame, base: dict[str, Any], opt: dict[str, Any],
                           r.ci_high / top, r.n, confidence,
                           r.method + f", divided by {top}", r.undefined)
 
-    def out_of_range(variable: str, top: int) -> str:
-        if variable == "ndevs" and files:
+    def out_of_range(self, variable: str, top: int) -> str:
+        """Why the claim does not cover scaling up to ``top`` ("" where it does)."""
+        if variable == "ndevs" and self.files:
             return ("the 'devices' here are files on one file system, which add no device "
                     "capacity")
-        if variable == "ncores" and ref["ndevs"] < 2 * top:
-            return (f"the sweep's {top} cores at {ref['ndevs']} devices lie outside the claim's "
-                    "range of at most one core per two devices")
+        if variable == "ncores" and self.ref["ndevs"] < 2 * top:
+            return (f"the sweep's {top} cores at {self.ref['ndevs']} devices lie outside the "
+                    "claim's range of at most one core per two devices")
         return ""
 
+
+def _best_other_qdepth(df: pd.DataFrame, ref: dict[str, Any]) -> int | None:
+    """The queue depth other than 128 with the highest mean IOPS along the sweep."""
     qd = select(df, {k: v for k, v in ref.items() if k != "qdepth"}) if not df.empty else df
     others = (qd[qd["qdepth"] != 128].groupby("qdepth")["iops"].mean()
               if not qd.empty else pd.Series(dtype=float))
-    best_other = int(others.idxmax()) if len(others) else None
+    return int(others.idxmax()) if len(others) else None
+
+
+def _sweep_findings(c: _Comparisons) -> list[Finding]:
+    """Along the one-at-a-time sweeps: queue depth, I/O size, cores and devices."""
+    ref = c.ref
+    best_other = _best_other_qdepth(c.df, ref)
+    return [
+        c.change("qdepth_128_vs_best_other", f"mean IOPS at queue depth 128 against the best "
+                 f"other depth of the sweep ({best_other})", {**ref, "qdepth": 128},
+                 {**ref, "qdepth": best_other}, "expand-qdepth"),
+        c.change("iosize_4096_iops", "mean IOPS at 4096-byte against 512-byte reads",
+                 {**ref, "iosize": 4096}, {**ref, "iosize": 512}, "expand-iosize"),
+        c.change("iosize_4096_bandwidth", "mean bandwidth at 4096-byte against 512-byte "
+                 "reads", {**ref, "iosize": 4096}, {**ref, "iosize": 512}, "expand-iosize",
+                 "mibs"),
+        c.per_unit("core_scaling", "IOPS per core relative to one core", "ncores",
+                   "expand-ncores"),
+        c.per_unit("device_scaling", "IOPS per device relative to one device", "ndevs",
+                   "expand-ndevs"),
+    ]
+
+
+def _stress_findings(c: _Comparisons, opt: dict[str, Any]) -> list[Finding]:
+    """Stress at the optimum, with one thread per core (C to D) and with both (A to B)."""
     opt_c = {**opt, "thr_sib": False}
     return [
-        change("qdepth_128_vs_best_other", f"mean IOPS at queue depth 128 against the best "
-               f"other depth of the sweep ({best_other})", {**ref, "qdepth": 128},
-               {**ref, "qdepth": best_other}, "expand-qdepth"),
-        change("iosize_4096_iops", "mean IOPS at 4096-byte against 512-byte reads",
-               {**ref, "iosize": 4096}, {**ref, "iosize": 512}, "expand-iosize"),
-        change("iosize_4096_bandwidth", "mean bandwidth at 4096-byte against 512-byte reads",
-               {**ref, "iosize": 4096}, {**ref, "iosize": 512}, "expand-iosize", "mibs"),
-        per_unit("core_scaling", "IOPS per core relative to one core", "ncores",
-                 "expand-ncores"),
-        per_unit("device_scaling", "IOPS per device relative to one device", "ndevs",
-                 "expand-ndevs"),
-        change("stress_without_siblings", "mean IOPS at the optimum with stress-ng on the idle "
-               "CPUs against without (one thread per core, C to D)",
-               {**opt_c, "stress": True}, {**opt_c, "stress": False}, "search"),
-        change("stress_with_siblings", "mean IOPS at the optimum with stress against without, "
-               "both threads of each core used (A to B)", {**opt, "thr_sib": True, "stress": True},
-               {**opt, "thr_sib": True, "stress": False}, "thr-sib"),
-        change("governor_powersave", "mean IOPS with the powersave governor against as found",
-               {**ref, "cpu_governor": "powersave"}, ref, "governor"),
-        change("turbo_off", "mean IOPS with turbo off against as found",
-               {**ref, "turbo": "off"}, ref, "turbo"),
-        change("smt_off", "mean IOPS with SMT off against as found", {**ref, "smt": "off"},
-               ref, "smt"),
-        change("turbo_off_double_cores", "mean IOPS with turbo off and twice the cores "
-               "against turbo on", {**ref, "turbo": "off", "ncores": 2 * ref["ncores"]},
-               {**ref, "turbo": "on"}, "turbo"),
-        change("turbo_off_frequency", "mean frequency of the run's CPUs in its measurement "
-               "window with turbo off against as found", {**ref, "turbo": "off"}, ref, "turbo",
-               "cpufreq_mean_khz"),
+        c.change("stress_without_siblings", "mean IOPS at the optimum with stress-ng on the "
+                 "idle CPUs against without (one thread per core, C to D)",
+                 {**opt_c, "stress": True}, {**opt_c, "stress": False}, "search"),
+        c.change("stress_with_siblings", "mean IOPS at the optimum with stress against "
+                 "without, both threads of each core used (A to B)",
+                 {**opt, "thr_sib": True, "stress": True},
+                 {**opt, "thr_sib": True, "stress": False}, "thr-sib"),
+    ]
+
+
+def _knob_findings(c: _Comparisons) -> list[Finding]:
+    """The knob effects at the base point: governor, turbo (also with twice the cores, and
+    on the CPUs' frequency) and SMT."""
+    ref = c.ref
+    return [
+        c.change("governor_powersave", "mean IOPS with the powersave governor against as "
+                 "found", {**ref, "cpu_governor": "powersave"}, ref, "governor"),
+        c.change("turbo_off", "mean IOPS with turbo off against as found",
+                 {**ref, "turbo": "off"}, ref, "turbo"),
+        c.change("smt_off", "mean IOPS with SMT off against as found", {**ref, "smt": "off"},
+                 ref, "smt"),
+        c.change("turbo_off_double_cores", "mean IOPS with turbo off and twice the cores "
+                 "against turbo on", {**ref, "turbo": "off", "ncores": 2 * ref["ncores"]},
+                 {**ref, "turbo": "on"}, "turbo"),
+        c.change("turbo_off_frequency", "mean frequency of the run's CPUs in its measurement "
+                 "window with turbo off against as found", {**ref, "turbo": "off"}, ref,
+                 "turbo", "cpufreq_mean_khz"),
     ]

@@ -22,6 +22,7 @@ loading (``iolab.core.tidy``), wording or figures (``page`` and ``iolab.report``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -155,68 +156,101 @@ def findings(df: pd.DataFrame, base: dict[str, Any], thp_fixed: dict[str, Any],
     per grid, why this campaign's host could not make its runs (``Chapter.blocked_by_grid``),
     which is what a finding without runs says."""
     c_base = base["concurrency"]
+    judge = _Judge(blocked, confidence)
+    conc = _grid_rows(df, base, ("concurrency", "engine"))
+    aff = _grid_rows(df, base, ("affinity", "engine"))
+    smt = _grid_rows(df, base, ("smt", "engine"))
+    thp = _grid_rows(df, base, ("thp", "engine"), thp_fixed)
+    return [*_concurrency_findings(judge, conc, c_base),
+            *_affinity_findings(judge, aff), *_setting_findings(judge, smt, thp)]
 
-    def rows(free: tuple[str, ...], fixed: dict[str, Any] | None = None, **where: Any):
-        sub = at_base(df, base, free=free, **(fixed or {})) if not df.empty else df
-        for k, v in where.items():
-            sub = sub[sub[k] == v] if not sub.empty else sub
-        return sub
 
-    conc = rows(("concurrency", "engine"))
+def _grid_rows(df: pd.DataFrame, base: dict[str, Any], free: tuple[str, ...],
+               fixed: dict[str, Any] | None = None) -> pd.DataFrame:
+    """:func:`at_base`, also of an empty table."""
+    return at_base(df, base, free=free, **(fixed or {})) if not df.empty else df
+
+
+def _at(sub: pd.DataFrame, metric: str, **where: Any) -> list[float]:
+    """The values of ``metric`` in the rows of ``sub`` that match ``where``."""
+    for k, v in where.items():
+        sub = sub[sub[k] == v] if not sub.empty else sub
+    return sub[metric].dropna().tolist() if not sub.empty else []
+
+
+@dataclass
+class _Judge:
+    """Makes a finding of two samples, or an undefined one saying why a side has none
+    (``blocked``: why, per grid, the host could not make its runs)."""
+    blocked: dict[str, str]
+    confidence: float
+
+    def why_not(self, grid: str) -> str:
+        return self.blocked.get(grid) or "no stored runs of one side"
+
+    def pair(self, fid: str, statement: str, kind: str, new: list[float], ref: list[float],
+             grid: str) -> Finding:
+        """A ``change`` (``kind``) or a ratio of ``new`` against ``ref``."""
+        if not new or not ref:
+            return fd.undefined(fid, statement, self.why_not(grid),
+                                "change" if kind == "change" else "ratio", self.confidence)
+        build = fd.change if kind == "change" else fd.ratio
+        return build(fid, statement, new, ref, self.confidence)
+
+
+def _concurrency_findings(judge: _Judge, conc: pd.DataFrame, c_base: int) -> list[Finding]:
+    """psync's scaling and the engines' ratios along the concurrency sweep, between its
+    lowest and highest concurrency (1 and 64 without runs) and the base one."""
     levels = sorted(int(c) for c in conc["concurrency"].unique()) if not conc.empty else []
     low, high = (levels[0], levels[-1]) if levels else (1, 64)
-
-    def at(sub, metric, **where):
-        for k, v in where.items():
-            sub = sub[sub[k] == v] if not sub.empty else sub
-        return sub[metric].dropna().tolist() if not sub.empty else []
-
-    def pair(fid, statement, kind, new, ref, grid):
-        if not new or not ref:
-            return fd.undefined(fid, statement, blocked.get(grid) or "no stored runs of one "
-                                "side", "change" if kind == "change" else "ratio", confidence)
-        build = fd.change if kind == "change" else fd.ratio
-        return build(fid, statement, new, ref, confidence)
-
-    aff = rows(("affinity", "engine"))
-    smt = rows(("smt", "engine"))
-    thp = rows(("thp", "engine"), thp_fixed)
-    out = [
+    pair = judge.pair
+    return [
         pair("psync_scaling_iops", f"psync's mean IOPS at concurrency {high} against {c_base}",
-             "change", at(conc, "iops", engine="psync", concurrency=high),
-             at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
+             "change", _at(conc, "iops", engine="psync", concurrency=high),
+             _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
         pair("engine_ratio_iops", f"io_uring / psync mean IOPS at concurrency {c_base}", "ratio",
-             at(conc, "iops", engine="io_uring", concurrency=c_base),
-             at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
+             _at(conc, "iops", engine="io_uring", concurrency=c_base),
+             _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
         pair("psync_p99_sweep", f"psync's mean p99 latency at concurrency {high} against {low}",
-             "change", at(conc, "clat_p99_us", engine="psync", concurrency=high),
-             at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
+             "change", _at(conc, "clat_p99_us", engine="psync", concurrency=high),
+             _at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
         pair("engine_ratio_p99_low", f"io_uring / psync mean p99 latency at concurrency {low}",
-             "ratio", at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
-             at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
+             "ratio", _at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
+             _at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
         pair("engine_ratio_p99_base", f"io_uring / psync mean p99 latency at concurrency "
              f"{c_base}, unpinned", "ratio",
-             at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
-             at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
-        pair("one_core_psync_iops", "psync's mean IOPS on one core against unpinned", "change",
-             at(aff, "iops", engine="psync", affinity="one_core"),
-             at(aff, "iops", engine="psync", affinity="unpinned"), "affinity"),
+             _at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
+             _at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
     ]
-    one = [at(aff, "iops", engine=e, affinity=a) for e in ("io_uring", "psync")
+
+
+def _affinity_findings(judge: _Judge, aff: pd.DataFrame) -> list[Finding]:
+    """One core against unpinned: psync's change, and io_uring's ratio over psync's."""
+    one = [_at(aff, "iops", engine=e, affinity=a) for e in ("io_uring", "psync")
            for a in ("one_core", "unpinned")]
-    out.append(fd.interaction("one_core_engine_gap", "io_uring's one-core/unpinned IOPS ratio "
-                              "over psync's", *one, confidence=confidence)
-               if all(one) else fd.undefined("one_core_engine_gap", "io_uring's "
-                                             "one-core/unpinned IOPS ratio over psync's",
-                                             blocked.get("affinity") or "no stored runs of "
-                                             "one side", "ratio", confidence))
+    gap = "io_uring's one-core/unpinned IOPS ratio over psync's"
+    return [
+        judge.pair("one_core_psync_iops", "psync's mean IOPS on one core against unpinned",
+                   "change", _at(aff, "iops", engine="psync", affinity="one_core"),
+                   _at(aff, "iops", engine="psync", affinity="unpinned"), "affinity"),
+        fd.interaction("one_core_engine_gap", gap, *one, confidence=judge.confidence)
+        if all(one) else fd.undefined("one_core_engine_gap", gap, judge.why_not("affinity"),
+                                      "ratio", judge.confidence),
+    ]
+
+
+def _setting_findings(judge: _Judge, smt: pd.DataFrame, thp: pd.DataFrame) -> list[Finding]:
+    """Per engine and metric (IOPS, p99 latency): SMT on against off, THP always against
+    never."""
+    out = []
     for engine in ENGINES:
         for metric, word in (("iops", "IOPS"), ("clat_p99_us", "p99 latency")):
-            out.append(pair(f"smt_{engine}_{metric}", f"{engine}'s mean {word} with SMT on "
-                            "against off", "change", at(smt, metric, engine=engine, smt="on"),
-                            at(smt, metric, engine=engine, smt="off"), "smt"))
-            out.append(pair(f"thp_{engine}_{metric}", f"{engine}'s mean {word} with THP always "
-                            "against never (buffered reads)", "change",
-                            at(thp, metric, engine=engine, thp="always"),
-                            at(thp, metric, engine=engine, thp="never"), "thp"))
+            out.append(judge.pair(f"smt_{engine}_{metric}", f"{engine}'s mean {word} with SMT "
+                                  "on against off", "change",
+                                  _at(smt, metric, engine=engine, smt="on"),
+                                  _at(smt, metric, engine=engine, smt="off"), "smt"))
+            out.append(judge.pair(f"thp_{engine}_{metric}", f"{engine}'s mean {word} with THP "
+                                  "always against never (buffered reads)", "change",
+                                  _at(thp, metric, engine=engine, thp="always"),
+                                  _at(thp, metric, engine=engine, thp="never"), "thp"))
     return out
