@@ -14,8 +14,9 @@ Everything named in ``__all__`` is kept working across versions of the package, 
 with a note in the changelog; the modules behind it may move. ``tests/test_api.py`` holds that
 every notebook of the book (and the scaffold's) imports from ``iolab`` only this module.
 
-Responsible for: the one surface the notebooks use, each name documented.
-Not responsible for: any behaviour: every name is defined in the module that owns it.
+Responsible for: the one surface the notebooks use, each name documented, and finding an
+experiment's page by name. Not responsible for: any other behaviour: every other name is
+defined in the module that owns it.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ TEMPLATE = Path(__file__).resolve().parent / "templates" / "experiment"
 SMALLEST_ENV = "kvm-2vcpu"
 # The _toc.yml entry a chapter goes under, as the package's experiment chapters do.
 INDEX = "experiments/index"
-NAME = re.compile(r"[a-z][a-z0-9_]*")
-NAME_RULE = ("a lowercase Python identifier that is not a keyword: a letter, then letters, "
-             "digits or _")
+EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]*")
+EXPERIMENT_NAME_RULE = ("a lowercase Python identifier that is not a keyword: a letter, then "
+                        "letters, digits or _")
 # The lines only an experiment outside the package has: in the package its notebook and
 # params keep the defaults (the repository's notebooks/).
 OUTSIDE_ONLY = re.compile(r"^    # Outside the package.*?^    params_dir = [^\n]*\n", re.M | re.S)
@@ -49,25 +49,23 @@ OUTSIDE_ONLY = re.compile(r"^    # Outside the package.*?^    params_dir = [^\n]
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a new experiment's files go. ``module``: the name its notebook imports it by;
-    ``toc``: the table of contents that gets its chapter (None outside the package)."""
+    """Where a new experiment's files go. ``toc``: the table of contents that gets its chapter
+    (None outside the package)."""
 
     package: Path
     notebook: Path
     params: Path
-    module: str
     toc: Path | None
 
 
 def package_layout(name: str, repo: Path) -> Layout:
     return Layout(repo / "iolab" / "experiments" / name, repo / "notebooks" / f"{name}.ipynb",
-                  repo / "notebooks" / "params", f"iolab.experiments.{name}", repo / "_toc.yml")
+                  repo / "notebooks" / "params", repo / "_toc.yml")
 
 
 def outside_layout(name: str, where: Path) -> Layout:
     home = where / name
-    return Layout(home, home / "notebooks" / f"{name}.ipynb", home / "notebooks" / "params",
-                  name, None)
+    return Layout(home, home / "notebooks" / f"{name}.ipynb", home / "notebooks" / "params", None)
 
 
 def class_name(name: str) -> str:
@@ -97,11 +95,12 @@ def _imported_names() -> set[str]:
             if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
 
 
-def check_name(name: object, outside: bool) -> str:
+def check_experiment_name(name: object, outside: bool) -> str:
     """``name`` if a new experiment may take it; else InputError saying what is allowed."""
-    if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
+    if (not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name)
+            or keyword.iskeyword(name)):
         raise InputError(None, "experiment", f"{name!r} is not a usable experiment name",
-                         allowed=NAME_RULE)
+                         allowed=EXPERIMENT_NAME_RULE)
     taken = registry.names()
     if name in taken:
         raise InputError(None, "experiment", f"'{name}' is an experiment already",
@@ -109,7 +108,7 @@ def check_name(name: object, outside: bool) -> str:
     if class_name(name) in _imported_names():
         raise InputError(None, "experiment", f"'{name}' would name its class "
                          f"{class_name(name)}, which its module imports",
-                         allowed=f"{NAME_RULE}, other than "
+                         allowed=f"{EXPERIMENT_NAME_RULE}, other than "
                                  f"{', '.join(sorted(n.lower() for n in _imported_names()))}")
     # $IOLAB_EXPERIMENTS imports by name: an existing module of that name would be imported
     if outside and importlib.util.find_spec(name) is not None:
@@ -125,11 +124,8 @@ def _environments(environment: str | None) -> list[str]:
     return [specmod.check_environment_name(environment)]
 
 
-def _rename(text: str, name: str, module: str) -> str:
+def _rename(text: str, name: str) -> str:
     token = template_name()
-    # the import first: the notebook imports the analysis by its module's name, which in
-    # the package is longer than the experiment's name
-    text = text.replace(f"from {token} import", f"from {module} import")
     # MyST labels of the package's chapters use hyphens (sec-experiments-smt-thp)
     text = text.replace(f"sec-experiments-{token}", f"sec-experiments-{name.replace('_', '-')}")
     text = re.sub(rf"\b{class_name(token)}\b", class_name(name), text)
@@ -148,7 +144,7 @@ def planned_files(name: str, layout: Layout, environments: list[str]) -> dict[Pa
     for env in environments:
         design = env if env in known else SMALLEST_ENV
         texts[layout.params / env / f"{name}.yaml"] = _read(f"params/{design}.yaml.tmpl")
-    return {path: _rename(text, name, layout.module) for path, text in texts.items()}
+    return {path: _rename(text, name) for path, text in texts.items()}
 
 
 def chapter_of(module_text: str) -> str:
@@ -239,7 +235,7 @@ def new_experiment(name: str, *, where: str | Path | None = None,
     """
     if where is not None and not str(where).strip():
         raise InputError(None, "where", "empty", allowed="a folder (or none: the package)")
-    check_name(name, outside=where is not None)
+    check_experiment_name(name, outside=where is not None)
     layout = package_layout(name, Path(repo)) if where is None else outside_layout(name,
                                                                                    Path(where))
     files = planned_files(name, layout, _environments(environment))

@@ -1,5 +1,6 @@
-"""The package's shape: no import cycle, imports down the layers (the known exceptions
-listed), and every module says what it is responsible for.
+"""The package's shape: no import cycle, imports only down the layers, the experiments
+reached from below only through the registry, and every module says what it is responsible
+for.
 
 The import graph counts every import of an iolab module, at the top of a file or inside a
 function, so a cycle cannot hide behind a late import.
@@ -68,7 +69,7 @@ def test_no_import_cycle():
 
 
 # The layers, lowest first: a folder (or top-level module) of iolab may import its own layer
-# and those below it, never one above (book/architecture.md, "Layers", says why each sits
+# and those below it, never one above (book/architecture.md, "The package", says why each sits
 # where it does). The experiments are plugins: the registry in core finds them by name at run
 # time (test_only_the_registry_imports_experiments_by_name), so nothing below them names one.
 LAYERS = [
@@ -90,7 +91,7 @@ def folder_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_imports_go_down_the_layers_or_are_known():
+def test_imports_go_down_the_layers():
     rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
     found = set()
     for source, targets in graph().items():

@@ -62,7 +62,7 @@ def test_in_the_package_it_keeps_the_defaults_and_its_chapter_is_in_the_toc(repo
     assert "notebook_dir" not in module and "params_dir" not in module
     assert 'chapter = "experiments/disk_probe"' in module and "class DiskProbe(" in module
     notebook = (repo / "notebooks" / f"{NAME}.ipynb").read_text()
-    assert "from iolab.experiments.disk_probe import analysis" in notebook
+    assert 'page(experiment, \\"analysis\\")' in notebook and "iolab.experiments" not in notebook
     assert "(sec-experiments-disk-probe)=" in notebook
     toc = yaml.safe_load((repo / "_toc.yml").read_text())
     index = next(e for e in toc["chapters"] if e["file"] == "experiments/index")

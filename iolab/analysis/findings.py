@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -165,8 +165,3 @@ def by_id(findings: Sequence[Finding]) -> dict[str, Finding]:
         out[f.id] = f
     return out
 
-
-def as_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
-    """The findings as table rows (id, statement, estimate with interval, method)."""
-    return [{"id": f.id, "finding": f.statement, "measured": f.text(), "method": f.method}
-            for f in findings]

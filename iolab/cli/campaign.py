@@ -1,7 +1,8 @@
 """The verbs of one campaign's measuring: ``iolab plan``, ``iolab run`` and ``iolab stop``.
 
 Responsible for: their options, and printing what the campaign's plan and run return.
-Not responsible for: planning, running or stopping (``iolab.execution.campaign``, ``iolab.core``).
+Not responsible for: planning, running or stopping (``iolab.execution.campaign``,
+``iolab.execution.stop``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The verbs that look after a data directory and the host after campaigns: ``iolab status``,
 ``iolab verify``, ``iolab restore`` and ``iolab clean``.
 
-Responsible for: their options, and printing what the status report, the store's checks,
-the knob journal's restoring and the scratch files' cleaning return.
-Not responsible for: working any of it out (``iolab.status``, ``iolab.core``, ``iolab.host``).
+Responsible for: their options, and printing what the status report, the store's checks
+(each run's raw files against its sha256 sums, then every stored file against the published
+schemas), the knob journal's restoring and the scratch files' cleaning return.
+Not responsible for: working any of it out (``iolab.status``, ``iolab.core``,
+``iolab.schemas.verify``, ``iolab.host``).
 """
 
 from __future__ import annotations

@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 
 from iolab.paths import REPO_ROOT
-from iolab.scaffold import NAME_RULE, SMALLEST_ENV, new_experiment, template_environments
+from iolab.scaffold import (EXPERIMENT_NAME_RULE, SMALLEST_ENV, new_experiment,
+                            template_environments)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "new-experiment", help="a new experiment: the book's example copied under a new name "
         "(module, analysis, notebook, params and its chapter in _toc.yml)")
-    p.add_argument("name", help=NAME_RULE)
+    p.add_argument("name", help=EXPERIMENT_NAME_RULE)
     p.add_argument("--env", metavar="ENVIRONMENT",
                    help="write params for this environment only (default: "
                         f"{', '.join(template_environments())}, which the package needs)")

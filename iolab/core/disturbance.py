@@ -27,7 +27,7 @@ How each is seen:
   must be in the state read back when it was set (``Knob.same_state``).
 
 Responsible for: these checks and their reasons in words. Not responsible for: running the
-driver or storing the run (``iolab.execution.runner``), or reading knobs (``iolab.host.knobs``).
+driver or storing the run (``iolab.execution.one_run``), or reading knobs (``iolab.host.knobs``).
 """
 
 from __future__ import annotations

@@ -4,17 +4,18 @@
 Experiments are plugins: they sit above everything else in the package and are imported here
 by name at run time (the only dynamic import of them, held by ``tests/test_layout.py``), so the
 layers below depend on the interface (:mod:`iolab.core.experiment`) and never on an
-experiment. Adding an experiment means adding its package to ``iolab/experiments/`` (``<name>/__init__.py`` with an
-:class:`~iolab.core.experiment.Experiment` instance named ``EXPERIMENT``), its notebook, its
-params files and one line in ``_toc.yml``; nothing else names it. The CLI, ``iolab book``,
-``make clean`` and the tests take the list from :func:`all_experiments`.
+experiment. Adding an experiment means adding its package to ``iolab/experiments/``
+(``<name>/__init__.py`` with an :class:`~iolab.core.experiment.Experiment` instance named
+``EXPERIMENT``), its notebook, its params files and its entry in ``_toc.yml``
+(``iolab new-experiment`` writes them); nothing else names it. The CLI, ``iolab book`` and the
+tests take the list from :func:`all_experiments`.
 
 Experiments kept outside this package (a user's own, or the tests' example) are registered
 by naming their modules in ``$IOLAB_EXPERIMENTS`` (comma-separated, importable from
 ``sys.path``); each module defines ``EXPERIMENT`` and says where its notebook and params are.
 
-Responsible for: discovering experiments, finding one by name, and finding an experiment's
-page ``findings``. Not responsible for: what an experiment does (:mod:`iolab.core.experiment`)
+Responsible for: discovering experiments, finding one by name, and finding a module of an
+experiment's package by name (:func:`part`: its page, its page's ``findings``). Not responsible for: what an experiment does (:mod:`iolab.core.experiment`)
 or campaigns that were imported rather than run (``iolab.importers``).
 """
 

@@ -22,7 +22,7 @@ stay free of SciPy's import time; a test holds it to SciPy's values.
 
 Responsible for: the rule's validation, its text, the t quantile and the decisions.
 Not responsible for: which runs exist (``iolab.core.planner``), their order
-(``iolab.execution.rounds``) or reading a run's metric (``iolab.execution.runner``).
+(``iolab.execution.rounds``) or reading a run's metric (``iolab.execution.host_plan.metric_value``).
 """
 
 from __future__ import annotations

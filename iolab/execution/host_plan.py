@@ -1,6 +1,8 @@
 """The plan of a campaign against the store and this host: which runs are stored, which
 programs and scratch files the runs need and whether they are there, which points this host
-cannot run and why; and the design's plan, made with no host at all.
+cannot run and why; and the design's plan, made with no host at all. Also what the runner
+needs of an experiment (:class:`RunnableExperiment`) and a stored run's value of a metric
+(:func:`metric_value`), which the plan and the repetition rule read.
 
 Responsible for: turning a spec into the plan this host would execute (``iolab plan``, the
 chapters' lab plans, the runner's first step). Not responsible for: expanding the spec into

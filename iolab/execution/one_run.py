@@ -5,8 +5,8 @@ the tool's adapter, and the run committed with its manifest, or kept under ``fai
 
 Responsible for: everything between "this planned run is next" and "it is stored", and
 ending what it started. Not responsible for: the order of runs, the locks, the stop requests
-or the campaign log (``iolab.execution.runner``), or the manifest's format
-(``iolab.core.manifest``).
+or the campaign log (``iolab.execution.runner``), the plan (``iolab.execution.host_plan``), or
+the manifest's format (``iolab.core.manifest``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
 from iolab.core import disturbance
 from iolab import procs
-from iolab.execution import stop
 from iolab.execution.signals import Signals, kill_group
 from iolab.core.planner import ASIS, PlannedRun
 from iolab.core.spec import Spec
@@ -93,7 +92,7 @@ class RunMaker:
     """Makes the runs of one campaign, one at a time, with the state they share."""
 
     def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path, knobs: dict,
-                 topo: list[dict], started_at: float, signals: Signals):
+                 topo: list[dict], signals: Signals):
         self.exp = experiment
         self.spec = spec
         self.settings = spec.settings
@@ -112,18 +111,6 @@ class RunMaker:
         self.signals = signals
         self.discarded = False  # a run in progress was discarded on the way out
         self.measured_s = 0.0  # the mean duration of the design's stored runs, if any
-        self.started_at = started_at  # a stop request made from then on is this campaign's
-
-    def stop_requested(self) -> tuple[str, str]:
-        """(why the campaign must stop before its next run, or ""; a message to pass on)."""
-        if self.signals.after_run:
-            return self.signals.after_run_reason(), ""
-        doc, message = stop.pending(self.store.data_dir, self.started_at)
-        if doc is None:
-            return "", message
-        stop.clear(self.store.data_dir)
-        who = f" by Slurm job {doc['job']}" if doc.get("job") else ""
-        return f"{doc.get('reason') or 'a stop request'}{who}", message
 
     def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
         record: dict[str, Any] = {}

@@ -14,7 +14,8 @@ needs another depends on its own values only: a campaign killed and resumed ther
 with the same runs as one left alone, whatever the order.
 
 Responsible for: the order, the rounds, the seed and the per-point bookkeeping.
-Not responsible for: making a run (``iolab.execution.runner``) or deciding (``iolab.core.repetitions``).
+Not responsible for: making a run (``iolab.execution.one_run``) or deciding
+(``iolab.core.repetitions``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from iolab.core.store import corrupt_message
 from iolab.errors import IolabError, ToolError
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
+from iolab.execution import stop
 from iolab.execution.rounds import Schedule, new_seed
 from iolab.execution.signals import Interrupted, Signals
 from iolab.host import scratch
@@ -167,6 +168,7 @@ class _Execution:
         self.knobs: dict = {}
         self.topo: list[dict] = []
         self.maker: RunMaker | None = None
+        self.started_at = 0.0  # a stop request made from then on is this campaign's
         self.seed: int | None = None
         self.logged = 0  # the search's decisions already in the campaign log
 
@@ -181,7 +183,7 @@ class _Execution:
         of = str(most) if self.spec.rule.fixed else f"at most {most}"  # a rule may end sooner
         self._log_start(len(todo), most)
         self._log_search(plan)
-        why, message = self.maker.stop_requested()
+        why, message = self._stop_requested()
         self.result.messages += [message] if message else []
         if why and todo:  # asked before the first run: set nothing up only to undo it
             _stopped(self.result, why, 0, of)
@@ -201,6 +203,17 @@ class _Execution:
         finally:
             bar.close()
             self._log_end()
+
+    def _stop_requested(self) -> tuple[str, str]:
+        """(why the campaign must stop before its next run, or ""; a message to pass on)."""
+        if self.signals.after_run:
+            return self.signals.after_run_reason(), ""
+        doc, message = stop.pending(self.data_dir, self.started_at)
+        if doc is None:
+            return "", message
+        stop.clear(self.data_dir)
+        who = f" by Slurm job {doc['job']}" if doc.get("job") else ""
+        return f"{doc.get('reason') or 'a stop request'}{who}", message
 
     def _plan(self, limit: int | None) -> Plan:
         return plan_for(self.exp, self.spec, self.data_dir, where=self.opts.where, limit=limit,
@@ -223,8 +236,9 @@ class _Execution:
         if plan.scratch_refusals:
             raise IolabError("; ".join(plan.scratch_refusals) + ". Nothing was run.")
         _missing_programs(plan)
+        self.started_at = started_at
         self.maker = RunMaker(self.exp, self.spec, self.data_dir, self.knobs, self.topo,
-                              started_at, self.signals)
+                              self.signals)
         self.maker.measured_s = plan.seconds_per_run
         shared = None if self.opts.allow_shared_node else _shared_node_problem(
             self.exp, self.spec, plan.may_run(), self.maker.allocation)
@@ -342,7 +356,7 @@ class _Execution:
         """Each run in its turn, until the plan is done or a stop request comes."""
         for done, planned in enumerate(steps):
             self.signals.check()
-            why, message = self.maker.stop_requested()
+            why, message = self._stop_requested()
             if message:
                 self.result.messages.append(message)
             if why:

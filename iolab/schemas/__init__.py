@@ -3,7 +3,7 @@
 The ``*.schema.json`` files in this folder are generated from the code's own definitions
 (:mod:`iolab.schemas.generate`, :mod:`iolab.schemas.params`) and committed; regenerate them
 with ``python -m iolab.schemas`` after changing a definition (a test fails until then).
-:func:`iolab.schemas.verify.verify_files` validates the files under ``data/raw`` and the params
+:func:`iolab.schemas.verify.verify` (``iolab verify``) validates the files under ``data/raw`` and the params
 files against them.
 
 Responsible for: naming the folder the schemas live in. Not responsible for: the definitions

@@ -1,5 +1,6 @@
 """Tool adapters: one module per benchmark tool (how to find it, its argv for a run, its
-parser), and the registry of adapters and collectors by name.
+parser), and bdevperf's output marker (a collector its adapter starts). The registry of
+adapters and collectors by name is :mod:`iolab.core.tool_registry`.
 
 Responsible for: everything this package knows about a benchmark program it runs.
 Not responsible for: the collectors that sample beside it (``iolab.collectors``), which runs

@@ -8,7 +8,7 @@
 # libraries (--with-shared) has no rpath to them, so DIR/build/lib, when present, is put in
 # front of LD_LIBRARY_PATH. --version prints bdevperf's version line and exits. FILE after
 # --config is the SPDK JSON subsystem configuration (bdevperf -c), e.g. written by
-# iolab.spdk.bdev_config. Everything after -- goes to bdevperf unchanged, one argument each
+# iolab.tools.bdevperf.bdev_config. Everything after -- goes to bdevperf unchanged, one argument each
 # (e.g. -m 0x3 -q 128 -o 512 -t 10 -w randread); nothing is re-parsed by a shell.
 #
 # What it does: prints the bdevperf path and, if DIR is a git checkout, `git describe` of

@@ -10,5 +10,5 @@ what the plan asks for next); a replay of a full grid's stored repetitions
 
 Responsible for: the search's params, strategies, oracles, answer and replay.
 Not responsible for: making runs (``iolab.execution.runner``) or planning the rest of the design
-(``iolab.core.planner`` calls :func:`iolab.core.search.plan.search_state`).
+(``iolab.core.planner`` calls :func:`iolab.core.search.plan.run`).
 """
