@@ -4,16 +4,17 @@ A new experiment starts as the example of the architecture appendix under its ow
 template's files (package data in ``iolab/templates/experiment/``, which the example's tests
 generate the same way) with the name, class, label and chapter replaced. Two layouts:
 
-* in the package (the default): ``iolab/experiments/<name>/{__init__,analysis}.py``,
-  ``notebooks/<name>.ipynb``, ``notebooks/params/<environment>/<name>.yaml`` and the
+* in the package (the default): ``iolab/experiments/<name>/{__init__,analysis}.py`` and its
+  ``claims.yaml``, ``notebooks/<name>.ipynb``, ``notebooks/params/<environment>/<name>.yaml`` and the
   chapter's entry in ``_toc.yml``: what the registry, the CLI and the book find;
-* outside it (``where=DIR``): ``DIR/<name>/`` with the module, its analysis and a
+* outside it (``where=DIR``): ``DIR/<name>/`` with the module, its analysis, claims and a
   ``notebooks/`` folder for the notebook and params, registered by naming ``<name>`` in
   ``$IOLAB_EXPERIMENTS`` with DIR on ``sys.path``.
 
 Responsible for: checking the name, and writing the new experiment's files, all of them or
 none, never over an existing file. Not responsible for: what the experiment measures (its
-author edits the copy), its claims, page and tests (book/architecture.md lists them), or
+author edits the copy, its claims included), its page and tests (book/architecture.md lists
+them), or
 finding it afterwards (the registry does).
 """
 
@@ -139,6 +140,7 @@ def planned_files(name: str, layout: Layout, environments: list[str]) -> dict[Pa
         module = OUTSIDE_ONLY.sub("", module)
     texts = {layout.package / "__init__.py": module,
              layout.package / "analysis.py": _read("analysis.py.tmpl"),
+             layout.package / "claims.yaml": _read("claims.yaml.tmpl"),
              layout.notebook: _read("notebook.ipynb.tmpl")}
     known = template_environments()
     for env in environments:

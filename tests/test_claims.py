@@ -253,3 +253,14 @@ def test_the_frequency_turbo_reaches_is_judged_where_a_host_samples_it():
     both.loc[both.index[len(df):], "cpufreq_mean_khz"] = 2.6e6 * (1 + 0.001 * np.arange(len(off)))
     sampled = frequency(both)
     assert sampled.direction == "down" and sampled.estimate == pytest.approx(-20.9, abs=0.2)
+
+
+@pytest.mark.parametrize("verdicts, text", [
+    ([cl.SUPPORTED], "The source's one claim is supported."),
+    ([cl.UNTESTABLE], "The source's one claim cannot be tested with the runs stored here"),
+    ([cl.SUPPORTED, cl.CONTRADICTED], "Of the source's 2 claims, 1 is supported and 1 "
+                                      "contradicted."),
+    ([cl.UNTESTABLE] * 3, "None of the source's 3 claims can be tested"),
+])
+def test_the_summary_reads_for_one_claim_and_for_several(verdicts, text):
+    assert cl.summary(pd.DataFrame({"_verdict": verdicts})).startswith(text)

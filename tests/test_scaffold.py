@@ -106,7 +106,7 @@ def test_an_existing_file_is_never_replaced(repo):
 
 def test_one_environment_of_its_own(tmp_path):
     written = new_experiment(NAME, where=tmp_path, environment="h100-pcie5")
-    params = [p for p in written if p.suffix == ".yaml"]
+    params = [p for p in written if p.suffix == ".yaml" and p.parent.parent.name == "params"]
     assert [p.parent.name for p in params] == ["h100-pcie5"]
     assert "h100-pcie5" not in template_environments()
     with pytest.raises(InputError, match="key 'environment'"):
@@ -150,5 +150,9 @@ def test_a_new_experiment_plans_runs_tidies_and_renders(tmp_path, monkeypatch, c
     assert not [o for o in outputs if o.get("output_type") == "error"]
     glued = {o["metadata"]["scrapbook"]["name"] for o in outputs
              if "scrapbook" in o.get("metadata", {})}
-    assert {"n_runs", "saturation_bs", "fig_bandwidth"} <= glued
+    assert {"n_runs", "saturation_bs", "fig_bandwidth", "claims"} <= glued
+    claims = next(o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])
+                  if o.get("metadata", {}).get("scrapbook", {}).get("name") == "claims")
+    # the template's one claim gets a verdict from the eight runs (which one is the machine's)
+    assert "The source's one claim is " in json.dumps(claims)
     assert git_status() == before, "the scaffold wrote nothing into the repository"

@@ -157,6 +157,11 @@ def counts(rows: pd.DataFrame) -> dict[str, int]:
 def summary(rows: pd.DataFrame) -> str:
     """'Of the 12 claims, 3 are supported, ...' for the closing section."""
     n = counts(rows)
+    if len(rows) == 1:  # "Of the source's 1 claims" would not read
+        verdict = next(v for v, k in n.items() if k)
+        return ("The source's one claim cannot be tested with the runs stored here; the table "
+                "says which lab run would test it." if verdict == UNTESTABLE
+                else f"The source's one claim is {verdict}.")
     if len(rows) and n[UNTESTABLE] == len(rows):
         return (f"None of the source's {len(rows)} claims can be tested with the runs stored "
                 "here; the table says which lab run would test each.")
