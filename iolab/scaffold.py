@@ -12,7 +12,7 @@ generate the same way) with the name, class, label and chapter replaced. Two lay
   ``$IOLAB_EXPERIMENTS`` with DIR on ``sys.path``.
 
 Responsible for: checking the name, and writing the new experiment's files, all of them or
-none, never over an existing file. Not responsible for: what the experiment measures (its
+none, never over an existing file, and its published params schema. Not responsible for: what the experiment measures (its
 author edits the copy, its claims included), its page and tests (book/architecture.md lists
 them), or
 finding it afterwards (the registry does).
@@ -34,6 +34,7 @@ from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
+from iolab.schemas import SCHEMA_DIR, generate
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "experiment"
 # The design a new environment starts from when the template has none for it: the smallest.
@@ -247,3 +248,13 @@ def new_experiment(name: str, *, where: str | Path | None = None,
         toc = (layout.toc, toc_with(layout.toc, chapter_of(files[layout.package / "__init__.py"])))
     _write(files, toc)
     return [*files, *([layout.toc] if toc else [])]
+
+
+def publish_params_schema(name: str) -> Path:
+    """Write the published schema of a new in-package experiment's params files, made from its
+    code like the others (:mod:`iolab.schemas.generate`), so that the package's schemas stay
+    complete; its path."""
+    registry.reload()  # the experiment was not there when the registry was first filled
+    path = SCHEMA_DIR / f"params.{name}.schema.json"
+    path.write_text(generate.text(generate.experiment_schema(registry.get(name))))
+    return path

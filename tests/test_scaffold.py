@@ -15,9 +15,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
+from iolab import scaffold
 from iolab.core import registry
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
@@ -131,6 +133,12 @@ def test_a_new_experiment_plans_runs_tidies_and_renders(tmp_path, monkeypatch, c
     registry.reload()
     try:
         exp = registry.get(NAME)
+        # its params schema, published as the package's own are, takes its params file
+        monkeypatch.setattr(scaffold, "SCHEMA_DIR", tmp_path)
+        schema = json.loads(scaffold.publish_params_schema(NAME).read_text())
+        params = yaml.safe_load((tmp_path / "lab" / NAME / "notebooks" / "params" / "kvm-2vcpu"
+                                 / f"{NAME}.yaml").read_text())
+        jsonschema.validate(params, schema)
         capsys.readouterr()
         assert main(["plan", NAME, "--env", "kvm-2vcpu", "--data", str(tmp_path / "data"),
                      "--format", "json"]) == 0

@@ -10,7 +10,7 @@ import argparse
 
 from iolab.paths import REPO_ROOT
 from iolab.scaffold import (EXPERIMENT_NAME_RULE, SMALLEST_ENV, new_experiment,
-                            template_environments)
+                            publish_params_schema, template_environments)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_new_experiment(args: argparse.Namespace) -> int:
     written = new_experiment(args.name, where=args.where, environment=args.env)
+    if args.where is None:
+        written.append(publish_params_schema(args.name))
     for path in written:
         shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
         print(f"{'changed' if path.name == '_toc.yml' else 'wrote'} {shown}")
@@ -40,3 +42,4 @@ def cmd_new_experiment(args: argparse.Namespace) -> int:
               "claims, page and tests: see book/architecture.md")
     print(f"edit what it measures, then look before you run: iolab plan {args.name} --env {env}")
     return 0
+
