@@ -38,7 +38,7 @@ def cmd_new_experiment(args: argparse.Namespace) -> int:
     if args.where is not None:
         print(f"register it with IOLAB_EXPERIMENTS={args.name} and {args.where} on PYTHONPATH")
     else:
-        print("the test suite takes it as it is; make it measure what you want, with its "
+        print("the fast test suite takes it as it is; make it measure what you want, with its "
               "claims, page and tests: see book/architecture.md")
     print(f"edit what it measures, then look before you run: iolab plan {args.name} --env {env}")
     return 0
