@@ -171,8 +171,8 @@ def fake_sysroot(tmp_path):
 
 # -- a small experiment for the spec, planner and store tests ------------------------------
 
-from iolab.core.schema import Choice, Int, Text  # noqa: E402
 from iolab.core.experiment import Experiment, Metric  # noqa: E402
+from iolab.core.schema import Choice, Int, Text  # noqa: E402
 from iolab.tools.base import CpuRequest, Invocation  # noqa: E402
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from iolab.core.tool_registry import adapter
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.parsers.bpftrace import parse_bpftrace, parse_bpftrace_json, parse_bpftrace_text
 from iolab.tools import bpftrace as bt
 from iolab.tools.base import Invocation
-from iolab.core.tool_registry import adapter
 
 FIX = Path(__file__).parent / "fixtures" / "bpftrace"
 BAD = FIX / "bad"

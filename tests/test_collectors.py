@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from iolab.errors import InputError, ParseError, ToolError
-from iolab.host.knobs import SysRoot
 from iolab.collectors.cpufreq import CPUFREQ_HEADER, CpufreqSampler, parse_cpufreq_samples
 from iolab.collectors.gnu_time import GNU_TIME, GNU_TIME_FORMAT, gnu_time_prefix, parse_gnu_time_kv
 from iolab.collectors.hugepages import Hugepages
-from iolab.tools.marker import OutputMarker
 from iolab.collectors.proctree import ProcTreeCpu, parse_proctree_cpu
 from iolab.collectors.stress_ng import StressNg, unused_cpus
+from iolab.errors import InputError, ParseError, ToolError
+from iolab.host.knobs import SysRoot
+from iolab.tools.marker import OutputMarker
 
 REAL_CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 

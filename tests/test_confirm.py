@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from iolab.analysis import confirmation
-from iolab.execution.campaign import Campaign
 from iolab.core import confirm, identity
 from iolab.core.schema import Flag, Int
 from iolab.errors import InputError
+from iolab.execution.campaign import Campaign
 from test_rounds import ENV, fake_fio  # noqa: F401  (the fixture)
 from test_rounds import campaigns, failed, log, stored
 

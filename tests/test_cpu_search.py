@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.errors import InputError
+from iolab.collectors.gnu_time import GNU_TIME
 from iolab.core.registry import get
+from iolab.errors import InputError
 from iolab.host.scratch import ScratchFile
 from iolab.tools import bdevperf
-from iolab.collectors.gnu_time import GNU_TIME
 
 BDEVPERF = Path(__file__).parent / "fixtures" / "bdevperf"
 CS = get("cpu_search")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab.errors import InputError, IolabError, ParseError, ToolError
 from iolab.collectors import dcgmi
 from iolab.collectors.dcgmi import DcgmDmon, read_argv, read_capture
 from iolab.core.tool_registry import collector
+from iolab.errors import InputError, IolabError, ParseError, ToolError
 
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 AISIO_LINE = 'screen -dm bash -c "dcgmi dmon -d 100 -i 0 -e 1009,1010 > /tmp/dcgm_monitor.txt"'

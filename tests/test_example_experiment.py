@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from iolab.cli import main
 from iolab.core import registry
 from iolab.execution.campaign import Campaign
-from iolab.cli import main
 from iolab.scaffold import new_experiment
 
 

@@ -18,8 +18,8 @@ import yaml
 
 from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.paths import REPO_ROOT
 from iolab.core import tool_registry
+from iolab.paths import REPO_ROOT
 
 EXPERIMENTS = registry.all_experiments()
 REQUIRED_ENVS = ("kvm-2vcpu", "hpc-server")

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.cli import main
 from iolab import procs
+from iolab.cli import main
 from iolab.core.store import Store
 
 pytestmark = [pytest.mark.slow,

@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iolab import cli
-from iolab.core.tidy import SKIP_CORRUPT_VAR
 from iolab.core.registry import get, names
+from iolab.core.tidy import SKIP_CORRUPT_VAR
 from iolab.paths import PARAMS_DIR
 from tests.test_reliability import copy_committed, tree_digest
 

@@ -11,15 +11,15 @@ import pandas as pd
 import pytest
 from test_import_cijoe import make_cijoe, tar_gz
 
+from iolab.collectors.dcgmi import DcgmDmon
+from iolab.collectors.nvml import NvmlPcie
 from iolab.core import registry
-from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ToolError
+from iolab.execution.campaign import Campaign
 from iolab.experiments import gpu_io
 from iolab.importers.cijoe import import_archive
 from iolab.tools.base import CpuRequest
-from iolab.collectors.dcgmi import DcgmDmon
-from iolab.collectors.nvml import NvmlPcie
 
 GPU = ("pcie_saturation", "cuda_iosize", "cuda_qdepth")
 

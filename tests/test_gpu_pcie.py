@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from iolab.core import registry
-from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ParseError
+from iolab.execution.campaign import Campaign
 from iolab.experiments.gpu_pcie import analysis as an
 from iolab.experiments.gpu_pcie import requests_per_warp
 from iolab.parsers.gpu_pcie_probe import parse_gpu_pcie_probe

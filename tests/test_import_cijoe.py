@@ -32,10 +32,10 @@ import pytest
 import yaml
 
 from iolab import cli, paths
-from iolab.execution.campaign import source
 from iolab.core.store import Store
 from iolab.core.tidy import load
 from iolab.errors import InputError, ParseError
+from iolab.execution.campaign import source
 from iolab.importers import aisio as aisio_import
 from iolab.importers.aisio import ImportedCampaign
 from iolab.importers.cijoe import (CPUFREQ_READ, CPUFREQ_START, DCGM_READ, DCGM_START, LSCPU,

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.execution.campaign import Campaign
 from iolab.core.registry import get
-from iolab.host.scratch import ScratchFile
+from iolab.execution.campaign import Campaign
 from iolab.experiments.irq_affinity import analysis as an
 from iolab.host.irqs import IrqCpus
+from iolab.host.scratch import ScratchFile
 from iolab.paths import REPO_ROOT
 
 EXP = get("irq_affinity")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from iolab.collectors import irqtrace
+from iolab.collectors.irqtrace import IrqTrace, program
 from iolab.errors import IolabError, ParseError, ToolError
 from iolab.parsers.irqtrace import parse_irqtrace
-from iolab.collectors import irqtrace
 from iolab.tools.base import Program
-from iolab.collectors.irqtrace import IrqTrace, program
 
 FIXTURES = Path(__file__).parent / "fixtures" / "irqtrace"
 ALL = {tp for tp, _, _ in irqtrace.PROBES.values()}

@@ -12,8 +12,8 @@ import nbformat
 import pytest
 
 from iolab.batch import job
-from iolab.execution import stop
 from iolab.errors import InputError
+from iolab.execution import stop
 
 ENV = "kvm-2vcpu"
 

@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from iolab.errors import InputError, IolabError
-from iolab.procs import start_ticks
 from iolab.host.journal import KnobSession, restore_from_journal, states
 from iolab.host.knobs import ThpKnob
 from iolab.host.knobset import make_knobs
+from iolab.procs import start_ticks
 
 
 @pytest.fixture

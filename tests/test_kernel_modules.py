@@ -11,8 +11,8 @@ import pytest
 
 from iolab.errors import InputError, IolabError
 from iolab.host.journal import KnobSession
-from iolab.host.knobs import SysRoot
 from iolab.host.kernel_modules import IrqbalanceKnob, NvmePollQueuesKnob
+from iolab.host.knobs import SysRoot
 
 BDF = "0000:c1:00.0"
 

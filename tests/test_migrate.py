@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab.execution.campaign import Campaign
 from iolab.cli import main
 from iolab.core import migrate, tidy
+from iolab.core.registry import get
 from iolab.core.store import open_store
 from iolab.core.store import sha256_file
-from iolab.core.registry import get
+from iolab.execution.campaign import Campaign
 
 V1 = Path(__file__).parent / "fixtures" / "v1_store"
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from iolab.errors import InputError, ParseError, ToolError
 from iolab.collectors.nvml import NvmlPcie, parse_samples
+from iolab.errors import InputError, ParseError, ToolError
 
 
 class FakeNvml:

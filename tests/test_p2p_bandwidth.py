@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from test_xnvmeperf import fake_program
 
+from iolab.core.tool_registry import adapter
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
 from iolab.tools import p2p_bandwidth as p2p
 from iolab.tools.base import Invocation
-from iolab.core.tool_registry import adapter
 
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 REPORT = (FIX / "p2p_bandwidth.txt").read_text()

@@ -28,9 +28,9 @@ from typing import Callable
 
 import pytest
 
-from iolab.core import registry
 from iolab.cli import main
 from iolab.core import locks
+from iolab.core import registry
 from iolab.paths import REPO_ROOT
 
 SOURCE = REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu"

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.execution.campaign import Campaign
 from iolab.core import identity
 from iolab.core.planner import make_plan
-from iolab.execution.rounds import Schedule, shuffled
 from iolab.core.spec import load
+from iolab.execution.campaign import Campaign
+from iolab.execution.rounds import Schedule, shuffled
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fio" / "io_uring_randread_4k_qd16.jsonplus.json"
 ENV = "lab"

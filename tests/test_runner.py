@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.execution.campaign import Campaign
-from iolab.execution import stop
+from iolab.core.registry import get
 from iolab.core.store import sha256_file
 from iolab.errors import IolabError, ToolError
-from iolab.core.registry import get
+from iolab.execution import stop
+from iolab.execution.campaign import Campaign
 from iolab.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow,

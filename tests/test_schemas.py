@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from iolab.core import registry
 from iolab.core import manifest, spec, store
+from iolab.core import registry
 from iolab.core.manifest import RunManifest
 from iolab.errors import InputError
 from iolab.host import inventory

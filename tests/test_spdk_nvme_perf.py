@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from iolab.core.tool_registry import adapter
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.tools import spdk_nvme_perf as snp
 from iolab.tools.base import CpuRequest, Invocation
-from iolab.core.tool_registry import adapter
 
 FIX = Path(__file__).parent / "fixtures" / "aisio_formats"
 OPTIONS = {"spdk_dir": "/root/spdk", "io_depth": 128, "io_size": 512, "io_pattern": "randread",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from iolab.core import spec as specmod
-from iolab.errors import InputError
 from iolab.core.registry import all_experiments
+from iolab.errors import InputError
 
 from conftest import DEMO_PARAMS
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from iolab.batch import jobs, script, submit
-from iolab.execution.campaign import Campaign
 from iolab.errors import InputError, IolabError
+from iolab.execution.campaign import Campaign
 from iolab.paths import REPO_ROOT
 
 ENV = "kvm-2vcpu"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab.execution.campaign import Campaign
 from iolab.errors import InputError, ParseError
+from iolab.execution.campaign import Campaign
 from iolab.experiments.tool_comparison import EXPERIMENT as TC
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison import targets

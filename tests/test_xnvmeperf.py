@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from iolab.core.tool_registry import adapter
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.parsers.xnvmeperf import parse_xnvmeperf
 from iolab.tools import xnvmeperf as xp
 from iolab.tools.base import CpuRequest, Invocation
-from iolab.core.tool_registry import adapter
 
 from conftest import drive
 

@@ -26,8 +26,8 @@ import nbformat
 
 from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.execution import stop
 from iolab.errors import InputError
+from iolab.execution import stop
 from iolab.paths import resolve_data_dir
 
 WARNING = "Slurm's warning before the job's time limit (SIGUSR1)"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from iolab.core import registry
 from iolab.cli.common import add_common, data_dir_of
+from iolab.core import registry
 from iolab.core import spec as specmod
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from iolab.core import registry
 from iolab.cli.common import add_common, data_dir_of
+from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT

@@ -11,8 +11,8 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.core import registry
 from iolab.cli.common import add_common, data_dir_of
+from iolab.core import registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from iolab.core import registry
 from iolab.cli.common import add_common, data_dir_of
+from iolab.core import registry
 from iolab.errors import InputError
 
 

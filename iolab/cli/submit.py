@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from iolab.core import registry
 from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
 from iolab.cli.common import add_common, envs_help
+from iolab.core import registry
 from iolab.errors import InputError
 
 

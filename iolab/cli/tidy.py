@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from iolab.core import registry
 from iolab.cli.common import add_campaign, data_dir_of
+from iolab.core import registry
 from iolab.errors import InputError, IolabError
 
 

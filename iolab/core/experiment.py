@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from iolab.core import tool_registry
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
+from iolab.core.rows import standard_row
 from iolab.core.schema import Choice, Field, Int, Number, Schema, Text, in_order
 from iolab.core.store import StoredRun
 from iolab.errors import ToolError
 from iolab.host.scratch import ScratchFile
-from iolab.core.rows import standard_row
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
-from iolab.core import tool_registry
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
 
 PALETTES = ("colorblind", "deep", "muted", "bright", "dark", "pastel")

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from iolab.durable import write_json_atomic
 from iolab.core.identity import run_id
+from iolab.durable import write_json_atomic
 from iolab.errors import InputError
 
 SCHEMA_VERSION = 2

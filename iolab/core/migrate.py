@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from iolab.core import manifest as mf
-from iolab.durable import fsync_dir
 from iolab.core.manifest import RunManifest
 from iolab.core.store import TMP_PREFIX, Store, sha256_file
+from iolab.durable import fsync_dir
 from iolab.errors import IolabError
 
 V1_COPY = "run.v1.json"

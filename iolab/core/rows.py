@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from iolab.core.store import StoredRun
 from iolab.core import tool_registry
+from iolab.core.store import StoredRun
 
 WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
 

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from iolab.core import integrity
-from iolab.core.integrity import sha256_file
 from iolab.core import manifest as mf
-from iolab.durable import sync_filesystem, write_json_atomic
+from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
+from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError
 from iolab.paths import check_name
 

@@ -5,25 +5,25 @@ Responsible for: the lookup by name. Not responsible for: what any tool does.
 
 from __future__ import annotations
 
+from iolab.collectors.cpufreq import CpufreqSampler
+from iolab.collectors.dcgmi import DcgmDmon
+from iolab.collectors.gnu_time import GnuTime
+from iolab.collectors.hugepages import Hugepages
+from iolab.collectors.interrupts import Interrupts
+from iolab.collectors.irqtrace import IrqTrace
+from iolab.collectors.nvml import NvmlPcie
+from iolab.collectors.procstat import ProcStat
+from iolab.collectors.proctree import ProcTreeCpu
+from iolab.collectors.stress_ng import StressNg
 from iolab.errors import InputError
 from iolab.tools.base import Collector, ToolAdapter
 from iolab.tools.bdevperf import Bdevperf
 from iolab.tools.bpftrace import Bpftrace
-from iolab.collectors.cpufreq import CpufreqSampler
-from iolab.collectors.dcgmi import DcgmDmon
 from iolab.tools.fio import Fio
-from iolab.collectors.gnu_time import GnuTime
 from iolab.tools.gpu_pcie_probe import GpuPcieProbe
-from iolab.collectors.hugepages import Hugepages
-from iolab.collectors.interrupts import Interrupts
-from iolab.collectors.irqtrace import IrqTrace
 from iolab.tools.marker import OutputMarker
-from iolab.collectors.nvml import NvmlPcie
 from iolab.tools.p2p_bandwidth import P2pBandwidth
-from iolab.collectors.procstat import ProcStat
-from iolab.collectors.proctree import ProcTreeCpu
 from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
-from iolab.collectors.stress_ng import StressNg
 from iolab.tools.uring_reader import UringReader
 from iolab.tools.xnvmeperf import Xnvmeperf
 

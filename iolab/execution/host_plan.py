@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from iolab.core import tool_registry
 from iolab.core.manifest import RunManifest
 from iolab.core.planner import (MAX_RUNS, Plan, PlannedRun, Stored, check_size, expand,
                                  knob_needs, make_plan, matches)
@@ -26,7 +27,6 @@ from iolab.host.inventory import topology
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
 from iolab.paths import shown
-from iolab.core import tool_registry
 from iolab.tools.base import Program
 
 

@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from iolab import __version__
+from iolab import procs
+from iolab.core import disturbance
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
-from iolab.core import disturbance
-from iolab import procs
-from iolab.execution.signals import Signals, kill_group
 from iolab.core.planner import ASIS, PlannedRun
-from iolab.core.spec import Spec
-from iolab.execution.host_plan import RunnableExperiment, metric_value
 from iolab.core.rows import WINDOW_FILE
+from iolab.core.spec import Spec
 from iolab.core.store import StoredRun, open_store
 from iolab.errors import IolabError, ParseError
+from iolab.execution.host_plan import RunnableExperiment, metric_value
+from iolab.execution.signals import Signals, kill_group
 from iolab.host import slurm
 from iolab.host.journal import KnobSession
 from iolab.tools.base import cpu_mask

@@ -36,9 +36,9 @@ from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, check_size, knob_need
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
 from iolab.errors import IolabError, ToolError
+from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
-from iolab.execution import stop
 from iolab.execution.rounds import Schedule, new_seed
 from iolab.execution.signals import Interrupted, Signals
 from iolab.host import scratch

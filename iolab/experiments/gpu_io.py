@@ -42,15 +42,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-from iolab.core.schema import Choice, Int, ListOf, Text
-from iolab.core.store import StoredRun
-from iolab.errors import ToolError
-from iolab.core.experiment import Experiment, Metric, missing_value
-from iolab.host.binding import USER_SPACE_DRIVERS
-from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
 from iolab.collectors.dcgmi import DcgmDmon
 from iolab.collectors.nvml import INSTALL as NVML_INSTALL
 from iolab.collectors.nvml import NvmlPcie
+from iolab.core.experiment import Experiment, Metric, missing_value
+from iolab.core.schema import Choice, Int, ListOf, Text
+from iolab.core.store import StoredRun
+from iolab.errors import ToolError
+from iolab.host.binding import USER_SPACE_DRIVERS
+from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
 
 if TYPE_CHECKING:  # imported where a table is made: planning and running need no pandas
     import pandas as pd

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from iolab.durable import fsync_dir, write_json_atomic
-from iolab.procs import boot_id, start_ticks
 from iolab.errors import InputError, IolabError
 from iolab.host.knobs import Knob
+from iolab.procs import boot_id, start_ticks
 
 SCHEMA_VERSION = 1
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from iolab.host.binding import DeviceBindingKnob
 from iolab.host.hugepages import HugepagesKnob
+from iolab.host.kernel_modules import IrqbalanceKnob, NvmePollQueuesKnob
 from iolab.host.knobs import (GovernorKnob, IrqAffinityKnob, Knob, SmtKnob, SysRoot, ThpDefragKnob,
                               ThpKnob, TurboKnob)
-from iolab.host.kernel_modules import IrqbalanceKnob, NvmePollQueuesKnob
 
 # SMT first because it decides which CPUs are online, and the per-CPU knobs (governor, IRQ
 # affinity) can only name online CPUs. irqbalance is stopped, and the nvme module reloaded

@@ -49,6 +49,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from iolab.collectors import dcgmi
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.store import StoredRun
@@ -58,7 +59,6 @@ from iolab.parsers.cijoe_state import parse_cijoe_state
 from iolab.parsers.cpufreq_log import FreqLine, aisio_cpu_freqs, parse_cpufreq_log
 from iolab.parsers.dcgm_dmon import aisio_p95, window_stats
 from iolab.parsers.gnu_time import parse_gnu_time_default
-from iolab.collectors import dcgmi
 from iolab.tools import xnvmeperf
 from iolab.tools.spdk_nvme_perf import SpdkNvmePerf
 

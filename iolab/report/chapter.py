@@ -31,13 +31,13 @@ import pandas as pd
 
 from iolab.analysis import confirmation, noise, outliers, stats
 from iolab.analysis.findings import Finding
-from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
+from iolab.execution.campaign import Campaign
 from iolab.importers.aisio import IMPORTED_SOURCE
-from iolab.report.figures import half_widths, one_configuration, placeholder, theme
 from iolab.report import claims
+from iolab.report.figures import half_widths, one_configuration, placeholder, theme
 from iolab.report.tables import fmt_num, missing
 
 MODES = ("replay", "plan", "run")

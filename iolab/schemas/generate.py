@@ -31,8 +31,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from iolab.core import registry
 from iolab.core import manifest, store
+from iolab.core import registry
 from iolab.host import inventory
 from iolab.report import freshness
 from iolab.schemas import SCHEMA_DIR

@@ -24,8 +24,8 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from iolab.core import registry
 from iolab.core import manifest, store
+from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError
 from iolab.paths import shown

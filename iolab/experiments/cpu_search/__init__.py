@@ -26,18 +26,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
-from iolab.errors import InputError
-from iolab.core.experiment import Experiment, Metric
-from iolab.host.binding import USER_SPACE_DRIVERS
-from iolab.host.scratch import ScratchFile
-from iolab.tools.base import CpuCount, CpuRequest, Invocation
 from iolab.collectors.cpufreq import CpufreqSampler
 from iolab.collectors.gnu_time import GnuTime
 from iolab.collectors.hugepages import Hugepages
 from iolab.collectors.procstat import ProcStat
 from iolab.collectors.proctree import ProcTreeCpu
 from iolab.collectors.stress_ng import StressNg, unused_cpus
+from iolab.core.experiment import Experiment, Metric
+from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
+from iolab.errors import InputError
+from iolab.host.binding import USER_SPACE_DRIVERS
+from iolab.host.scratch import ScratchFile
+from iolab.tools.base import CpuCount, CpuRequest, Invocation
 
 FIXED_FREQ_KHZ = {"userspace-3.0GHz": 3_000_000}
 BDEVPERF = {"tool": "bdevperf"}

@@ -21,10 +21,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.core.search import replay
 from iolab.errors import InputError
+from iolab.execution.campaign import Campaign
 from iolab.report.chapter import Chapter
 from iolab.report.tables import fmt_int
 

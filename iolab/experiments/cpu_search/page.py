@@ -22,19 +22,19 @@ import pandas as pd
 from IPython.display import Markdown
 from pandas.io.formats.style import Styler
 
-from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
 from iolab.errors import InputError
-from iolab.experiments.cpu_search import analysis as ca
-from iolab.experiments.cpu_search import adaptive, figures, uses_files
+from iolab.execution.campaign import Campaign
 from iolab.experiments import tool_comparison
+from iolab.experiments.cpu_search import adaptive, figures, uses_files
+from iolab.experiments.cpu_search import analysis as ca
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import tools_bars
 from iolab.host.inventory import fingerprint_diff
+from iolab.report import compare
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import estimate_texts, fmt_int, fmt_num, fmt_range
-from iolab.report import compare
 
 
 def _df(ch: Chapter) -> pd.DataFrame:

@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from iolab.analysis.queueing import LittleBound, latency_from
-from iolab.execution.campaign import Campaign
 from iolab.core import spec as specmod
 from iolab.core.registry import get
+from iolab.execution.campaign import Campaign
 from iolab.experiments.cpu_search import analysis as cpu
 from iolab.importers import extras
 from iolab.report import reference

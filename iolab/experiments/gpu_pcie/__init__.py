@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from iolab.core.schema import Choice, Int, Number, Text
+from iolab.collectors.nvml import NvmlPcie
 from iolab.core.experiment import Experiment, Metric
+from iolab.core.schema import Choice, Int, Number, Text
 from iolab.experiments.gpu_io import check_gpu_host
 from iolab.tools.base import Invocation
-from iolab.collectors.nvml import NvmlPcie
 
 TO_GPU = ("copy/h2d", "read")  # the points whose payload arrives at the GPU (PCIe RX)
 

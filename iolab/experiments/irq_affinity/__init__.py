@@ -26,16 +26,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from iolab.collectors.interrupts import PLACEMENT_FILE, Interrupts
+from iolab.collectors.irqtrace import BPFTRACE, IrqTrace
+from iolab.core.experiment import Experiment, Metric
 from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
 from iolab.errors import IolabError
-from iolab.core.experiment import Experiment, Metric
 from iolab.host.irqs import SIDES, IrqCpus, placement, vectors
 from iolab.host.knobs import SysRoot
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
-from iolab.collectors.interrupts import PLACEMENT_FILE, Interrupts
-from iolab.collectors.irqtrace import BPFTRACE, IrqTrace
 
 TASKRUN_FLAGS = {"default": {}, "coop": {"coop_taskrun": True},
                  "defer": {"single_issuer": True, "defer_taskrun": True}}

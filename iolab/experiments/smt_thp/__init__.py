@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Flag, Int, Size, Text, size_bytes
+from iolab.collectors.procstat import ProcStat
 from iolab.core.experiment import Experiment, Metric
+from iolab.core.schema import Choice, Flag, Int, Size, Text, size_bytes
 from iolab.host.scratch import ScratchFile
 from iolab.tools.base import CpuRequest, Invocation
-from iolab.collectors.procstat import ProcStat
 
 AFFINITY_CORES = {"one_core": 1, "two_cores": 2}
 

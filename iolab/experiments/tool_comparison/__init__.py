@@ -22,15 +22,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iolab.core.schema import Choice, Int, ListOf, Size, Text, size_bytes
-from iolab.errors import InputError
-from iolab.core.experiment import Experiment, Metric
-from iolab.host.binding import check_free
-from iolab.host.scratch import ScratchFile
-from iolab.tools.base import CpuCount, CpuRequest, Invocation
 from iolab.collectors.gnu_time import GnuTime
 from iolab.collectors.hugepages import Hugepages
 from iolab.collectors.procstat import ProcStat
+from iolab.core.experiment import Experiment, Metric
+from iolab.core.schema import Choice, Int, ListOf, Size, Text, size_bytes
+from iolab.errors import InputError
+from iolab.host.binding import check_free
+from iolab.host.scratch import ScratchFile
+from iolab.tools.base import CpuCount, CpuRequest, Invocation
 
 FILES = {"targets": "files"}
 BLOCK = {"targets": "block_devices"}

@@ -16,14 +16,14 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from iolab.execution.campaign import Campaign
 from iolab.core.planner import format_duration
+from iolab.execution.campaign import Campaign
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import qdepth_bands, tools_bars
+from iolab.report import compare
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import design_table, fmt_int, fmt_num, fmt_range
-from iolab.report import compare
 
 TOOLS = list(ta.TOOLS)
 POLLING = ("bdevperf", "xnvmeperf")

@@ -23,8 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from iolab.core.identity import config_id, run_id
+from iolab.collectors import dcgmi
 from iolab.core import manifest as mf
+from iolab.core.identity import config_id, run_id
 from iolab.core.manifest import RunManifest
 from iolab.core.store import Store
 from iolab.errors import InputError, ParseError
@@ -35,7 +36,6 @@ from iolab.importers.cijoe.host_extras import SOURCE
 from iolab.importers.cijoe.pairing import Repetition, _result_name
 from iolab.importers.cijoe.params import JSON_SETTINGS, _command_params, _setting
 from iolab.importers.cijoe.report import ImportReport
-from iolab.collectors import dcgmi
 
 
 @dataclass
