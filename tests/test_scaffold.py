@@ -44,7 +44,8 @@ def git_status() -> str:
 
 def listed_in_the_book() -> set[str]:
     """The files book/architecture.md says `iolab new-experiment <name>` writes."""
-    doc = (REPO_ROOT / "book" / "architecture.md").read_text()
+    # whitespace as one space: where the prose wraps must not move the end of the list
+    doc = re.sub(r"\s+", " ", (REPO_ROOT / "book" / "architecture.md").read_text())
     section = doc.split("## Adding an experiment: the files", 1)[1].split("Its author then")[0]
     return {p for p in re.findall(r"`([^`\s]+)`", section)
             if "<name>" in p or p.endswith(".yml")}
