@@ -32,6 +32,7 @@ from iolab.core import confirm as confirm_step
 from iolab.core.identity import canonical_json, run_ids
 from iolab.core.repetitions import REASON_TEXT, Decision, decide
 from iolab.core.search import plan as search_plan
+from iolab.core.search import record as search_record
 from iolab.core.spec import Spec
 from iolab.errors import InputError
 from iolab.paths import shown
@@ -474,10 +475,12 @@ def format_duration(seconds: float) -> str:
 class Stored:
     """What the store holds of a campaign, as the planner reads it: the ids of its stored runs,
     the rule's metric of each (by run id) and the failed attempts of run ids (both only matter
-    under a rule). ``ids`` may be any iterable; it is kept as a set."""
+    under a rule), and the campaign log's ``search`` lines (a search's record; None: no store
+    was read). ``ids`` may be any iterable; it is kept as a set."""
     ids: Iterable[str] = ()
     values: dict[str, float | None] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
+    search_log: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.ids = set(self.ids)
@@ -644,7 +647,9 @@ def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: 
             {rep: stored.values.get(rid) for rep, rid in enumerate(ids) if rid in stored.ids},
             sum(stored.failures.get(rid, 0) for rid in ids), not blocked,
             bool(point.excluded_by)))
-    state = search_plan.run(searched, spec.rule, spec.grids[searched.grid]["vary"], candidates)
+    record = search_record.proposals(searched, stored.search_log, " + ".join(spec.sources))
+    state = search_plan.run(searched, spec.rule, spec.grids[searched.grid]["vary"], candidates,
+                            record)
     if not state.done:
         state.after = {name: math.prod(len(v) for v in spec.grids[name]["vary"].values())
                        for name in others}

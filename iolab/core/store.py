@@ -415,6 +415,27 @@ class Store:
             fh.flush()
             os.fsync(fh.fileno())
 
+    def log_lines(self, event: str) -> list[dict[str, Any]]:
+        """The campaign log's lines of ``event``, oldest first (none without a log); a line
+        that is not a JSON object is refused, naming the file and the line."""
+        path = self.root / LOG
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        out = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if f'"{event}"' not in line:
+                continue  # most lines are other events: parsed only where they may match
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise InputError(path, f"line {number}", f"is not JSON ({exc})",
+                                 allowed="one JSON object per line, as iolab writes") from None
+            if isinstance(record, dict) and record.get("event") == event:
+                out.append(record)
+        return out
+
     def discard(self, tmp: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 

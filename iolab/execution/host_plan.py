@@ -155,7 +155,8 @@ def _store_state(experiment: RunnableExperiment, spec: Spec, store: Store,
         for folder in store.failed_runs():
             rid = folder.name.split("@", 1)[0]
             failures[rid] = failures.get(rid, 0) + 1
-    return Stored({r.run_id for r in stored}, values, failures)
+    return Stored({r.run_id for r in stored}, values, failures,
+                  store.log_lines("search") if spec.searched is not None else None)
 
 
 def _measured_seconds(plan: Plan, stored: list[StoredRun]) -> None:

@@ -106,7 +106,11 @@ def _search(variables: dict[str, Field], metrics: Sequence[str] | None) -> dict[
     budget = field_schema(search.BUDGET)
     body = _object({"grid": {"type": "string"}, "strategy": field_schema(search.STRATEGY),
                     "budget": {"anyOf": [budget, {"type": "null"}]},
-                    "seed": field_schema(search.SEED), "objective": objective},
+                    "seed": field_schema(search.SEED), "objective": objective,
+                    "version": {"enum": sorted({*search.VERSIONS.values(), search.RECORDED}),
+                                "description": "the strategy's version (default: its current "
+                                "one; an older one re-plans a search made with it from its "
+                                "record)"}},
                    ["grid", "objective"], "a searched grid (iolab.core.search.params)")
     # any strategy but 'grid' (the default) needs a budget
     body["if"] = {"required": ["strategy"],

@@ -7,12 +7,18 @@ what end::
       budget: 90               # the most runs the search makes (confirmation runs aside)
       seed: 1                  # the strategy's random choices
       objective: {maximize: iops, ties: [ncores, ndevs]}
+      version: 2               # optional: the strategy's version (default: the current one)
 
 ``objective.maximize`` names the metric (the repetition rule's); ``ties`` lists variables
 whose smaller values are preferred, in order, among the configurations the data cannot tell
 apart from the best (the best set). ``strategy: grid`` sweeps the grid as if the key were not
 there. Under any other strategy the other grids (the one-at-a-time expansions) pivot on the
 search's answer instead of ``base``.
+
+``version`` defaults to the strategy's current one (:data:`VERSIONS`). Version 1 of ``tpe``
+and ``adaptive`` proposed configurations through Optuna's sampler as it is, whose choices
+depend on the host's numpy (``iolab.core.search.sampler``); it can only be named to re-plan
+a search made with it, which then follows the proposals its campaign log recorded.
 
 Responsible for: validating the key into a :class:`SearchSpec`.
 Not responsible for: running the strategies (``iolab.core.search.strategies``).
@@ -27,7 +33,11 @@ from iolab.core.schema import Choice, Int, type_name
 from iolab.errors import InputError
 
 KEY = "search"
-FIELDS = ("grid", "strategy", "budget", "seed", "objective")
+FIELDS = ("grid", "strategy", "budget", "seed", "objective", "version")
+# each strategy's current version, raised whenever it would ask for other runs; tpe and
+# adaptive 2: the sampler made host-independent (1: Optuna's own)
+VERSIONS = {"grid": 1, "random": 1, "tpe": 2, "adaptive": 2}
+RECORDED = 1   # the version a search can only be re-planned from its record in
 STRATEGIES = ("grid", "adaptive", "random", "tpe")
 STRATEGY = Choice(*STRATEGIES, help="grid: sweep every point; adaptive: this package's "
                   "strategy; random: points in a random order; tpe: Optuna's default sampler")
@@ -61,11 +71,21 @@ class SearchSpec:
     budget: int | None
     seed: int
     objective: Objective
+    version: int = 0   # 0: the strategy's current version
+
+    def __post_init__(self) -> None:
+        if not self.version:
+            object.__setattr__(self, "version", VERSIONS[self.strategy])
 
     @property
     def adaptive(self) -> bool:
         """Whether the grid is searched (any strategy but ``grid``)."""
         return self.strategy != "grid"
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the search follows its record instead of its sampler (an old version)."""
+        return self.version < VERSIONS[self.strategy]
 
     def to_dict(self) -> dict[str, Any]:
         return {"grid": self.grid, "strategy": self.strategy, "budget": self.budget,
@@ -97,7 +117,21 @@ def parse(value: Any, label, grids: dict[str, dict[str, Any]], variables: dict[s
     seed = SEED.check(value.get("seed", 0), label, f"{KEY}.seed")
     objective = _objective(value.get("objective"), label, grids[grid], variables,
                            rule_metric, metrics, confidence)
-    return SearchSpec(grid, strategy, budget, seed, objective)
+    return SearchSpec(grid, strategy, budget, seed, objective,
+                      _version(value.get("version"), strategy, label))
+
+
+def _version(value: Any, strategy: str, label) -> int:
+    current = VERSIONS[strategy]
+    allowed = sorted({current, RECORDED} if strategy in ("tpe", "adaptive") else {current})
+    if value is None:
+        return current
+    if isinstance(value, bool) or value not in allowed:
+        raise InputError(label, f"{KEY}.version", f"{value!r} is not a version of the "
+                         f"{strategy} strategy", allowed=" or ".join(map(str, allowed)) + (
+                             f" ({RECORDED}: only to re-plan a search made with it, from its "
+                             "record in the campaign log)" if len(allowed) > 1 else ""))
+    return value
 
 
 def _objective(value: Any, label, grid: dict[str, Any], variables: dict[str, Any],

@@ -142,16 +142,19 @@ class SearchState:
 
 
 def run(spec: SearchSpec, rule: Rule, varied: dict[str, list[Any]],
-        candidates: list[Candidate]) -> SearchState:
-    """The search over the stored runs of the searched grid's configurations."""
+        candidates: list[Candidate], record: list[str] | None = None) -> SearchState:
+    """The search over the stored runs of the searched grid's configurations; ``record``: the
+    proposals of a search that ended, to follow instead of the sampler's
+    (``iolab.core.search.record``)."""
     runnable = {c.key: c.params for c in candidates if c.runnable}
-    if not runnable:
+    if not runnable or record is not None:
         # a host that can run none of the grid (the lab's plan, read elsewhere): the search
-        # as the lab would make it, its next run blocked here
+        # as the lab would make it, its next run blocked here; a recorded search: as the
+        # host that made it could run it, whatever this one can
         runnable = {c.key: c.params for c in candidates if not c.excluded}
     oracle = StoredOracle({c.key: dict(c.values) for c in candidates},
                           {c.key: c.failures for c in candidates}, give_up=rule.max)
     outcome = search(spec.strategy, Space(varied, runnable), rule, spec.budget, oracle,
-                     spec.objective, spec.seed)
+                     spec.objective, spec.seed, record)
     return SearchState(spec, rule, outcome, list(varied), len(runnable))
 

@@ -11,8 +11,9 @@ own answer). :func:`summary` states the share found with a 95 % Wilson interval.
 Replays of Optuna's samplers take seconds each, so the comparison is derived once by
 ``iolab search-replay`` into ``data/derived/search_replay/<experiment>/<environment>.csv``
 with a YAML beside it naming how (strategies and versions, seeds, budgets) and from what (the
-digest of the grid's stored values); the chapter reads it and checks the digest, and a test
-re-derives a few seeds of it.
+digest of the grid's stored values); the chapter reads it and checks the digest, and
+``tests/test_rederive.py`` derives a few seeds of it again, with and without numpy's AVX-512
+code, byte for byte.
 
 Responsible for: the grid's samples and truth, the replays, their summary and the derived
 file. Not responsible for: the strategies (``iolab.core.search.strategies``).
@@ -31,7 +32,7 @@ from iolab.core.repetitions import Rule
 from iolab.core.search.answer import Answer, answer
 from iolab.core.search.oracle import ReplayOracle
 from iolab.core.search.params import Objective
-from iolab.core.search.strategies import ADAPTIVE_VERSION, Space, search
+from iolab.core.search.strategies import VERSIONS, Space, search
 from iolab.errors import InputError
 
 COMPARED = ("random", "tpe", "adaptive")
@@ -148,7 +149,7 @@ def meta(grid: Grid, seeds: list[int], shares: Iterable[float], strategies: Iter
                        f"--seeds {len(seeds)}",
             "grid_digest": grid.digest(), "grid_runs": grid.runs,
             "grid_configurations": len(grid.samples),
-            "strategies": {s: (ADAPTIVE_VERSION if s == "adaptive" else 1) for s in strategies},
+            "strategies": {s: VERSIONS[s] for s in strategies},
             "seeds": [min(seeds), max(seeds)], "budget_shares": list(shares),
             "budgets": {str(k): v for k, v in budgets(grid, shares).items()}}
 

@@ -10,8 +10,7 @@ the rule settles it) only when the budget still holds the rule's ``max`` runs fo
 * ``random``: configurations in an order shuffled with the seed, until the budget.
 * ``tpe``: Optuna's default sampler (TPE, seeded) proposes configurations; each proposed one
   is measured under the rule and its mean told back.
-* ``adaptive`` (this package's strategy, :data:`ADAPTIVE_VERSION`): successive halving with
-  structure. (1) *Screening*: a share of the budget goes to one run each (the rule's first
+* ``adaptive`` (this package's strategy): successive halving with structure. (1) *Screening*: a share of the budget goes to one run each (the rule's first
   repetition, which a later sweep reuses) of configurations proposed by Optuna's multivariate
   TPE sampler, told the single run's value; the first proposals are the corners of the
   space's numeric variables at their largest values, where IOPS saturates. (2) *Halving*: the
@@ -25,19 +24,26 @@ an unmeasured configuration is left (a sampler that keeps proposing known ones i
 next unknown one in a seeded order), so a search makes at least ``min(budget - max + 1,
 configurations)`` runs: the certain part of a plan's ETA.
 
-Each strategy is deterministic given its seed and the values it is told: re-run over the
-same stored runs it asks for the same runs, which is what makes a resumed search and a replay
-equal to an uninterrupted one. Every decision is logged (:attr:`Context.log`) with why.
+Each strategy is deterministic given its seed and the values it is told, on any host: re-run
+over the same stored runs it asks for the same runs, which is what makes a resumed search and
+a replay equal to an uninterrupted one. Its decisions compare Python floats (means summed in
+order, stable sorts) and its proposals come from a sampler made host-independent
+(``iolab.core.search.sampler``). Every decision is logged (:attr:`Context.log`) with why.
+
+``VERSIONS`` (``iolab.core.search.params``) numbers each strategy; a number is raised
+whenever the strategy would ask for other runs. A search made with version 1 of ``tpe`` or ``adaptive`` (whose sampler
+depended on the host) is re-run with its recorded proposals (``Context.record``) in place of
+the sampler's.
 
 Responsible for: the strategies and the budget. Not responsible for: where values come from
-(``iolab.core.search.oracle``) or the answer's statistics (``iolab.core.search.answer``).
+(``iolab.core.search.oracle``), where proposals come from (``iolab.core.search.sampler``) or
+the answer's statistics (``iolab.core.search.answer``).
 """
 
 from __future__ import annotations
 
 import math
 import random
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -45,9 +51,8 @@ from iolab.core.identity import canonical_json
 from iolab.core.repetitions import Rule, decide
 from iolab.core.search.answer import Answer, answer
 from iolab.core.search.oracle import Oracle, Pending
-from iolab.core.search.params import Objective
-
-ADAPTIVE_VERSION = 1   # raised whenever the adaptive strategy asks for other runs
+from iolab.core.search.params import VERSIONS, Objective
+from iolab.core.search.sampler import Recorded, RecordEnded, Sampler
 SCREEN_SHARE = 0.5     # of the budget, for screening runs
 DUPLICATES = 40        # proposals in a row of known configurations before the sampler stops
 
@@ -88,6 +93,14 @@ class Context:
     values: dict[str, list[float | None]] = field(default_factory=dict)
     used: int = 0
     log: list[dict[str, Any]] = field(default_factory=list)
+    record: list[str] | None = None   # a version-1 search's recorded proposals, in order
+
+    def sampler(self, seed: int, multivariate: bool, startup: int | None = None
+                ) -> Sampler | Recorded:
+        """Where the strategy's proposals come from: the sampler, or the record."""
+        if self.record is not None:
+            return Recorded(self.record)
+        return Sampler(self.space.variables, self.space.key_of, seed, multivariate, startup)
 
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget - self.used
@@ -144,16 +157,18 @@ class Outcome:
 
 
 def search(strategy: str, space: Space, rule: Rule, budget: int | None, oracle: Oracle,
-           objective: Objective, seed: int) -> Outcome:
-    """Run ``strategy`` to its end, or until the oracle has not got a run (``pending``)."""
-    ctx = Context(space, rule, budget, oracle)
+           objective: Objective, seed: int, record: list[str] | None = None) -> Outcome:
+    """Run ``strategy`` to its end, or until the oracle has not got a run (``pending``).
+    ``record``: the proposals of a search made with version 1, in the sampler's place (the
+    outcome's version is then 1)."""
+    ctx = Context(space, rule, budget, oracle, record=record)
     pending = None
     try:
         STRATEGIES[strategy](ctx, objective, seed)
     except Pending as exc:
         pending = exc
-    out = Outcome(strategy, ADAPTIVE_VERSION if strategy == "adaptive" else 1, seed, budget,
-                  ctx.values, ctx.used, ctx.log, pending)
+    version = 1 if record is not None else VERSIONS[strategy]
+    out = Outcome(strategy, version, seed, budget, ctx.values, ctx.used, ctx.log, pending)
     if pending is None:
         out.answer = answer(ctx.values, space.points, objective)
     return out
@@ -183,48 +198,13 @@ def _random(ctx: Context, objective: Objective, seed: int) -> None:
         ctx.settle(key, "the next configuration in the seeded random order")
 
 
-def _study(seed: int, multivariate: bool, startup: int | None = None):
-    import optuna  # only where a sampler runs: its import takes a second
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with warnings.catch_warnings():  # multivariate TPE is marked experimental
-        warnings.simplefilter("ignore")
-        options: dict[str, Any] = {"seed": seed}
-        if multivariate:
-            options.update(multivariate=True)
-        if startup is not None:
-            options.update(n_startup_trials=startup)
-        sampler = optuna.samplers.TPESampler(**options)
-    return optuna.create_study(direction="maximize", sampler=sampler)
-
-
-def _distributions(space: Space) -> dict[str, Any]:
-    """Numeric variables as ordinal indices (TPE then models their order), others as
-    categories."""
-    from optuna.distributions import CategoricalDistribution, IntDistribution
-
-    out = {}
-    for var, values in space.variables.items():
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        out[var] = (IntDistribution(0, len(values) - 1) if numeric and len(values) > 1
-                    else CategoricalDistribution(list(range(len(values)))))
-    return out
-
-
-def _coords(space: Space, params: dict[str, int]) -> dict[str, Any]:
-    return {var: space.variables[var][params[var]] for var in space.variables}
-
-
-def _propose(ctx: Context, study, dists, measure: Callable[[str], float],
+def _propose(ctx: Context, sampler: Sampler | Recorded, measure: Callable[[str], float],
              stop: Callable[[], bool], why: str, seed: int) -> None:
-    """Ask the study for configurations until ``stop()`` or every one is known: one it cannot
-    run is told failed (no run); a known one gets its known mean (no run); a new one is
+    """Ask the sampler for configurations until ``stop()`` or every one is known: one it
+    cannot run is told failed (no run); a known one gets its known mean (no run); a new one is
     ``measure``d. After :data:`DUPLICATES` known ones in a row, the next unknown one in a
-    seeded random order is put to the study instead, so that a sampler stuck on what it
-    knows never ends a search with budget left."""
-    from optuna.trial import TrialState
-
-    index = {var: {v: i for i, v in enumerate(vals)} for var, vals in ctx.space.variables.items()}
+    seeded random order is put to the sampler instead, so that a sampler stuck on what it
+    knows never ends a search with budget left. A record that ends ends the proposals."""
     fallback = list(ctx.space.points)
     random.Random(f"{seed}:fallback").shuffle(fallback)
     known_in_a_row = 0
@@ -233,31 +213,32 @@ def _propose(ctx: Context, study, dists, measure: Callable[[str], float],
             fresh = next((k for k in fallback if k not in ctx.values), None)
             if fresh is None:
                 return  # every configuration is known
-            study.enqueue_trial({var: index[var][ctx.space.points[fresh][var]]
-                                 for var in ctx.space.variables})
+            sampler.insist(ctx.space.points[fresh])
             known_in_a_row = 0
-        trial = study.ask(dists)
-        key = ctx.space.key_of(_coords(ctx.space, trial.params))
+        try:
+            key = sampler.propose()
+        except RecordEnded:
+            return
         if key is None:
             known_in_a_row += 1
-            study.tell(trial, state=TrialState.FAIL)
+            sampler.tell(None)
             continue
         if key in ctx.values:
             known_in_a_row += 1
-            study.tell(trial, ctx.mean(key))
+            sampler.tell(ctx.mean(key))
             continue
         known_in_a_row = 0
         ctx.note("propose", key, why)
-        study.tell(trial, measure(key))
+        sampler.tell(measure(key))
 
 
 def _tpe(ctx: Context, objective: Objective, seed: int) -> None:
-    study, dists = _study(seed, multivariate=False), _distributions(ctx.space)
+    sampler = ctx.sampler(seed, multivariate=False)
 
     def measure(key: str) -> float:
         ctx.settle(key, "proposed by the sampler")
         return ctx.mean(key)
-    _propose(ctx, study, dists, measure, lambda: ctx.left() < ctx.rule.max,
+    _propose(ctx, sampler, measure, lambda: ctx.left() < ctx.rule.max,
              "Optuna's default sampler (TPE)", seed)
 
 
@@ -280,9 +261,9 @@ def _product(ranges: list[range]) -> list[tuple[int, ...]]:
 
 def _adaptive(ctx: Context, objective: Objective, seed: int) -> None:
     space, rule = ctx.space, ctx.rule
-    study, dists = _study(seed, multivariate=True, startup=10), _distributions(space)
+    sampler = ctx.sampler(seed, multivariate=True, startup=10)
     for corner in _corners(space):
-        study.enqueue_trial(corner)
+        sampler.insist_indices(corner)
     screen_until = math.floor(ctx.left() * SCREEN_SHARE) if ctx.budget is not None else \
         len(space.points)
     screened: list[str] = []
@@ -291,7 +272,7 @@ def _adaptive(ctx: Context, objective: Objective, seed: int) -> None:
         screened.append(key)
         value = ctx.run(key)
         return -math.inf if value is None else value
-    _propose(ctx, study, dists, screen, lambda: ctx.used >= screen_until or ctx.left() < 1,
+    _propose(ctx, sampler, screen, lambda: ctx.used >= screen_until or ctx.left() < 1,
              "screening: one run of a configuration the sampler proposes", seed)
     # halving: the best screened configurations under the rule, best first
     ranked = sorted(screened, key=lambda k: -ctx.mean(k))
@@ -310,7 +291,7 @@ def _adaptive(ctx: Context, objective: Objective, seed: int) -> None:
     def measure(key: str) -> float:
         ctx.settle(key, "proposed by the sampler after the screening")
         return ctx.mean(key)
-    _propose(ctx, study, dists, measure, lambda: ctx.left() < rule.max,
+    _propose(ctx, sampler, measure, lambda: ctx.left() < rule.max,
              "the sampler, with budget left after the screening", seed)
 
 

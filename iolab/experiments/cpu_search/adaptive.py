@@ -233,8 +233,8 @@ def live(ch: Chapter) -> None:
         T["live_text"] = "No live search is stored for this environment."
         return
     camp = Campaign(ch.experiment.name, env, data_dir=ch.data_dir)
-    plan = camp.plan(as_recorded=True)
-    state = plan.search
+    # a search made by an older version is planned from its record: none without its campaign
+    state = camp.plan(as_recorded=True).search if camp.store.root.exists() else None
     if state is None or not state.outcome.values:
         T["live_text"] = f"The live search of environment {env} has no stored runs yet."
         return
