@@ -19,15 +19,57 @@ build serves both.
 
 Every test session keeps its locks (``iolab.core.locks``) in a folder of its own
 (``$IOLAB_LOCK_DIR``), so that a test never waits for, or takes, the locks of a real campaign
-on this host.
+on this host, and its own registry of scratch files (``$IOLAB_STATE_DIR``). It reads the
+committed data only: before any test module is imported, the files git tracks under
+``data/`` (and the tidy caches, which are checked against their digests) are copied into a
+temporary folder that ``$IOLAB_DATA`` names for every test and every process a test starts.
+A user's own environments and runs (``iolab env new``, ``iolab run``) then change no
+test's outcome, and no test can write into the checkout's ``data/``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+
+_SESSION_DATA: list[Path] = []
+
+
+def _committed_data(into: Path) -> None:
+    """Copy the committed files of ``data/`` (all of it outside a git checkout) and the
+    caches into ``into``."""
+    from iolab.paths import REPO_ROOT
+
+    source = REPO_ROOT / "data"
+    listed = subprocess.run(["git", "ls-files", "-z", "data"], cwd=REPO_ROOT,
+                            capture_output=True)
+    names = ([n.decode() for n in listed.stdout.split(b"\0") if n]
+             if listed.returncode == 0 else
+             [str(f.relative_to(REPO_ROOT)) for f in source.rglob("*") if f.is_file()])
+    if (source / "cache").is_dir():
+        names += [str(f.relative_to(REPO_ROOT)) for f in (source / "cache").rglob("*")
+                  if f.is_file() and not f.is_symlink()]
+    for name in names:
+        out = into / Path(name).relative_to("data")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, out)   # the times too: the caches compare them
+
+
+def pytest_configure(config):
+    folder = Path(tempfile.mkdtemp(prefix="iolab-test-data-"))
+    _committed_data(folder)
+    _SESSION_DATA.append(folder)
+    os.environ["IOLAB_DATA"] = str(folder)
+
+
+def pytest_unconfigure(config):
+    while _SESSION_DATA:
+        shutil.rmtree(_SESSION_DATA.pop(), ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -17,7 +17,7 @@ from iolab.execution.campaign import Campaign
 from iolab.experiments.irq_affinity import analysis as an
 from iolab.host.irqs import IrqCpus
 from iolab.host.scratch import ScratchFile
-from iolab.paths import REPO_ROOT
+from iolab.paths import default_data_dir
 
 EXP = get("irq_affinity")
 SETTINGS = {"tool": "uring_reader", "device": "vda", "target_path": "/var/tmp/x.dat",
@@ -26,7 +26,7 @@ SETTINGS = {"tool": "uring_reader", "device": "vda", "target_path": "/var/tmp/x.
             "trace": "optional", "cpu_pool": "all"}
 POINT = {"placement": "other_cores", "taskrun": "coop", "completion": "interrupt", "bs": 4096,
          "qdepth": 32}
-STORED = REPO_ROOT / "data" / "raw" / "irq_affinity" / "kvm-2vcpu"
+STORED = default_data_dir() / "raw" / "irq_affinity" / "kvm-2vcpu"
 
 
 def test_a_point_is_the_reader_with_its_ring_flags_and_cpus_by_side():

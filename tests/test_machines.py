@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from iolab.paths import REPO_ROOT
+from iolab.paths import default_data_dir
 from iolab.report.machines import measured_by_machine
 
-RAW = REPO_ROOT / "data" / "raw"
+RAW = default_data_dir() / "raw"
 
 
 def test_campaigns_are_grouped_by_machine_not_by_fingerprint(tmp_path):

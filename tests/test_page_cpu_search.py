@@ -14,7 +14,7 @@ import pytest
 
 from iolab.experiments import cpu_search
 from iolab.experiments.cpu_search import adaptive, page
-from iolab.paths import REPO_ROOT
+from iolab.paths import REPO_ROOT, default_data_dir
 from iolab.report.chapter import Chapter, referenced_keys
 
 SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"
@@ -105,7 +105,7 @@ def test_replays_of_another_grid_are_refused(tmp_path):
     from iolab.errors import InputError
 
     data = tmp_path / "data"
-    shutil.copytree(REPO_ROOT / "data", data, ignore=shutil.ignore_patterns("cache"))
+    shutil.copytree(default_data_dir(), data, ignore=shutil.ignore_patterns("cache"))
     info = replay.derived_path(data, "cpu_search", "epyc-2vcpu-v782-grid").with_suffix(".yaml")
     info.write_text(info.read_text().replace("grid_digest: ", "grid_digest: 0"))
     ch = Chapter("cpu_search", "epyc-2vcpu-v782", data_dir=data)

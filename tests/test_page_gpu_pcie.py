@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from iolab.core import registry
 from iolab.experiments.gpu_pcie import page
-from iolab.paths import REPO_ROOT
+from iolab.paths import REPO_ROOT, default_data_dir
 from iolab.report.chapter import Chapter, referenced_keys
 
 ENV = "h200-pcie5"
@@ -49,7 +49,7 @@ def no_nan(ch: Chapter) -> None:
 
 def partial(tmp_path: Path, keep) -> Path:
     """A data folder with the committed campaign's runs that ``keep(point)`` accepts."""
-    src = REPO_ROOT / "data" / "raw" / "gpu_pcie" / ENV
+    src = default_data_dir() / "raw" / "gpu_pcie" / ENV
     dst = tmp_path / "raw" / "gpu_pcie" / ENV
     (dst / "runs").mkdir(parents=True)
     for path in src.iterdir():

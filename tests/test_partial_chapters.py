@@ -22,11 +22,11 @@ from test_import_cijoe import PCIE
 
 from iolab.core import registry
 from iolab.importers.cijoe import import_archive
-from iolab.paths import REPO_ROOT
+from iolab.paths import REPO_ROOT, default_data_dir
 from iolab.report.book import execute
 
 pytestmark = pytest.mark.slow
-RAW = REPO_ROOT / "data" / "raw"
+RAW = default_data_dir() / "raw"
 ENV = "kvm-2vcpu"
 
 

@@ -158,9 +158,10 @@ def test_a_replayed_plan_judges_programs_by_the_recorded_host(monkeypatch, tmp_p
     import json
 
     from iolab.execution.campaign import Campaign
-    from iolab.paths import REPO_ROOT
+    from iolab.paths import default_data_dir
 
-    host = json.loads((REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json").read_text())
+    host = json.loads((default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json")
+                      .read_text())
     monkeypatch.setenv("PATH", str(tmp_path))  # no fio to be found here
     replayed = Campaign("smt_thp", "kvm-2vcpu").plan(as_recorded=True)
     (fio,) = [p for p in replayed.programs if p["name"] == "fio"]

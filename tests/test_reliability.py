@@ -31,9 +31,9 @@ import pytest
 from iolab.cli import main
 from iolab.core import locks
 from iolab.core import registry
-from iolab.paths import REPO_ROOT
+from iolab.paths import REPO_ROOT, default_data_dir
 
-SOURCE = REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
+SOURCE = default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu"
 ENV = ["--env", "kvm-2vcpu"]
 PLAN = ["plan", "smt_thp", *ENV]
 RUN = ["run", "smt_thp", *ENV, "--no-progress"]

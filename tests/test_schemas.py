@@ -17,12 +17,12 @@ from iolab.core import registry
 from iolab.core.manifest import RunManifest
 from iolab.errors import InputError
 from iolab.host import inventory
-from iolab.paths import REPO_ROOT
+from iolab.paths import REPO_ROOT, default_data_dir
 from iolab.report import freshness
 from iolab.schemas import SCHEMA_DIR, generate
 from iolab.schemas.verify import problems, validator, verify, verify_files
 
-DATA = REPO_ROOT / "data"
+DATA = default_data_dir()   # the committed data (tests/conftest.py)
 A_RUN = next((DATA / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir()) / "run.json"
 
 

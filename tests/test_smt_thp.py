@@ -8,7 +8,7 @@ import pytest
 
 from iolab.core.registry import get
 from iolab.experiments.smt_thp import analysis as an
-from iolab.paths import REPO_ROOT
+from iolab.paths import default_data_dir
 
 EXP = get("smt_thp")
 SETTINGS = {"tool": "fio", "runtime_s": 3, "ramp_s": 1, "target_path": "/tmp/t.dat",
@@ -65,7 +65,7 @@ def test_knee_and_effects():
     assert eff["psync"]["pct"] == pytest.approx(10.0) and "io_uring" not in eff
 
 
-STORED = REPO_ROOT / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
+STORED = default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu"
 
 
 @pytest.mark.skipif(not STORED.exists(), reason=f"no committed campaign at {STORED}")
