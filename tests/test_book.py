@@ -147,3 +147,25 @@ def test_the_book_reads_as_a_book_not_a_log(html):
                 if re.search(PYTHON_REPR, value):
                     found.append(f"{name}: a Python repr in a table cell: {value[:80]!r}")
     assert not found, "\n".join(found)
+
+
+def test_braces_in_a_notebook_s_paths_are_part_of_the_name(tmp_path):
+    """papermill formats both paths with the notebook's parameters: '{name}' in a folder name
+    was taken for a missing parameter (exit 70); the paths are literal."""
+    import nbformat
+
+    from iolab.report.book import execute
+
+    src = tmp_path / "{environment}" / "in.ipynb"
+    dst = tmp_path / "{name}" / "out {x}.ipynb"
+    src.parent.mkdir()
+    dst.parent.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("mode = 'x'", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("print(mode)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, src)
+    execute(src, dst, {"mode": "replay"})
+    out = nbformat.read(dst, as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "replay\n"

@@ -138,6 +138,11 @@ def _cell_of(notebook: Path, preview: str) -> str:
     return "a cell"
 
 
+def _literal(path: Path) -> str:
+    """``path`` as a format string that formats to itself (braces doubled)."""
+    return str(path).replace("{", "{{").replace("}", "}}")
+
+
 def execute(src: Path, dst: Path, parameters: dict) -> None:
     """Execute one notebook with papermill, bounded: a kernel that does not start, or a cell
     that does not finish, within its timeout (see :func:`timeouts`; the notebook's
@@ -147,7 +152,9 @@ def execute(src: Path, dst: Path, parameters: dict) -> None:
 
     cell_s, start_s = timeouts(src, parameters.get("environment"), parameters.get("overrides"))
     try:
-        papermill.execute_notebook(str(src), str(dst), parameters=parameters, cwd=str(src.parent),
+        # papermill formats both paths with the parameters ("{name}" would be one): literal
+        papermill.execute_notebook(_literal(src), _literal(dst), parameters=parameters,
+                                   cwd=str(src.parent),
                                    kernel_name="python3", progress_bar=False, log_output=False,
                                    execution_timeout=cell_s, start_timeout=start_s)
     except papermill.PapermillExecutionError as exc:
@@ -256,23 +263,24 @@ def glued_values(pages: list[Path] | None = None) -> dict[str, dict[str, str]]:
     The book's numbers live here; a snapshot of them (``iolab book --glue-snapshot FILE``)
     lets a test say when a change to code or data changed a number the prose quotes.
     """
-    out: dict[str, dict[str, str]] = {}
     if pages is None:
         pages = list(rendered().values()) + [p for f in _chapter_folders() if f.is_dir()
                                              for p in f.glob("*.ipynb")]
-    for path in sorted(pages):
-        nb = nbformat.read(path, as_version=4)
-        values = {}
-        for cell in nb.cells:
-            for output in cell.get("outputs", []):
-                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-                data = output.get("data", {})
-                text = data.get("application/papermill.record/text/plain")
-                figure = any(k.startswith("application/papermill.record/image/") for k in data)
-                if name and text is not None and not figure:
-                    values[name] = text
-        out[str(path.relative_to(BOOK_DIR))] = dict(sorted(values.items()))
-    return out
+    return {str(path.relative_to(BOOK_DIR)): glued_in(path) for path in sorted(pages)}
+
+
+def glued_in(path: Path) -> dict[str, str]:
+    """The text values glued into one executed notebook, by key (figures left out)."""
+    values = {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            data = output.get("data", {})
+            text = data.get("application/papermill.record/text/plain")
+            figure = any(k.startswith("application/papermill.record/image/") for k in data)
+            if name and text is not None and not figure:
+                values[name] = text
+    return dict(sorted(values.items()))
 
 
 def compare_glue(snapshot: dict[str, dict[str, str]],
