@@ -281,7 +281,7 @@ def marked_book(tmp_path_factory):
 
 @pytest.mark.slow
 def test_no_recorded_string_becomes_markup_in_the_built_book(marked_book):
-    html, pages, marks = marked_book
+    html, pages, _ = marked_book
     for page in pages:
         soup = BeautifulSoup((html / f"{page}.html").read_text(), "html.parser")
         injected = [str(e)[:120] for e in soup.find_all(["script", "img", "sub", "strong", "a"])
