@@ -31,6 +31,7 @@ from iolab.paths import resolve_data_dir
 from iolab.report import benchmarks_page as benchmarks
 from iolab.report import figures
 from iolab.report.chapter import Chapter
+from iolab.report.escape import table
 from iolab.report.machines import measured_by_machine
 from iolab.report.tables import design_table
 
@@ -38,6 +39,7 @@ __all__ = [
     "Chapter",              # a campaign loaded for its chapter: runs, spec, texts to glue
     "page",                 # an experiment's page (or another of its modules) by name
     "design_table",         # the params file's design as a table
+    "table",                # a DataFrame as the book's tables show it: every string escaped
     "figures",              # the figure helpers a small chapter draws with
     "lab_design",           # a lab-only GPU chapter's design and lab plan
     "lab_answer",           # a lab-only GPU chapter's answer and claims

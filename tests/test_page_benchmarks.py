@@ -94,3 +94,21 @@ def test_startup_times_not_recorded(doc):
     doc["details"].pop("startup", None)
     text = bench.why("campaign_fixed_s", doc)
     assert "starting Python takes an unrecorded time" in text and "nan" not in text
+
+
+def test_a_recorded_class_key_or_method_is_shown_as_text(doc):
+    """A machine class (a result file's name), a key and the fidelity's method come from a
+    result file: the page's Markdown shows them as the characters they are."""
+    from test_escape import _myst_html, payload
+
+    klass, key, method = payload("m1"), payload("m2"), payload("m3")
+    doc["details"]["fidelity"]["method"] = method
+    doc["results"] = {key: {**doc["results"]["campaign_fixed_s"], "met": False},
+                      "fidelity_ratio": {**doc["results"]["fidelity_ratio"], "met": False}}
+    shown = [bench.heading(klass), *bench.missed({klass: doc})]
+    assert len(shown) == 3
+    for markdown in shown:
+        body = _myst_html(markdown)
+        assert not body.find_all(["script", "img", "sub", "a"]), body
+    text = " ".join(_myst_html(markdown).get_text() for markdown in shown)
+    assert all(text.count(s) for s in (klass, key, method)), text

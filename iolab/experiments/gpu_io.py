@@ -51,6 +51,7 @@ from iolab.core.store import StoredRun
 from iolab.errors import ToolError
 from iolab.host.binding import USER_SPACE_DRIVERS
 from iolab.importers.aisio import IMPORTED_SOURCE, ImportedCampaign
+from iolab.report import escape
 
 if TYPE_CHECKING:  # imported where a table is made: planning and running need no pandas
     import pandas as pd
@@ -210,8 +211,8 @@ def lab_design(ch: Chapter) -> list[Styler]:
     (:meth:`~iolab.report.chapter.Chapter.lab_plan` with the experiment's ``lab_needs``)."""
     from iolab.report.tables import design_table
 
-    return [design_table(ch.spec, ch.experiment).style.hide(axis="index"),
-            ch.lab_plan(ch.experiment.lab_needs).style.hide(axis="index")]
+    return [escape.table(design_table(ch.spec, ch.experiment)),
+            escape.table(ch.lab_plan(ch.experiment.lab_needs))]
 
 
 def lab_answer(ch: Chapter) -> Styler:
@@ -223,9 +224,9 @@ def lab_answer(ch: Chapter) -> Styler:
         "theirs. Each claim of AiSIO's chapter below waits for the lab run named beside it."
         if not ch.have else
         "Its findings are not yet computed from runs: the figures above show the runs themselves.")
-    return ch.claims_table(why=f"no run is stored in environment {ch.environment}"
-                           if not ch.have else "this chapter computes no findings from runs "
-                           "yet").style.hide(axis="index")
+    return escape.table(ch.claims_table(why=f"no run is stored in environment {ch.environment}"
+                                        if not ch.have else "this chapter computes no findings "
+                                        "from runs yet"))
 
 
 @dataclass(frozen=True)
@@ -326,10 +327,10 @@ def model_errors(dev: Device, rows: list[str], column: str, row_name: Callable[.
 
     if not dev.model:
         return None
-    return residual_table(dev.residuals, rows, column, row_name, column_name, row_title).style \
-        .hide(axis="index").set_caption(
-            "The model's error: " + ("measured" if dev.measured else "published")
-            + " over model, minus one (\"fit\": the point the model was fitted to).")
+    return escape.table(
+        residual_table(dev.residuals, rows, column, row_name, column_name, row_title),
+        caption="The model's error: " + ("measured" if dev.measured else "published")
+                + " over model, minus one (\"fit\": the point the model was fitted to).")
 
 
 def published_saturation(first: dict[str, Any], depths: Any, reached: Any,
@@ -339,14 +340,13 @@ def published_saturation(first: dict[str, Any], depths: Any, reached: Any,
     makes (a lower bound where the curve did not saturate)."""
     import pandas as pd
 
-    return pd.DataFrame({
+    return escape.table(pd.DataFrame({
         **first,
         "smallest saturating queue depth (published)": [
             f"{int(q)}" if r else f"> {int(q)} (not reached)" for q, r in zip(depths, reached)],
         "GPU threads (published)": [f"{int(t):,}" if r else f"> {int(t):,}"
                                     for t, r in zip(threads, reached)],
-    }).style.hide(axis="index").set_caption(
-        "Published by AiSIO, not measured here; AiSIO does not state its criterion.")
+    }), caption="Published by AiSIO, not measured here; AiSIO does not state its criterion.")
 
 
 class GpuExperiment(Experiment):

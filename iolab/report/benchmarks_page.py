@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from iolab.paths import REPO_ROOT
+from iolab.report import escape
 from iolab.report.figures import placeholder
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
@@ -85,6 +86,11 @@ def texts(docs: dict[str, Doc]) -> dict[str, str]:
         **{f"bench_{key}": value_text(results.get(key)) for key in WHAT}}
 
 
+def heading(klass: str) -> str:
+    """The Markdown line above a machine class's table: its name, in bold."""
+    return f"**{escape.markdown_text(klass)}**"
+
+
 def table(doc: Doc) -> pd.DataFrame:
     """One result file's keys: what each measures, the value, the target and whether it was
     met."""
@@ -127,7 +133,7 @@ def missed(docs: dict[str, Doc]) -> list[str]:
         results = doc["results"]
         gone = [(k, r) for k, r in results.items() if r["met"] is False]
         if not gone:
-            out.append(f"**{klass}**: every target is met.")
+            out.append(f"{heading(klass)}: every target is met.")
         for key, r in gone:
             unit = " s" if r["unit"] == "s" else ""
             beaten = results.get("bench_fio_overhead_per_run_s", {}).get("value")
@@ -136,7 +142,8 @@ def missed(docs: dict[str, Doc]) -> list[str]:
                        f"{beaten:.3f} s, which the target also asks to stay below")
             else:
                 gap = f"a gap of {abs(r['value'] - r['target']):.3f}{unit}"
-            out.append(f"**{klass}, `{key}`**: measured {value_text(r)}, target "
+            out.append(f"**{escape.markdown_text(klass)}, {escape.markdown_code(key)}**: "
+                       f"measured {value_text(r)}, target "
                        f"{target_text(r)} ({gap}). " + why(key, doc))
     return out
 
@@ -155,7 +162,7 @@ def _fidelity(doc: Doc) -> str:
     f = doc["details"]["fidelity"]
     bare = f["bare_iops"]
     spread = (max(bare) - min(bare)) / (sum(bare) / len(bare))
-    ci = (f"the 95 % interval of the mean ratio ({f['method']}) runs from "
+    ci = (f"the 95 % interval of the mean ratio ({escape.markdown_text(f['method'])}) runs from "
           f"{f['ci95_low']:.3f} to {f['ci95_high']:.3f}")
     inside = f["ci95_low"] <= 1 <= f["ci95_high"]
     return (f"Over {f['pairs']} pairs, {ci}" + (", and holds 1: these pairs do not show a "

@@ -32,7 +32,7 @@ import nbformat
 from iolab.core import registry
 from iolab.errors import IolabError
 from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT, default_data_dir
-from iolab.report import compare, freshness
+from iolab.report import compare, escape, freshness
 
 # Defaults of the analysis keys cell_timeout_s and kernel_start_timeout_s (every params
 # file may set them; a batch job that runs a campaign inside one cell needs a longer one).
@@ -88,7 +88,8 @@ def relabel(path: Path, environment: str) -> None:
         cell.source = text
     for cell in cells:  # the first title only
         if re.search(r"^# ", cell.source, re.M):
-            cell.source = re.sub(r"^# (.+)$", rf"# \1 (environment {environment})", cell.source,
+            cell.source = re.sub(r"^# (.+)$", lambda m: f"# {m[1]} (environment "
+                                 f"{escape.markdown_text(environment)})", cell.source,
                                  count=1, flags=re.M)
             break
     nbformat.write(nb, path)

@@ -25,6 +25,7 @@ from iolab.core.planner import format_duration
 from iolab.core.search import replay
 from iolab.errors import InputError
 from iolab.execution.campaign import Campaign
+from iolab.report import escape
 from iolab.report.chapter import Chapter
 from iolab.report.tables import fmt_int
 
@@ -119,7 +120,7 @@ def proof(ch: Chapter) -> Styler | None:
              "runs": truth.n[k], "mean IOPS": fmt_int(truth.means[k]),
              "": "answer" if k == truth.key else ""}
             for k in shown]
-    return pd.DataFrame(rows).style.hide(axis="index")
+    return escape.table(pd.DataFrame(rows))
 
 
 def replays(ch: Chapter) -> Styler | None:
@@ -160,8 +161,8 @@ def replays(ch: Chapter) -> Styler | None:
            "in the best set": [f"{_pct(f)} ({_pct(lo)}–{_pct(hi)})" for f, lo, hi in
                                zip(table["found"], table["found_low"], table["found_high"])],
            "the grid's answer": table["grid_answer"].map(_pct)})
-    return shown[["strategy", "budget", "runs used (mean)", "of the grid's runs",
-                  "in the best set", "the grid's answer"]].style.hide(axis="index")
+    return escape.table(shown[["strategy", "budget", "runs used (mean)", "of the grid's runs",
+                               "in the best set", "the grid's answer"]])
 
 
 def _failures(ch: Chapter, rows: pd.DataFrame, grid: replay.Grid) -> str:

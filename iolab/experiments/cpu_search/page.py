@@ -32,6 +32,7 @@ from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import tools_bars
 from iolab.host.inventory import fingerprint_diff
 from iolab.report import compare
+from iolab.report import escape
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import estimate_texts, fmt_int, fmt_num, fmt_range
@@ -72,8 +73,8 @@ def design(ch: Chapter) -> Styler:
     start_up = plan.seconds_per_run - hpc.experiment.run_seconds(hpc.spec.settings)
     T["hpc_per_run"] = f"{start_up:.0f}"
     adaptive.lab(ch, size["runs"], plan.eta_s)
-    return ca.grid_table(hpc.spec.grids, plan.points(), ch.experiment.describe,
-                         ch.axis_label).style.hide(axis="index")
+    return escape.table(ca.grid_table(hpc.spec.grids, plan.points(), ch.experiment.describe,
+                                      ch.axis_label))
 
 
 def results(ch: Chapter) -> list[Any]:
@@ -90,8 +91,9 @@ def results(ch: Chapter) -> list[Any]:
         T["reps"] = (str(sizes.min()) if sizes.min() == sizes.max()
                      else f"{sizes.min()} to {sizes.max()}")
     T["n_blocked"] = str(ch.plan.counts()["blocked"])
-    blockers = "\n".join(f"- {why} ({n} runs)" for why, n in ch.plan.blockers().items())
-    return [ch.what_ran().style.hide(axis="index"),
+    blockers = "\n".join(f"- {escape.markdown_text(why)} ({n} runs)"
+                         for why, n in ch.plan.blockers().items())
+    return [escape.table(ch.what_ran()),
             Markdown("Runs this host cannot make, with the reason the planner gives:\n\n"
                      + (blockers or "- none"))]
 
@@ -100,8 +102,8 @@ def repetitions(ch: Chapter) -> Styler | None:
     table = ch.repetitions()
     if table.empty:
         return None
-    return table.style.format({c: "{:,.0f}" for c in table.columns
-                               if c.startswith("mean")}).hide(axis="index")
+    return escape.table(table, formats={c: "{:,.0f}" for c in table.columns
+                                        if c.startswith("mean")})
 
 
 def optimum(ch: Chapter) -> list[Styler]:
@@ -143,8 +145,7 @@ def optimum(ch: Chapter) -> list[Styler]:
     T["aa"] = ch.aa_text()
     settings = pd.DataFrame([{"variable": ch.axis_label(k),
                               "optimum": ch.experiment.describe(k, v)} for k, v in opt.items()])
-    return [settings.style.hide(axis="index"),
-            ch.best_set_table(best_rows).style.hide(axis="index")]
+    return [escape.table(settings), escape.table(ch.best_set_table(best_rows))]
 
 
 def _confirmation_texts(ch: Chapter, optimum: bool, capacity: bool) -> None:
@@ -193,7 +194,7 @@ def confirmed(ch: Chapter) -> Styler | None:
     if not ch.have:
         return None
     table = ca.confirmed_estimates(_df(ch), ca.normalize(ch.confirmed), ch.confidence)["table"]
-    return ch.confirmed_table(table).style.hide(axis="index") if len(table) else None
+    return escape.table(ch.confirmed_table(table)) if len(table) else None
 
 
 def replication(ch: Chapter) -> None:
@@ -247,9 +248,10 @@ def ad(ch: Chapter) -> list[Any]:
         pub_opt = ref.table[ref.table["setting"] == "optimum"].set_index("id")["iops"]
         T["pub_d_vs_c"] = f"{ca.published_change(pub_opt):+.1f} %"
     else:
-        shown.append(Markdown(f"The published reference `{ch.spec.analysis['reference']}` is "
-                              f"not in `{ch.data_dir / 'reference'}`, so no published values "
-                              "are shown."))
+        shown.append(Markdown(
+            f"The published reference {escape.markdown_code(ch.spec.analysis['reference'])} is "
+            f"not in {escape.markdown_code(ch.data_dir / 'reference')}, so no published values "
+            "are shown."))
     threads = (ch.host.get("cpu") or {}).get("threads_per_core")
     T["sibling_note"] = ("no host is recorded, so whether it can act here is not known."
                          if threads is None else
@@ -273,9 +275,11 @@ def ad(ch: Chapter) -> list[Any]:
     if "published" in table:
         columns.update({"AiSIO (published)": table["published"],
                         "measured / published": table["measured / published"]})
-    shown.append(pd.DataFrame(columns, index=table.index).style.format(
-        {"mean IOPS (measured)": "{:,.0f}", "sd": "{:,.0f}", "AiSIO (published)": "{:,.0f}",
-         "measured / published": "{:.3f}"}, na_rep="not measured"))
+    shown.append(escape.table(
+        pd.DataFrame(columns, index=table.index), index=True,
+        formats={"mean IOPS (measured)": "{:,.0f}", "sd": "{:,.0f}",
+                 "AiSIO (published)": "{:,.0f}", "measured / published": "{:.3f}"},
+        na_rep="not measured"))
     return shown
 
 
@@ -314,9 +318,8 @@ def effects(ch: Chapter) -> Styler | None:
         "IOPS (AiSIO, published)": eff["published_iops"],
         "change (AiSIO, published)": [f"{p:+.1f} %" if pd.notna(p) else "—"
                                       for p in eff["published_pct"]]})
-    return shown.style.format({"IOPS (measured)": "{:,.0f}",
-                               "IOPS (AiSIO, published)": "{:,.0f}"},
-                              na_rep="—").hide(axis="index")
+    return escape.table(shown, formats={"IOPS (measured)": "{:,.0f}",
+                                        "IOPS (AiSIO, published)": "{:,.0f}"}, na_rep="—")
 
 
 def sweeps(ch: Chapter) -> None:
@@ -359,7 +362,8 @@ def tools(ch: Chapter) -> Markdown | None:
     try:
         tc = Chapter(tool_comparison.EXPERIMENT.name, env, mode="replay", data_dir=ch.data_dir)
     except InputError as exc:  # an environment without the tool comparison's params
-        note = Markdown(f"No tool comparison for environment {env}: {exc}")
+        note = Markdown(f"No tool comparison for environment {escape.markdown_text(env)}: "
+                        f"{escape.markdown_text(exc)}")
     # one environment name, two machines of its class: said, never hidden (the tools each
     # campaign ran differ, and are no difference of the machine)
     apart = ([d for d in fingerprint_diff(tc.host, ch.host) if not d.startswith("tools.")]
@@ -410,7 +414,7 @@ def answer(ch: Chapter) -> Styler | None:
     """The host in words, and AiSIO's claims confronted with the findings."""
     ch.text["host_words"] = ch.host_words()
     found = findings(ch)
-    return ch.claims_table(found).style.hide(axis="index") if found else None
+    return escape.table(ch.claims_table(found)) if found else None
 
 
 def across(ch) -> "pd.DataFrame | None":

@@ -23,6 +23,7 @@ from pandas.io.formats.style import Styler
 from iolab.analysis import saturation
 from iolab.experiments import gpu_io
 from iolab.experiments.cuda_iosize import analysis as an
+from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report import reference
 from iolab.report.chapter import Chapter
@@ -121,16 +122,15 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
     threads = dev.ndevs * dev.nqueues
     if dev.measured:
         sat = saturation.saturation_points(dev.summary, ["iosize"], "qdepth", dev.tolerance)
-        tables.append(pd.DataFrame({
+        tables.append(escape.table(pd.DataFrame({
             "I/O size (bytes)": sat["iosize"].map(lambda v: f"{int(v):,}"),
             "highest mean GB/s": (sat["plateau"] / GB).map(lambda v: f"{v:.2f}"),
             "smallest saturating queue depth": sat.apply(saturation.describe, axis=1),
             "GPU threads": [f"{int(load * threads):,}" if r else f"> {int(m * threads):,}"
                             for load, r, m in zip(sat["saturation_load"], sat["reached"],
-                                                  sat["max_load"])]})
-            .style.hide(axis="index").set_caption(
-                f"Measured; saturated = within {T['tolerance']} of the highest mean at that "
-                "size."))
+                                                  sat["max_load"])]}),
+            caption=f"Measured; saturated = within {T['tolerance']} of the highest mean at "
+                    "that size."))
         first = sat[sat["reached"]]
         T["sat_text"] = (f"With the {T['tolerance']} criterion, the smallest I/O size that "
                          f"saturates within the grid is {int(first['iosize'].min()):,} bytes."

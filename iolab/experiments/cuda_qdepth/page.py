@@ -22,6 +22,7 @@ from pandas.io.formats.style import Styler
 
 from iolab.analysis import saturation
 from iolab.experiments import gpu_io
+from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report.chapter import Chapter
 
@@ -124,7 +125,7 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
     T, tables, ref, roof = ch.text, [], dev.reference, roofline(dev)
     if dev.measured:
         sat = saturation.saturation_points(dev.summary, ["nqueues"], "qdepth", dev.tolerance)
-        tables.append(pd.DataFrame({
+        tables.append(escape.table(pd.DataFrame({
             "queues per device": sat["nqueues"],
             "highest mean IOPS": sat["plateau"].map(lambda v: f"{v:,.0f}"),
             "of the roofline": (sat["plateau"] / roof).map(lambda v: f"{v * 100:.1f} %"),
@@ -133,9 +134,8 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
                             f"> {int(m * q * dev.ndevs):,}"
                             for load, q, r, m in zip(sat["saturation_load"], sat["nqueues"],
                                                      sat["reached"], sat["max_load"])],
-        }).style.hide(axis="index").set_caption(
-            f"Measured; saturated = within {T['tolerance']} of the highest mean with that many "
-            "queues."))
+        }), caption=f"Measured; saturated = within {T['tolerance']} of the highest mean with "
+                    "that many queues."))
         T["sat_text"] = "The table above is computed from the stored runs."
     else:
         T["sat_text"] = ("No run is stored here, so this package has no table of its own; "

@@ -22,6 +22,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from iolab.experiments.gpu_pcie import analysis as an
+from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report import reference
 from iolab.report.chapter import Chapter
@@ -91,7 +92,7 @@ def intro(ch: Chapter) -> Link:
 
 def design(ch: Chapter) -> Styler:
     """The params file's design: every variable with its values and grids."""
-    return design_table(ch.spec, ch.experiment).style.hide(axis="index")
+    return escape.table(design_table(ch.spec, ch.experiment))
 
 
 def copy_engine(ch: Chapter, link: Link) -> None:
@@ -165,10 +166,10 @@ def residuals(ch: Chapter, link: Link) -> Styler | None:
     flight; None where no model was fitted."""
     if link.residuals.empty:
         return None
-    return residual_table(
+    return escape.table(residual_table(
         link.residuals, ["mode", "iosize"], "inflight",
         lambda m, s: f"{ch.experiment.describe('mode', m)}, {int(s):,} B",
-        lambda c: f"{int(c):,} warps", "requests").style.hide(axis="index")
+        lambda c: f"{int(c):,} warps", "requests"))
 
 
 def link_use(ch: Chapter, link: Link) -> Styler | None:
@@ -184,8 +185,8 @@ def link_use(ch: Chapter, link: Link) -> Styler | None:
         "to the sessions that built this book)")
     if not ch.have:
         return None
-    return an.link_use_table(link.use, ch.experiment.describe, link.tolerance,
-                             link.resident).style.hide(axis="index")
+    return escape.table(an.link_use_table(link.use, ch.experiment.describe, link.tolerance,
+                                          link.resident))
 
 
 def overhead(ch: Chapter, link: Link) -> None:
@@ -240,8 +241,8 @@ def claims(ch: Chapter, link: Link) -> Styler:
     """AiSIO's claims about the link, each with its verdict (the text ``claims``); without
     runs every claim is not testable here."""
     found = findings(ch, link) or None
-    return ch.claims_table(found, why=f"no run is stored in environment {ch.environment}"
-                           ).style.hide(axis="index")
+    return escape.table(ch.claims_table(
+        found, why=f"no run is stored in environment {ch.environment}"))
 
 
 def _requests(ch: Chapter) -> pd.DataFrame:

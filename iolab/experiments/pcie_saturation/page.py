@@ -33,6 +33,7 @@ from IPython.display import Markdown
 from iolab.experiments import gpu_io
 from iolab.experiments.pcie_saturation import analysis as an
 from iolab.importers import extras
+from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report import reference
 from iolab.report.chapter import Chapter
@@ -136,7 +137,7 @@ def what_ran(ch: Chapter, v: View):
             f"{v.runs.meta['table']}, re-derived by iolab from "
             f"{archive['file']} (sha256 {archive['sha256'][:12]}…, {archive['repository']} at "
             f"{archive['commit']}); shown because this package has no run")
-    return table.style.hide(axis="index")
+    return escape.table(table)
 
 
 # -- bandwidth results -----------------------------------------------------------------------
@@ -301,7 +302,7 @@ def results_table(ch: Chapter, v: View):
     whose = "" if ch.have else ": AiSIO's measurements, not this package's"
     caption = f"{v.origin[0].upper()}{v.origin[1:]}{whose}. " + (
         f"Total PCIe RX: {v.total_stat}." if v.total_col else "No GPU counter ran.")
-    return show.style.hide(axis="index").set_caption(caption)
+    return escape.table(show, caption=caption)
 
 
 # -- devices ------------------------------------------------------------------------------------
@@ -380,13 +381,12 @@ def published(ch: Chapter, v: View):
     rx4k = ref.table.set_index("iosize").loc[4096, "rx_p95_bytes_per_s"]
     T["pub_rx_of_line"] = f"{rx4k / GB / meta['line_rate_gbs'] * 100:.0f} %"
     t = ref.table
-    return pd.DataFrame({
+    return escape.table(pd.DataFrame({
         "I/O size (bytes)": t["iosize"].map(lambda s: f"{s:,}"),
         "payload GB/s (published)": (t["payload_bytes_per_s"] / GB).map(lambda x: f"{x:.1f}"),
         "total PCIe RX p95 GB/s (published)": (t["rx_p95_bytes_per_s"] / GB).map(
             lambda x: f"{x:.1f}"),
-    }).style.hide(axis="index").set_caption(
-        f"Published by AiSIO, not measured here. Source: {meta['source']}")
+    }), caption=f"Published by AiSIO, not measured here. Source: {meta['source']}")
 
 
 def _runs_vs_published(v: View) -> str:
@@ -425,9 +425,9 @@ def answer(ch: Chapter, v: View):
             f"would measure it, the model of what to expect, and {evidence}, labelled as theirs. "
             + _aisio_numbers(ch, v)
             + "Each claim of AiSIO's chapter below waits for the lab run named beside it.")
-    return ch.claims_table(why=f"no run is stored in environment {environment}" if not ch.have
-                           else "this chapter computes no findings from runs yet"
-                           ).style.hide(axis="index")
+    return escape.table(ch.claims_table(
+        why=f"no run is stored in environment {environment}" if not ch.have
+        else "this chapter computes no findings from runs yet"))
 
 
 def _aisio_numbers(ch: Chapter, v: View) -> str:

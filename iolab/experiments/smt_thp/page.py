@@ -23,6 +23,7 @@ from IPython.display import Markdown
 
 from iolab.analysis import multiple, stats
 from iolab.experiments.smt_thp import analysis as an
+from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report.chapter import Chapter
 from iolab.report.tables import fmt_int, fmt_num, fmt_range, pct_with_interval, summary_table
@@ -108,7 +109,7 @@ def what_ran(ch: Chapter):
         T["fio_version"] = ", ".join(sorted(df["fio.version"].unique()))
         for key, n in (("t_quantile", sizes.min()), ("t_quantile_max", sizes.max())):
             T[key] = f"{stats.t_quantile(ch.confidence, n - 1):.1f}" if n > 1 else "undefined"
-    return ch.what_ran().style.hide(axis="index")
+    return escape.table(ch.what_ran())
 
 
 def repetitions(ch: Chapter):
@@ -116,8 +117,8 @@ def repetitions(ch: Chapter):
     table = ch.repetitions()
     if table.empty:
         return None
-    return (table.style.format({c: "{:,.0f}" for c in table.columns if c.startswith("mean")})
-            .hide(axis="index"))
+    return escape.table(table, formats={c: "{:,.0f}" for c in table.columns
+                                        if c.startswith("mean")})
 
 
 def concurrency(ch: Chapter) -> None:
@@ -153,15 +154,16 @@ def engine_ratios(ch: Chapter):
     if ratios.empty:
         return None
     ci = f"{T['ci']} CI"
-    return (ratios.assign(
+    shown = (ratios.assign(
         n=ratios["n_io_uring"].astype(str) + " / " + ratios["n_psync"].astype(str),
         ci=[fmt_range(a, b, lambda v: f"{v:.2f}")
             for a, b in zip(ratios["ci_low"], ratios["ci_high"])])
         [["concurrency", "io_uring", "psync", "n", "ratio", "ci"]]
         .rename(columns={"io_uring": "io_uring IOPS (mean)", "psync": "psync IOPS (mean)",
-                         "n": "n (io_uring / psync)", "ratio": "io_uring / psync", "ci": ci})
-        .style.format({"io_uring IOPS (mean)": "{:,.0f}", "psync IOPS (mean)": "{:,.0f}",
-                       "io_uring / psync": "{:.2f}"}).hide(axis="index"))
+                         "n": "n (io_uring / psync)", "ratio": "io_uring / psync", "ci": ci}))
+    return escape.table(shown, formats={"io_uring IOPS (mean)": "{:,.0f}",
+                                        "psync IOPS (mean)": "{:,.0f}",
+                                        "io_uring / psync": "{:.2f}"})
 
 
 def _sweep_texts(ch: Chapter, summary: pd.DataFrame, levels: list[int],
@@ -239,7 +241,8 @@ def smt(ch: Chapter):
                                  "; ".join(f"{n} runs: {why}" for why, n in blockers.items()))
     rows, summary = _grid(ch, "smt", ["on", "off"])
     if rows.empty:
-        return Markdown(f"No SMT on/off measurement is stored for `{ch.environment}`: "
+        return Markdown(f"No SMT on/off measurement is stored for "
+                        f"{escape.markdown_code(ch.environment)}: "
                         f"{len(ch.plan.by_status('blocked'))} planned runs were blocked because "
                         "the host cannot switch SMT. Run this notebook with `environment` set to "
                         "a host whose SMT control reads `on` or `off` (for example "
@@ -321,7 +324,7 @@ def summary(ch: Chapter):
                           label=lambda k, v: ch.experiment.describe(k, v),
                           key_names={k: ch.axis_label(k) for k in keys},
                           confidence=ch.confidence, outliers=ch.outlier_counts(ch.df, keys))
-    return table.style.hide(axis="index")
+    return escape.table(table)
 
 
 def findings(ch: Chapter) -> list:
@@ -335,7 +338,7 @@ def answer(ch: Chapter):
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = fmt_num(100 * ch.noise_floor().floor, 1)
-    return ch.claims_table(found).style.hide(axis="index")
+    return escape.table(ch.claims_table(found))
 
 
 def across(ch) -> "pd.DataFrame | None":

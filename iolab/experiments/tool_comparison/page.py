@@ -21,6 +21,7 @@ from iolab.execution.campaign import Campaign
 from iolab.experiments.tool_comparison import analysis as ta
 from iolab.experiments.tool_comparison.figures import qdepth_bands, tools_bars
 from iolab.report import compare
+from iolab.report import escape
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import design_table, fmt_int, fmt_num, fmt_range
@@ -33,9 +34,8 @@ LAB = "hpc-server"
 
 def _numbers(table: pd.DataFrame, fmt: str, caption: str, na_rep: str | None = None):
     """A table of numbers, right-aligned with room between the columns, under a caption."""
-    return (table.style.format(fmt, na_rep=na_rep)
-            .set_properties(**{"padding": "0 0.8em", "text-align": "right"})
-            .set_caption(caption))
+    return (escape.table(table, index=True, formats=fmt, na_rep=na_rep, caption=caption)
+            .set_properties(**{"padding": "0 0.8em", "text-align": "right"}))
 
 
 def design(ch: Chapter):
@@ -45,7 +45,7 @@ def design(ch: Chapter):
     T["env_name"] = ch.environment
     T["runtime"] = str(ch.spec.settings["runtime_s"])
     T["reps"] = ch.spec.repetitions_text
-    return design_table(ch.spec, ch.experiment).style.hide(axis="index")
+    return escape.table(design_table(ch.spec, ch.experiment))
 
 
 def lab_plan(ch: Chapter) -> Markdown:
@@ -57,7 +57,7 @@ def lab_plan(ch: Chapter) -> Markdown:
     ch.text["hpc_eta"] = format_duration(plan.eta_s)
     summary = "\n".join(line for line in plan.summary().splitlines()
                         if not line.lstrip().startswith("params:"))
-    return Markdown(f"```text\n{summary}\n```")
+    return Markdown(escape.markdown_block(summary))
 
 
 def what_ran(ch: Chapter):
@@ -72,7 +72,7 @@ def what_ran(ch: Chapter):
         counts = df.groupby("tool").size()
         for tool in TOOLS:
             T[f"n_{tool}"] = str(int(counts.get(tool, 0)))
-    return ch.what_ran().style.hide(axis="index")
+    return escape.table(ch.what_ran())
 
 
 def tools(ch: Chapter) -> list:
@@ -153,8 +153,9 @@ def published(ch: Chapter):
     name = ch.spec.analysis["reference"]
     ref = reference.load(ch.data_dir, name)
     if ref is None:
-        return Markdown(f"The published reference `{name}` is not in "
-                        f"`{ch.data_dir / 'reference'}`, so no published values are shown.")
+        return Markdown(f"The published reference {escape.markdown_code(name)} is not in "
+                        f"{escape.markdown_code(ch.data_dir / 'reference')}, so no published "
+                        "values are shown.")
     pub = ta.published(ref.table)
     one = pub["1 thread"]
     bdevperf, spdk, upcie = (one["SPDK bdevperf"], one["xnvmeperf, SPDK back end"],
@@ -177,7 +178,7 @@ def answer(ch: Chapter):
     found = findings(ch)
     ch.text.update({f"f_{f.id}": f.text() for f in found})
     ch.text["host_words"] = ch.host_words()
-    return ch.claims_table(found).style.hide(axis="index")
+    return escape.table(ch.claims_table(found))
 
 
 def across(ch) -> "pd.DataFrame | None":

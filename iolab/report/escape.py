@@ -1,0 +1,105 @@
+"""Recorded strings on the book's pages: shown as text, never read as markup.
+
+A hostname, a CPU model, a tool's version line, a knob's reason, a params value or an
+environment's name is data: the book shows it as the characters it is. Each way a page
+shows a string has one function here, and every page calls it:
+
+- :func:`table`: a DataFrame as a table (an HTML output): every cell, row and column label
+  and the caption escaped as HTML text;
+- :func:`html_text`: a string inside HTML text (a table's caption);
+- :func:`markdown_text`: a string inside a Markdown output or a page's Markdown source (MyST:
+  raw HTML, roles, links, math and emphasis all start with ASCII punctuation, which is
+  backslash-escaped);
+- :func:`markdown_code` and :func:`markdown_block`: a string as inline code or as a fenced
+  block of text, whatever backticks it holds.
+
+Glued text (``{glue:text}``) needs none of these: MyST-NB pastes it as a text node. A
+DataFrame displayed as it is (its own ``_repr_html_``) is escaped by pandas; a ``Styler`` is
+not, which is why every styled table of the book is made by :func:`table`.
+
+Responsible for: how a string is escaped for each medium, and the styled table.
+Not responsible for: the wording or number formats (``iolab.report.tables``, the pages).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import string
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:  # imported where a table is made: the CLI needs no pandas
+    import pandas as pd
+    from pandas.io.formats.style import Styler
+
+# CommonMark lets a backslash escape any ASCII punctuation, and every piece of Markdown or
+# MyST syntax that could turn a string into markup starts with one ('<' raw HTML, '{' a role,
+# '[' a link, '`' code, '$' math, '*' and '_' emphasis, '&' an entity, '#' a heading, ...)
+_MARKDOWN_SPECIAL = re.compile("([" + re.escape(string.punctuation) + "])")
+_LINE_BREAK = re.compile(r"\r\n|[\r\n]")
+_BACKTICKS = re.compile(r"`+")
+# pandas' own escaping for a Styler's cells and labels ('&', '<', '>' and both quotes)
+_PANDAS_ESCAPE = "html"
+
+
+def html_text(value: Any) -> str:
+    """``value`` as text inside an HTML element: '&', '<' and '>' as character references
+    (quotes end nothing there, so they stay as they are)."""
+    return html.escape(str(value), quote=False)
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as inline text of a Markdown (MyST) paragraph, read as the characters it is:
+    every ASCII punctuation mark backslash-escaped, a line break as a blank (a recorded
+    string is one run of text in its sentence, never a new block)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _LINE_BREAK.sub(" ", str(value)))
+
+
+def markdown_code(value: Any) -> str:
+    """``value`` as an inline code span: fenced by one backtick more than its longest run of
+    backticks, padded with a blank where it starts or ends with a backtick or a blank (which
+    CommonMark strips again)."""
+    text = _LINE_BREAK.sub(" ", str(value))
+    fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_block(value: Any, info: str = "text") -> str:
+    """``value`` as a fenced code block (``info``: its language), closed only by its own
+    fence: one backtick longer than any run of backticks in it, and at least three."""
+    text = str(value)
+    fence = "`" * max(3, max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def table(frame: pd.DataFrame, *, index: bool = False,
+          formats: str | Callable | Mapping[Any, str | Callable] | None = None,
+          na_rep: str | None = None, caption: str | None = None) -> Styler:
+    """``frame`` as a table of the book: its cells escaped before ``formats`` (a format
+    string, a function, or one per column, as ``Styler.format`` takes them) format them, its
+    row and column labels escaped, its ``caption`` escaped; the index shown only with
+    ``index``. Numbers come out as ``Styler`` formats them, escaped or not."""
+    styler = _with_escaped_names(frame).style.format(formats, na_rep=na_rep,
+                                                     escape=_PANDAS_ESCAPE)
+    for axis in ("index", "columns"):
+        styler = styler.format_index(escape=_PANDAS_ESCAPE, axis=axis)
+    if not index:
+        styler = styler.hide(axis="index")
+    if caption is not None:
+        styler = styler.set_caption(html_text(caption))
+    return styler
+
+
+def _with_escaped_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the names of its index and column levels escaped: a Styler shows them
+    as they are (``format_index`` escapes the labels only)."""
+    def escaped(names) -> list:
+        return [html_text(n) if isinstance(n, str) else n for n in names]
+
+    if not any(isinstance(n, str) for n in [*frame.index.names, *frame.columns.names]):
+        return frame
+    shown = frame.copy(deep=False)
+    shown.index = shown.index.set_names(escaped(frame.index.names))
+    shown.columns = shown.columns.set_names(escaped(frame.columns.names))
+    return shown
