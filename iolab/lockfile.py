@@ -234,7 +234,7 @@ class Lock:
                 os.unlink(self.path)  # still holding it: nobody can take it in between
                 removed = True
             except OSError:
-                pass  # another user's file in a sticky folder: emptied instead
+                pass  # a folder that will not let it go: emptied instead
         if not removed and self._ours:
             try:
                 os.ftruncate(self._fd, 0)  # an empty file: nobody holds it
