@@ -1,7 +1,10 @@
 """Crash-safe file writes: a crash leaves the old file or the new one, never half of one.
 
-Responsible for: atomic JSON writes and directory fsyncs, shared by the run store and the
-knob journal. Not responsible for: what is written or where.
+Responsible for: atomic writes (JSON or bytes) and directory fsyncs, shared by the run store,
+the knob journal and iolab's other state files. The temporary file is one no other process can
+have made or linked (:func:`iolab.safefiles.new_temp`), and a state file's mode is given
+(0600) whatever the umask. Not responsible for: what is written or where, or what may stand
+at the final name (:mod:`iolab.safefiles`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from iolab.safefiles import new_temp
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -49,19 +54,22 @@ def sync_filesystem(path: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
-    """Write ``obj`` as JSON via a synced temporary file renamed into place.
+def write_atomic(path: Path, data: bytes, *, exclusive: bool = False,
+                 mode: int | None = None) -> None:
+    """Write ``data`` via a synced temporary file renamed into place.
 
     With ``exclusive`` the file is linked into place instead, which fails with
-    FileExistsError if it exists: two writers can never share one file.
+    FileExistsError if it exists: two writers can never share one file. ``mode``: the
+    file's permissions whatever the umask (0600 for state); None: as the umask makes them
+    (the stored runs, which others may read).
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    path = Path(path)
+    fd, tmp = new_temp(path, mode)
     try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
         if exclusive:
             os.link(tmp, path)
         else:
@@ -69,3 +77,10 @@ def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False,
+                      mode: int | None = None) -> None:
+    """Write ``obj`` as JSON (indented, keys sorted) with :func:`write_atomic`."""
+    text = json.dumps(obj, indent=2, sort_keys=True) + "\n"
+    write_atomic(path, text.encode(), exclusive=exclusive, mode=mode)

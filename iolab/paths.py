@@ -1,6 +1,7 @@
 """Where things live in the repository: the package root, notebooks, drivers and data.
 
-Responsible for: default locations, overridable by every caller (``--data DIR``).
+Responsible for: default locations, overridable by every caller (``--data DIR``), and
+resolving a path a user gives (:func:`resolve`).
 Also: :func:`check_name`, for every name that becomes a folder (an experiment, an
 environment), so that no name leads outside the data directory.
 Not responsible for: creating or validating anything at those places.
@@ -32,14 +33,21 @@ def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
 
 
 def _resolve(path: str | os.PathLike, source: str) -> Path:
+    return resolve(path, source, "a data directory, or a link to one")
+
+
+def resolve(path: str | os.PathLike, source: str, allowed: str) -> Path:
+    """``path`` (given as ``source``: an option, an argument) as the absolute path it names,
+    links and ``..`` resolved, so that its name is the name of what it names (``dir/..`` is
+    the parent, not a file called ``..``); InputError on a loop of links."""
     from iolab.errors import InputError
 
     try:
         return Path(path).resolve()
     except (RuntimeError, OSError) as exc:  # RuntimeError: a loop of symbolic links
-        raise InputError(source, None, f"{os.fspath(path)!r} cannot be resolved to a folder "
+        raise InputError(source, None, f"{os.fspath(path)!r} cannot be resolved "
                          f"({'a loop of symbolic links' if isinstance(exc, RuntimeError) else exc})",
-                         allowed="a data directory, or a link to one") from None
+                         allowed=allowed) from None
 
 
 def checkout_of(folder: Path) -> Path | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import keyword
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ import yaml
 
 from iolab.core import registry
 from iolab.core import spec as specmod
+from iolab.durable import write_atomic
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
 from iolab.schemas import SCHEMA_DIR, generate
@@ -215,9 +215,7 @@ def _write(files: dict[Path, str], toc: tuple[Path, str] | None) -> None:
                 fh.write(text)
         if toc is not None:
             path, text = toc
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            write_atomic(path, text.encode())  # through a temporary file only this call made
     except BaseException:
         for path in reversed(made):
             if path.is_dir():

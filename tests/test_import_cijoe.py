@@ -403,6 +403,158 @@ def test_not_a_cijoe_archive(tmp_path):
         import_archive(tmp_path / "empty", "aisio-x", "lab", tmp_path / "data", progress=False)
 
 
+# --- what is not ours: links, special files, size, a path ending in .. -----------------------
+
+SECRET = "root's own secret\n"
+
+
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "secret"
+    path.write_text(SECRET)
+    path.chmod(0o600)
+    return path
+
+
+def holds_secret(data: Path) -> list[Path]:
+    return [p for p in data.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+
+
+def test_links_and_special_files_in_a_folder_are_never_followed(tmp_path):
+    """A benchmark's output that is a link to a root-only file is not read (the run is stored
+    as failed, its output empty); a linked folder is not entered; a FIFO is not opened."""
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    target = secret(tmp_path)
+    output = folder / "003_run" / "cmd_04.output"
+    output.unlink()
+    output.symlink_to(target)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "cmd_01.output").write_text(SECRET)
+    (folder / "005_more").symlink_to(tmp_path / "elsewhere")
+    os.mkfifo(folder / "artifacts" / "pipe.out")
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert f"003_run/cmd_04.output: a symbolic link to {target} in the folder; not followed" \
+        in report.notes
+    assert f"005_more: a symbolic link to {tmp_path / 'elsewhere'} in the folder; not " \
+           "followed" in report.notes
+    assert "artifacts/pipe.out: a FIFO (named pipe) in the folder; not read" in report.notes
+    assert holds_secret(tmp_path / "data") == []
+
+
+def test_link_members_of_a_tar_are_never_followed(tmp_path):
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    target = secret(tmp_path)
+    archive = tmp_path / "links.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            name = f"cijoe-output/{path.relative_to(folder).as_posix()}"
+            if name.endswith("003_run/cmd_04.output"):
+                link = tarfile.TarInfo(name)
+                link.type, link.linkname = tarfile.SYMTYPE, str(target)
+                tar.addfile(link)
+            elif name.endswith("003_run/cmd_11.output"):
+                link = tarfile.TarInfo(name)
+                link.type, link.linkname = tarfile.LNKTYPE, "cijoe-output/config.orig"
+                tar.addfile(link)
+            else:
+                tar.add(path, arcname=name, recursive=False)
+    report = import_archive(archive, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (0, 2)
+    assert [n for n in report.notes if "link" in n and "not read" in n] == [
+        f"cijoe-output/003_run/cmd_04.output: a symbolic link to {target} in the archive; not "
+        "read (links are never followed)",
+        "cijoe-output/003_run/cmd_11.output: a hard link to cijoe-output/config.orig in the "
+        "archive; not read (links are never followed)"]
+    assert holds_secret(tmp_path / "data") == []
+
+
+def tar_with(folder: Path, archive: Path, extra: dict[str, bytes]) -> Path:
+    """``folder`` as a tar.gz under ``cijoe-output/``, with ``extra`` members added."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname="cijoe-output")
+        for name, data in extra.items():
+            member = tarfile.TarInfo(f"cijoe-output/{name}")
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    return archive
+
+
+@pytest.mark.parametrize("form", ["tar", "folder"])
+def test_the_bytes_an_import_reads_are_bounded(tmp_path, monkeypatch, form):
+    """Past the limit (patched down here from 1 GiB), the import stops naming the member and
+    the limit, and stores nothing."""
+    from iolab.importers.cijoe import archive as arc
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    big = b"x" * 300_000
+    if form == "tar":
+        path = tar_with(folder, tmp_path / "big.tar.gz", {"003_run/cmd_99.output": big})
+        member = "member cijoe-output/003_run/cmd_99.output"
+    else:
+        (folder / "003_run" / "cmd_99.output").write_bytes(big)
+        path, member = folder, "member 003_run/cmd_99.output"
+    monkeypatch.setattr(arc, "MAX_BYTES", 200_000)
+    with pytest.raises(InputError, match=f"{path.name}: reading {member} would take more than "
+                                         "200,000 bytes out of the archive"):
+        import_archive(path, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("form", ["tar", "folder"])
+def test_what_the_import_does_not_use_is_streamed_past_not_held(tmp_path, form):
+    """CIJOE's report.html (21 MB in a real archive) and the like are read in blocks, never
+    whole: reading an archive with a 32 MiB such member takes a few MiB at most."""
+    import tracemalloc
+
+    from iolab.importers.cijoe.archive import _open
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    big = bytes(32 * 2**20)
+    if form == "tar":
+        path = tar_with(folder, tmp_path / "report.tar.gz", {"report.html": big})
+    else:
+        (folder / "report.html").write_bytes(big)
+        path = folder
+    del big
+    tracemalloc.start()
+    try:
+        arc = _open(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "report.html" not in arc.files and "003_run/cmd_04.output" in arc.files
+    assert peak < 8 * 2**20, f"{peak:,} bytes held at once"
+
+
+def test_a_path_ending_in_dot_dot_is_the_folder_it_names(tmp_path, capsys):
+    """``import-cijoe some/dir/..``: the archive is the folder ``some``, named so; its host
+    record goes to ``extras/some/``, never over the experiment's own host.json."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    (folder / "sub").mkdir()
+    data = tmp_path / "data"
+    code = cli.main(["import-cijoe", str(folder / "sub" / ".."), "--experiment",
+                     "pcie_saturation", "--env", "lab", "--data", str(data), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("cijoe-output -> pcie_saturation/lab: imported 2")
+    root = data / "raw" / "pcie_saturation" / "lab"
+    assert not (root / "host.json").exists(), "the archive's host taken for the campaign's"
+    assert sorted(p.name for p in (root / "extras").iterdir()) == ["cijoe-output"]
+    host = json.loads((root / "extras" / "cijoe-output" / "host.json").read_text())
+    assert host["archive"] == "cijoe-output"
+
+
+def test_an_archive_named_so_that_its_extras_would_leave_their_folder_is_refused(tmp_path):
+    from iolab.importers.cijoe.archive import _Archive
+    from iolab.importers.cijoe.host_extras import _extras_folder
+
+    store = Store(tmp_path / "data", "pcie_saturation", "lab")
+    for name in ("..", ".", "", ".tar.gz"):
+        with pytest.raises(InputError, match="gives no folder for its extras"):
+            _extras_folder(store, _Archive(name, "0" * 64, {}, {}))
+    assert _extras_folder(store, _Archive("a.tar.gz", "0" * 64, {}, {})) == \
+        store.root / "extras" / "a"
+
+
 # --- the real AiSIO archives --------------------------------------------------------------------
 
 real = pytest.mark.skipif(not (UPCIE.exists() and PCIE.exists()),

@@ -26,7 +26,7 @@ def played(monkeypatch, tmp_path):
     seen: dict = {"stored": [5, 5], "resumed": []}
     monkeypatch.setenv("SLURM_JOB_ID", "31")
 
-    def execute(src: Path, dst: Path, params: dict) -> None:
+    def execute(src: Path, dst: Path, params: dict, **_) -> None:
         os.kill(os.getpid(), seen["signal"])
         seen["request"] = stop.read(tmp_path)
         seen["params"] = params
@@ -114,7 +114,7 @@ def test_a_failing_campaign_keeps_its_own_error_over_a_half_written_notebook(mon
                                                                             tmp_path):
     from iolab.errors import IolabError
 
-    def fails(src, dst, params):
+    def fails(src, dst, params, **_):
         dst.write_text("{ half a notebook")
         raise IolabError("the campaign's own error")
 

@@ -231,3 +231,115 @@ def test_clean_verb_lists_and_removes(tmp_path, capsys, monkeypatch):
     assert f"would remove {f.path}" in out and f"removed {f.path}" in out
     assert main(["clean"]) == 0
     assert "no scratch files of iolab's on this host" in capsys.readouterr().out
+
+
+# -- a registry lock held by another process ----------------------------------------------
+
+# a process that holds a lock the way iolab's lock files do: flocked, naming its holder
+HOLD = """import fcntl, json, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, json.dumps({"pid": os.getpid(), "argv": ["holder-of-the-test"],
+                         "since": "2026-01-01T00:00:00+00:00"}).encode())
+print("held", flush=True)
+time.sleep(600)
+"""
+
+# a campaign's lay-out of a scratch file, with the campaign's own signal handlers (which
+# return: the campaign acts on a signal at its next check)
+CAMPAIGN = """import sys
+from pathlib import Path
+from iolab.execution.signals import Signals
+from iolab.host.scratch import Registry, ScratchFile, lay_out
+with Signals() as signals:
+    lay_out(ScratchFile("target_path", Path(sys.argv[2]), 2**20), Registry(Path(sys.argv[1])),
+            by="test", check=signals.check)
+"""
+
+
+def _holding(lock_path: Path):
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock_path)],
+                              stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b"held\n"
+    return holder
+
+
+def _lines_of(stream) -> list[str]:
+    """The lines ``stream`` gives, gathered by a thread as they come."""
+    import threading
+
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True).start()
+    return lines
+
+
+def _interrupted(proc, lines: list[str], wanted: str) -> int:
+    """Wait (60 s at most) until ``wanted`` appears in ``lines``, SIGINT ``proc`` and return
+    its exit status; ``proc`` must end within 30 s of the signal (a generous bound: the
+    point is that it ends, not how fast)."""
+    import signal
+    import subprocess
+    import time
+
+    deadline = time.monotonic() + 60
+    while not any(wanted in line for line in lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert any(wanted in line for line in lines), f"never said {wanted!r}: {lines}"
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("Ctrl-C did not end the wait for the lock")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_registry_lock_held_elsewhere_names_its_holder_once_and_ctrl_c_ends_the_wait(
+        tmp_path):
+    import subprocess
+    import sys
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    reg = Registry(state / f"scratch-{scratch._machine()}.json")
+    holder = _holding(reg.path.with_name(f".{reg.path.name}.lock"))
+    env = {**os.environ, "IOLAB_STATE_DIR": str(state), "IOLAB_LOCK_DIR": str(tmp_path)}
+    try:
+        waiter = subprocess.Popen([sys.executable, "-m", "iolab", "clean"], env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        lines = _lines_of(waiter.stderr)
+        code = _interrupted(waiter, lines, f"is held by pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+    said = [line for line in lines if "is held by" in line]
+    assert said == [f"iolab: {reg.path.with_name(f'.{reg.path.name}.lock')}: the registry of "
+                    f"scratch files is held by pid {holder.pid} ('holder-of-the-test', since "
+                    "2026-01-01T00:00:00+00:00); waiting for it (Ctrl-C to give up)\n"]
+    assert code == 130 and "iolab: interrupted\n" in lines
+
+
+def test_a_campaign_waiting_for_the_registry_lock_stops_on_its_signal(tmp_path):
+    """The campaign's handlers return; its stop check, called while it waits, ends it."""
+    import subprocess
+    import sys
+
+    reg = Registry(tmp_path / "state" / "scratch.json")
+    reg.path.parent.mkdir(mode=0o700)
+    holder = _holding(reg.path.with_name(".scratch.json.lock"))
+    try:
+        campaign = subprocess.Popen([sys.executable, "-c", CAMPAIGN, str(reg.path),
+                                     str(tmp_path / "t.dat")], text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        lines = _lines_of(campaign.stderr)
+        code = _interrupted(campaign, lines, f"is held by pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code != 0 and any("Interrupted" in line for line in lines), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"], "a partial file was left"

@@ -9,6 +9,11 @@ campaign reads before each run, and stays alive until the kernel has stored its 
 restored its knobs. (On ``scancel`` and at the time limit Slurm sends SIGTERM to every process
 of the job, the kernel's included, which ends the run in progress at once and discards it.)
 
+The executed notebook is written into a temporary file beside the output (papermill saves it
+there as the cells run) and renamed onto the output when papermill is done, complete or not
+(a failed cell's traceback is in it): never over anything but a regular file, and never by an
+open for writing of the output's own name (:mod:`iolab.safefiles`).
+
 Responsible for: executing the notebook, passing the stop on, and resubmitting.
 Not responsible for: the campaign (the notebook's ``Chapter``) or the job's script
 (``iolab.batch.script``).
@@ -29,6 +34,7 @@ from iolab.core import spec as specmod
 from iolab.errors import InputError
 from iolab.execution import stop
 from iolab.paths import resolve_data_dir
+from iolab.safefiles import check_output, new_temp
 
 WARNING = "Slurm's warning before the job's time limit (SIGUSR1)"
 
@@ -147,23 +153,39 @@ class _Job:
 
 
 def _run(job: _Job, asked: list[str], log: Callable[[str], None]) -> int:
-    from iolab.report.book import execute
-
     exp = registry.get(job.experiment)
     specmod.load(exp, job.environment, params_dir=exp.params_dir, overrides=job.overrides)
     run_options = job.run_options()
     _check_run_options(run_options, job.mode, exp.notebook)
     params = job.params(run_options)
     before = job.stored()[0] if job.mode == "run" and job.resubmit else 0
-    try:
-        execute(exp.notebook, job.output, params)
-    finally:
-        if job.mode == "run" and job.output.exists():  # also a notebook whose campaign failed
-            _mark_replay(job.output, log)
+    _execute_into(exp.notebook, job, params, log)
     log(f"wrote {job.output}")
     if asked and job.mode == "run":
         _after_stop(job, asked, before, log)
     return 0
+
+
+def _execute_into(notebook: Path, job: _Job, params: dict[str, Any],
+                  log: Callable[[str], None]) -> None:
+    """Execute ``notebook`` into a temporary file, renamed onto the job's output once papermill
+    wrote anything into it (also when the notebook failed: the traceback is in it)."""
+    from iolab.report.book import execute
+
+    check_output(job.output, "-o")
+    fd, tmp = new_temp(job.output, mode=None, suffix=".ipynb")
+    os.close(fd)
+    try:
+        try:
+            execute(notebook, tmp, params, shown=job.output)
+        finally:
+            if tmp.stat().st_size:  # papermill wrote it
+                if job.mode == "run":  # also a notebook whose campaign failed
+                    _mark_replay(tmp, log, shown=job.output)
+                check_output(job.output, "-o")  # nothing put there since is replaced
+                os.replace(tmp, job.output)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _check_run_options(run_options: dict[str, Any], mode: str, notebook: Path) -> None:
@@ -179,15 +201,15 @@ def _check_run_options(run_options: dict[str, Any], mode: str, notebook: Path) -
                          allowed="a parameters cell with 'run_options = {}' passed to Chapter")
 
 
-def _mark_replay(output: Path, log: Callable[[str], None]) -> None:
+def _mark_replay(output: Path, log: Callable[[str], None], shown: Path | None = None) -> None:
     """Make the written notebook replay when executed again (:func:`as_replay`), or say how
-    to."""
+    to. ``shown``: the name the user knows it by (``output`` is its temporary file)."""
     try:
         written = nbformat.read(output, as_version=4)
         if as_replay(written):
             nbformat.write(written, output)
     except (OSError, ValueError) as exc:  # half-written: the first error matters
-        log(f"{output}: could not mark it to replay when executed again ({exc}); "
+        log(f"{shown or output}: could not mark it to replay when executed again ({exc}); "
             f"set mode = \"replay\" in its parameters before running it again")
 
 

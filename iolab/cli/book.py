@@ -1,7 +1,9 @@
 """``iolab book`` and ``iolab notebook``: the book built from the notebooks, and one
 experiment's notebook executed (e.g. as a batch job).
 
-Responsible for: their options, and handing them to the book's build and the notebook's run.
+Responsible for: their options, and handing them to the book's build and the notebook's run;
+the outputs they name (``--glue-snapshot FILE``, ``-`` for standard output; ``-o``) are
+written only where nothing is or over a regular file (:mod:`iolab.safefiles`).
 Not responsible for: replaying, building or executing anything (``iolab.report.book``,
 ``iolab.batch.job``).
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 from iolab.cli.common import add_campaign, add_common, data_dir_of
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
+from iolab.safefiles import check_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +42,8 @@ def _add_book(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-corrupt", action="store_true", help="leave corrupt runs out of the "
                    "chapters (each says how many) instead of failing")
     p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "
-                   "to FILE (JSON), e.g. tests/fixtures/glued_values.json after an intended change")
+                   "to FILE (JSON; - for standard output), e.g. tests/fixtures/glued_values.json "
+                   "after an intended change")
     p.set_defaults(func=cmd_book)
 
 
@@ -61,7 +65,8 @@ def _add_notebook(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resubmit", action="store_true", help="in a Slurm job of 'iolab submit': "
                    "when the campaign stopped before the time limit with runs left, submit the "
                    "job's script again (what 'iolab submit --requeue' asks for)")
-    p.add_argument("-o", "--output", help="the executed notebook (default: "
+    p.add_argument("-o", "--output", help="the executed notebook, a new file or one it replaces "
+                   "(default: "
                    "EXPERIMENT-ENV-MODE.ipynb here)")
     p.set_defaults(func=cmd_notebook)
 
@@ -75,13 +80,16 @@ def cmd_book(args) -> int:
         shutil.rmtree(REPO_ROOT / "_build", ignore_errors=True)
         return 0
     data_dir = data_dir_of(args) if args.data else None
+    if args.glue_snapshot and args.glue_snapshot != "-":
+        check_output(Path(args.glue_snapshot), "--glue-snapshot")  # before the replay
     if args.skip_corrupt:
         os.environ[SKIP_CORRUPT_VAR] = "1"  # the notebooks' kernels inherit it
     if not args.no_render:
         render(data_dir, force=args.force)
     if args.glue_snapshot:
-        write_glue_snapshot(Path(args.glue_snapshot))
-        print(f"wrote the glued values to {args.glue_snapshot}")
+        write_glue_snapshot(None if args.glue_snapshot == "-" else Path(args.glue_snapshot))
+        if args.glue_snapshot != "-":
+            print(f"wrote the glued values to {args.glue_snapshot}")
     if args.render_only:
         return 0
     return build(strict=not args.lenient, force=args.force)
@@ -92,7 +100,11 @@ def cmd_notebook(args) -> int:
 
     if args.limit is not None and args.limit < 0:
         raise InputError("--limit", None, f"{args.limit} is negative", allowed="0 or more")
+    if args.output == "-":
+        raise InputError("-o", None, "a notebook is written to a file, not to standard output",
+                         allowed="a file path")
     out = Path(args.output or f"{args.experiment}-{args.env}-{args.mode}.ipynb")
+    check_output(out, "-o")  # before anything runs
     return run_notebook(args.experiment, args.env, mode=args.mode, output=out,
                         data_dir=data_dir_of(args) if args.data else None,
                         overrides=args.overrides, where=args.where, limit=args.limit,

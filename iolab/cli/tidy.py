@@ -1,27 +1,30 @@
 """``iolab tidy``: a campaign's tidy table, or its points' decisions, as CSV or parquet.
 
 Responsible for: its options, and writing the table the package builds to standard output
-or, whole or not at all, to a file.
+(no ``-o``, or ``-o -``) or, whole or not at all, to a file: through a temporary file and a
+rename, and never over anything but a regular file (a link, a FIFO or a device there is
+refused: :func:`iolab.safefiles.replace_output`).
 Not responsible for: building the table (``iolab.core.tidy``, the plan's decisions).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from iolab.cli.common import add_campaign, data_dir_of
 from iolab.core import registry
-from iolab.errors import InputError, IolabError
+from iolab.errors import IolabError
+from iolab.safefiles import check_output, replace_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tidy", help="the tidy table (one row per repetition) as CSV or parquet")
     add_campaign(p, imported=True)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
-    p.add_argument("-o", "--output", help="output file (default: CSV on stdout)")
+    p.add_argument("-o", "--output", help="output file, replaced whole if it is a regular file "
+                   "(default, or -: CSV on stdout)")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
     p.add_argument("--skip-corrupt", action="store_true", help="leave out corrupt runs (say "
                    "how many) instead of failing")
@@ -35,10 +38,13 @@ def cmd_tidy(args) -> int:
     from iolab.execution.campaign import source
     from iolab.core.tidy import load
 
+    if args.output == "-":
+        args.output = None  # standard output, as without -o
     if args.format == "parquet" and not args.output:
         raise IolabError("--format parquet needs -o FILE (parquet is binary)")
     if args.output:
-        _check_output(Path(args.output))  # before the table is built: nothing done in vain
+        # before the table is built: nothing done in vain
+        check_output(Path(args.output), "-o")
     if args.decisions:
         import pandas as pd
 
@@ -64,24 +70,15 @@ def cmd_tidy(args) -> int:
     return 0
 
 
-def _check_output(out: Path) -> None:
-    """Refuse an output path that cannot take a file, naming -o."""
-    if not out.parent.is_dir():
-        raise InputError("-o", None, f"{out}: its folder {out.parent} "
-                         f"{'is not a folder' if out.parent.exists() else 'does not exist'}")
-    if out.is_dir():
-        raise InputError("-o", None, f"{out} is a folder", allowed="a file path")
-
-
 def _write_table(df, out: Path, fmt: str) -> None:
     """The table into ``out``, written whole or not at all; a refusal names -o."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
+    def write(tmp: Path) -> None:
         if fmt == "parquet":
             df.to_parquet(tmp, index=False)
         else:
             df.to_csv(tmp, index=False)
-        os.replace(tmp, out)
+
+    try:
+        replace_output(out, write, "-o")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise IolabError(f"-o {out}: cannot be written ({exc.strerror or exc})") from None

@@ -11,38 +11,36 @@
   ``restore``), whatever its data directory: two campaigns changing THP at once would each
   restore what the other set. It also keeps two measurements off one host at the same time.
 
-Both are ``flock`` locks on a small file that names the holder (pid, command line, data
-directory, since when), so a refusal can say who holds it. The kernel drops a flock when its
-holder dies, so a lock file naming a process that is gone is stale: it is taken over, and
-the caller is told. A data lock's file is removed when its holder releases it (one per data
-directory ever used would pile up in the system's lock folder); a process that opened it
-just before and locks the removed file sees that the path no longer names what it locked,
-and starts again. The host lock's file stays: it is one, and may belong to another user.
+Both are lock files that name their holder (:class:`iolab.lockfile.Lock`: pid, command
+line, data directory, since when), so a refusal can say who holds it, and a lock of a process
+that is gone is taken over. A data lock's file is removed when its holder releases it (one per
+data directory ever used would pile up in the system's lock folder). The host lock's file
+stays: it is one, and may belong to another user; so lock files are 0644 whatever the umask,
+for another user's iolab to lock it (a flock needs no write access) and to read who holds
+it. A link, a FIFO or another special file at a lock's name is refused, never followed or
+written (:mod:`iolab.lockfile`). The lock folder is shared, so it must be one that others
+cannot put files into unless it has the sticky bit (``/run/lock`` has it); the per-user
+folder (``/tmp/iolab-locks.<uid>``, or ``$IOLAB_LOCK_DIR`` when iolab makes it) is made 0700
+(:func:`iolab.safefiles.state_folder`).
 
-Responsible for: taking, describing and releasing the two locks. Not responsible for: what
-is done under them.
+Responsible for: where the two locks live, and taking them. Not responsible for: the lock
+file itself (:mod:`iolab.lockfile`) or what is done under the locks.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
-import json
 import os
-import sys
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from iolab.errors import IolabError
+from iolab import safefiles
+from iolab.lockfile import Lock, LockHeld, describe, holder
+
+__all__ = ["HOST_LOCK", "HOST_LOCK_DIRS", "Lock", "LockHeld", "data_lock", "data_lock_path",
+           "describe", "holder", "host_lock", "lock_dir"]
 
 HOST_LOCK = "iolab-host.lock"
 HOST_LOCK_DIRS = (Path("/run/lock"), Path("/var/lock"))
-
-
-class LockHeld(IolabError):
-    """Another live iolab process holds the lock."""
 
 
 def lock_dir() -> Path:
@@ -63,147 +61,18 @@ def data_lock_path(data_dir: Path) -> Path:
     return lock_dir() / f"iolab-data-{digest}.lock"
 
 
-def _holder_text(info: dict[str, Any]) -> str:
-    if not info:
-        return "a process that did not say who it is"
-    cmd = " ".join(info.get("argv") or []) or "?"
-    return (f"pid {info.get('pid')} ('{cmd}', data {info.get('data_dir')}, since "
-            f"{info.get('since')})")
-
-
-def _read_info(fd: int) -> dict[str, Any]:
-    try:
-        text = os.pread(fd, 65536, 0).decode(errors="replace")
-        info = json.loads(text) if text.strip() else {}
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
-
-
-class Lock:
-    """One lock file; use as a context manager or with :meth:`acquire` / :meth:`release`.
-
-    ``what`` says in words what the lock protects, for the refusal message.
-    """
-
-    def __init__(self, path: Path, what: str, data_dir: Path | None = None,
-                 remove_when_released: bool = False):
-        self.path = Path(path)
-        self.what = what
-        self.data_dir = data_dir
-        self.remove_when_released = remove_when_released
-        self.messages: list[str] = []   # what the caller should tell the user (a takeover)
-        self._fd: int | None = None
-
-    def acquire(self) -> Lock:
-        # a released data lock's file is removed: the file locked must still be the one the
-        # path names, or it was removed between this open and this lock, and nobody else
-        # will ever see it
-        for _ in range(100):
-            fd = self._lock_file()
-            if _names(self.path, fd):
-                break
-            os.close(fd)
-        else:
-            raise IolabError(f"{self.path}: the lock file kept being replaced while it was "
-                             "taken (100 tries); is another program removing it?")
-        previous = _read_info(fd)
-        if previous.get("pid") not in (None, os.getpid()):
-            self.messages.append(f"took over {self.path} from {_holder_text(previous)}, "
-                                 f"which is no longer running")
-        info = {"pid": os.getpid(), "argv": sys.argv, "since":
-                datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "data_dir": str(self.data_dir) if self.data_dir else None}
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        except OSError:
-            pass  # a read-only lock file still locks; only the holder's name is missing
-        self._fd = fd
-        return self
-
-    def _lock_file(self) -> int:
-        """The lock file opened (created if need be) and flocked; LockHeld when another
-        process holds it."""
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:
-            # a host lock file another user created: locking needs no write access
-            fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            info = _read_info(fd)
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise LockHeld(f"{self.path}: {self.what} is held by {_holder_text(info)}; "
-                               f"wait for it to end, or stop it (its knobs are restored when "
-                               f"it ends)") from None
-            raise
-        return fd
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        removed = False
-        if self.remove_when_released:
-            try:
-                os.unlink(self.path)  # still holding it: nobody can take it in between
-                removed = True
-            except OSError:
-                pass  # another user's file in a sticky folder: emptied instead
-        if not removed:
-            try:
-                os.ftruncate(self._fd, 0)  # an empty file: nobody holds it
-            except OSError:
-                pass
-        os.close(self._fd)  # closing drops the flock
-        self._fd = None
-
-    def __enter__(self) -> Lock:
-        return self.acquire()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-def _names(path: Path, fd: int) -> bool:
-    """Whether ``path`` still names the file open as ``fd``."""
-    try:
-        now, held = os.stat(path), os.fstat(fd)
-    except OSError:
-        return False
-    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+def _ready_lock_dir() -> Path:
+    """The lock folder, made (0700) if need be and checked (module docstring)."""
+    return safefiles.state_folder(lock_dir())
 
 
 def data_lock(data_dir: Path) -> Lock:
-    lock_dir().mkdir(parents=True, exist_ok=True)
+    _ready_lock_dir()
     return Lock(data_lock_path(data_dir), f"the data directory {data_dir}", data_dir,
                 remove_when_released=True)
 
 
 def host_lock(data_dir: Path | None) -> Lock:
-    lock_dir().mkdir(parents=True, exist_ok=True)
+    _ready_lock_dir()
     return Lock(lock_dir() / HOST_LOCK, "this host's system settings (knobs) and measurements",
                 data_dir)
-
-
-def holder(path: Path) -> dict[str, Any] | None:
-    """Who holds the lock at ``path`` now, or None when nobody does (for ``status``)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return _read_info(fd) or {"pid": None}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def describe(info: dict[str, Any]) -> str:
-    return _holder_text(info)

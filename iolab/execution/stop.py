@@ -13,6 +13,11 @@ job's id when it requeues it), and when. A campaign honours a request of its own
 made after it started; any other is stale (its campaign ended before reading it) and is
 removed with a message.
 
+The lock folder is shared, so a request is state kept the safe way (:mod:`iolab.safefiles`):
+written with mode 0600 through a temporary file only this process can have made, and read
+only when it is a regular file; a link, a FIFO or another special file at its name is no
+request (never followed, never opened).
+
 Responsible for: writing, reading and clearing requests. Not responsible for: what the
 campaign does when it stops (``iolab.execution.runner``).
 """
@@ -27,6 +32,7 @@ from typing import Any
 
 from iolab.core import locks
 from iolab.durable import write_json_atomic
+from iolab.safefiles import STATE_MODE, NotOurs, check_regular, read_regular, state_folder
 
 EXIT_STOPPED = 3  # the exit status of a command whose campaign stopped on request, runs left
 
@@ -46,18 +52,25 @@ def request(data_dir: Path, reason: str) -> Path:
     """Ask the campaign on ``data_dir`` (running now, or about to start in this Slurm job) to
     stop after its current run."""
     path = request_path(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    state_folder(path.parent)
+    check_regular(path, "a stop request")  # a link there is refused, not replaced
     write_json_atomic(path, {"reason": reason, "at": time.time(), "pid": os.getpid(),
-                             "job": _job()})
+                             "job": _job()}, mode=STATE_MODE)
     return path
 
 
 def read(data_dir: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(request_path(data_dir).read_text())
-    except FileNotFoundError:
+        raw = read_regular(request_path(data_dir), "a stop request")
+    except NotOurs:
+        return None  # not a request iolab made
+    except OSError:
+        raw = b""
+    if raw is None:
         return None
-    except (OSError, ValueError):
+    try:
+        doc = json.loads(raw)
+    except ValueError:
         # half a request (a full disk) still asks for a stop
         return {"reason": "an unreadable stop request", "at": time.time(), "job": None}
     return doc if isinstance(doc, dict) else None

@@ -15,6 +15,10 @@ Journal format (JSON, ``schema_version`` 1)::
 ``changes`` is in the order the knobs were first changed; restoring walks it backwards.
 ``boot_id`` and ``pid_start`` identify the writing process, so ``iolab restore`` can refuse to
 undo knobs under a session that is still running.
+
+The journal is state: written with mode 0600 whatever the umask, through a temporary file
+and a rename, and read only when it is a regular file: a link in its place is never followed,
+and a FIFO never opened (a read of it would block for ever) (:mod:`iolab.safefiles`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from iolab.durable import fsync_dir, write_json_atomic
 from iolab.errors import InputError, IolabError
 from iolab.host.knobs import Knob
 from iolab.procs import boot_id, start_ticks
+from iolab.safefiles import STATE_MODE, NotOurs, check_regular, read_regular
 
 SCHEMA_VERSION = 1
 
@@ -64,11 +69,16 @@ def _owner_running(journal: dict[str, Any]) -> bool:
 
 
 def _load_journal(path: Path) -> dict[str, Any]:
-    if not path.is_file():  # a folder, or a FIFO that would block the read for ever
+    try:
+        # a folder, a link (never followed), or a FIFO that would block the read for ever
+        raw = read_regular(path, "a knob journal")
+    except NotOurs:
+        raw = None
+    if raw is None:
         raise InputError(path, None, "is not a regular file, so not a knob journal",
                          allowed="the journal a campaign left (DATA/.knob-journal.json)")
     try:
-        journal = json.loads(path.read_text())
+        journal = json.loads(raw)
     except (OSError, ValueError) as exc:
         raise InputError(path, None, f"not a readable knob journal: {exc}; restore the knobs by "
                          f"hand and delete the file") from exc
@@ -93,9 +103,9 @@ def _brief(state: Any, limit: int = 100) -> str:
 
 def _leftover_message(path: Path) -> str:
     try:
-        journal = json.loads(path.read_text())
+        journal = json.loads(read_regular(path, "a knob journal") or b"")
         who = f" by pid {journal.get('pid')} at {journal.get('started_at')}"
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, NotOurs):
         who = ""
     return (f"knob journal {path} was left{who}: a previous run did not restore its knob "
             f"changes. Run `iolab restore` first.")
@@ -142,7 +152,8 @@ class KnobSession:
         self._old_sigterm: Any = None
 
     def __enter__(self) -> KnobSession:
-        if self.journal_path.exists():
+        check_regular(self.journal_path, "a knob journal")  # a link, a FIFO: refused
+        if os.path.lexists(self.journal_path):
             raise IolabError(_leftover_message(self.journal_path))
         self.journal_path.parent.mkdir(parents=True, exist_ok=True)
         self._journal = {
@@ -154,7 +165,7 @@ class KnobSession:
             "changes": [],
         }
         try:
-            write_json_atomic(self.journal_path, self._journal, exclusive=True)
+            write_json_atomic(self.journal_path, self._journal, exclusive=True, mode=STATE_MODE)
         except FileExistsError:
             raise IolabError(_leftover_message(self.journal_path)) from None
         self.restore_report = []
@@ -189,7 +200,7 @@ class KnobSession:
         before = knob.read()
         if all(change["knob"] != name for change in self._journal["changes"]):
             self._journal["changes"].append({"knob": name, "before": before})
-            write_json_atomic(self.journal_path, self._journal)
+            write_json_atomic(self.journal_path, self._journal, mode=STATE_MODE)
         knob.apply(value)
         after = knob.read()
         return {"requested": value, "before": before, "after": after,
@@ -229,7 +240,7 @@ def restore_from_journal(journal_path: Path, knobs: dict[str, Knob]) -> list[str
     cannot be restored or when the session that wrote the journal is still running.
     """
     path = Path(journal_path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return [f"nothing to restore: no journal at {path}"]
     journal = _load_journal(path)
     if _owner_running(journal):

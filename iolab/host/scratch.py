@@ -13,6 +13,13 @@ change across reboots.) The registry is read, changed and written under a lock, 
 registry that cannot be read is an error, never taken for an empty one, which would orphan
 every file it lists.
 
+The registry and its lock (``.scratch-<machine id>.json.lock``, a :class:`iolab.lockfile.Lock`
+that names its holder) are state: files of mode 0600 in a folder of mode 0700, whatever the
+umask, never followed through a link, and a FIFO or another special file in their place is
+refused before any read that could block (:mod:`iolab.safefiles`). A lock another process
+holds is waited for: the wait names the holder once, and Ctrl-C (or a campaign's stop check)
+ends it.
+
 Before anything runs, a scratch path is refused (:func:`problems`) when
 
 * it is relative (the tools run inside each run folder, so a relative path would put a
@@ -34,7 +41,6 @@ what a campaign will do to each file (:func:`describe`) and removing marked file
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import os
 import secrets
@@ -47,7 +53,9 @@ from typing import Any, Callable, Iterator
 
 from iolab.durable import write_json_atomic
 from iolab.errors import IolabError
+from iolab.lockfile import Lock
 from iolab.paths import state_dir
+from iolab.safefiles import STATE_MODE, NotOurs, read_regular, state_folder
 
 CHUNK = 1 << 20
 VERSION = 2
@@ -103,14 +111,19 @@ class Registry:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
-            doc = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
+            # a link or a FIFO put in its place is refused: never followed, never a read
+            # that blocks for ever
+            raw = read_regular(self.path, "its registry of scratch files")
+            doc = json.loads(raw) if raw is not None else None
+        except NotOurs:
+            raise
         except (OSError, ValueError) as exc:
             raise IolabError(f"{self.path}: the registry of the scratch files iolab wrote "
                              f"cannot be read ({exc}); repair it, or remove it (iolab then "
                              "knows none of those files as its own, and 'iolab clean' leaves "
                              "them to you)") from None
+        if raw is None:
+            return {}
         files = doc.get("files") if isinstance(doc, dict) else None
         if not isinstance(files, dict):
             raise IolabError(f"{self.path}: not a registry of scratch files (no 'files' "
@@ -118,23 +131,30 @@ class Registry:
         return files
 
     @contextmanager
-    def _changing(self) -> Iterator[dict[str, dict[str, Any]]]:
-        """The registry's files, pruned, to change in place; written back under the lock."""
+    def _changing(self, check: Callable[[], None] = lambda: None
+                  ) -> Iterator[dict[str, dict[str, Any]]]:
+        """The registry's files, pruned, to change in place; written back under the lock.
+        Another process holding the lock is waited for: named once, and ``check`` (a
+        campaign's stop check) or Ctrl-C ends the wait."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(self.path.with_name(f".{self.path.name}.lock"), "a")
+            state_folder(self.path.parent)
+            lock = Lock(self.path.with_name(f".{self.path.name}.lock"),
+                              "the registry of scratch files", mode=STATE_MODE)
+            lock.acquire(wait=True, check=check)
         except OSError as exc:
             raise IolabError(f"{self.path}: the registry of scratch files cannot be written "
                              f"({exc.strerror or exc})") from None
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
             files = self._pruned(self._load())
             yield files
             try:
-                write_json_atomic(self.path, {"version": VERSION, "files": files})
+                write_json_atomic(self.path, {"version": VERSION, "files": files},
+                                  mode=STATE_MODE)
             except OSError as exc:
                 raise IolabError(f"{self.path}: the registry of scratch files cannot be "
                                  f"written ({exc.strerror or exc})") from None
+        finally:
+            lock.release()
 
     @staticmethod
     def _pruned(files: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -163,25 +183,27 @@ class Registry:
                 return {k: v for k, v in rec.items() if k != "final"}
         return None
 
-    def mark(self, path: Path, fd: int, *, size: int, by: str, final: Path) -> None:
+    def mark(self, path: Path, fd: int, *, size: int, by: str, final: Path,
+             check: Callable[[], None] = lambda: None) -> None:
         """Enter the open, still empty file ``fd`` (at ``path``) as ours, to be renamed to
         ``final`` when complete."""
         ino = os.fstat(fd).st_ino
-        with self._changing() as files:
+        with self._changing(check) as files:
             files[str(path)] = {"ino": ino, "size": size, "by": by, "created_at": _now(),
                                 "final": str(final)}
 
-    def seal(self, path: Path, fd: int, *, size: int, by: str, final: Path) -> None:
+    def seal(self, path: Path, fd: int, *, size: int, by: str, final: Path,
+             check: Callable[[], None] = lambda: None) -> None:
         """The file is complete: record its size and modification time."""
         st = os.fstat(fd)
-        with self._changing() as files:
+        with self._changing(check) as files:
             rec = files.setdefault(str(path), {"ino": st.st_ino, "by": by,
                                                "created_at": _now(), "final": str(final)})
             rec.update(size=size, mtime_ns=st.st_mtime_ns)
 
-    def tidy(self) -> None:
+    def tidy(self, check: Callable[[], None] = lambda: None) -> None:
         """Write the registry as it stands (after a rename, or removals)."""
-        with self._changing():
+        with self._changing(check):
             pass
 
     def ours(self) -> list[tuple[Path, dict[str, Any]]]:
@@ -298,7 +320,7 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
     tmp = f.path.with_name(f".{f.path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        registry.mark(tmp, fd, size=f.size, by=by, final=f.path)
+        registry.mark(tmp, fd, size=f.size, by=by, final=f.path, check=check)
         with os.fdopen(fd, "wb", closefd=False) as out:
             left = f.size
             while left:
@@ -307,18 +329,18 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
                 left -= min(CHUNK, left)
             out.flush()
             os.fsync(out.fileno())
-        registry.seal(tmp, fd, size=f.size, by=by, final=f.path)
+        registry.seal(tmp, fd, size=f.size, by=by, final=f.path, check=check)
     except BaseException:  # a stop, a full disk: the partial file would only hold the space
         tmp.unlink(missing_ok=True)
         try:
-            registry.tidy()
-        except IolabError:
+            registry.tidy(check)
+        except (IolabError, KeyboardInterrupt):
             pass  # its entry names a file that is gone: it vouches for nothing
         raise
     finally:
         os.close(fd)
     os.replace(tmp, f.path)
-    registry.tidy()  # the entry now stands under the final name
+    registry.tidy(check)  # the entry now stands under the final name
     return True
 
 

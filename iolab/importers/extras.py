@@ -14,6 +14,7 @@ from typing import Any
 
 from iolab.errors import ParseError
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
+from iolab.safefiles import NotOurs, read_regular
 from iolab.tools import p2p_bandwidth
 
 
@@ -29,9 +30,13 @@ def imported_p2p(store_root: Path, archives: list[str] | None = None) -> dict[st
         return None
     path = outputs[0]
     try:
-        parsed = parse_p2p_bandwidth(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        # a link in the store's place of the output is never followed: no output
+        raw = read_regular(path, "a raw extra file")
+        if raw is None:
+            return None
+        parsed = parse_p2p_bandwidth(raw.decode("utf-8", errors="replace"), str(path))
         figures = p2p_bandwidth.metrics(parsed, str(path))
-    except ParseError:
+    except (ParseError, NotOurs):
         return None
     return {"source": f"AiSIO's p2pBandwidthLatencyTest output ({path.parent.name})",
             "p2p_write_gbs": figures["p2p_write_gbs"],

@@ -33,6 +33,7 @@ from iolab.core import registry
 from iolab.errors import IolabError
 from iolab.paths import BOOK_DIR, NOTEBOOKS_DIR, REPO_ROOT, default_data_dir
 from iolab.report import compare, escape, freshness
+from iolab.safefiles import replace_output
 
 # Defaults of the analysis keys cell_timeout_s and kernel_start_timeout_s (every params
 # file may set them; a batch job that runs a campaign inside one cell needs a longer one).
@@ -144,13 +145,15 @@ def _literal(path: Path) -> str:
     return str(path).replace("{", "{{").replace("}", "}}")
 
 
-def execute(src: Path, dst: Path, parameters: dict) -> None:
+def execute(src: Path, dst: Path, parameters: dict, shown: Path | None = None) -> None:
     """Execute one notebook with papermill, bounded: a kernel that does not start, or a cell
     that does not finish, within its timeout (see :func:`timeouts`; the notebook's
     ``environment`` and ``overrides`` parameters choose the params) ends with an IolabError
-    naming the notebook and the cell instead of hanging forever."""
+    naming the notebook and the cell instead of hanging forever. ``shown``: what the error
+    calls the executed notebook (``dst`` is a temporary file that will be renamed to it)."""
     import papermill
 
+    named = shown or dst
     cell_s, start_s = timeouts(src, parameters.get("environment"), parameters.get("overrides"))
     try:
         # papermill formats both paths with the parameters ("{name}" would be one): literal
@@ -161,7 +164,7 @@ def execute(src: Path, dst: Path, parameters: dict) -> None:
     except papermill.PapermillExecutionError as exc:
         # the error as one line; the traceback stays in the executed notebook
         raise IolabError(f"{src}: cell [{exc.exec_count}] raised {exc.ename}: {exc.evalue} "
-                         f"(the executed notebook, with the traceback, is {dst})") from None
+                         f"(the executed notebook, with the traceback, is {named})") from None
     except TimeoutError as exc:  # nbclient's, for a cell and for the kernel's start
         text = str(exc)
         if "cell timed out" in text:
@@ -171,7 +174,7 @@ def execute(src: Path, dst: Path, parameters: dict) -> None:
         else:
             what = (f"the kernel did not start within {start_s} s (analysis key "
                     f"kernel_start_timeout_s)")
-        raise IolabError(f"{src}: {what}; the executed part is in {dst}") from None
+        raise IolabError(f"{src}: {what}; the executed part is in {named}") from None
 
 
 def render(data_dir: Path | None = None, only: list[str] | None = None, log=print,
@@ -304,8 +307,14 @@ def compare_glue(snapshot: dict[str, dict[str, str]],
     return differ, uncovered
 
 
-def write_glue_snapshot(path: Path) -> None:
-    Path(path).write_text(json.dumps(glued_values(), indent=1, ensure_ascii=False) + "\n")
+def write_glue_snapshot(path: Path | None) -> None:
+    """Every glued value as JSON into ``path`` (replaced whole, never over anything but a
+    regular file), or onto standard output (None)."""
+    text = json.dumps(glued_values(), indent=1, ensure_ascii=False) + "\n"
+    if path is None:
+        sys.stdout.write(text)
+        return
+    replace_output(Path(path), lambda tmp: tmp.write_text(text), "--glue-snapshot")
 
 
 def build(strict: bool = True, force: bool = False, log=print) -> int:

@@ -8,7 +8,9 @@ book's configuration. Each gets a key: a sha256 over the *contents* of code, not
 configuration, and over the names, sizes and modification times of data files (thousands
 of raw files, whose contents the store already verifies against their manifests). The key
 of the last successful render or build is kept under ``_build/``; an equal key means the
-work would give the same result and is skipped.
+work would give the same result and is skipped. That record is state: written with mode 0600
+through a temporary file and a rename, and read only when it is a regular file (a link or a
+FIFO in its place is refused with one line, never followed or opened: :mod:`iolab.safefiles`).
 
 Responsible for: computing and remembering these keys. Not responsible for: rendering or
 building (``iolab.report.book``).
@@ -24,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from iolab import __version__
+from iolab.durable import write_atomic
 from iolab.paths import BOOK_DIR, DRIVERS_DIR, NOTEBOOKS_DIR, REPO_ROOT
+from iolab.safefiles import STATE_MODE, check_regular, read_regular
 from iolab.tools import builds
 
 STATE_FILE = REPO_ROOT / "_build" / ".iolab-fresh.json"
@@ -117,7 +121,7 @@ def build_key(argv: list[str]) -> str:
 
 def _state() -> dict[str, Any]:
     try:
-        doc = json.loads(STATE_FILE.read_text())
+        doc = json.loads(read_regular(STATE_FILE, "the book's build record") or b"{}")
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -145,10 +149,10 @@ def remember(name: str, key: str | None, reads: list[str] | None = None) -> None
         state[name] = key
         if reads is not None:
             state[f"{READS}{name}"] = sorted(set(reads))
+    check_regular(STATE_FILE, "the book's build record")  # a link there is not replaced
     try:
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-        tmp = STATE_FILE.with_name(f".{STATE_FILE.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, STATE_FILE)
+        write_atomic(STATE_FILE, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode(),
+                     mode=STATE_MODE)
     except OSError:
         pass  # then the next build does the work again

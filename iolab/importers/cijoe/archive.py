@@ -1,9 +1,23 @@
 """Opening an AiSIO CIJOE archive and indexing its commands.
 
-The archive is a ``.tar.gz`` or its extracted folder, read into memory and never extracted to
-disk; its files are keyed by their path below the CIJOE output root (the folder holding the
-``NNN_<step>/cmd_XX.state`` files). The index is every command of every step, in order, each
-with its ``.state`` and ``.output`` and classified.
+The archive is a ``.tar.gz`` (or ``.tar``, ``.tar.bz2``, ``.tar.xz``) or its extracted
+folder, read and never extracted to disk; its files are keyed by their path below the CIJOE
+output root (the folder holding the ``NNN_<step>/cmd_XX.state`` files). The index is every
+command of every step, in order, each with its ``.state`` and ``.output`` and classified.
+
+An archive comes from elsewhere, so it is read as data and nothing more:
+
+* **Links are never followed.** A symbolic or hard link member of a tar, and a symbolic
+  link (to a file or a folder) in a folder, is skipped, with a note naming it and where it
+  points; so is a FIFO, a device or a socket (never opened: a FIFO would block). A file
+  that is not read is as missing: a benchmark whose output is a link is stored as failed.
+* **Only what the import uses is kept** (:data:`KEPT`: the commands' records and outputs,
+  CIJOE's ``config.orig`` and AiSIO's result files under ``artifacts/``); every other member
+  (CIJOE's ``report.html``, ...) is streamed past unread (a tar, decompressed in blocks) or
+  hashed in blocks (a folder's file, for the folder's digest).
+* **The bytes read are bounded** (:data:`MAX_BYTES`, 1 GiB, forty times the largest AiSIO
+  archive): the decompressed stream of a tar, and the kept files of a folder. An archive that
+  would go past it is refused, naming the member and the limit, before more is read.
 
 Responsible for: reading the archive's files, their times and its sha256; finding the CIJOE
 output root; indexing and classifying the commands in order (a ``cat`` reads a capture only
@@ -15,9 +29,16 @@ commands into repetitions (:mod:`iolab.importers.cijoe.pairing`).
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
 import hashlib
+import lzma
+import os
 import re
+import stat
 import tarfile
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,6 +47,8 @@ from typing import Any
 
 from iolab.core.store import sha256_file
 from iolab.errors import InputError, ParseError
+from iolab.paths import resolve
+from iolab.safefiles import what_is
 from iolab.importers.cijoe.kinds import (CPUFREQ_START, DCGM_START, OTHER, _classify, _program,
                                          _words)
 from iolab.importers.cijoe.report import ImportReport
@@ -33,6 +56,7 @@ from iolab.parsers.cijoe_state import parse_cijoe_state
 
 _STATE = re.compile(r"^(?P<root>(?:.*/)?)(?P<step>\d{3}_[^/]+)/cmd_(?P<n>\d+)\.state$")
 _DMON_OUTPUT = re.compile(r">\s*(\S+?)[\"']?\s*$")
+ALLOWED = "a .tar.gz archive or its extracted folder"
 
 
 @dataclass
@@ -61,49 +85,171 @@ class Command:
         return _words(self.cmd)
 
 
+# What the import reads of an archive (by a member's path, with its root): each command's
+# record and output, CIJOE's merged config, and AiSIO's result files and p2p figure
+KEPT = re.compile(r"(?:^|/)(?:cmd_\d+\.(?:state|output)|config\.orig)$"
+                  r"|(?:^|/)artifacts/(?:.*\.out|cuda-sample-p2p-bandwidth)$")
+MAX_BYTES = 1 << 30  # read out of one archive: a tar's decompressed stream, a folder's kept files
+CHUNK = 1 << 20
+
+
 @dataclass
 class _Archive:
     name: str
     sha256: str
-    files: dict[str, bytes]  # path relative to the CIJOE output root
+    files: dict[str, bytes]  # path relative to the CIJOE output root: the KEPT files only
     mtimes: dict[str, float]
+    skipped: list[str] = field(default_factory=list)  # links and special files, not read
+
+
+class _TooBig(Exception):
+    """The archive's bytes went past MAX_BYTES (not an OSError: nothing may take it for an
+    unreadable file)."""
+
+
+class _Bounded:
+    """A stream that raises _TooBig once more than ``limit`` bytes were read from it;
+    ``member`` is the tar member being read or passed over, for the refusal."""
+
+    def __init__(self, stream: Any, limit: int):
+        self.stream, self.limit, self.count, self.member = stream, limit, 0, None
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size if size is not None and size >= 0 else CHUNK)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise _TooBig(self.member)
+        return data
 
 
 def _open(path: Path) -> _Archive:
-    """All regular files of the archive, keyed by their path below the CIJOE output root."""
-    if path.is_dir():
-        raw = {str(p.relative_to(path).as_posix()): p for p in path.rglob("*") if p.is_file()}
-        files = {name: p.read_bytes() for name, p in raw.items()}
-        mtimes = {name: p.stat().st_mtime for name, p in raw.items()}
-        digest = hashlib.sha256()
-        for name in sorted(files):
-            digest.update(f"{name}\0{hashlib.sha256(files[name]).hexdigest()}\n".encode())
-        sha = digest.hexdigest()
-    elif path.is_file():
-        files, mtimes = {}, {}
-        try:
-            with tarfile.open(path, "r:*") as tar:
-                for member in tar:
-                    if member.isfile():
-                        files[member.name] = tar.extractfile(member).read()
-                        mtimes[member.name] = float(member.mtime)
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise InputError(path, None, f"not a readable tar archive ({exc})") from None
-        sha = sha256_file(path)
-    elif path.exists():  # a FIFO or a device: never read (a FIFO would block for ever)
-        raise InputError(path, None, "is neither a regular file nor a folder",
-                         allowed="a .tar.gz archive or its extracted folder")
-    else:
-        raise InputError(path, None, "no such archive or folder")
+    """The archive's kept regular files, keyed by their path below the CIJOE output root."""
+    path = resolve(path, "archive", allowed=ALLOWED)
+    try:
+        if path.is_dir():
+            files, mtimes, skipped, sha = _read_folder(path)
+        elif path.is_file():
+            files, mtimes, skipped = _read_tar(path)
+            sha = sha256_file(path)
+        elif path.exists():  # a FIFO or a device: never read (a FIFO would block for ever)
+            raise InputError(path, None, "is neither a regular file nor a folder", allowed=ALLOWED)
+        else:
+            raise InputError(path, None, "no such archive or folder")
+    except _TooBig as exc:
+        where = f"member {exc.args[0]}" if exc.args[0] else "its first member"
+        raise InputError(path, None, f"reading {where} would take more than {MAX_BYTES:,} bytes "
+                         "out of the archive, the most an import reads",
+                         allowed=f"archives of at most {MAX_BYTES:,} bytes decompressed") from None
     roots = {m.group("root") for m in map(_STATE.match, files) if m}
     if len(roots) != 1:
         raise InputError(path, None, "not a CIJOE output: expected NNN_<step>/cmd_XX.state files "
                          f"under one root folder, found {len(roots)} roots {sorted(roots)}")
     root = roots.pop()
-    name = path.name
-    return _Archive(name, sha,
+    return _Archive(path.name, sha,
                     {n[len(root):]: b for n, b in files.items() if n.startswith(root)},
-                    {n[len(root):]: t for n, t in mtimes.items() if n.startswith(root)})
+                    {n[len(root):]: t for n, t in mtimes.items() if n.startswith(root)},
+                    skipped)
+
+
+def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]]:
+    """A tar's kept members (read as a stream, in one pass, bounded), their times, and what
+    was skipped."""
+    files, mtimes, skipped = {}, {}, []
+    try:
+        with open(path, "rb") as raw, _decompressed(raw) as plain:
+            stream = _Bounded(plain, MAX_BYTES)
+            with tarfile.open(fileobj=stream, mode="r|") as tar:
+                for member in tar:
+                    stream.member = member.name
+                    if member.issym() or member.islnk():
+                        skipped.append(f"{member.name}: a {'symbolic' if member.issym() else 'hard'}"
+                                       f" link to {member.linkname} in the archive; not read "
+                                       "(links are never followed)")
+                    elif member.isfile() and KEPT.search(member.name):
+                        files[member.name] = tar.extractfile(member).read()
+                        mtimes[member.name] = float(member.mtime)
+                    elif not (member.isfile() or member.isdir()):
+                        skipped.append(f"{member.name}: a special file (a device or a FIFO) in "
+                                       "the archive; not read")
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise InputError(path, None, f"not a readable tar archive ({exc})") from None
+    return files, mtimes, skipped
+
+
+def _decompressed(raw: Any) -> Any:
+    """``raw`` (an open file) decompressed as its first bytes say: gzip, bzip2, xz or none."""
+    magic = raw.read(6)
+    raw.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(raw, mode="rb")
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(raw, mode="rb")
+    return contextlib.nullcontext(raw)
+
+
+def _read_folder(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str], str]:
+    """A folder's kept regular files (none through a link), their times, what was skipped,
+    and the folder's digest (of every regular file's name and sha256, hashed in blocks)."""
+    files, mtimes, skipped, sums = {}, {}, [], {}
+    kept = 0
+    for folder, dirs, names in os.walk(path):  # never into a linked folder
+        here = Path(folder)
+        for name in sorted(dirs):
+            if (here / name).is_symlink():
+                rel = (here / name).relative_to(path).as_posix()
+                skipped.append(f"{rel}: a symbolic link to {os.readlink(here / name)} in the "
+                               "folder; not followed")
+        for name in sorted(names):
+            rel = (here / name).relative_to(path).as_posix()
+            fd = _open_plain(here / name, rel, skipped)
+            if fd is None:
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                keep = bool(KEPT.search(rel))
+                sums[rel], data = _hash(fh, keep, MAX_BYTES - kept, rel)
+                mtimes[rel] = os.fstat(fh.fileno()).st_mtime
+            if keep:
+                files[rel] = data
+                kept += len(data)
+    digest = hashlib.sha256()
+    for rel in sorted(sums):
+        digest.update(f"{rel}\0{sums[rel]}\n".encode())
+    return files, {k: v for k, v in mtimes.items() if k in files}, skipped, digest.hexdigest()
+
+
+def _open_plain(path: Path, rel: str, skipped: list[str]) -> int | None:
+    """``path`` opened for reading when it is a regular file; else None, noted in
+    ``skipped`` (a link is never followed, a FIFO or a device never opened)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        skipped.append(f"{rel}: a symbolic link to {os.readlink(path)} in the folder; not "
+                       "followed")
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        skipped.append(f"{rel}: {what_is(st)} in the folder; not read")
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the lstat
+        os.close(fd)
+        skipped.append(f"{rel}: not a regular file when opened; not read")
+        return None
+    return fd
+
+
+def _hash(fh: Any, keep: bool, room: int, rel: str) -> tuple[str, bytes]:
+    """The sha256 of an open file, read in blocks, and its bytes when ``keep`` (at most
+    ``room`` of them: _TooBig past it)."""
+    h, parts, size = hashlib.sha256(), [], 0
+    while block := fh.read(CHUNK):
+        h.update(block)
+        if keep:
+            size += len(block)
+            if size > room:
+                raise _TooBig(rel)
+            parts.append(block)
+    return h.hexdigest(), b"".join(parts)
 
 
 def _index(arc: _Archive, report: ImportReport) -> list[Command]:

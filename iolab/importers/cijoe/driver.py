@@ -39,6 +39,7 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
     target = _target(experiment)
     arc = _open(Path(archive))
     report = ImportReport(arc.name, experiment, environment)
+    report.notes.extend(arc.skipped)
     commands = _index(arc, report)
     host, fingerprint = _host(arc, commands, report)
     every = _repetitions(commands, report)

@@ -7,7 +7,8 @@ beside its other extras under ``extras/<archive>/``, with the p2pBandwidthLatenc
 and its ``.state``.
 
 Responsible for: the host record and its fingerprint; writing it and the extras, never
-overwriting a stored file.
+overwriting a stored file, never through a link, and never outside the campaign's
+``extras/<archive>/`` (an archive named ``..`` is refused).
 Not responsible for: parsing ``lscpu -e`` or the p2p output (``iolab.parsers``), comparing
 the p2p value with AiSIO's (:mod:`iolab.importers.cijoe.crosscheck`), or the store's own
 host check (:class:`~iolab.core.store.Store`).
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tomllib
 from collections import Counter
 from datetime import datetime, timezone
@@ -25,13 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from iolab.core.store import Store
-from iolab.errors import ParseError
+from iolab.durable import write_atomic
+from iolab.errors import InputError, ParseError
 from iolab.importers.cijoe.archive import Command, _Archive
 from iolab.importers.cijoe.crosscheck import _check_p2p
 from iolab.importers.cijoe.kinds import LSCPU, P2P
 from iolab.importers.cijoe.report import ImportReport
 from iolab.parsers.lscpu import offline_cpus, parse_lscpu_e
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
+from iolab.safefiles import NotOurs, read_regular
 
 SOURCE = "aisio-cijoe-import"
 
@@ -130,7 +132,7 @@ def _record_host(store: Store, arc: _Archive, host: dict[str, Any], fingerprint:
 
 def _write_host_extra(store: Store, arc: _Archive, host: dict[str, Any], fingerprint: str,
                       report: ImportReport) -> None:
-    folder = store.root / "extras" / _stem(arc.name)
+    folder = _extras_folder(store, arc)
     folder.mkdir(parents=True, exist_ok=True)
     data = json.dumps({**host, "fingerprint": fingerprint}, indent=2, sort_keys=True)
     _write_once(folder / "host.json", (data + "\n").encode(), report)
@@ -146,7 +148,7 @@ def _store_extras(arc: _Archive, commands: list[Command], store: Store,
     p2p = [c for c in commands if c.kind == P2P]
     if not p2p:
         return
-    folder = store.root / "extras" / _stem(arc.name)
+    folder = _extras_folder(store, arc)
     folder.mkdir(parents=True, exist_ok=True)
     for command in p2p:
         name = f"{P2P}-{command.step}-cmd_{command.number:02d}"
@@ -161,6 +163,17 @@ def _store_extras(arc: _Archive, commands: list[Command], store: Store,
         _check_p2p(parsed, arc, report)
 
 
+def _extras_folder(store: Store, arc: _Archive) -> Path:
+    """``extras/<archive's name without .tar.gz>/`` of the campaign: refused when the name
+    would name no folder of its own there (``..`` would be the campaign's own folder)."""
+    stem = _stem(arc.name)
+    if stem in ("", ".", "..") or "/" in stem:
+        raise InputError(arc.name, None, f"the archive's name gives no folder for its extras "
+                         f"(extras/{stem})", allowed="an archive or folder with a name of its "
+                         "own (not . or ..)")
+    return store.root / "extras" / stem
+
+
 def _stem(name: str) -> str:
     for suffix in (".tar.gz", ".tgz", ".tar"):
         if name.endswith(suffix):
@@ -169,11 +182,18 @@ def _stem(name: str) -> str:
 
 
 def _write_once(path: Path, data: bytes, report: ImportReport) -> None:
-    """Write a raw extra file; keep an existing identical one; never overwrite a different one."""
-    if path.exists():
-        if path.read_bytes() != data:
+    """Write a raw extra file; keep an existing identical one; never overwrite a different one,
+    nor anything that is not a regular file (a link there is never followed)."""
+    try:
+        stored = read_regular(path, "a raw extra file")
+    except NotOurs as exc:
+        report.notes.append(f"{exc}; kept as it is")
+        return
+    if stored is not None:
+        if stored != data:
             report.notes.append(f"{path}: exists with different content; kept the stored file")
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        write_atomic(path, data, exclusive=True)
+    except FileExistsError:
+        report.notes.append(f"{path}: appeared while the import wrote it; kept the stored file")

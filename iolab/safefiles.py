@@ -1,0 +1,229 @@
+"""Files at names iolab chose or a user gave, opened without following or writing into what is
+not ours.
+
+iolab keeps state at fixed names, some of them in folders every user may write into (its
+locks in ``/run/lock``), and writes outputs where the user names them. Anyone who can write
+into such a folder can put something at that name first: a symbolic link to a file root
+would then truncate, a FIFO that would block every read for ever, a device node. So:
+
+* **State files** (the locks, the scratch registry, stop requests, the knob journal, the
+  book's build record) are read and opened only when they are regular files. A symbolic link
+  is never followed (``O_NOFOLLOW``); a FIFO, a device, a socket or a folder is refused after
+  an ``lstat``, before any open that could block or act on it, and ``O_NONBLOCK`` with an
+  ``fstat`` of what was opened closes the gap between the two.
+* They are written through a temporary file beside them that only this call can have made
+  (``O_CREAT | O_EXCL | O_NOFOLLOW``, a random name) and renamed into place, with mode 0600
+  whatever the umask (:func:`new_temp`, used by :func:`iolab.durable.write_atomic`). A state
+  folder is made 0700 (each missing part of it), and one that exists must be a folder owned
+  by this user or root (a link to one, only when made by this user or root) that others
+  cannot write into: world-writable only with the sticky bit, group-writable only for this
+  user's own group (a user private group: Ubuntu's umask 002 makes every folder so).
+* **Outputs** a user names (``iolab tidy -o``, ``iolab notebook -o``, ``iolab book
+  --glue-snapshot``) are written the same way, by a rename, never by an open for writing of
+  the final name; a path that exists and is not a regular file (a link, a FIFO, a device, a
+  folder) is refused, never replaced (:func:`check_output`, :func:`replace_output`).
+
+A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
+
+Responsible for: those checks, and the opens, reads and replacements that apply them.
+Not responsible for: what the files hold or where they live (their modules), crash safety
+(:mod:`iolab.durable`) or locking (:mod:`iolab.lockfile`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Callable
+
+from iolab.errors import InputError
+
+STATE_MODE = 0o600   # a state file: this user's alone, whatever the umask
+FOLDER_MODE = 0o700  # a state folder made by iolab
+_NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+OUTPUT_ALLOWED = "a path where nothing is, a regular file (replaced whole), or - for standard output"
+
+
+class NotOurs(InputError):
+    """Something other than a regular file (or a folder iolab may use) at a name iolab uses."""
+
+
+def what_is(st: os.stat_result) -> str:
+    """What a file is, in words (for a refusal)."""
+    mode = st.st_mode
+    for test, words in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return words
+    return "a special file"
+
+
+def _refusal(path: Path, st: os.stat_result, role: str) -> NotOurs:
+    link = ""
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            link = f" to {os.readlink(path)}"
+        except OSError:
+            pass
+    return NotOurs(path, None, f"is {what_is(st)}{link}, where iolab keeps {role}; it is never "
+                   "followed, opened or replaced", allowed="a regular file, or nothing (iolab "
+                   "then makes it); remove what is there if it is not yours to keep")
+
+
+def check_regular(path: Path, role: str) -> os.stat_result | None:
+    """``path``'s lstat when it is a regular file, None when nothing is there; NotOurs (naming
+    ``role``, what the file should be) for anything else, a link included."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise _refusal(Path(path), st, role)
+    return st
+
+
+def open_regular(path: Path, flags: int, role: str) -> int | None:
+    """``path`` opened with ``flags`` (O_RDONLY, O_RDWR) when it is a regular file, None when
+    nothing is there; NotOurs for anything else. Never follows a link, never blocks on a FIFO,
+    never opens a device."""
+    if check_regular(path, role) is None:
+        return None
+    try:
+        fd = os.open(path, flags | _NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link put there since the lstat
+            raise _refusal(Path(path), os.lstat(path), role) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # swapped in since the lstat: opened, never read
+        os.close(fd)
+        raise _refusal(Path(path), st, role)
+    return fd
+
+
+def read_regular(path: Path, role: str) -> bytes | None:
+    """The bytes of the regular file ``path``; None when nothing is there; NotOurs for
+    anything else (see :func:`open_regular`)."""
+    fd = open_regular(path, os.O_RDONLY, role)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def new_temp(path: Path, mode: int | None = STATE_MODE, suffix: str = ".tmp") -> tuple[int, Path]:
+    """A new, empty file beside ``path`` that no one else can have made or linked (its name is
+    random and it is created exclusively), open for writing: (fd, its path). ``mode``: its
+    permissions whatever the umask; None: as the umask makes them (a user's output)."""
+    folder = Path(path).parent
+    for _ in range(100):
+        tmp = folder / f".iolab-{secrets.token_hex(8)}{suffix}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW,
+                         0o666 if mode is None else mode)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            os.fchmod(fd, mode)  # the umask only takes bits away; this sets them exactly
+        return fd, tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name after 100 tries", str(folder))
+
+
+def state_folder(path: Path) -> Path:
+    """The state folder ``path``, made (each missing part 0700) if need be, and checked to be
+    one that only this user (or root) can write into (module docstring); NotOurs if not."""
+    path = Path(path)
+    missing = []
+    for part in [path, *path.parents]:
+        if os.path.lexists(part):
+            break
+        missing.append(part)
+    for part in reversed(missing):
+        try:
+            os.mkdir(part, FOLDER_MODE)
+        except FileExistsError:
+            continue  # made by another process just now: checked below like any other
+        fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, FOLDER_MODE)  # whatever the umask
+        finally:
+            os.close(fd)
+    check_folder(path)
+    return path
+
+
+def check_folder(path: Path) -> None:
+    """NotOurs unless ``path`` is a folder that only this user or root can write into (a link
+    to one counts when this user or root made the link: ``/var/lock`` -> ``/run/lock``)."""
+    me = os.geteuid()
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (me, 0):
+                raise _folder_refusal(path, f"is a symbolic link made by uid {st.st_uid}")
+            st = os.stat(path)
+    except FileNotFoundError:
+        raise _folder_refusal(path, "does not exist (a link to nowhere?)") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise _folder_refusal(path, f"is {what_is(st)}, not a folder")
+    if st.st_uid not in (me, 0):
+        raise _folder_refusal(path, f"belongs to uid {st.st_uid}, not to this user (uid {me}) "
+                              "or root")
+    sticky = bool(st.st_mode & stat.S_ISVTX)
+    if st.st_mode & stat.S_IWOTH and not sticky:
+        raise _folder_refusal(path, f"is writable by every user (mode {st.st_mode & 0o7777:04o}) "
+                              "without the sticky bit")
+    if st.st_mode & stat.S_IWGRP and not sticky and st.st_gid != os.getegid():
+        raise _folder_refusal(path, f"is writable by group {st.st_gid} (mode "
+                              f"{st.st_mode & 0o7777:04o}), which is not this user's own")
+
+
+def _folder_refusal(path: Path, problem: str) -> NotOurs:
+    return NotOurs(path, None, f"{problem}: others could put what they like at the names iolab "
+                   "keeps its state under there",
+                   allowed="a folder of this user's or root's that others cannot write into "
+                           "(or the sticky bit set, as /tmp has it); e.g. chmod go-w, or "
+                           "remove it and let iolab make it")
+
+
+def check_output(path: Path, option: str) -> None:
+    """Refuse (InputError naming ``option``) an output path whose folder is not one, or that
+    exists and is not a regular file (a link, a FIFO, a device, a folder): an output is
+    written only where nothing is, or over a regular file."""
+    path = Path(path)
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(option, None, f"{path}: its folder {folder} "
+                         f"{'is not a folder' if folder.exists() else 'does not exist'}")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise NotOurs(option, None, f"{path} is {what_is(st)}; an output never replaces or "
+                      "writes into anything but a regular file", allowed=OUTPUT_ALLOWED)
+
+
+def replace_output(path: Path, write: Callable[[Path], None], option: str,
+                   suffix: str = ".tmp") -> None:
+    """Write the output ``path`` whole or not at all: ``write`` fills a new temporary file
+    beside it, which is then renamed over it (checked with :func:`check_output` before and
+    again just before the rename). Its permissions are the umask's, as any file the user
+    writes."""
+    check_output(path, option)
+    fd, tmp = new_temp(path, mode=None, suffix=suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        check_output(path, option)  # something put there while it was written is not replaced
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

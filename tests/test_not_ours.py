@@ -1,0 +1,432 @@
+"""Nothing that is not ours is written or followed (iolab.safefiles, iolab.lockfile).
+
+Every file iolab keeps at a fixed name (the host and data locks, the scratch registry and its
+lock, stop requests, the knob journal, the book's build record) gets a symbolic link to a
+file of the user's, a link to nowhere, a FIFO or a device node planted at its name: the
+command refuses in one line naming the path, the file the link points to is untouched (and
+a link to nowhere makes nothing), and a FIFO never blocks a read. State files and folders
+have modes 0600 and 0700 under ``umask 000``; lock files 0644 (another user's iolab must be
+able to lock the host lock). A lock file that is not ours is never truncated. An output a
+user names (``tidy -o``, ``notebook -o``, ``--glue-snapshot``) that is not a regular file is
+refused; ``-`` is standard output.
+
+Device nodes need root (CAP_MKNOD) to make; those cases skip, saying why, without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from iolab import safefiles
+from iolab.core import locks
+from iolab.errors import IolabError
+from iolab.execution import stop
+from iolab.host import scratch
+from iolab.host.journal import KnobSession, restore_from_journal
+from iolab.report import book, freshness
+from test_reliability import cli, copy_committed
+
+ROOT = os.geteuid() == 0
+KINDS = ["link", "dangling link", "fifo", "device"]
+
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    """A lock folder, a state folder, a data folder and a build record of this test's own."""
+    (tmp_path / "locks").mkdir(mode=0o700)
+    (tmp_path / "state").mkdir(mode=0o700)
+    (tmp_path / "data").mkdir()
+    monkeypatch.setenv("IOLAB_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "build" / ".iolab-fresh.json")
+    (tmp_path / "build").mkdir()
+    return tmp_path
+
+
+def registry(tmp: Path) -> scratch.Registry:
+    return scratch.Registry(tmp / "state" / "scratch.json")
+
+
+def _session(tmp: Path) -> None:
+    with KnobSession({}, tmp / "data" / ".knob-journal.json"):
+        pass
+
+
+# (the fixed name, what writes there) for every state file iolab keeps
+WRITERS: dict[str, tuple[Callable[[Path], Path], Callable[[Path], Any]]] = {
+    "host lock": (lambda tmp: tmp / "locks" / locks.HOST_LOCK,
+                  lambda tmp: locks.host_lock(None).acquire().release()),
+    "data lock": (lambda tmp: locks.data_lock_path(tmp / "data"),
+                  lambda tmp: locks.data_lock(tmp / "data").acquire().release()),
+    "scratch registry": (lambda tmp: tmp / "state" / "scratch.json",
+                         lambda tmp: registry(tmp).tidy()),
+    "scratch registry's lock": (lambda tmp: tmp / "state" / ".scratch.json.lock",
+                                lambda tmp: registry(tmp).tidy()),
+    "stop request": (lambda tmp: stop.request_path(tmp / "data"),
+                     lambda tmp: stop.request(tmp / "data", "asked by a test")),
+    "knob journal": (lambda tmp: tmp / "data" / ".knob-journal.json", _session),
+    "build record": (lambda tmp: freshness.STATE_FILE,
+                     lambda tmp: freshness.remember("page", "0" * 64)),
+}
+
+
+def plant(path: Path, kind: str, victim: Path) -> None:
+    """Put a ``kind`` at ``path``: a link to ``victim``, a link to a file that does not exist
+    (beside the victim), a FIFO, or /dev/null's device node."""
+    if kind == "link":
+        path.symlink_to(victim)
+    elif kind == "dangling link":
+        path.symlink_to(victim.with_name("made-through-the-link"))
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        if not ROOT:
+            pytest.skip("making a device node needs root (CAP_MKNOD)")
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+
+
+def ends(fn: Callable[[], Any], fifo: Path | None = None) -> dict[str, Any]:
+    """Run ``fn`` in a thread and assert it ends: a read of a FIFO with no writer would block
+    for ever (then the FIFO is opened here, so that the thread, and the test, end). Returns
+    {"value": ...} or {"error": exc}."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(30)
+    blocked = thread.is_alive()
+    if blocked and fifo is not None:
+        fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a writer: the blocked open returns
+        os.close(fd)
+        thread.join(30)
+    assert not blocked, f"blocked on {fifo}"
+    return result
+
+
+def as_it_was(path: Path, kind: str, victim: Path) -> None:
+    st = os.lstat(path)
+    expected = {"link": stat.S_ISLNK, "dangling link": stat.S_ISLNK, "fifo": stat.S_ISFIFO,
+                "device": stat.S_ISCHR}[kind]
+    assert expected(st.st_mode), f"{path} was replaced"
+    assert victim.read_text() == "the user's own file\n", "the file behind the link changed"
+    assert oct(victim.stat().st_mode & 0o777) == oct(0o600)
+    assert not victim.with_name("made-through-the-link").exists(), "a file made through a link"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_what_is_planted_at_a_fixed_name_is_refused_and_left_as_it_was(places, name, kind):
+    where, write = WRITERS[name]
+    path = where(places)
+    victim = places / "victim"
+    victim.write_text("the user's own file\n")
+    victim.chmod(0o600)
+    plant(path, kind, victim)
+    result = ends(lambda: write(places), path if kind == "fifo" else None)
+    error = result.get("error")
+    assert isinstance(error, IolabError), f"not refused: {result}"
+    assert str(path) in str(error) and "\n" not in str(error)
+    as_it_was(path, kind, victim)
+
+
+# what reads a state file: a FIFO in its place is refused (or no request), never a read that
+# blocks
+READERS: dict[str, tuple[Callable[[Path], Path], Callable[[Path], Any]]] = {
+    "scratch registry (plan)": (lambda tmp: tmp / "state" / "scratch.json",
+                                lambda tmp: registry(tmp).entry(tmp / "t.dat")),
+    "scratch registry (clean)": (lambda tmp: tmp / "state" / "scratch.json",
+                                 lambda tmp: scratch.clean(registry(tmp), dry_run=True)),
+    "stop request": (lambda tmp: stop.request_path(tmp / "data"),
+                     lambda tmp: stop.read(tmp / "data")),
+    "knob journal (restore)": (lambda tmp: tmp / "data" / ".knob-journal.json",
+                               lambda tmp: restore_from_journal(
+                                   tmp / "data" / ".knob-journal.json", {})),
+    "build record": (lambda tmp: freshness.STATE_FILE,
+                     lambda tmp: freshness.is_fresh("page", "0" * 64, tmp / "build")),
+    "lock holder (status)": (lambda tmp: tmp / "locks" / locks.HOST_LOCK,
+                             lambda tmp: locks.holder(tmp / "locks" / locks.HOST_LOCK)),
+}
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_fifo_in_place_of_a_state_file_is_refused_without_blocking(places, name):
+    where, read = READERS[name]
+    path = where(places)
+    os.mkfifo(path)
+    result = ends(lambda: read(places), path)
+    if "error" in result:
+        assert isinstance(result["error"], IolabError), result
+        assert str(path) in str(result["error"])
+    else:  # a stop request or a lock holder that is not one: nobody asked, nobody holds
+        assert result["value"] is None
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_clean_with_a_fifo_for_a_registry_says_so_in_one_line(places):
+    path = places / "state" / f"scratch-{scratch._machine()}.json"
+    os.mkfifo(path)
+    result = ends(lambda: cli(["clean", "--dry-run"]), path)
+    code, out, err = result["value"]
+    assert code == 2 and f"{path}: is a FIFO (named pipe)" in err and len(err.splitlines()) == 1
+
+
+# -- modes, whatever the umask ------------------------------------------------------------
+
+@pytest.fixture
+def umask_000():
+    old = os.umask(0)
+    yield
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_state_files_are_0600_and_state_folders_0700_under_umask_000(tmp_path, monkeypatch,
+                                                                    umask_000):
+    monkeypatch.setenv("IOLAB_LOCK_DIR", str(tmp_path / "new" / "locks"))
+    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "build" / ".iolab-fresh.json")
+    (tmp_path / "build").mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    reg = scratch.Registry(tmp_path / "home" / "state" / "iolab" / "scratch.json")
+    reg.tidy()
+    stop.request(data, "asked by a test")
+    freshness.remember("page", "0" * 64)
+    journal = data / ".knob-journal.json"
+    with KnobSession({}, journal):
+        assert mode(journal) == 0o600
+    host, dlock = locks.host_lock(data), locks.data_lock(data)
+    with host, dlock:
+        assert mode(dlock.path) == 0o644
+    assert {p.name: oct(mode(p)) for p in (reg.path, reg.path.with_name(".scratch.json.lock"),
+                                           stop.request_path(data), freshness.STATE_FILE)} == {
+        p: oct(0o600) for p in ("scratch.json", ".scratch.json.lock",
+                                stop.request_path(data).name, ".iolab-fresh.json")}
+    # lock files are readable by every user: another user's iolab locks the host lock too
+    assert mode(host.path) == 0o644
+    # every folder iolab made for its state, the parents it made included
+    for folder in (tmp_path / "home", tmp_path / "home" / "state",
+                   tmp_path / "home" / "state" / "iolab", tmp_path / "new",
+                   tmp_path / "new" / "locks"):
+        assert mode(folder) == 0o700, folder
+
+
+def test_a_stored_file_keeps_the_umask_a_state_file_does_not(tmp_path, umask_000):
+    from iolab.durable import write_json_atomic
+
+    write_json_atomic(tmp_path / "run.json", {"a": 1})
+    write_json_atomic(tmp_path / "state.json", {"a": 1}, mode=safefiles.STATE_MODE)
+    assert (mode(tmp_path / "run.json"), mode(tmp_path / "state.json")) == (0o666, 0o600)
+
+
+# -- the lock folder ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("folder_mode, allowed", [(0o700, True), (0o1777, True), (0o777, False),
+                                                  (0o757, False)])
+def test_a_lock_folder_others_can_write_into_is_refused_unless_sticky(tmp_path, monkeypatch,
+                                                                      folder_mode, allowed):
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    folder.chmod(folder_mode)
+    monkeypatch.setenv("IOLAB_LOCK_DIR", str(folder))
+    if allowed:
+        locks.host_lock(None).acquire().release()
+        return
+    with pytest.raises(safefiles.NotOurs, match=f"{folder}: is writable by every user"):
+        locks.host_lock(None)
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.skipif(not ROOT, reason="another user's folder and link need root to make")
+@pytest.mark.parametrize("planted", ["folder", "link"])
+def test_a_lock_folder_another_user_made_is_refused(tmp_path, monkeypatch, planted):
+    """/tmp/iolab-locks.<uid> at a fixed name: another user may make it (or a link by that
+    name) before this user does."""
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    folder = tmp_path / "iolab-locks.0"
+    if planted == "folder":
+        folder.mkdir(mode=0o700)
+    else:
+        folder.symlink_to(mine)
+    os.chown(folder, 65534, 65534, follow_symlinks=False)
+    monkeypatch.setenv("IOLAB_LOCK_DIR", str(folder))
+    with pytest.raises(safefiles.NotOurs, match=str(folder)):
+        locks.data_lock(tmp_path / "data")
+    assert list(mine.iterdir()) == []
+
+
+# -- whose lock file the holder is written into -------------------------------------------
+
+@pytest.mark.skipif(not ROOT, reason="a file of another user's needs root to make")
+def test_another_users_lock_file_is_locked_but_never_written(places):
+    path = places / "locks" / locks.HOST_LOCK
+    path.write_text("")
+    os.chown(path, 65534, 65534)
+    with locks.host_lock(None) as lock:
+        assert lock.messages == [] and path.read_text() == ""
+    assert path.read_text() == "" and path.stat().st_uid == 65534
+
+
+def test_a_lock_file_holding_something_else_is_refused_never_truncated(places):
+    path = places / "locks" / locks.HOST_LOCK
+    path.write_text("a note the admin keeps here\n")
+    with pytest.raises(safefiles.NotOurs, match=f"{path}: holds something other than an "
+                                                "iolab lock's holder record"):
+        locks.host_lock(None).acquire()
+    assert path.read_text() == "a note the admin keeps here\n"
+
+
+def test_a_lock_file_with_other_names_is_refused(places):
+    victim = places / "victim"
+    victim.write_text("")
+    path = places / "locks" / locks.HOST_LOCK
+    os.link(victim, path)
+    with pytest.raises(safefiles.NotOurs, match=f"{path}: has 2 names"):
+        locks.host_lock(None).acquire()
+    assert victim.read_text() == ""
+
+
+def test_our_own_lock_file_names_its_holder_and_is_emptied_on_release(places):
+    lock = locks.host_lock(places / "data")
+    with lock:
+        info = json.loads(lock.path.read_text())
+        assert info["pid"] == os.getpid() and info["data_dir"] == str(places / "data")
+    assert lock.path.read_text() == ""
+
+
+# -- outputs a user names -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> Path:
+    return copy_committed(tmp_path_factory.mktemp("stored") / "data", 2)
+
+
+TIDY = ["tidy", "smt_thp", "--env", "kvm-2vcpu"]
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "folder"])
+def test_an_output_that_is_not_a_regular_file_is_refused(stored, tmp_path, kind):
+    out = tmp_path / "table.csv"
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    victim.chmod(0o600)
+    if kind == "folder":
+        out.mkdir()
+    else:
+        plant(out, kind, victim)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out_text, err = ends(lambda: cli([*TIDY, "--data", str(stored), "-o", str(out)]),
+                               out if kind == "fifo" else None)["value"]
+    assert code == 2 and out_text == "" and len(err.splitlines()) == 1, err
+    assert f"-o: {out} is " in err and "or - for standard output" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, "a temporary file was left"
+    if kind != "folder":
+        as_it_was(out, kind, victim)
+
+
+def test_an_output_over_a_regular_file_replaces_it_whole_and_dash_is_standard_output(
+        stored, tmp_path):
+    out = tmp_path / "table.csv"
+    out.write_text("an older table\n")
+    code, _, err = cli([*TIDY, "--data", str(stored), "-o", str(out)])
+    assert code == 0 and out.read_text().startswith("engine,") and "wrote 2 rows" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
+    code, text, _ = cli([*TIDY, "--data", str(stored), "-o", "-"])
+    assert code == 0 and text == out.read_text()
+    assert not Path("-").exists()
+
+
+def test_a_notebook_output_that_is_a_link_is_refused_before_anything_runs(tmp_path,
+                                                                          monkeypatch):
+    ran = []
+    monkeypatch.setattr("iolab.report.book.execute",
+                        lambda src, dst, params, **_: ran.append(dst) or dst.write_text("{}"))
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    victim.chmod(0o600)
+    out = tmp_path / "out.ipynb"
+    out.symlink_to(victim)
+    code, _, err = cli(["notebook", "smt_thp", "--env", "kvm-2vcpu", "-o", str(out)])
+    assert code == 2 and f"-o: {out} is a symbolic link" in err and ran == []
+    as_it_was(out, "link", victim)
+    code, _, err = cli(["notebook", "smt_thp", "--env", "kvm-2vcpu", "-o", "-"])
+    assert code == 2 and "a notebook is written to a file" in err and ran == []
+
+
+def test_an_executed_notebook_is_renamed_onto_its_output(tmp_path, monkeypatch):
+    """papermill writes into a temporary file (whose name holds nothing it would take for a
+    parameter), renamed onto the output when it is done."""
+    seen = []
+
+    def execute(src, dst, params, **_):
+        seen.append(dst)
+        assert dst.parent == tmp_path and dst.name.startswith(".iolab-") and "{" not in dst.name
+        dst.write_text('{"cells": []}')
+
+    monkeypatch.setattr("iolab.report.book.execute", execute)
+    out = tmp_path / "smt_thp-{name}.ipynb"
+    code, _, err = cli(["notebook", "smt_thp", "--env", "kvm-2vcpu", "-o", str(out)])
+    assert code == 0, err
+    assert out.read_text() == '{"cells": []}' and not seen[0].exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_a_glue_snapshot_over_a_link_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(book, "glued_values", lambda: {"page": {"key": "1.0"}})
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    victim.chmod(0o600)
+    out = tmp_path / "glued.json"
+    out.symlink_to(victim)
+    with pytest.raises(safefiles.NotOurs, match=f"--glue-snapshot: {out} is a symbolic link"):
+        book.write_glue_snapshot(out)
+    as_it_was(out, "link", victim)
+    out.unlink()
+    book.write_glue_snapshot(out)
+    assert json.loads(out.read_text()) == {"page": {"key": "1.0"}}
+
+
+def test_a_temporary_file_is_never_one_someone_else_put_there(tmp_path):
+    """The name of a temporary file is random and it is made exclusively: a link planted at
+    a name iolab would once have used (``.<name>.<pid>.tmp``) is never written through."""
+    from iolab.durable import write_json_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    planted = tmp_path / f".out.json.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    write_json_atomic(tmp_path / "out.json", {"a": 1}, mode=safefiles.STATE_MODE)
+    assert json.loads((tmp_path / "out.json").read_text()) == {"a": 1}
+    assert victim.read_text() == "the user's own file\n" and planted.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [planted.name, "out.json", "victim"]
+
+
+def test_the_registry_lock_is_a_lock_file_that_names_its_holder(tmp_path):
+    reg = scratch.Registry(tmp_path / "state" / "scratch.json")
+    lock_path = reg.path.with_name(".scratch.json.lock")
+    seen = []
+    real_load = reg._load
+
+    def load():
+        seen.append(json.loads(lock_path.read_text())["pid"])
+        return real_load()
+
+    reg._load = load
+    reg.tidy()
+    assert seen == [os.getpid()] and lock_path.read_text() == ""
