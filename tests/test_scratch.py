@@ -233,6 +233,60 @@ def test_clean_verb_lists_and_removes(tmp_path, capsys, monkeypatch):
     assert "no scratch files of iolab's on this host" in capsys.readouterr().out
 
 
+def _another_checkout(registry, f, campaign):
+    """``f`` as another checkout's campaign uses it too (its entry names that checkout)."""
+    files = json.loads(registry.path.read_text())["files"]
+    files[str(f.path)]["users"].append({"checkout": "/elsewhere/iolab", "campaign": campaign})
+    registry.path.write_text(json.dumps({"version": scratch.VERSION, "files": files}))
+
+
+def test_clean_leaves_what_another_checkout_or_experiment_uses_and_says_so(tmp_path,
+                                                                             registry):
+    mine = ScratchFile("target_path", tmp_path / "mine.dat", 2**20)
+    shared = ScratchFile("target_path", tmp_path / "shared.dat", 2**20)
+    other = ScratchFile("target_path", tmp_path / "other.dat", 2**20)
+    lay_out(mine, registry, by="smt_thp/kvm-2vcpu")
+    lay_out(shared, registry, by="smt_thp/kvm-2vcpu")
+    lay_out(other, registry, by="cpu_search/kvm-2vcpu")
+    _another_checkout(registry, shared, "smt_thp/mybox")
+    # reusing a file adds its campaign to the users; the plan names the other checkout
+    lay_out(other, registry, by="irq_affinity/kvm-2vcpu")
+    assert "also used by the checkout(s) /elsewhere/iolab" in scratch.state(shared, registry)[1]
+    lines = scratch.clean(registry, experiment="cpu_search")
+    assert f"left {other.path} (1,048,576 bytes, made by cpu_search/kvm-2vcpu): also used by " \
+        "irq_affinity/kvm-2vcpu" in lines and other.path.exists() and mine.path.exists()
+    lines = scratch.clean(registry)
+    assert f"removed {mine.path} (1,048,576 bytes, made by smt_thp/kvm-2vcpu)" in lines
+    assert any(line.startswith(f"left {shared.path}") and "/elsewhere/iolab" in line
+               and "--all-checkouts" in line for line in lines)
+    assert shared.path.exists() and not other.path.exists()
+    assert scratch.clean(registry, any_checkout=True) == [
+        f"removed {shared.path} (1,048,576 bytes, made by smt_thp/kvm-2vcpu)"]
+
+
+def test_a_file_an_older_iolab_made_without_its_users_is_left_unless_asked(tmp_path,
+                                                                           registry):
+    f = ScratchFile("target_path", tmp_path / "old.dat", 2**20)
+    lay_out(f, registry, by="smt_thp/kvm-2vcpu")
+    files = json.loads(registry.path.read_text())["files"]
+    del files[str(f.path)]["users"]
+    registry.path.write_text(json.dumps({"version": scratch.VERSION, "files": files}))
+    (line,) = scratch.clean(registry)
+    assert line.startswith(f"left {f.path}") and "--all-checkouts" in line and f.path.exists()
+    assert scratch.clean(registry, any_checkout=True)[0].startswith(f"removed {f.path}")
+
+
+def test_clean_verb_takes_an_experiment_and_refuses_an_unknown_one(tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    assert main(["clean", "--experiment", "nope"]) == 2
+    assert "--experiment" in capsys.readouterr().err and f.path.exists()
+    assert main(["clean", "--experiment", "cpu_search"]) == 0 and f.path.exists()
+    assert main(["clean", "--experiment", "smt_thp"]) == 0 and not f.path.exists()
+
+
 # -- a registry lock held by another process ----------------------------------------------
 
 # a process that holds a lock the way iolab's lock files do: flocked, naming its holder

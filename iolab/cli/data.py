@@ -15,6 +15,7 @@ import contextlib
 from pathlib import Path
 
 from iolab.cli.common import add_common, data_dir_of
+from iolab.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,11 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--journal", help="journal file (default: DATA/.knob-journal.json)")
     p.set_defaults(func=cmd_restore)
 
-    p = sub.add_parser("clean", help="remove the scratch files iolab wrote for its runs (the "
-                       "target files it reads): only files it created and that are still as it "
-                       "left them; never a stored run, never another file")
+    p = sub.add_parser("clean", help="remove the scratch files iolab wrote for this "
+                       "checkout's runs (the target files they read): only files it created, "
+                       "still as it left them, that no other checkout's campaign uses; never a "
+                       "stored run, never another file; it lists what it leaves and why")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.add_argument("--under", metavar="DIR", help="only files under this folder")
+    p.add_argument("--experiment", metavar="EXP", help="only files that campaigns of this "
+                   "experiment alone use")
+    p.add_argument("--all-checkouts", action="store_true", help="also files other checkouts "
+                   "of iolab use, or that an older iolab made without saying which")
     p.set_defaults(func=cmd_clean)
 
 
@@ -120,13 +126,18 @@ def cmd_restore(args) -> int:
 
 def cmd_clean(args) -> int:
     from iolab.core import locks
+    from iolab.core import registry as exps
     from iolab.host import scratch
 
+    if args.experiment is not None and args.experiment not in exps.names():
+        raise InputError("iolab clean", "--experiment", f"{args.experiment!r} is not an "
+                         "experiment", allowed=", ".join(exps.names()))
     registry = scratch.Registry()
     # the host lock: a campaign running now reads these files
     with locks.host_lock(None) if not args.dry_run else contextlib.nullcontext():
         lines = scratch.clean(registry, dry_run=args.dry_run,
-                              under=Path(args.under) if args.under else None)
+                              under=Path(args.under) if args.under else None,
+                              experiment=args.experiment, any_checkout=args.all_checkouts)
     for line in lines:
         print(line)
     if not lines:

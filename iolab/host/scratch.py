@@ -20,6 +20,12 @@ refused before any read that could block (:mod:`iolab.safefiles`). A lock anothe
 holds is waited for: the wait names the holder once, and Ctrl-C (or a campaign's stop check)
 ends it.
 
+An entry also names the file's *users*: each checkout of iolab (its folder) and campaign
+(``experiment/environment``) that laid the file out or reused it. Two checkouts whose params
+name one path share one file; :func:`clean` removes only files that every user of which is
+in its scope (this checkout, and an experiment if given), and says which it leaves and why,
+so that cleaning one checkout never takes a file another one's campaign reads.
+
 Before anything runs, a scratch path is refused (:func:`problems`) when
 
 * it is relative (the tools run inside each run folder, so a relative path would put a
@@ -54,7 +60,7 @@ from typing import Any, Callable, Iterator
 from iolab.durable import write_json_atomic
 from iolab.errors import IolabError
 from iolab.lockfile import Lock
-from iolab.paths import state_dir
+from iolab.paths import REPO_ROOT, state_dir
 from iolab.safefiles import STATE_MODE, NotOurs, read_regular, state_folder
 
 CHUNK = 1 << 20
@@ -78,6 +84,11 @@ def _machine() -> str:
         return Path("/etc/machine-id").read_text().strip() or socket.gethostname()
     except OSError:
         return socket.gethostname()
+
+
+def user(campaign: str) -> dict[str, str]:
+    """A scratch file's user: this checkout and the campaign (``experiment/environment``)."""
+    return {"checkout": str(REPO_ROOT), "campaign": campaign}
 
 
 def _now() -> str:
@@ -190,7 +201,7 @@ class Registry:
         ino = os.fstat(fd).st_ino
         with self._changing(check) as files:
             files[str(path)] = {"ino": ino, "size": size, "by": by, "created_at": _now(),
-                                "final": str(final)}
+                                "final": str(final), "users": [user(by)]}
 
     def seal(self, path: Path, fd: int, *, size: int, by: str, final: Path,
              check: Callable[[], None] = lambda: None) -> None:
@@ -198,8 +209,16 @@ class Registry:
         st = os.fstat(fd)
         with self._changing(check) as files:
             rec = files.setdefault(str(path), {"ino": st.st_ino, "by": by,
-                                               "created_at": _now(), "final": str(final)})
+                                               "created_at": _now(), "final": str(final),
+                                               "users": [user(by)]})
             rec.update(size=size, mtime_ns=st.st_mtime_ns)
+
+    def use(self, path: Path, by: str, check: Callable[[], None] = lambda: None) -> None:
+        """Campaign ``by`` of this checkout reads the file that is ours at ``path``."""
+        with self._changing(check) as files:
+            rec = files.get(str(path))
+            if rec is not None and user(by) not in rec.setdefault("users", []):
+                rec["users"].append(user(by))
 
     def tidy(self, check: Callable[[], None] = lambda: None) -> None:
         """Write the registry as it stands (after a rename, or removals)."""
@@ -275,6 +294,9 @@ def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
     if problem:
         return "refuse", problem
     made = f"made by iolab ({entry.get('by', '?')}) at {entry.get('created_at', '?')}"
+    others = sorted({u.get("checkout") for u in entry.get("users", [])} - {str(REPO_ROOT)})
+    if others:
+        made += f", also used by the checkout(s) {', '.join(others)}"
     if st.st_size == f.size:
         return "reuse", f"exists, {made}; reused"
     return "rewrite", f"exists, {made}, with {st.st_size} bytes; rewritten with {f.size}"
@@ -311,6 +333,7 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
     if what == "refuse":
         raise IolabError(f"key '{f.key}': {detail}")
     if what == "reuse":
+        registry.use(f.path, by, check)
         return False
     f.path.parent.mkdir(parents=True, exist_ok=True)
     for path, rec in registry.ours():  # a killed campaign's half-written copy: ours to remove
@@ -344,9 +367,28 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
     return True
 
 
-def clean(registry: Registry, *, dry_run: bool = False,
-          under: Path | None = None) -> list[str]:
-    """Remove every file that is ours (``under`` a folder, if given); one line per file. A
+def _outside(rec: dict[str, Any], experiment: str | None, any_checkout: bool) -> str | None:
+    """Why a file of ours is left by a clean of this checkout (and ``experiment``), or None."""
+    users = rec.get("users")
+    if not users:
+        return None if any_checkout else (
+            "made before iolab recorded which checkout uses a file; --all-checkouts removes it")
+    others = sorted({u.get("checkout", "?") for u in users} - {str(REPO_ROOT)})
+    if others and not any_checkout:
+        return f"also used by the checkout(s) {', '.join(others)}; --all-checkouts removes it"
+    if experiment is not None:
+        campaigns = sorted({u.get("campaign", "?") for u in users
+                            if not u.get("campaign", "").startswith(f"{experiment}/")})
+        if campaigns:
+            return f"also used by {', '.join(campaigns)}"
+    return None
+
+
+def clean(registry: Registry, *, dry_run: bool = False, under: Path | None = None,
+          experiment: str | None = None, any_checkout: bool = False) -> list[str]:
+    """Remove the files that are ours and in scope; one line per file removed or left. In
+    scope: every user of the file is this checkout (any checkout with ``any_checkout``), a
+    campaign of ``experiment`` if given, and the file lies ``under`` a folder if given. A
     file that is no longer ours (replaced, moved, written since) is not touched and drops
     out of the registry."""
     lines = []
@@ -355,6 +397,10 @@ def clean(registry: Registry, *, dry_run: bool = False,
         if folder is not None and not path.is_relative_to(folder):
             continue
         size = f"{rec.get('size', 0):,} bytes"
+        why = _outside(rec, experiment, any_checkout)
+        if why is not None:
+            lines.append(f"left {path} ({size}, made by {rec.get('by', '?')}): {why}")
+            continue
         if dry_run:
             lines.append(f"would remove {path} ({size}, made by {rec.get('by', '?')})")
             continue
