@@ -24,7 +24,9 @@ committed data only: before any test module is imported, the files git tracks un
 ``data/`` (and the tidy caches, which are checked against their digests) are copied into a
 temporary folder that ``$IOLAB_DATA`` names for every test and every process a test starts.
 A user's own environments and runs (``iolab env new``, ``iolab run``) then change no
-test's outcome, and no test can write into the checkout's ``data/``.
+test's outcome, and no test can write into the checkout's ``data/``. Tests that plan or run
+the committed params on this host give them a scratch file in the session's own folder
+(:func:`scratch_dir`), so that a user's scratch files do not block them and none is written.
 """
 
 from __future__ import annotations
@@ -61,10 +63,31 @@ def _committed_data(into: Path) -> None:
 
 
 def pytest_configure(config):
-    folder = Path(tempfile.mkdtemp(prefix="iolab-test-data-"))
-    _committed_data(folder)
-    _SESSION_DATA.append(folder)
-    os.environ["IOLAB_DATA"] = str(folder)
+    root = Path(tempfile.mkdtemp(prefix="iolab-test-"))
+    _SESSION_DATA.append(root)
+    _committed_data(root / "data")
+    (root / "scratch").mkdir()
+    os.environ["IOLAB_DATA"] = str(root / "data")
+
+
+def committed_environments() -> set[str]:
+    """The environments whose params files git tracks (a user's own ones left out)."""
+    from iolab.paths import PARAMS_DIR, REPO_ROOT
+
+    listed = subprocess.run(["git", "ls-files", str(PARAMS_DIR)], cwd=REPO_ROOT,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip(f"not a git checkout ({listed.stderr.strip()}): the committed "
+                    "environments are unknown")
+    return {Path(f).relative_to(PARAMS_DIR.relative_to(REPO_ROOT)).parts[0]
+            for f in listed.stdout.splitlines()}
+
+
+def scratch_dir() -> Path:
+    """The session's folder for the scratch files of campaigns that tests run with the
+    committed params (``--set target_path=...``): a user's own scratch files, at the paths
+    those params name, are never a test's business."""
+    return Path(os.environ["IOLAB_DATA"]).parent / "scratch"
 
 
 def pytest_unconfigure(config):

@@ -9,10 +9,12 @@ import shutil
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from conftest import committed_environments, scratch_dir
 
 from iolab import paths
 from iolab.cli import main
@@ -40,10 +42,11 @@ def test_plan_shows_counts_eta_and_where_the_params_come_from(tmp_path):
 def test_plan_json_has_the_counts(tmp_path):
     code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
                         "--format", "json", "--set", "repetitions=2", "--where", "engine=psync",
-                        "--limit", "3"])
+                        "--limit", "3", "--set", f"target_path={scratch_dir() / 't.dat'}"])
     doc = json.loads(out)
     assert code == 0 and doc["stored"] == 0 and doc["limit"] == 3 and doc["selected"] == 3
-    assert doc["overrides"] == {"repetitions": 2} and doc["where"] == {"engine": ["psync"]}
+    assert doc["overrides"] == {"repetitions": 2, "target_path": str(scratch_dir() / "t.dat")}
+    assert doc["where"] == {"engine": ["psync"]}
     assert doc["to_run"] + doc["blocked"] == 14 * 2 and doc["eta_s"] > 0
     assert {p["name"] for p in doc["programs"]} >= {"fio"}
 
@@ -70,7 +73,10 @@ def test_every_stored_run_folder_is_planned_as_stored(experiment):
 def test_changing_analysis_keys_leaves_stored_unchanged(tmp_path, monkeypatch):
     """Every analysis key changed in a copy of the params: the same runs count as stored."""
     params = tmp_path / "params"
-    shutil.copytree(paths.PARAMS_DIR, params)
+    # the committed environments only: a user may have made a 'mybox' already
+    shutil.copytree(paths.PARAMS_DIR, params, ignore=lambda folder, names: [
+        n for n in names if Path(folder) == paths.PARAMS_DIR
+        and n not in committed_environments()])
     for experiment in ("smt_thp", "cpu_search"):
         before = json.loads(run(["plan", experiment, "--env", "kvm-2vcpu", "--format", "json"])[1])
         path = params / "kvm-2vcpu" / f"{experiment}.yaml"
@@ -112,13 +118,19 @@ def test_experiments_lists_the_registry():
     code, out, _ = run(["experiments", "--format", "json"])
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0 and rows["smt_thp"]["label"] == "sec-experiments-smt-thp"
-    assert rows["cpu_search"]["environments"] == ["epyc-2vcpu-v782", "epyc-2vcpu-v782-adaptive",
-                                                  "epyc-2vcpu-v782-grid", "hpc-server", "kvm-2vcpu"]
+    # the committed environments, in order, and any a user made (iolab env new) among them
+    listed = rows["cpu_search"]["environments"]
+    assert [e for e in listed if e in committed_environments()] == [
+        "epyc-2vcpu-v782", "epyc-2vcpu-v782-adaptive", "epyc-2vcpu-v782-grid", "hpc-server",
+        "kvm-2vcpu"]
 
 
 def test_env_new_copies_a_template(tmp_path, monkeypatch):
     params = tmp_path / "params"
-    shutil.copytree(paths.PARAMS_DIR, params)
+    # the committed environments only: a user may have made a 'mybox' already
+    shutil.copytree(paths.PARAMS_DIR, params, ignore=lambda folder, names: [
+        n for n in names if Path(folder) == paths.PARAMS_DIR
+        and n not in committed_environments()])
     monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
     monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
     code, out, _ = run(["env", "new", "mybox"])

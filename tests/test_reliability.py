@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from conftest import scratch_dir
 
 from iolab.cli import main
 from iolab.core import locks
@@ -36,7 +37,9 @@ from iolab.paths import REPO_ROOT, default_data_dir
 SOURCE = default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu"
 ENV = ["--env", "kvm-2vcpu"]
 PLAN = ["plan", "smt_thp", *ENV]
-RUN = ["run", "smt_thp", *ENV, "--no-progress"]
+# its target: a scratch file of the test session's, never one at the params' own path
+RUN = ["run", "smt_thp", *ENV, "--no-progress", "--set",
+       f"target_path={scratch_dir() / 'smt_thp.dat'}"]
 TIDY = ["tidy", "smt_thp", *ENV]
 
 

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from conftest import scratch_dir  # noqa: E402
 
 from iolab.analysis import stats  # noqa: E402
 from iolab.errors import IolabError  # noqa: E402
@@ -79,7 +80,8 @@ def test_what_ran_comes_from_the_manifests():
 
 
 def test_a_chapter_without_data_says_so(tmp_path):
-    ch = Chapter("smt_thp", "kvm-2vcpu", data_dir=tmp_path)
+    ch = Chapter("smt_thp", "kvm-2vcpu", data_dir=tmp_path,
+                 overrides={"target_path": str(scratch_dir() / "smt_thp.dat")})
     assert not ch.have and ch.plan.counts()["to run"] > 0
     assert "none" in ch.what_ran().set_index("")["what ran"]["stored runs"]
 
