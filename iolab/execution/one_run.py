@@ -1,7 +1,9 @@
 """One run made: its knobs set through the journaled session, its input files written, its
 collectors started around the driver (an argv list run in the run's folder, in a session of
 its own so that its whole tree can be ended), watched for disturbances, its output parsed by
-the tool's adapter, and the run committed with its manifest, or kept under ``failed/``.
+the tool's adapter and its metrics checked to be a sample (``Experiment.sample_problem``),
+and the run committed with its manifest, or kept under ``failed/`` with why (a tool that
+wrote no output too).
 
 Responsible for: everything between "this planned run is next" and "it is stored", and
 ending what it started. Not responsible for: the order of runs, the locks, the stop requests
@@ -78,6 +80,14 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
     finally:
         os.close(fd)
     return proc.wait()
+
+
+def _in_run(exc: OSError, tmp: Path) -> str:
+    """The file an OSError names, relative to the run's folder."""
+    name = exc.filename
+    if name is None:
+        return "a file"
+    return os.path.relpath(name, tmp) if Path(name).is_relative_to(tmp) else str(name)
 
 
 def _tail(path: Path, n: int = 5) -> str:
@@ -172,11 +182,7 @@ class RunMaker:
             reason = f"{adapter.name} exited with status {manifest.exit_code}: {_tail(tmp / 'stderr')}"
         metrics: dict = {}
         if not reason:
-            try:
-                metrics = adapter.parse(tmp)
-                reason = metrics.get("problem") or ""
-            except ParseError as exc:
-                reason = f"output could not be parsed: {exc}"
+            metrics, reason = self._read_output(adapter, tmp, manifest)
         if reason:
             manifest.failure = reason
             dest = self.store.commit_failed(tmp, manifest)
@@ -188,6 +194,25 @@ class RunMaker:
             metrics["rule_value"] = metric_value(self.exp, StoredRun(final, manifest),
                                                  self.spec.rule.metric, parsed=metrics)
         return True, "", metrics
+
+    def _read_output(self, adapter: Any, tmp: Path, manifest: RunManifest) -> tuple[dict, str]:
+        """The tool's metrics, and why the run is no sample ("" when it is one): its output
+        is missing or unreadable, cannot be parsed, reports a problem, or gives a metric of
+        the experiment that no measurement can have (``Experiment.sample_problem``). Only a
+        run that passes is committed, so the tidy table never meets it."""
+        try:
+            metrics = adapter.parse(tmp)
+            if metrics.get("problem"):
+                return metrics, metrics["problem"]
+            row = self.exp.tidy_row(StoredRun(tmp, manifest))
+            return metrics, self.exp.sample_problem(row)
+        except FileNotFoundError as exc:  # a tool that exits without writing its report
+            return {}, (f"no output: {_in_run(exc, tmp)} was not written ({adapter.name} "
+                        f"exited with status {manifest.exit_code})")
+        except OSError as exc:
+            return {}, f"output could not be read: {_in_run(exc, tmp)}: {exc.strerror or exc}"
+        except (ParseError, ValueError) as exc:  # a collector's files too (JSON, a window)
+            return {}, f"output could not be parsed: {exc}"
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path,
                  expected_s: float | None) -> tuple[int, str]:
