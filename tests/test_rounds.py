@@ -7,7 +7,9 @@ fixed in advance, so campaigns run in different orders, or killed and resumed, m
 same runs. A campaign of the conftest's ``Demo`` experiment takes a few seconds.
 
 Other tests script faults with it too (tests/test_one_run.py): ``"silent"``, a tool that
-exits 0 without writing its report.
+exits 0 without writing its report; ``"replace"``, one that removes its target file
+(``--filename``) and makes a new one of the same size, as fio does for a file that is gone,
+and then reports 1000 IOPS.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ FAKE_FIO = textwrap.dedent("""\
         sys.exit(1)
     if value == "silent":
         sys.exit(0)
+    if value == "replace":
+        target = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--filename="))
+        size = os.path.getsize(target)
+        os.unlink(target)
+        with open(target, "wb") as made:
+            made.write(os.urandom(size))
+        value = 1000
     report = json.load(open({fixture!r}))
     report["jobs"][0]["read"]["iops"] = float(value)
     out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--output="))

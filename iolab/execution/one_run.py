@@ -1,9 +1,10 @@
-"""One run made: its knobs set through the journaled session, its input files written, its
-collectors started around the driver (an argv list run in the run's folder, in a session of
-its own so that its whole tree can be ended), watched for disturbances, its output parsed by
-the tool's adapter and its metrics checked to be a sample (``Experiment.sample_problem``),
-and the run committed with its manifest, or kept under ``failed/`` with why (a tool that
-wrote no output too).
+"""One run made: the target files it reads checked to be the ones laid out (before and after
+it: ``iolab.host.scratch``), its knobs set through the journaled session, its input files
+written, its collectors started around the driver (an argv list run in the run's folder, in a
+session of its own so that its whole tree can be ended), watched for disturbances, its output
+parsed by the tool's adapter and its metrics checked to be a sample
+(``Experiment.sample_problem``), and the run committed with its manifest, or kept under
+``failed/`` with why (a tool that wrote no output too).
 
 Responsible for: everything between "this planned run is next" and "it is stored", and
 ending what it started. Not responsible for: the order of runs, the locks, the stop requests
@@ -34,8 +35,9 @@ from iolab.core.store import StoredRun, open_store
 from iolab.errors import IolabError, ParseError
 from iolab.execution.host_plan import RunnableExperiment, metric_value
 from iolab.execution.signals import Signals, kill_group
-from iolab.host import slurm
+from iolab.host import scratch, slurm
 from iolab.host.journal import KnobSession
+from iolab.host.scratch import ScratchFile
 from iolab.tools.base import cpu_mask
 
 
@@ -121,6 +123,9 @@ class RunMaker:
         self.signals = signals
         self.discarded = False  # a run in progress was discarded on the way out
         self.measured_s = 0.0  # the mean duration of the design's stored runs, if any
+        self.registry = scratch.Registry()
+        # each scratch file's registry entry when a run of this campaign first read it
+        self.targets: dict[Path, dict[str, Any]] = {}
 
     def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
         record: dict[str, Any] = {}
@@ -145,6 +150,7 @@ class RunMaker:
         """Run one repetition; returns (ok, failure reason, the tool's metrics); the metrics
         of a stored run under a repetition rule carry the rule's metric as ``rule_value``."""
         params = planned.point.params
+        targets = self.check_targets(params)
         knob_record, reason = self.set_knobs(session, params)
         self.tmp = tmp = self.store.begin(planned.run_id)
         launch, collectors, adapter = self.exp.launch(self.settings, params, self.topo)
@@ -176,6 +182,8 @@ class RunMaker:
         if not reason:  # a knob changed by hand (or a daemon) while the run measured
             changed = disturbance.changed_knobs(self.knobs, knob_record)
             reason = disturbance.reason(changed) if changed else ""
+        if not reason:
+            reason = self.targets_changed(targets)
         manifest.started_at, manifest.ended_at = started, now_iso()
         manifest.duration_s = round(time.monotonic() - t0, 3)
         if not reason and manifest.exit_code != 0:
@@ -194,6 +202,42 @@ class RunMaker:
             metrics["rule_value"] = metric_value(self.exp, StoredRun(final, manifest),
                                                  self.spec.rule.metric, parsed=metrics)
         return True, "", metrics
+
+    def check_targets(self, params: dict[str, Any]) -> list[ScratchFile]:
+        """The scratch files a run of ``params`` reads, each checked to be the file iolab laid
+        out for this campaign (its inode, size and modification time as the registry has
+        them); IolabError naming the key and what happened to one that is not, so that no run
+        reads it."""
+        files = self.exp.scratch_files(self.settings, [params])
+        for f in files:
+            known = self.targets.get(f.path)
+            if known is None:
+                entry = self.registry.entry(f.path)
+                if entry is not None and "mtime_ns" in entry and entry.get("size") == f.size:
+                    self.targets[f.path] = entry
+                    continue
+                what = "is not the file iolab laid out for this campaign"
+            else:
+                what = scratch.change(f, known)
+                if what is None:
+                    continue
+                what = f"changed during the campaign: it {what}"
+            kind, detail = scratch.state(f, self.registry)
+            then = (detail if kind == "refuse" else
+                    "run the same command again to lay it out anew and go on")
+            raise IolabError(f"key '{f.key}': {f.path} {what}; no further run reads it. "
+                             f"{then[0].upper()}{then[1:]}. The runs stored before are kept.")
+        return files
+
+    def targets_changed(self, files: list[ScratchFile]) -> str:
+        """Why a run did not read the scratch files it was given (one changed while it ran),
+        or ""."""
+        for f in files:
+            what = scratch.change(f, self.targets[f.path])
+            if what:
+                return (f"target {f.path} ({f.key}) changed during the run: it {what}; the "
+                        "run did not read the file iolab laid out")
+        return ""
 
     def _read_output(self, adapter: Any, tmp: Path, manifest: RunManifest) -> tuple[dict, str]:
         """The tool's metrics, and why the run is no sample ("" when it is one): its output
