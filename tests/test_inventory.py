@@ -199,10 +199,10 @@ def test_a_host_record_without_a_tools_version_is_refused_and_not_stored(demo, p
                                          r"status 1: fio: fork: Resource temporarily "
                                          r"unavailable\)\. .* the record is not stored, and "
                                          "nothing was run"):
-        camp.run(progress=False)
+        camp.run(progress=False, knobs={})
     assert not camp.store.root.exists()
     exe.write_text(working)
-    assert camp.run(progress=False).completed == 2
+    assert camp.run(progress=False, knobs={}).completed == 2
     assert json.loads(camp.store.host_path.read_text())["tools"]["fio"]["version"] == "fio-3.33"
 
 

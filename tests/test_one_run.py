@@ -46,6 +46,12 @@ def campaign(demo, params_dir, tmp_path):
     return campaigns(demo, params_dir, tmp_path, THREE)
 
 
+def run(camp: Campaign, **options):
+    """The campaign run with none of this host's knobs: another suite changing THP meanwhile
+    would fail its runs as disturbed."""
+    return camp.run(progress=False, knobs={}, **options)
+
+
 def reasons(camp: Campaign) -> list[str]:
     """Why each failed run failed, as its manifest records it."""
     return [json.loads((d / "run.json").read_text())["failure"]
@@ -56,7 +62,7 @@ def test_a_tool_that_writes_no_output_is_a_failed_run_and_keep_going_goes_on(cam
                                                                              fake_fio):
     camp = campaign("data")
     fake_fio(camp, {1: [1000, "silent", 1000]})
-    result = camp.run(progress=False, keep_going=True)
+    result = run(camp, keep_going=True)
     assert result.completed == 2 and len(result.failed) == 1
     assert reasons(camp) == ["no output: fio.json was not written (fio exited with status 0)"]
     assert len(camp.tidy()) == 2
@@ -68,7 +74,7 @@ def test_a_tool_that_writes_no_output_stops_the_campaign_without_keep_going(camp
     fake_fio(camp, {1: [1000, "silent", 1000]})
     with pytest.raises(IolabError, match=r"failed: no output: fio\.json was not written .*"
                                          "Use --keep-going"):
-        camp.run(progress=False)
+        run(camp)
     assert len(stored(camp)) == 1 and len(reasons(camp)) == 1
 
 
@@ -76,7 +82,7 @@ def test_a_tool_that_writes_no_output_stops_the_campaign_without_keep_going(camp
 def test_a_metric_no_measurement_can_have_fails_the_run(campaign, fake_fio, value, read):
     camp = campaign("data")
     fake_fio(camp, {1: [1000, value, 1000]})
-    result = camp.run(progress=False, keep_going=True)
+    result = run(camp, keep_going=True)
     assert result.completed == 2 and len(result.failed) == 1
     assert reasons(camp) == [f"metric iops (from fio.iops) reads {read}, which no measurement "
                              "of IOPS can be"]
@@ -104,7 +110,7 @@ def test_a_target_replaced_during_a_run_fails_it_and_stops_the_campaign(params_d
                     params_dir=params_dir({ENV: THREE}), overrides={"target": str(target)})
     fake_fio(camp, {1: [1000, "replace", 1000]})
     with pytest.raises(IolabError) as info:
-        camp.run(progress=False, keep_going=True)
+        run(camp, keep_going=True)
     [reason] = reasons(camp)
     assert reason.startswith(f"target {target} (target) changed during the run: it was ")
     assert reason.endswith("; the run did not read the file iolab laid out")
@@ -140,6 +146,6 @@ def test_a_target_removed_between_runs_stops_the_campaign_before_the_next(params
     with pytest.raises(IolabError, match=f"key 'target': {target} changed during the "
                                          "campaign: it was removed; no further run reads it. "
                                          "Run the same command again to lay it out anew"):
-        camp.run(progress=False, keep_going=True)
+        run(camp, keep_going=True)
     assert len(stored(camp)) == 1 and reasons(camp) == []
-    assert camp.run(progress=False).completed == 2, "laid out anew, the campaign goes on"
+    assert run(camp).completed == 2, "laid out anew, the campaign goes on"
