@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
-from iolab.errors import InputError
-from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, pick_cpus, topology
+from iolab.errors import InputError, IolabError
+from iolab.host.inventory import (collect_inventory, fingerprint, fingerprint_diff,
+                                  fingerprint_gaps, pick_cpus, topology)
 from iolab.host.knobset import make_knobs
+from test_rounds import ENV, FAKE_FIO, campaigns, fake_fio, stored  # noqa: F401  (the fixture)
 
 HOST_DEPENDENT = {"irqbalance", "nvme_poll_queues"}  # controllable where root and systemd are
 
@@ -141,6 +143,67 @@ def test_fingerprint_diff_names_an_added_tool():
     b = copy.deepcopy(a)
     b["tools"]["bdevperf"] = {"version": "v25.09"}
     assert fingerprint_diff(a, b) == ["tools.bdevperf: None != 'v25.09'"]
+
+
+def test_fingerprint_gaps_name_each_missing_field_and_why(fake_sysroot, lab_topology,
+                                                         fake_path):
+    assert fingerprint_gaps(_inventory(), ["fio"]) == []
+    # tools whose version probe could not run or failed, as under a limit on processes
+    inv = collect_inventory(TOOLS, root=fake_sysroot(topology=lab_topology))
+    assert fingerprint_gaps(inv, ["python", "fio", "failing"]) == [
+        "tools.failing (" + inv["tools"]["failing"]["error"] + ")",
+        "tools.fio (command not found: iolab-test-no-such-tool)"]
+    inv = _inventory()
+    inv.update(mem_total_kib=None, cpu={**inv["cpu"], "model_name": None},
+               errors={"lscpu": "lscpu -J could not start: Resource temporarily unavailable",
+                       "cpuinfo": "cannot read /proc/cpuinfo: Cannot allocate memory"})
+    assert fingerprint_gaps(inv, ["fio"]) == [
+        "cpu_model (lscpu -J could not start: Resource temporarily unavailable; cannot read "
+        "/proc/cpuinfo: Cannot allocate memory)", "mem_total_gib (none of its sources gave it)"]
+
+
+def test_a_tool_that_prints_no_version_is_no_gap():
+    inv = _inventory()
+    inv["tools"]["p2pBandwidthLatencyTest"] = {"argv": ["p2pBandwidthLatencyTest", "--help"],
+                                               "version": None, "error": "exited with status 1"}
+    assert fingerprint_gaps(inv, ["fio"]) == []
+
+
+TWO_RUNS = """experiment: demo
+tool: fio
+runtime_s: 1
+repetitions: 2
+base: {engine: psync, concurrency: 1, thp: asis, pinned: false}
+grids:
+  one: {vary: {concurrency: [1]}}
+"""
+FAILING_VERSION = f"""#!{sys.executable}
+import sys
+if "--version" in sys.argv:
+    sys.exit("fio: fork: Resource temporarily unavailable")
+"""
+
+
+def test_a_host_record_without_a_tools_version_is_refused_and_not_stored(demo, params_dir,
+                                                                         tmp_path, fake_fio):
+    """A campaign started while a limit stops fio's version probe: its record would make
+    every later run another host's, so it is refused before the first run, and nothing is
+    stored; once the probe works, the campaign runs."""
+    camp = campaigns(demo, params_dir, tmp_path, TWO_RUNS)("data")
+    fake_fio(camp, {1: [1000, 1000]})
+    exe = tmp_path / "bin" / "fio"
+    working = exe.read_text()
+    exe.write_text(FAILING_VERSION)
+    with pytest.raises(IolabError, match=r"this host's record lacks what its fingerprint is "
+                                         r"made of: tools\.fio \(fio --version exited with "
+                                         r"status 1: fio: fork: Resource temporarily "
+                                         r"unavailable\)\. .* the record is not stored, and "
+                                         "nothing was run"):
+        camp.run(progress=False, knobs={})
+    assert not camp.store.root.exists()
+    exe.write_text(working)
+    assert camp.run(progress=False, knobs={}).completed == 2
+    assert json.loads(camp.store.host_path.read_text())["tools"]["fio"]["version"] == "fio-3.33"
 
 
 def test_topology_of_the_lab_server(fake_sysroot, lab_topology):

@@ -5,6 +5,11 @@ The fake is an executable named ``fio`` put first on PATH: it writes a real fio 
 (or to ``"fail"``, for a run whose tool exits 1). Each point's values per repetition are then
 fixed in advance, so campaigns run in different orders, or killed and resumed, must store the
 same runs. A campaign of the conftest's ``Demo`` experiment takes a few seconds.
+
+Other tests script faults with it too (tests/test_one_run.py): ``"silent"``, a tool that
+exits 0 without writing its report; ``"replace"``, one that removes its target file
+(``--filename``) and makes a new one of the same size, as fio does for a file that is gone,
+and then reports 1000 IOPS.
 """
 
 from __future__ import annotations
@@ -52,6 +57,15 @@ FAKE_FIO = textwrap.dedent("""\
     if value == "fail":
         print("scripted failure", file=sys.stderr)
         sys.exit(1)
+    if value == "silent":
+        sys.exit(0)
+    if value == "replace":
+        target = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--filename="))
+        size = os.path.getsize(target)
+        os.unlink(target)
+        with open(target, "wb") as made:
+            made.write(os.urandom(size))
+        value = 1000
     report = json.load(open({fixture!r}))
     report["jobs"][0]["read"]["iops"] = float(value)
     out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--output="))
@@ -71,12 +85,13 @@ def fake_fio(tmp_path, monkeypatch):
     script = tmp_path / "script.json"
     monkeypatch.setenv("FAKE_FIO_SCRIPT", str(script))
 
-    def write(camp: Campaign) -> None:
+    def write(camp: Campaign, measurements: dict = SCRIPT) -> None:
+        """``measurements``: each point's values by concurrency, repetition by repetition."""
         values = {}
         for point in camp.plan().points():
             ident = camp.experiment.identity(ENV, camp.spec.settings, point.params)
             ids = identity.run_ids(ident, camp.spec.repetitions)
-            values.update(zip(ids, SCRIPT[point.params["concurrency"]]))
+            values.update(zip(ids, measurements[point.params["concurrency"]]))
         script.write_text(json.dumps(values))
     return write
 

@@ -67,6 +67,48 @@ def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, registry, kind
             for p in tmp_path.iterdir() if p.name != "state"} == before
 
 
+def _removed(f: ScratchFile) -> None:
+    f.path.unlink()
+
+
+def _made_again(f: ScratchFile) -> None:  # what fio does to a file that is gone
+    f.path.unlink()
+    f.path.write_bytes(os.urandom(f.size))
+
+
+def _written_in_place(f: ScratchFile) -> None:
+    with open(f.path, "r+b") as fh:
+        fh.write(b"x")
+
+
+def _grown(f: ScratchFile) -> None:
+    with open(f.path, "ab") as fh:
+        fh.write(b"x")
+
+
+def _a_folder(f: ScratchFile) -> None:
+    f.path.unlink()
+    f.path.mkdir()
+
+
+@pytest.mark.parametrize("change, said", [
+    (_removed, "was removed"), (_made_again, "was re"), (_written_in_place, "was rewritten or "
+     "replaced (its modification time changed)"), (_grown, "has 1,048,577 bytes where iolab "
+     "laid it out with 1,048,576"), (_a_folder, "was replaced by a folder")])
+def test_a_change_to_a_laid_out_file_is_said(tmp_path, registry, change, said):
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, registry, by="test")
+    entry = registry.entry(f.path)
+    assert scratch.change(f, entry) is None, "read, it is still the file laid out"
+    f.path.read_bytes()
+    assert scratch.change(f, entry) is None
+    change(f)
+    if f.path.is_file() and f.path.stat().st_mtime_ns == entry["mtime_ns"]:
+        # written within the file system's clock tick of the lay-out: as a later write is
+        os.utime(f.path, ns=(entry["mtime_ns"], entry["mtime_ns"] + 1))
+    assert scratch.change(f, entry).startswith(said)
+
+
 @pytest.mark.parametrize("path,fragment", [
     ("target.dat", "is a relative path"),
     ("/var/tmp/a:b.dat", "fio's separator between file names"),

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import stat
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +120,113 @@ def test_a_parse_error_in_a_forked_worker_names_the_file(data, monkeypatch):
     monkeypatch.setattr(tidy.threading, "active_count", lambda: 1)
     with pytest.raises(ParseError, match=f"{run.name}/fio.json"):
         tidy.build(registry.get("smt_thp"), runs)
+
+
+# -- the cache's own files: checked, never followed, blocked on or removed -------------------
+
+def cache_files(data) -> dict[str, Path]:
+    path = tidy.cache_path(data, "smt_thp", "kvm-2vcpu")
+    return {"parquet": path, "digest": path.with_suffix(".digest"),
+            "stat": path.with_suffix(".stat")}
+
+
+def cut_short(path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def overwritten(path) -> None:
+    path.write_bytes(b"x" * path.stat().st_size)
+
+
+@pytest.mark.parametrize("damage", [cut_short, overwritten])
+def test_a_damaged_cache_is_built_again_and_the_user_told_once(data, capsys, damage):
+    first = load(data)
+    damage(cache_files(data)["parquet"])
+    assert load(data).equals(first)
+    told = capsys.readouterr().err
+    assert told == (f"iolab: the cached table {cache_files(data)['parquet']} does not match "
+                    "the sha256 written with it in kvm-2vcpu.digest (cut short or "
+                    "overwritten); the table was built again from the stored runs\n")
+    assert load(data).equals(first) and capsys.readouterr().err == "", "told once"
+
+
+def test_a_damaged_cache_is_found_without_a_scan_too(data, capsys, monkeypatch):
+    """The warm path (no manifest read) checks the bytes as well."""
+    first = load(data)
+    overwritten(cache_files(data)["parquet"])
+    scans = []
+    real = Store.scan
+    monkeypatch.setattr(Store, "scan", lambda *a, **k: scans.append(1) or real(*a, **k))
+    assert load(data).equals(first) and scans == [1]
+    assert "does not match the sha256" in capsys.readouterr().err
+
+
+@pytest.fixture
+def never_blocks():
+    """A read that waits on a FIFO would hang the suite: it fails the test instead."""
+    def blocked(signum, frame):
+        raise AssertionError("blocked: a FIFO was opened and waited on")
+
+    saved = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(300)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, saved)
+
+
+def put(path, kind: str, outside) -> str:
+    """Something that is not a regular file at ``path``; what the user is told it is."""
+    if kind == "folder":
+        path.mkdir()
+        (path / "inside").write_text("kept\n")
+        return "a folder"
+    if kind == "fifo":
+        os.mkfifo(path)  # a read of it would wait for a writer forever
+        return "a FIFO (named pipe)"
+    path.symlink_to(outside)
+    return f"a symbolic link to {outside}"
+
+
+def still_there(path, kind: str) -> bool:
+    if kind == "folder":
+        return (path / "inside").read_text() == "kept\n"
+    return path.is_symlink() if kind == "link" else stat.S_ISFIFO(path.lstat().st_mode)
+
+
+@pytest.mark.parametrize("name", ["parquet", "digest", "stat"])
+@pytest.mark.parametrize("kind", ["folder", "fifo", "link"])
+def test_what_is_not_a_file_in_a_caches_place_is_left_and_the_table_built(
+        data, tmp_path, capsys, never_blocks, name, kind):
+    first = load(data)
+    path = cache_files(data)[name]
+    path.unlink()
+    outside = tmp_path / "not-iolabs"
+    outside.write_text("kept\n")
+    what = put(path, kind, outside)
+    for _ in range(2):  # never an empty table, and nothing cached in its place
+        assert load(data).equals(first)
+        assert capsys.readouterr().err == (
+            f"iolab: {path}: is {what}, where iolab keeps the tidy table's cache; it is never "
+            "followed, opened or replaced (allowed: a regular file, or nothing (iolab then "
+            "makes it); remove what is there if it is not yours to keep); the table was built "
+            "from the stored runs without the cache\n")
+    assert outside.read_text() == "kept\n" and still_there(path, kind)
+
+
+def test_a_fifo_in_place_of_the_cache_of_verified_files_is_left_and_said_once(
+        data, capsys, never_blocks, monkeypatch):
+    from iolab.core import integrity
+
+    monkeypatch.setattr(integrity, "_TOLD", set(), raising=False)
+    verified = Store(data, "smt_thp", "kvm-2vcpu").verify_cache_path
+    verified.parent.mkdir(parents=True)
+    os.mkfifo(verified)
+    assert len(load(data)) == 4
+    assert len(tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", use_cache=False)) == 4
+    told = capsys.readouterr().err
+    assert told == (f"iolab: {verified}: is a FIFO (named pipe), where iolab keeps the cache "
+                    "of verified files; it is never followed, opened or replaced (allowed: a "
+                    "regular file, or nothing (iolab then makes it); remove what is there if it "
+                    "is not yours to keep); every file is hashed without it\n")
+    assert stat.S_ISFIFO(verified.lstat().st_mode)

@@ -8,8 +8,9 @@ knobs, the value a knob is set to, and the scratch files its runs leave behind. 
 lives beside it (``analysis.py`` in its package) as pure functions over the tidy table.
 
 From these the base class derives what the rest of the package needs: the schema, a point's
-identity and launch, the programs a plan needs, the metrics of a row, and the reading of
-manifests written before this interface existed (version 1).
+identity and launch, the programs a plan needs, the metrics of a row and whether they are a
+sample (no metric NaN, infinite or negative), and the reading of manifests written before this
+interface existed (version 1).
 
 Responsible for: the interface and those derivations. Not responsible for: any one
 experiment, running (``iolab.execution.runner``) or planning (``iolab.core.planner``).
@@ -75,6 +76,10 @@ class Metric:
 def missing_value(value: Any) -> bool:
     """None or NaN: a tidy cell without a value."""
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class Experiment:
@@ -219,6 +224,26 @@ class Experiment:
 
     def tidy_row(self, run: StoredRun) -> dict[str, Any]:
         return standard_row(run, self.derive, list(self.variables))
+
+    def sample_problem(self, row: dict[str, Any]) -> str:
+        """Why a run's row is no sample ("" when it is one): one of the experiment's metrics,
+        or a column it is read from, is infinite or negative, or a column of the tool's own
+        output is NaN. No quantity measured here (rates, times, counts, shares) can be any of
+        these, so a tool that reports one did not measure. A collector's NaN and a missing
+        value are not problems: they are how a collector says it has no value (no samples in
+        the window, no cpufreq on this host)."""
+        tool = f"{row.get('run.tool')}."
+        for name, metric in self.metrics.items():
+            for column in (*metric.sources, name):
+                value = row.get(column)
+                if not _number(value):
+                    continue
+                if math.isinf(value) or value < 0 or (math.isnan(value)
+                                                      and column.startswith(tool)):
+                    where = "" if column == name else f" (from {column})"
+                    return (f"metric {name}{where} reads {value!r}, which no measurement of "
+                            f"{metric.label} can be")
+        return ""
 
     def code_files(self) -> list[Path]:
         """The experiment's own code (its package, or its module), for the tidy cache's digest."""

@@ -7,6 +7,10 @@ the recorded sha256 is not read again; any other file is hashed. The cache is a 
 deleting it only costs one re-hash, and a cache that cannot be written (a read-only data
 directory) is not an error.
 
+Anything but a regular file in the cache's place (a folder, a link, a FIFO) is neither read,
+followed nor replaced (``iolab.safefiles``): the files are then hashed without the cache, and
+the user told once.
+
 The cache trusts a file that was altered with its size and modification time kept (bit rot,
 a careless copy). ``iolab verify`` therefore hashes every file (``rehash``), whatever the
 cache says, and a file it finds altered leaves the cache, so that no later command takes it
@@ -21,10 +25,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from iolab.durable import write_atomic
+from iolab.safefiles import NotOurs, read_regular
+
 CACHE_VERSION = 1
+_ROLE = "the cache of verified files"
+_TOLD: set[str] = set()  # caches whose place is taken, said once per process
 
 
 def sha256_file(path: str | Path) -> str:
@@ -38,13 +48,20 @@ class Checker:
     def __init__(self, cache_path: Path, rehash: bool = False):
         self.cache_path = Path(cache_path)
         self.rehash = rehash  # hash every file, trusting no remembered entry
+        self.taken = False  # the cache's name holds something that is not ours to replace
         self._old = self._load()
         self._new: dict[str, list[Any]] = {}
         self._bad: set[str] = set()  # files found altered: never remembered as verified
 
     def _load(self) -> dict[str, list[Any]]:
         try:
-            doc = json.loads(self.cache_path.read_text())
+            doc = json.loads(read_regular(self.cache_path, _ROLE) or b"null")
+        except NotOurs as exc:
+            self.taken = True
+            if str(self.cache_path) not in _TOLD:
+                _TOLD.add(str(self.cache_path))
+                print(f"iolab: {exc}; every file is hashed without it", file=sys.stderr)
+            return {}
         except (OSError, ValueError):
             return {}
         if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
@@ -92,17 +109,14 @@ class Checker:
         directory as it was. Other entries stay: an outdated one matches no file's size and
         mtime."""
         bad = self._bad & set(self._old)
-        if not bad and all(self._old.get(key) == stamp for key, stamp in self._new.items()):
+        if self.taken or (not bad and all(self._old.get(key) == stamp
+                                          for key, stamp in self._new.items())):
             return
-        tmp = self.cache_path.with_name(f".{self.cache_path.name}.{os.getpid()}.tmp")
         kept = {k: v for k, v in self._old.items() if k not in self._bad}
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"version": CACHE_VERSION,
-                                       "files": {**kept, **self._new}}))
-            os.replace(tmp, self.cache_path)
+            # through a temporary file only this call made: a link put beside it is not followed
+            write_atomic(self.cache_path, json.dumps({"version": CACHE_VERSION,
+                                                      "files": {**kept, **self._new}}).encode())
         except OSError:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
+            pass

@@ -16,7 +16,10 @@ Columns, namespaced so that nothing overwrites anything:
 ==========================  ================================================================
 
 The table is cached as parquet under ``data/cache/`` with a digest of every manifest, raw
-file and of the code that parses them; any change invalidates the cache.
+file and of the code that parses them; any change invalidates the cache. The digest file
+holds the sha256 of the parquet's bytes too: a cache cut short or overwritten is built again,
+and the user told why on standard error. Anything but a regular file in the place of a cache
+file is neither read, followed nor removed: the table is built without the cache, saying so.
 
 Responsible for: building, caching and checking the table. Not responsible for: statistics
 (``iolab.analysis``) or running anything.
@@ -25,19 +28,25 @@ Responsible for: building, caching and checking the table. Not responsible for: 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import sys
 import threading
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Protocol
 
 import pandas as pd
 
 from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
+from iolab.durable import write_atomic
 from iolab.errors import IolabError
+from iolab.safefiles import NotOurs, check_regular, read_regular
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 _PACKAGE = Path(__file__).resolve().parent.parent
+_ROLE = "the tidy table's cache"  # what a refusal says iolab keeps at its names
 # Code whose change can change a row; the experiment's own package is added per table.
 _PARSING_CODE = ("tools", "collectors", "parsers", "importers", "core/rows.py", "core/tidy.py",
                  "core/manifest.py", "core/experiment.py", "core/tool_registry.py")
@@ -110,41 +119,116 @@ def _stat_key(campaign: Path, code: str) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
 def _remove(path: Path) -> None:
+    """Remove ``path`` if it is a regular file: anything else there is not ours to remove."""
     try:
-        path.unlink(missing_ok=True)
+        if S_ISREG(os.lstat(path).st_mode):
+            path.unlink()
     except OSError:
         pass
 
 
-def _write_text(path: Path, text: str) -> None:
-    try:
-        path.write_text(text)
-    except OSError:
-        pass  # best effort, like the cache itself
+class _Cache:
+    """One campaign's cached table: ``<environment>.parquet``; its ``.digest``, two lines:
+    the digest of the runs and code it was built from, and the sha256 of the parquet's bytes;
+    and its ``.stat``, the :func:`stat_key` it stands for. Best effort: a data directory that
+    cannot be written still gives its table, only without the cache.
 
+    A table is served only when its bytes match the sha256 written with them: a cache cut
+    short or overwritten is built again, never an error. A name of the cache taken by
+    anything but a regular file (a folder, a link, a FIFO, a device) is not opened, followed
+    or removed, and no table is cached while it is there. ``problem`` says, in either case,
+    what was done and why (the caller tells the user once)."""
 
-def _write_cache(frame: pd.DataFrame, cpath: Path, dpath: Path, digest: str) -> bool:
-    """Best effort: a data directory that cannot be written (read-only, full) still gives
-    its table, only without the cache. Whether the cache now holds this table."""
-    tmp = cpath.with_name(f".{cpath.name}.{os.getpid()}.tmp")
-    try:
-        cpath.parent.mkdir(parents=True, exist_ok=True)
-        _remove(dpath)  # the old digest must not vouch for a table being replaced
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, cpath)
-        dpath.write_text(digest)
+    def __init__(self, path: Path):
+        self.path = path
+        self.digest_path = path.with_suffix(".digest")
+        self.stat_path = path.with_suffix(".stat")
+        self.problem = ""
+
+    def usable(self) -> bool:
+        """Whether each of the cache's names is free or a regular file."""
+        try:
+            for path in (self.path, self.digest_path, self.stat_path):
+                check_regular(path, _ROLE)
+        except NotOurs as exc:
+            self._taken(exc)
+            return False
+        except OSError as exc:
+            self.problem = (f"the tidy table's cache cannot be examined ({exc}): the table "
+                            "was built from the stored runs without the cache")
+            return False
         return True
-    except OSError:
-        _remove(tmp)
-        return False  # without its current digest, a cache is never read
+
+    def _taken(self, exc: NotOurs) -> None:
+        self.problem = f"{exc}; the table was built from the stored runs without the cache"
+
+    def _bytes(self, path: Path) -> bytes | None:
+        """The content of the regular file ``path``; None where there is none or it cannot
+        be read (``problem`` says why)."""
+        try:
+            return read_regular(path, _ROLE)
+        except NotOurs as exc:  # put there since usable() looked
+            self._taken(exc)
+        except OSError as exc:
+            self.problem = (f"the cached table's file {path} cannot be read "
+                            f"({exc.strerror or exc}); the table was built again from the "
+                            "stored runs")
+        return None
+
+    def stamp(self) -> str | None:
+        data = self._bytes(self.stat_path)
+        return data.decode(errors="replace") if data is not None else None
+
+    def table(self, digest: str | None = None) -> pd.DataFrame | None:
+        """The cached table, if its digest file vouches for it (for ``digest``, when given)
+        and its bytes match the sha256 recorded with them; else None (``problem`` says why
+        when the cache is damaged rather than outdated or absent)."""
+        recorded = None if self.problem else self._bytes(self.digest_path)
+        if recorded is None:
+            return None
+        lines = recorded.decode(errors="replace").split("\n")
+        if digest is not None and lines[0] != digest:
+            return None  # built from other runs or other code: outdated, not damaged
+        data = self._bytes(self.path)
+        if data is None:
+            return None
+        if len(lines) < 2 or hashlib.sha256(data).hexdigest() != lines[1]:
+            self.problem = (f"the cached table {self.path} does not match the sha256 written "
+                            f"with it in {self.digest_path.name} (cut short or overwritten); "
+                            "the table was built again from the stored runs")
+            return None
+        try:
+            return pd.read_parquet(io.BytesIO(data))
+        except (OSError, ValueError) as exc:
+            self.problem = (f"the cached table {self.path} cannot be read ({exc}); the table "
+                            "was built again from the stored runs")
+            return None
+
+    def write(self, frame: pd.DataFrame, digest: str) -> bool:
+        """Cache ``frame`` as the table of ``digest``; whether the cache now holds it."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _remove(self.digest_path)  # the old digest must not vouch for a table being replaced
+            buffer = io.BytesIO()
+            frame.to_parquet(buffer, index=False)
+            data = buffer.getvalue()
+            # each through a temporary file only this call made: no link beside it followed
+            write_atomic(self.path, data)
+            write_atomic(self.digest_path,
+                         f"{digest}\n{hashlib.sha256(data).hexdigest()}\n".encode())
+            return True
+        except OSError:
+            return False  # without its current digest, a cache is never read
+
+    def write_stamp(self, stamp: str) -> None:
+        try:
+            write_atomic(self.stat_path, stamp.encode())
+        except OSError:
+            pass  # best effort, like the cache itself
+
+    def forget_stamp(self) -> None:
+        _remove(self.stat_path)
 
 
 def cache_path(data_dir: Path, experiment: str, environment: str) -> Path:
@@ -203,6 +287,23 @@ def build(source: TidySource, runs: list[StoredRun]) -> pd.DataFrame:
         _JOB = None
 
 
+def _from_runs(source: TidySource, store: Any, code: str, cache: _Cache | None,
+               skip_corrupt: bool) -> tuple[pd.DataFrame, int, bool]:
+    """(The table of the store's verified runs: from the cache where its digest still holds
+    for them, else built and cached; how many corrupt runs it left out, which fail it unless
+    ``skip_corrupt``; whether the cache holds it now)."""
+    runs, corrupt = store.scan()
+    if corrupt and not skip_corrupt:
+        raise IolabError(corrupt_message(corrupt, "its table") + "; or pass "
+                         "--skip-corrupt to leave them out")
+    digest = _digest(runs, code)
+    frame = cache.table(digest) if cache is not None else None
+    if frame is not None:
+        return frame, len(corrupt), True
+    frame = build(source, runs)
+    return frame, len(corrupt), cache is not None and cache.write(frame, digest)
+
+
 def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
          allow_mixed_hosts: bool = False, use_cache: bool = True,
          skip_corrupt: bool | None = None) -> pd.DataFrame:
@@ -223,30 +324,22 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         if not store.root.exists():
             raise IolabError(f"{store.root}: no stored campaign for experiment '{source.name}', "
                              f"environment '{env}'")
-        cpath = cache_path(data_dir, source.name, env)
-        dpath, spath = cpath.with_suffix(".digest"), cpath.with_suffix(".stat")
+        cache = _Cache(cache_path(data_dir, source.name, env))
+        usable = use_cache and cache.usable()
         # taken before the scan: a file that changes during it cannot match the next time
-        stamp = (stat_key(store.root, code) or "") if use_cache else ""
-        if stamp and _read(spath) == stamp and cpath.exists():
-            frames.append(pd.read_parquet(cpath))
-            continue
-        if use_cache:
-            _remove(spath)  # until this table is built, no key may vouch for the cache
-        runs, corrupt = store.scan()
-        if corrupt and not skip_corrupt:
-            raise IolabError(corrupt_message(corrupt, "its table") + "; or pass "
-                             "--skip-corrupt to leave them out")
-        skipped += len(corrupt)
-        digest = _digest(runs, code)
-        cached = use_cache and cpath.exists() and _read(dpath) == digest
-        if cached:
-            frame = pd.read_parquet(cpath)
-        else:
-            frame = build(source, runs)
-            cached = use_cache and _write_cache(frame, cpath, dpath, digest)
-        if cached and stamp and not corrupt:
-            # a table that left corrupt runs out is rebuilt each time, so they are reported
-            _write_text(spath, stamp)
+        stamp = (stat_key(store.root, code) or "") if usable else ""
+        frame = cache.table() if stamp and cache.stamp() == stamp else None
+        if frame is None:
+            if usable:
+                cache.forget_stamp()  # until this table is built, no key may vouch for it
+            frame, corrupt, cached = _from_runs(source, store, code,
+                                                cache if usable else None, skip_corrupt)
+            skipped += corrupt
+            if cached and stamp and not corrupt:
+                # a table that left corrupt runs out is rebuilt each time, so they are reported
+                cache.write_stamp(stamp)
+        if cache.problem:  # a damaged cache is said once: it holds the rebuilt table now
+            print(f"iolab: {cache.problem}", file=sys.stderr)
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not df.empty and df["run.host_fingerprint"].nunique() > 1 and not allow_mixed_hosts:

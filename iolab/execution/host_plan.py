@@ -55,6 +55,7 @@ class RunnableExperiment(Protocol):
     def upgrade_v1(self, doc: dict, path: Path, host: dict | None) -> RunManifest: ...
     def tidy_row(self, run: StoredRun) -> dict: ...
     def derive(self, row: dict) -> dict: ...
+    def sample_problem(self, row: dict) -> str: ...
 
 
 def design_plan(experiment: RunnableExperiment, spec: Spec, max_runs: int = MAX_RUNS) -> Plan:
@@ -253,7 +254,8 @@ def recorded_status(program: Any, record: dict | None) -> dict[str, Any]:
     where the host recorded none, as for most collectors); the path is left out, being a path
     of that machine."""
     return {"name": program.name, "role": program.role, "path": None, "missing_needs": [],
-            "version": (record or {}).get("version"), "build": program.build,
+            "version": (record or {}).get("version"),
+            "reports_version": program.reports_version, "build": program.build,
             "version_argv": [program.executable, *program.version_args], "install": None,
             "found": record is not None and not record.get("error"),
             "recorded": "recorded" if record is not None else "not recorded"}

@@ -1,7 +1,10 @@
-"""One run made: its knobs set through the journaled session, its input files written, its
-collectors started around the driver (an argv list run in the run's folder, in a session of
-its own so that its whole tree can be ended), watched for disturbances, its output parsed by
-the tool's adapter, and the run committed with its manifest, or kept under ``failed/``.
+"""One run made: the target files it reads checked to be the ones laid out (before and after
+it: ``iolab.host.scratch``), its knobs set through the journaled session, its input files
+written, its collectors started around the driver (an argv list run in the run's folder, in a
+session of its own so that its whole tree can be ended), watched for disturbances, its output
+parsed by the tool's adapter and its metrics checked to be a sample
+(``Experiment.sample_problem``), and the run committed with its manifest, or kept under
+``failed/`` with why (a tool that wrote no output too).
 
 Responsible for: everything between "this planned run is next" and "it is stored", and
 ending what it started. Not responsible for: the order of runs, the locks, the stop requests
@@ -32,8 +35,9 @@ from iolab.core.store import StoredRun, open_store
 from iolab.errors import IolabError, ParseError
 from iolab.execution.host_plan import RunnableExperiment, metric_value
 from iolab.execution.signals import Signals, kill_group
-from iolab.host import slurm
+from iolab.host import scratch, slurm
 from iolab.host.journal import KnobSession
+from iolab.host.scratch import ScratchFile
 from iolab.tools.base import cpu_mask
 
 
@@ -80,6 +84,14 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
     return proc.wait()
 
 
+def _in_run(exc: OSError, tmp: Path) -> str:
+    """The file an OSError names, relative to the run's folder."""
+    name = exc.filename
+    if name is None:
+        return "a file"
+    return os.path.relpath(name, tmp) if Path(name).is_relative_to(tmp) else str(name)
+
+
 def _tail(path: Path, n: int = 5) -> str:
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
@@ -111,6 +123,9 @@ class RunMaker:
         self.signals = signals
         self.discarded = False  # a run in progress was discarded on the way out
         self.measured_s = 0.0  # the mean duration of the design's stored runs, if any
+        self.registry = scratch.Registry()
+        # each scratch file's registry entry when a run of this campaign first read it
+        self.targets: dict[Path, dict[str, Any]] = {}
 
     def set_knobs(self, session: KnobSession, params: dict) -> tuple[dict, str]:
         record: dict[str, Any] = {}
@@ -135,6 +150,7 @@ class RunMaker:
         """Run one repetition; returns (ok, failure reason, the tool's metrics); the metrics
         of a stored run under a repetition rule carry the rule's metric as ``rule_value``."""
         params = planned.point.params
+        targets = self.check_targets(params)
         knob_record, reason = self.set_knobs(session, params)
         self.tmp = tmp = self.store.begin(planned.run_id)
         launch, collectors, adapter = self.exp.launch(self.settings, params, self.topo)
@@ -166,17 +182,15 @@ class RunMaker:
         if not reason:  # a knob changed by hand (or a daemon) while the run measured
             changed = disturbance.changed_knobs(self.knobs, knob_record)
             reason = disturbance.reason(changed) if changed else ""
+        if not reason:
+            reason = self.targets_changed(targets)
         manifest.started_at, manifest.ended_at = started, now_iso()
         manifest.duration_s = round(time.monotonic() - t0, 3)
         if not reason and manifest.exit_code != 0:
             reason = f"{adapter.name} exited with status {manifest.exit_code}: {_tail(tmp / 'stderr')}"
         metrics: dict = {}
         if not reason:
-            try:
-                metrics = adapter.parse(tmp)
-                reason = metrics.get("problem") or ""
-            except ParseError as exc:
-                reason = f"output could not be parsed: {exc}"
+            metrics, reason = self._read_output(adapter, tmp, manifest)
         if reason:
             manifest.failure = reason
             dest = self.store.commit_failed(tmp, manifest)
@@ -188,6 +202,61 @@ class RunMaker:
             metrics["rule_value"] = metric_value(self.exp, StoredRun(final, manifest),
                                                  self.spec.rule.metric, parsed=metrics)
         return True, "", metrics
+
+    def check_targets(self, params: dict[str, Any]) -> list[ScratchFile]:
+        """The scratch files a run of ``params`` reads, each checked to be the file iolab laid
+        out for this campaign (its inode, size and modification time as the registry has
+        them); IolabError naming the key and what happened to one that is not, so that no run
+        reads it."""
+        files = self.exp.scratch_files(self.settings, [params])
+        for f in files:
+            known = self.targets.get(f.path)
+            if known is None:
+                entry = self.registry.entry(f.path)
+                if entry is not None and "mtime_ns" in entry and entry.get("size") == f.size:
+                    self.targets[f.path] = entry
+                    continue
+                what = "is not the file iolab laid out for this campaign"
+            else:
+                what = scratch.change(f, known)
+                if what is None:
+                    continue
+                what = f"changed during the campaign: it {what}"
+            kind, detail = scratch.state(f, self.registry)
+            then = (detail if kind == "refuse" else
+                    "run the same command again to lay it out anew and go on")
+            raise IolabError(f"key '{f.key}': {f.path} {what}; no further run reads it. "
+                             f"{then[0].upper()}{then[1:]}. The runs stored before are kept.")
+        return files
+
+    def targets_changed(self, files: list[ScratchFile]) -> str:
+        """Why a run did not read the scratch files it was given (one changed while it ran),
+        or ""."""
+        for f in files:
+            what = scratch.change(f, self.targets[f.path])
+            if what:
+                return (f"target {f.path} ({f.key}) changed during the run: it {what}; the "
+                        "run did not read the file iolab laid out")
+        return ""
+
+    def _read_output(self, adapter: Any, tmp: Path, manifest: RunManifest) -> tuple[dict, str]:
+        """The tool's metrics, and why the run is no sample ("" when it is one): its output
+        is missing or unreadable, cannot be parsed, reports a problem, or gives a metric of
+        the experiment that no measurement can have (``Experiment.sample_problem``). Only a
+        run that passes is committed, so the tidy table never meets it."""
+        try:
+            metrics = adapter.parse(tmp)
+            if metrics.get("problem"):
+                return metrics, metrics["problem"]
+            row = self.exp.tidy_row(StoredRun(tmp, manifest))
+            return metrics, self.exp.sample_problem(row)
+        except FileNotFoundError as exc:  # a tool that exits without writing its report
+            return {}, (f"no output: {_in_run(exc, tmp)} was not written ({adapter.name} "
+                        f"exited with status {manifest.exit_code})")
+        except OSError as exc:
+            return {}, f"output could not be read: {_in_run(exc, tmp)}: {exc.strerror or exc}"
+        except (ParseError, ValueError) as exc:  # a collector's files too (JSON, a window)
+            return {}, f"output could not be parsed: {exc}"
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path,
                  expected_s: float | None) -> tuple[int, str]:

@@ -2,7 +2,9 @@
 then make its runs in their order, logging the campaign as it goes.
 
 Before anything changes, every program the selected runs need (the tool, GNU time, stress-ng,
-...) is checked, and a missing one is named with how to install it. Each run is made by
+...) is checked, and a missing one is named with how to install it. A host record that lacks a
+field of its fingerprint (a tool's version that its probe could not read) is refused before
+the first run, and not stored. Each run is made by
 :class:`~iolab.execution.one_run.RunMaker`. A failing run is kept under ``failed/``; without
 ``keep_going`` the campaign then stops. Ctrl-C or SIGTERM stops the driver, discards the
 unfinished run and restores every knob; a journal left by a process that was killed outright
@@ -42,7 +44,8 @@ from iolab.execution.one_run import RunMaker, now_iso
 from iolab.execution.rounds import Schedule, new_seed
 from iolab.execution.signals import Interrupted, Signals
 from iolab.host import scratch
-from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
+from iolab.host.inventory import (collect_inventory, fingerprint, fingerprint_diff,
+                                  fingerprint_gaps, topology)
 from iolab.host.journal import KnobSession, restore_from_journal
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
@@ -255,7 +258,8 @@ class _Execution:
         return plan, journal
 
     def _record_host(self, plan: Plan) -> None:
-        """The host's inventory and fingerprint, checked against (or recorded as) the store's."""
+        """The host's inventory and fingerprint, checked against (or recorded as) the store's;
+        refused, before anything is stored, when it lacks a field of the fingerprint."""
         maker = self.maker
         # Only the benchmark tools enter the host's fingerprint; collectors' versions do not
         # change what a run measures.
@@ -272,6 +276,16 @@ class _Execution:
             if program["version"] and ("\n" in (entry.get("version") or "")
                                        or program.get("build")):
                 entry["version"] = program["version"]
+        gaps = fingerprint_gaps(inventory, [p["name"] for p in benchmarks
+                                            if p["reports_version"]])
+        if gaps:
+            raise IolabError(
+                "this host's record lacks what its fingerprint is made of: "
+                + "; ".join(gaps) + ". The same host gives another fingerprint once these can "
+                "be read, so every later run would be refused as another host's: the record "
+                "is not stored, and nothing was run. Run again once they can be read (a limit "
+                "on processes or memory, 'ulimit -u' or 'ulimit -v', stops the commands that "
+                "read them)")
         maker.fingerprint = fingerprint(inventory)
         stored_host = maker.store.read_host()
         diff = fingerprint_diff(stored_host, inventory) if stored_host else []

@@ -3,7 +3,8 @@
 Responsible for: collecting CPU, topology, memory, kernel, block devices, knob states and tool
 versions by reading procfs/sysfs and running read-only commands (argv lists, a timeout, the C
 locale); a fingerprint over the fields that can change results; naming the fields in which two
-inventories differ; picking logical CPUs for a number of physical cores.
+inventories differ, and those of the fingerprint an inventory lacks; picking logical CPUs for
+a number of physical cores.
 Not responsible for: writing host.json or deciding what a differing fingerprint means (the run
 store and runner), or changing any setting (``iolab.host.knobs``, ``iolab.host.journal``). A command that
 is missing, fails or hangs is recorded under ``errors``; collection never stops for it.
@@ -314,6 +315,34 @@ def _fingerprint_fields(inventory: dict[str, Any]) -> dict[str, Any]:
         "tools": {name: (tool or {}).get("version")
                   for name, tool in sorted((inventory.get("tools") or {}).items())},
     }
+
+
+# The keys of an inventory's ``errors`` that say why a fingerprint field is missing.
+_FIELD_SOURCES = {"cpu_model": ("lscpu", "cpuinfo"), "logical_cpus": ("lscpu", "topology"),
+                  "threads_per_core": ("lscpu", "topology"), "kernel_release": (),
+                  "mem_total_gib": ("meminfo",)}
+
+
+def fingerprint_gaps(inventory: dict[str, Any], versioned: list[str]) -> list[str]:
+    """The fingerprint's fields that the inventory lacks, each as 'field (why)', why being
+    the error of the command or file that should have given it. A record made while they
+    could not be read (a limit on processes or memory, a tool that could not start) has a
+    fingerprint that the same host no longer gives once they can, so every later run would
+    be refused as another host's. ``versioned``: the tools that print a version (a tool
+    that prints none is no gap)."""
+    fields = _fingerprint_fields(inventory)
+    errors = inventory.get("errors") or {}
+    tools = inventory.get("tools") or {}
+    gaps = []
+    for name, sources in _FIELD_SOURCES.items():
+        if fields[name] is None:
+            why = "; ".join(errors[k] for k in sources if k in errors)
+            gaps.append(f"{name} ({why or 'none of its sources gave it'})")
+    for name in sorted(versioned):
+        if fields["tools"].get(name) is None:
+            why = (tools.get(name) or {}).get("error")
+            gaps.append(f"tools.{name} ({why or 'it printed no version'})")
+    return gaps
 
 
 def fingerprint(inventory: dict[str, Any]) -> str:

@@ -39,9 +39,10 @@ Before anything runs, a scratch path is refused (:func:`problems`) when
 * this user cannot create or write it.
 
 Responsible for: those checks, laying a file out under its mark (:func:`lay_out`), saying
-what a campaign will do to each file (:func:`describe`) and removing marked files
-(:func:`clean`). Not responsible for: which files an experiment reads
-(``Experiment.scratch_files``) or when they are written (the runner).
+what a campaign will do to each file (:func:`describe`) and what happened to a file since it
+was ours (:func:`change`), and removing marked files (:func:`clean`). Not responsible for:
+which files an experiment reads (``Experiment.scratch_files``) or when they are written and
+checked (the runner).
 """
 
 from __future__ import annotations
@@ -267,6 +268,35 @@ def _writable_problem(path: Path) -> str | None:
     return None
 
 
+def _kind(st: os.stat_result) -> str:
+    return ("a file" if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+            else "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a special file")
+
+
+def change(f: ScratchFile, entry: dict[str, Any]) -> str | None:
+    """What happened to ``f`` since ``entry``, its registry entry when it was ours, was taken
+    (removed, replaced, resized or written since), in words; None while it is still that file.
+    A runner asks before and after each run: a tool reading a file that is not the one laid
+    out (one it made itself after ours was removed) measures something else."""
+    try:
+        st = os.lstat(f.path)
+    except FileNotFoundError:
+        return "was removed"
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"was replaced by {_kind(st)}"
+    if st.st_ino != entry.get("ino"):
+        return (f"was replaced by another file (inode {st.st_ino}; iolab laid out inode "
+                f"{entry.get('ino')})")
+    if st.st_size != entry.get("size"):
+        return f"has {st.st_size:,} bytes where iolab laid it out with {entry.get('size'):,}"
+    if st.st_mtime_ns != entry.get("mtime_ns"):
+        # a file removed and made again can get the same inode number at once
+        return "was rewritten or replaced (its modification time changed)"
+    return None
+
+
 def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
           ) -> tuple[str, str]:
     """(what a campaign will do with the file, in words): ``create``, ``reuse``, ``rewrite``
@@ -283,9 +313,7 @@ def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
         return "refuse", f"{f.path} cannot be examined ({exc.strerror})"
     entry = registry.entry(f.path)
     if entry is None:
-        what = ("a file" if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
-                else "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a special file")
-        return "refuse", (f"{f.path} exists, and is {what} that is not in the registry of "
+        return "refuse", (f"{f.path} exists, and is {_kind(st)} that is not in the registry of "
                           f"files iolab wrote ({registry.path}): it may be yours, or one an "
                           "iolab older than the registry wrote; it is never written. Choose "
                           "a path where nothing is, or remove it yourself if it is not yours "

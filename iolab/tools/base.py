@@ -94,8 +94,8 @@ class Program:
         where = self.find()
         return {"name": self.name, "role": self.role, "found": where is not None, "path": where,
                 "missing_needs": self.missing_needs(),
-                "version": self.version(), "build": self.build,
-                "version_argv": [self.executable, *self.version_args],
+                "version": self.version(), "reports_version": self.reports_version,
+                "build": self.build, "version_argv": [self.executable, *self.version_args],
                 "install": None if where else self.install}
 
 

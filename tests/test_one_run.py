@@ -1,0 +1,151 @@
+"""A sample is a sample: runs whose tool wrote no output, read a metric no measurement can
+have, or read a target file other than the one laid out are failed runs, kept with their
+reason, and never stored as samples.
+
+Campaigns of the conftest's ``Demo`` experiment with the scripted fake fio of
+tests/test_rounds.py (its ``"silent"`` and ``"replace"`` faults, and IOPS of NaN, infinity or
+below zero).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import Demo
+from iolab.core.experiment import Metric
+from iolab.errors import IolabError
+from iolab.execution.campaign import Campaign
+from iolab.host import scratch
+from iolab.host.scratch import ScratchFile
+from test_rounds import ENV, campaigns, fake_fio, stored  # noqa: F401  (the fixture)
+
+THREE = """experiment: demo
+tool: fio
+runtime_s: 1
+repetitions: 3
+base: {engine: psync, concurrency: 1, thp: asis, pinned: false}
+grids:
+  one: {vary: {concurrency: [1]}}
+"""
+TARGET_SIZE = 1 << 20
+
+
+class DemoWithTarget(Demo):
+    """Demo whose runs read a target file that the campaign lays out (a scratch file)."""
+
+    def scratch_files(self, settings, points):
+        return [ScratchFile("target", Path(settings["target"]), TARGET_SIZE)]
+
+
+@pytest.fixture
+def campaign(demo, params_dir, tmp_path):
+    return campaigns(demo, params_dir, tmp_path, THREE)
+
+
+def run(camp: Campaign, **options):
+    """The campaign run with none of this host's knobs: another suite changing THP meanwhile
+    would fail its runs as disturbed."""
+    return camp.run(progress=False, knobs={}, **options)
+
+
+def reasons(camp: Campaign) -> list[str]:
+    """Why each failed run failed, as its manifest records it."""
+    return [json.loads((d / "run.json").read_text())["failure"]
+            for d in camp.store.failed_runs()]
+
+
+def test_a_tool_that_writes_no_output_is_a_failed_run_and_keep_going_goes_on(campaign,
+                                                                             fake_fio):
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, "silent", 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    assert reasons(camp) == ["no output: fio.json was not written (fio exited with status 0)"]
+    assert len(camp.tidy()) == 2
+
+
+def test_a_tool_that_writes_no_output_stops_the_campaign_without_keep_going(campaign,
+                                                                            fake_fio):
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, "silent", 1000]})
+    with pytest.raises(IolabError, match=r"failed: no output: fio\.json was not written .*"
+                                         "Use --keep-going"):
+        run(camp)
+    assert len(stored(camp)) == 1 and len(reasons(camp)) == 1
+
+
+@pytest.mark.parametrize("value, read", [("nan", "nan"), ("inf", "inf"), (-5, "-5.0")])
+def test_a_metric_no_measurement_can_have_fails_the_run(campaign, fake_fio, value, read):
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, value, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    assert reasons(camp) == [f"metric iops (from fio.iops) reads {read}, which no measurement "
+                             "of IOPS can be"]
+    df = camp.tidy()
+    assert len(df) == 2 and list(df["iops"]) == [1000.0, 1000.0]
+
+
+def test_a_collectors_nan_is_its_missing_value_and_no_problem(demo):
+    """NaN is how a collector says it has no value (no cpufreq samples in the window); from
+    the tool, or infinite or negative from anything, it is no measurement."""
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0}
+    assert demo.sample_problem(row) == ""
+    assert demo.sample_problem({**row, "fio.iops": None, "iops": math.nan}) == ""
+    assert demo.sample_problem({**row, "fio.iops": math.nan, "iops": math.nan}) != ""
+    demo.metrics = {**demo.metrics, "busy": Metric("busy", ("procstat.busy",))}
+    assert demo.sample_problem({**row, "procstat.busy": math.nan, "busy": math.nan}) == ""
+    assert demo.sample_problem({**row, "procstat.busy": -1.0, "busy": -1.0}) == (
+        "metric busy (from procstat.busy) reads -1.0, which no measurement of busy can be")
+
+
+def test_a_target_replaced_during_a_run_fails_it_and_stops_the_campaign(params_dir, tmp_path,
+                                                                      fake_fio):
+    target = tmp_path / "target.dat"
+    camp = Campaign(DemoWithTarget(), ENV, data_dir=tmp_path / "data",
+                    params_dir=params_dir({ENV: THREE}), overrides={"target": str(target)})
+    fake_fio(camp, {1: [1000, "replace", 1000]})
+    with pytest.raises(IolabError) as info:
+        run(camp, keep_going=True)
+    [reason] = reasons(camp)
+    assert reason.startswith(f"target {target} (target) changed during the run: it was ")
+    assert reason.endswith("; the run did not read the file iolab laid out")
+    # the next run reads nothing: the file is not ours, and the message says what happened
+    message = str(info.value)
+    assert message.startswith(f"key 'target': {target} changed during the campaign: it was ")
+    assert (f"no further run reads it. {target} exists, and is a file that is not in the "
+            "registry of files iolab wrote") in message
+    assert message.endswith("The runs stored before are kept.")
+    assert len(stored(camp)) == 1, "only the run before the replacement is a sample"
+    assert scratch.Registry().entry(target) is None, "the new file is not taken for ours"
+
+
+def test_a_target_removed_between_runs_stops_the_campaign_before_the_next(params_dir, tmp_path,
+                                                                         fake_fio, monkeypatch):
+    target = tmp_path / "target.dat"
+    camp = Campaign(DemoWithTarget(), ENV, data_dir=tmp_path / "data",
+                    params_dir=params_dir({ENV: THREE}), overrides={"target": str(target)})
+    fake_fio(camp, {1: [1000, 1000, 1000]})
+    from iolab.execution.one_run import RunMaker
+
+    real = RunMaker.run_one
+    removals = [target]
+
+    def then_remove(self, session, planned):  # someone removes it after the first run
+        outcome = real(self, session, planned)
+        for path in removals:
+            path.unlink()
+        removals.clear()
+        return outcome
+
+    monkeypatch.setattr(RunMaker, "run_one", then_remove)
+    with pytest.raises(IolabError, match=f"key 'target': {target} changed during the "
+                                         "campaign: it was removed; no further run reads it. "
+                                         "Run the same command again to lay it out anew"):
+        run(camp, keep_going=True)
+    assert len(stored(camp)) == 1 and reasons(camp) == []
+    assert run(camp).completed == 2, "laid out anew, the campaign goes on"
