@@ -21,7 +21,7 @@ from iolab.core.schema import Flag, Int
 from iolab.errors import InputError
 from iolab.execution.campaign import Campaign
 from test_rounds import ENV, fake_fio  # noqa: F401  (the fixture)
-from test_rounds import campaigns, failed, log, stored
+from test_rounds import WithoutHostKnobs, campaigns, failed, log, stored
 
 PARAMS = """experiment: demo
 tool: fio
@@ -249,7 +249,8 @@ def test_a_confirm_step_needs_a_metric_to_rank_by(demo, params_dir, tmp_path):
 def test_a_fixed_count_confirms_by_the_steps_metric(demo, params_dir, tmp_path, scripted):
     text = PARAMS.replace("repetitions: {min: 3, max: 4, metric: iops, target_ci_pct: 5}",
                           "repetitions: 3").replace("aa: true}", "aa: true, metric: iops}")
-    camp = Campaign(demo, ENV, data_dir=tmp_path / "d", params_dir=params_dir({ENV: text}))
+    camp = WithoutHostKnobs(demo, ENV, data_dir=tmp_path / "d",
+                            params_dir=params_dir({ENV: text}))
     scripted(camp)
     camp.run(progress=False, keep_going=True)
     assert confirm_runs(camp) == {(4, "A"): 3, (4, "B"): 3, (2, "A"): 3}

@@ -96,14 +96,24 @@ def fake_fio(tmp_path, monkeypatch):
     return write
 
 
+class WithoutHostKnobs(Campaign):
+    """A campaign that runs with none of this host's knobs: its points leave THP as it is,
+    and a user's campaign (or another suite) changing THP meanwhile must not make its runs
+    look disturbed."""
+
+    def run(self, **options):
+        options.setdefault("knobs", {})
+        return super().run(**options)
+
+
 def campaigns(demo, params_dir, tmp_path, params: str):
     """Factory of Demo campaigns of ``params``, each in its own data folder, with ``--set``
-    overrides (also for tests/test_confirm.py)."""
+    overrides (also for tests/test_confirm.py and tests/test_search.py)."""
     folder = params_dir({ENV: params})
 
     def make(name: str, overrides: dict | None = None) -> Campaign:
-        return Campaign(demo, ENV, data_dir=tmp_path / name, params_dir=folder,
-                        overrides=overrides)
+        return WithoutHostKnobs(demo, ENV, data_dir=tmp_path / name, params_dir=folder,
+                                overrides=overrides)
     return make
 
 
