@@ -169,6 +169,51 @@ def fake_sysroot(tmp_path):
     return build
 
 
+@pytest.fixture
+def refuse_writes():
+    """Factory: ``refuse_writes(path, how)`` makes a (fake) knob's file refuse writes, and
+    returns the function that undoes it (also called when the test ends). ``how``:
+    ``"read-only"`` (an immutable file for root, whom a file's mode does not stop; skipped
+    where the file system has none) or ``"a folder"`` in the file's place, which cannot be
+    read either."""
+    import subprocess
+
+    undos: list = []
+
+    def make(path: Path, how: str = "read-only"):
+        if how == "a folder":
+            text = path.read_text()
+            path.unlink()
+            path.mkdir()
+
+            def undo() -> None:
+                path.rmdir()
+                path.write_text(text)
+        elif os.geteuid() == 0:
+            if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+                pytest.skip("this file system has no immutable files (chattr +i)")
+
+            def undo() -> None:
+                subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o444)
+
+            def undo() -> None:
+                path.chmod(0o644)
+
+        def once() -> None:
+            if undo in undos:
+                undos.remove(undo)
+                undo()
+
+        undos.append(undo)
+        return once
+
+    yield make
+    for undo in undos:
+        undo()
+
+
 # -- a small experiment for the spec, planner and store tests ------------------------------
 
 from iolab.core.experiment import Experiment, Metric  # noqa: E402

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from iolab.cli.common import add_campaign, add_common, data_dir_of
 from iolab.core.planner import MAX_RUNS
@@ -99,6 +100,8 @@ def cmd_run(args) -> int:
     for line in result.messages:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
+    if result.unrestored:  # an interrupted campaign's knobs left changed
+        print(f"iolab: error: {result.unrestored}", file=sys.stderr)
     if result.interrupted:
         return 128 + (result.signal or 2)
     if result.failed:

@@ -23,7 +23,7 @@ adapter), or the store layout (``iolab.core.store``).
 from __future__ import annotations
 
 import os
-import signal
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,10 +40,10 @@ from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
 from iolab.execution.rounds import Schedule, new_seed
-from iolab.execution.signals import Interrupted, Signals
+from iolab.execution.signals import Interrupted, Signals, signal_name
 from iolab.host import scratch
 from iolab.host.inventory import collect_inventory, fingerprint, fingerprint_diff, topology
-from iolab.host.journal import KnobSession, restore_from_journal
+from iolab.host.journal import KnobSession, restore_from_journal, unrestored_message
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
 from iolab.paths import shown
@@ -76,10 +76,20 @@ class CampaignResult:
     interrupted: bool = False
     signal: int | None = None  # the stop-now signal that interrupted it
     stopped: str = ""  # why the campaign stopped on request before its last run
+    # the knobs left changed, what each reads now and how to put it back ("" when none is)
+    unrestored: str = ""
 
 
 def default_journal(data_dir: Path) -> Path:
     return Path(data_dir) / ".knob-journal.json"
+
+
+def restore_command(data_dir: Path, journal: Path) -> str:
+    """The ``iolab restore`` that finishes what a campaign on ``data_dir`` could not."""
+    command = f"iolab restore --data {shlex.quote(str(data_dir))}"
+    if Path(journal) != default_journal(data_dir):
+        command += f" --journal {shlex.quote(str(journal))}"
+    return command
 
 
 def _missing_programs(plan: Plan) -> None:
@@ -122,12 +132,15 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     return result
 
 
-def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = False) -> None:
+def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = False,
+                 unrestored: bool = False) -> None:
     result.interrupted, result.signal = True, exc.signum
     what = ("the run in progress was discarded and its processes ended" if discarded else
             "no run was in progress")
-    result.messages.append(f"interrupted by {exc.name}: {what}; every knob is as it was "
-                           "before; run the same command again to resume")
+    knobs = ("NOT every knob could be put back (the error says which, and how)" if unrestored
+             else "every knob is as it was before")
+    result.messages.append(f"interrupted by {exc.name}: {what}; {knobs}; run the same "
+                           "command again to resume")
 
 
 def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
@@ -166,6 +179,7 @@ class _Execution:
         self.exp, self.spec, self.data_dir, self.opts = experiment, spec, data_dir, options
         self.result, self.owner, self.signals = result, owner, signals
         self.knobs: dict = {}
+        self.session: KnobSession | None = None
         self.topo: list[dict] = []
         self.maker: RunMaker | None = None
         self.started_at = 0.0  # a stop request made from then on is this campaign's
@@ -192,15 +206,20 @@ class _Execution:
         # does
         bar = _progress_bar(total=most if todo else 0, disable=not self.opts.progress,
                             desc=f"{self.spec.experiment}/{self.spec.environment}")
+        self.session = KnobSession(self.knobs, journal,
+                                   restore=restore_command(self.data_dir, journal))
         try:
             if todo:
                 self._set_up(plan, steps)
-            with KnobSession(self.knobs, journal) as session:
+            with self.session as session:
                 self._set_campaign_knobs(session, bool(todo))
                 self._loop(session, steps if todo else (), bar, of)
         except Interrupted as exc:
-            _interrupted(self.result, exc, self.maker.discarded)
+            _interrupted(self.result, exc, self.maker.discarded, bool(self.session.unrestored))
         finally:
+            if self.session.unrestored:  # said on standard error and in the campaign log
+                self.result.unrestored = unrestored_message(
+                    self.session.unrestored, journal, self.session.restore)
             bar.close()
             self._log_end()
 
@@ -323,7 +342,11 @@ class _Execution:
             self.maker.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
                                   "completed": result.completed, "failed": len(result.failed),
                                   "interrupted": result.interrupted, "stopped": result.stopped,
-                                  **({"signal": signal.Signals(result.signal).name}
+                                  **({"knobs_not_restored": self.session.unrestored,
+                                      "restore": self.session.restore}
+                                     if self.session is not None and self.session.unrestored
+                                     else {}),
+                                  **({"signal": signal_name(result.signal)}
                                      if result.signal else {})})
         except OSError:
             pass  # a full disk must not hide why the campaign stopped

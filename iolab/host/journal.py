@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import threading
 from datetime import datetime, timezone
@@ -33,6 +34,11 @@ from iolab.host.knobs import Knob
 from iolab.procs import boot_id, start_ticks
 
 SCHEMA_VERSION = 1
+# every signal another process can send is held while knobs are restored; not the faults a
+# crash raises, which end the process whether blocked or not (SIGKILL cannot be held anyway)
+HELD_DURING_RESTORE = (signal.valid_signals()
+                       - {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+                          signal.SIGKILL, signal.SIGSTOP})
 
 
 def states(knobs: dict[str, Knob]) -> dict[str, Any]:
@@ -102,7 +108,8 @@ def _leftover_message(path: Path) -> str:
 
 
 def _restore_one(knob: Knob, before: Any) -> tuple[bool, str]:
-    """Restore one knob and verify by reading back: (ok, what happened)."""
+    """Restore one knob and verify by reading back: (ok, what happened); what happened to a
+    knob left changed says what it reads now and how to put it back by hand."""
     try:
         if knob.same_state(before, knob.read()):
             return True, f"{knob.name}: already at {_brief(before)}"
@@ -110,10 +117,31 @@ def _restore_one(knob: Knob, before: Any) -> tuple[bool, str]:
         after = knob.read()
     # One knob failing in any way must not stop the others from being restored.
     except Exception as exc:
-        return False, f"{knob.name}: {exc}"
+        return False, _left_changed(knob, before, str(exc))
     if knob.same_state(before, after):
         return True, f"{knob.name}: restored to {_brief(before)}"
-    return False, f"{knob.name}: reads {_brief(after)} after writing back {_brief(before)}"
+    return False, _left_changed(knob, before, f"still reads {_brief(after)} after writing "
+                                f"back {_brief(before)}")
+
+
+def _left_changed(knob: Knob, before: Any, why: str) -> str:
+    """A knob that could not be restored: why, the state it is in now (read back, or why it
+    cannot be read), the state it should have, and the command that writes that state."""
+    try:
+        now = f"it reads {_brief(knob.read())} now"
+    # whatever made the write fail may make the read fail too; the line is still due
+    except Exception as exc:
+        now = f"it cannot be read now ({exc})"
+    command = knob.restore_command(before)
+    by_hand = f"; by hand: `{command}`" if command else ""
+    return f"{knob.name}: {why}; {now} and should be {_brief(before)}{by_hand}"
+
+
+def unrestored_message(failures: list[str], journal_path: Path, restore: str) -> str:
+    """The error of knobs left changed: each knob's line, and the command that finishes the
+    restore once the cause is fixed."""
+    return (f"could not restore knob(s): {'; '.join(failures)}. The journal {journal_path} "
+            f"is kept; once the cause is fixed, `{restore}` puts every knob back.")
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -133,10 +161,14 @@ class KnobSession:
     already installed its own SIGTERM handler, which then owns that job.
     """
 
-    def __init__(self, knobs: dict[str, Knob], journal_path: Path) -> None:
+    def __init__(self, knobs: dict[str, Knob], journal_path: Path,
+                 restore: str | None = None) -> None:
         self.knobs = knobs
         self.journal_path = Path(journal_path)
+        # the command that finishes a failed restore (the caller knows its data directory)
+        self.restore = restore or f"iolab restore --journal {shlex.quote(str(journal_path))}"
         self.restore_report: list[str] = []
+        self.unrestored: list[str] = []  # a line per knob left changed, with how to fix it
         self._journal: dict[str, Any] = {}
         self._active = False
         self._old_sigterm: Any = None
@@ -197,10 +229,9 @@ class KnobSession:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._active = False
-        # a stop signal during the restore would leave knobs half restored; they are held
-        # until it is done and then delivered as usual
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
-                                                            signal.SIGHUP, signal.SIGQUIT})
+        # a signal during the restore would leave knobs half restored; they are held until it
+        # is done and then delivered as usual
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_DURING_RESTORE)
         try:
             failures = []
             for change in reversed(self._journal["changes"]):
@@ -212,9 +243,9 @@ class KnobSession:
             if self._old_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.unrestored = failures
         if failures:
-            message = (f"could not restore knob(s): {'; '.join(failures)}. The journal "
-                       f"{self.journal_path} is kept; fix the cause and run `iolab restore`.")
+            message = unrestored_message(failures, self.journal_path, self.restore)
             if exc is None:
                 raise IolabError(message)
             exc.add_note(message)
