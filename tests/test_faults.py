@@ -311,6 +311,31 @@ def test_every_stop_signal_ends_the_tree_restores_the_knob_and_sets_the_run_asid
 
 
 @needs_thp
+def test_a_campaign_of_another_lock_folder_is_refused_while_one_has_thp_changed(tmp_path):
+    """The host lock lives in $IOLAB_LOCK_DIR, so two campaigns given two folders both get
+    one; THP's own lock does not move with the variable, and the second is refused, naming
+    the first, before it touches anything."""
+    data = tmp_path / "a"
+    before = thp_now()
+    first = spawn(thp_campaign(tmp_path, data), stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL,
+                  env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "locks-a")})
+    assert wait_until(lambda: measuring(data)), "fio started"
+    changed = thp_now()
+    assert changed != before, "the first campaign changed THP"
+    second = subprocess.run(thp_campaign(tmp_path, tmp_path / "b"), capture_output=True,
+                            text=True, timeout=60,
+                            env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "locks-b")})
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert (f"the knob 'thp' of /sys is held by pid {first.pid} (" in second.stderr
+            and f"data {data}" in second.stderr), second.stderr
+    assert thp_now() == changed and not (tmp_path / "b" / ".knob-journal.json").exists()
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=60) == 128 + signal.SIGINT
+    assert_put_back(data, before, "the first campaign")
+
+
+@needs_thp
 def test_a_lost_terminal_ends_the_tree_and_restores_the_knob(tmp_path):
     """The terminal (or SSH session) goes away: the kernel hangs up the campaign, whose writes
     to the terminal then fail; it ends as for SIGHUP, saying so in its log."""

@@ -120,9 +120,12 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     try:
         # the handlers first: a signal at any moment of the campaign is answered alike
         with Signals() as signals, locks.data_lock(data_dir) as dlock, \
-                locks.host_lock(data_dir) as hlock, procs.Owned(data_dir) as owner:
+                locks.host_lock(data_dir) as hlock, locks.KnobLocks(data_dir) as knob_locks, \
+                procs.Owned(data_dir) as owner:
             result.messages += dlock.messages + hlock.messages
-            _Execution(experiment, spec, data_dir, options, result, owner, signals).run()
+            _Execution(experiment, spec, data_dir, options, result, owner, signals,
+                       knob_locks).run()
+            result.messages += knob_locks.messages
     except Interrupted as exc:  # before the runs began: nothing was set up yet
         _interrupted(result, exc)
     except OSError as exc:
@@ -143,14 +146,20 @@ def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = Fal
                            "command again to resume")
 
 
+def _changed_knobs(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun]
+                   ) -> list[str]:
+    """The knobs these runs, and the campaign around them, change."""
+    return sorted({knob for r in todo
+                   for knob in knob_needs(r.point.params, experiment.knob_variables)}
+                  | set(experiment.campaign_knobs(spec.settings)))
+
+
 def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
                          allocation: dict[str, Any] | None) -> str | None:
     """Why these runs may not change system settings in this Slurm allocation, or None."""
     if allocation is None or allocation.get("exclusive") is True:
         return None
-    changes = sorted({knob for r in todo
-                      for knob in knob_needs(r.point.params, experiment.knob_variables)}
-                     | set(experiment.campaign_knobs(spec.settings)))
+    changes = _changed_knobs(experiment, spec, todo)
     if not changes:
         return None
     how = ("is shared with other jobs" if allocation.get("exclusive") is False
@@ -175,9 +184,10 @@ class _Execution:
 
     def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                  options: RunOptions, result: CampaignResult, owner: procs.Owned,
-                 signals: Signals):
+                 signals: Signals, knob_locks: locks.KnobLocks):
         self.exp, self.spec, self.data_dir, self.opts = experiment, spec, data_dir, options
         self.result, self.owner, self.signals = result, owner, signals
+        self.knob_locks = knob_locks
         self.knobs: dict = {}
         self.session: KnobSession | None = None
         self.topo: list[dict] = []
@@ -207,7 +217,8 @@ class _Execution:
         bar = _progress_bar(total=most if todo else 0, disable=not self.opts.progress,
                             desc=f"{self.spec.experiment}/{self.spec.environment}")
         self.session = KnobSession(self.knobs, journal,
-                                   restore=restore_command(self.data_dir, journal))
+                                   restore=restore_command(self.data_dir, journal),
+                                   claim=self.knob_locks.claim)
         try:
             if todo:
                 self._set_up(plan, steps)
@@ -263,13 +274,20 @@ class _Execution:
             self.exp, self.spec, plan.may_run(), self.maker.allocation)
         if shared:
             raise IolabError(shared)
+        # the knobs the runs change, each refused now if another live campaign has it changed
+        # (whatever its lock folder), before anything is touched; a knob a later plan asks
+        # for is claimed when it is first set
+        for name in _changed_knobs(self.exp, self.spec, plan.may_run()):
+            if name in self.knobs:
+                self.knob_locks.claim(self.knobs[name])
         datadir.check(self.data_dir, write=True)  # only now: a refused campaign leaves no folder
         journal = self.opts.journal_path or default_journal(self.data_dir)
         if journal.exists():
             # A campaign killed with SIGKILL could not restore its knobs; do it before
             # resuming, and before the inventory, whose fingerprint depends on knob-driven
             # state like SMT.
-            self.result.messages += restore_from_journal(journal, self.knobs)
+            self.result.messages += restore_from_journal(journal, self.knobs,
+                                                         claim=self.knob_locks.claim)
         self.signals.check()
         return plan, journal
 

@@ -1,10 +1,12 @@
 """Journaled knob changes: each original state reaches the disk before the knob is touched.
 
 Responsible for: ``KnobSession`` (set knobs, read back, restore them all on the way out, even
-on an exception, Ctrl-C or SIGTERM), the on-disk journal that survives a crash,
+on an exception or a signal, and name each knob it could not restore with its state and the
+command that restores it), the on-disk journal that survives a crash,
 ``restore_from_journal`` behind the ``iolab restore`` verb, and ``states`` for manifests.
 Not responsible for: how a knob is read or written or what its values mean (``iolab.host.knobs``),
-which knobs a point needs (``iolab.core.planner``), or printing anything (the CLI does that).
+which knobs a point needs (``iolab.core.planner``), keeping two processes off one knob (the
+caller's ``claim``, ``iolab.core.locks``), or printing anything (the CLI does that).
 
 Journal format (JSON, ``schema_version`` 1)::
 
@@ -26,7 +28,7 @@ import signal
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from iolab.durable import fsync_dir, write_json_atomic
 from iolab.errors import InputError, IolabError
@@ -159,12 +161,20 @@ class KnobSession:
 
     SIGTERM raises SystemExit inside the block so the restore runs, unless the caller has
     already installed its own SIGTERM handler, which then owns that job.
+
+    ``claim(knob)``, when given, is called before a knob is first journaled or touched; it
+    raises when another live process has that knob changed (the runner passes
+    ``iolab.core.locks.KnobLocks.claim``, a lock per knob that no lock folder setting moves;
+    the locks are a layer above this module, hence the argument). ``guard(name)`` calls it
+    for a knob written outside :meth:`set`.
     """
 
     def __init__(self, knobs: dict[str, Knob], journal_path: Path,
-                 restore: str | None = None) -> None:
+                 restore: str | None = None,
+                 claim: Callable[[Knob], None] | None = None) -> None:
         self.knobs = knobs
         self.journal_path = Path(journal_path)
+        self.claim = claim
         # the command that finishes a failed restore (the caller knows its data directory)
         self.restore = restore or f"iolab restore --journal {shlex.quote(str(journal_path))}"
         self.restore_report: list[str] = []
@@ -218,6 +228,7 @@ class KnobSession:
         ok, why = knob.available()
         if not ok:
             raise IolabError(f"knob '{name}' cannot be set on this host: {why}")
+        self.guard(name)
         before = knob.read()
         if all(change["knob"] != name for change in self._journal["changes"]):
             self._journal["changes"].append({"knob": name, "before": before})
@@ -226,6 +237,11 @@ class KnobSession:
         after = knob.read()
         return {"requested": value, "before": before, "after": after,
                 "matches": knob.matches(value, after)}
+
+    def guard(self, name: str) -> None:
+        """Make sure no other live process has knob ``name`` changed before it is written."""
+        if self.claim is not None:
+            self.claim(self.knobs[name])
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._active = False
@@ -252,12 +268,15 @@ class KnobSession:
         return False
 
 
-def restore_from_journal(journal_path: Path, knobs: dict[str, Knob]) -> list[str]:
+def restore_from_journal(journal_path: Path, knobs: dict[str, Knob],
+                         claim: Callable[[Knob], None] | None = None) -> list[str]:
     """Undo what a crashed session left in its journal; returns what was done, line by line.
 
     Idempotent: knobs already back are reported as such, and the journal is removed once
     every knob reads back as restored. Raises IolabError, keeping the journal, when a knob
     cannot be restored or when the session that wrote the journal is still running.
+    ``claim`` (see :class:`KnobSession`) is called for every knob of the journal before any
+    is written: none is restored under another live campaign that has it changed.
     """
     path = Path(journal_path)
     if not path.exists():
@@ -266,6 +285,10 @@ def restore_from_journal(journal_path: Path, knobs: dict[str, Knob]) -> list[str
     if _owner_running(journal):
         raise IolabError(f"{path} belongs to iolab process {journal['pid']}, which is still "
                          f"running and restores its knobs when it ends; stop it instead")
+    if claim is not None:
+        for change in journal["changes"]:
+            if change["knob"] in knobs:
+                claim(knobs[change["knob"]])
     lines = [f"journal {path}: written by pid {journal.get('pid')} at "
              f"{journal.get('started_at')}, {len(journal['changes'])} knob(s) changed"]
     failures = []
