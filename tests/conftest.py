@@ -19,7 +19,10 @@ build serves both.
 
 Every test session keeps its locks (``iolab.core.locks``) in a folder of its own
 (``$IOLAB_LOCK_DIR``), so that a test never waits for, or takes, the locks of a real campaign
-on this host.
+on this host. The knob locks are the exception, on purpose: they stay in the system's lock
+folder, so a test that changes a real knob (THP) is refused while a real campaign has it
+changed, never changing it too; a fake tree's knobs have locks of their own (named by the
+tree's path), which no real campaign takes.
 """
 
 from __future__ import annotations
