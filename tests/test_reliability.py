@@ -181,6 +181,13 @@ CASES = [
            "grids={g: {vary: {concurrency: " + str(list(range(1, 1002))) + "}}}"),
          "key 'grids': the design has up to 1,001,000 runs (g: 1,001 points; x 1000 "
          "repetitions), more than the limit of 1,000,000"),
+    Case("design-over-point-limit",
+         d(*PLAN, "--set", "grids={g: {vary: {concurrency: " + str(list(range(1, 4097)))
+           + ", bs: " + str([512 * k for k in range(1, 26)]) + "}}}"),
+         "notebooks/params/kvm-2vcpu/smt_thp.yaml: key 'grids': the design has up to 102,400 "
+         "points (g: 102,400 points), more than a plan holds (each point is kept in memory); "
+         "split it into several params files or shrink the grids (allowed: at most 100,000 "
+         "points)"),
     Case("cuda-run-qdepth-not-power-of-two",
          d("plan", "cuda_iosize", "--env", "hpc-server", "--set",
            "grids.iosize-qdepth.vary.qdepth=[3]"),

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 from iolab import __version__, procs
 from iolab.core import datadir, locks
-from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, check_size, knob_needs
+from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, Point, check_size, knob_needs
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
 from iolab.errors import IolabError, ToolError
@@ -146,15 +146,15 @@ def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = Fal
                            "command again to resume")
 
 
-def _changed_knobs(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun]
+def _changed_knobs(experiment: RunnableExperiment, spec: Spec, todo: list[Point]
                    ) -> list[str]:
-    """The knobs these runs, and the campaign around them, change."""
-    return sorted({knob for r in todo
-                   for knob in knob_needs(r.point.params, experiment.knob_variables)}
+    """The knobs the runs of these points, and the campaign around them, change."""
+    return sorted({knob for point in todo
+                   for knob in knob_needs(point.params, experiment.knob_variables)}
                   | set(experiment.campaign_knobs(spec.settings)))
 
 
-def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
+def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[Point],
                          allocation: dict[str, Any] | None) -> str | None:
     """Why these runs may not change system settings in this Slurm allocation, or None."""
     if allocation is None or allocation.get("exclusive") is True:
@@ -271,13 +271,13 @@ class _Execution:
                               self.signals)
         self.maker.measured_s = plan.seconds_per_run
         shared = None if self.opts.allow_shared_node else _shared_node_problem(
-            self.exp, self.spec, plan.may_run(), self.maker.allocation)
+            self.exp, self.spec, plan.may_run_points(), self.maker.allocation)
         if shared:
             raise IolabError(shared)
         # the knobs the runs change, each refused now if another live campaign has it changed
         # (whatever its lock folder), before anything is touched; a knob a later plan asks
         # for is claimed when it is first set
-        for name in _changed_knobs(self.exp, self.spec, plan.may_run()):
+        for name in _changed_knobs(self.exp, self.spec, plan.may_run_points()):
             if name in self.knobs:
                 self.knob_locks.claim(self.knobs[name])
         datadir.check(self.data_dir, write=True)  # only now: a refused campaign leaves no folder
