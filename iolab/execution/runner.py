@@ -4,9 +4,13 @@ then make its runs in their order, logging the campaign as it goes.
 Before anything changes, every program the selected runs need (the tool, GNU time, stress-ng,
 ...) is checked, and a missing one is named with how to install it. Each run is made by
 :class:`~iolab.execution.one_run.RunMaker`. A failing run is kept under ``failed/``; without
-``keep_going`` the campaign then stops. Ctrl-C or SIGTERM stops the driver, discards the
-unfinished run and restores every knob; a journal left by a process that was killed outright
-is restored before the next campaign starts. A stop request (``iolab.execution.stop``, or
+``keep_going`` the campaign then stops. Ctrl-C, SIGTERM or any other signal that would end
+the process (``iolab.execution.signals``) stops the driver, discards the unfinished run and
+restores every knob; a knob that cannot be restored is named, with what it reads and the
+command that restores it, on standard error and in the campaign log. A journal left by a
+process that was killed outright is restored before the next campaign starts. Each knob the
+campaign changes is locked (``iolab.core.locks``) before it is touched, so a campaign given
+another lock folder cannot change it too. A stop request (``iolab.execution.stop``, or
 SIGUSR1, Slurm's warning before a job's time limit) stops the campaign after its current run
 instead, with every knob restored.
 

@@ -24,8 +24,8 @@ Every signal whose default action ends the process (signal(7): "Term" and "Core"
   on the same data restores it (and ends the leftover processes) before anything else, and
   ``iolab restore`` does so by itself.
 
-SIGSTOP, SIGTSTP, SIGTTIN and SIGTTOU stop the process without ending it, and SIGCHLD,
-SIGURG, SIGWINCH and SIGCONT are ignored by default, so none of them is in the table.
+SIGSTOP, SIGTSTP, SIGTTIN and SIGTTOU stop the process without ending it, SIGCONT continues
+it, and SIGCHLD, SIGURG and SIGWINCH are ignored by default, so none of them is in the table.
 
 A handler raises nothing: an exception raised at an arbitrary point can leave
 ``subprocess``'s internal lock held, and the next wait for the driver then hangs for ever.
