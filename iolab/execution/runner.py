@@ -281,7 +281,9 @@ class _Execution:
         # the knobs the runs change, each refused now if another live campaign has it changed
         # (whatever its lock folder), before anything is touched; a knob a later plan asks
         # for is claimed when it is first set
-        for name in _changed_knobs(self.exp, self.spec, plan.may_run_points()):
+        changes = _changed_knobs(self.exp, self.spec, plan.may_run_points()) \
+            if plan.selected() else []
+        for name in changes:
             if name in self.knobs:
                 self.knob_locks.claim(self.knobs[name])
         datadir.check(self.data_dir, write=True)  # only now: a refused campaign leaves no folder
