@@ -19,10 +19,13 @@ build serves both.
 
 Every test session keeps its locks (``iolab.core.locks``) in a folder of its own
 (``$IOLAB_LOCK_DIR``), so that a test never waits for, or takes, the locks of a real campaign
-on this host, and its own registry of scratch files (``$IOLAB_STATE_DIR``). It reads the
-committed data only: before any test module is imported, the files git tracks under
-``data/`` (and the tidy caches, which are checked against their digests) are copied into a
-temporary folder that ``$IOLAB_DATA`` names for every test and every process a test starts.
+on this host, and its own registry of scratch files (``$IOLAB_STATE_DIR``). The knob locks
+are the exception, on purpose: they stay in the system's lock folder, so a test that changes
+a real knob (THP) is refused while a real campaign has it changed, never changing it too; a
+fake tree's knobs have locks of their own (named by the tree's path), which no real campaign
+takes. The suite reads the committed data only: before any test module is imported, the
+files git tracks under ``data/`` (and the tidy caches, which are checked against their
+digests) are copied into a temporary folder that ``$IOLAB_DATA`` names for every test and every process a test starts.
 A user's own environments and runs (``iolab env new``, ``iolab run``) then change no
 test's outcome, and no test can write into the checkout's ``data/``. Tests that plan or run
 the committed params on this host give them a scratch file in the session's own folder
@@ -232,6 +235,51 @@ def fake_sysroot(tmp_path):
         return root
 
     return build
+
+
+@pytest.fixture
+def refuse_writes():
+    """Factory: ``refuse_writes(path, how)`` makes a (fake) knob's file refuse writes, and
+    returns the function that undoes it (also called when the test ends). ``how``:
+    ``"read-only"`` (an immutable file for root, whom a file's mode does not stop; skipped
+    where the file system has none) or ``"a folder"`` in the file's place, which cannot be
+    read either."""
+    import subprocess
+
+    undos: list = []
+
+    def make(path: Path, how: str = "read-only"):
+        if how == "a folder":
+            text = path.read_text()
+            path.unlink()
+            path.mkdir()
+
+            def undo() -> None:
+                path.rmdir()
+                path.write_text(text)
+        elif os.geteuid() == 0:
+            if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+                pytest.skip("this file system has no immutable files (chattr +i)")
+
+            def undo() -> None:
+                subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o444)
+
+            def undo() -> None:
+                path.chmod(0o644)
+
+        def once() -> None:
+            if undo in undos:
+                undos.remove(undo)
+                undo()
+
+        undos.append(undo)
+        return once
+
+    yield make
+    for undo in undos:
+        undo()
 
 
 # -- a small experiment for the spec, planner and store tests ------------------------------

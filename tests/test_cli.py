@@ -51,6 +51,26 @@ def test_plan_json_has_the_counts(tmp_path):
     assert {p["name"] for p in doc["programs"]} >= {"fio"}
 
 
+def test_plan_json_with_its_runs_is_the_json_of_the_whole_object(tmp_path):
+    """The run list is written row by row (a plan's runs are never all in memory); what comes
+    out is what json.dumps gives for the plan with its list."""
+    from iolab.cli.campaign import _print_json
+
+    doc = {"experiment": "x", "n": [1, 2], "nested": {"a": None}}
+    rows = [{"rep": 0, "run_id": "a-r0", "why": "é"}, {"rep": 1, "run_id": "a-r1", "why": ""}]
+    for run_list in (rows, [], None):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            _print_json(doc, None if run_list is None else iter(run_list))
+        whole = doc if run_list is None else {**doc, "run_list": run_list}
+        assert out.getvalue() == json.dumps(whole, indent=2) + "\n"
+    code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
+                        "--format", "json", "--runs", "--limit", "2"])
+    doc = json.loads(out)
+    assert code == 0 and len(doc["run_list"]) == doc["runs"] == 28 * 3
+    assert [r["rep"] for r in doc["run_list"][:4]] == [0, 1, 2, 0]
+
+
 def test_plan_table_has_one_line_per_run(tmp_path):
     code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
                         "--format", "table"])

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import pytest
 from iolab import procs
 from iolab.cli import main
 from iolab.core.store import Store
+from iolab.execution.signals import STOP_NOW, answered, signal_name
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
@@ -238,16 +240,14 @@ def test_ctrl_c_in_process_returns_130_and_leaves_nothing_running(tmp_path):
     data = tmp_path / "data"
     argv = [*campaign_argv(tmp_path, data), "--set", "runtime_s=30", "--limit", "1"]
 
-    def ctrl_c(signum, frame):  # what a terminal does: SIGINT to the process
-        os.kill(os.getpid(), signal.SIGINT)
-
-    signal.signal(signal.SIGALRM, ctrl_c)
-    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    # what a terminal does: SIGINT to the process (from a thread: a timer's SIGALRM would
+    # stop the campaign itself, as every signal whose default action ends the process does)
+    ctrl_c = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
+    ctrl_c.start()
     try:
         code = main(argv)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        ctrl_c.cancel()
     assert code == 130
     assert procs.find(data_dir=data) == []
     assert os.environ.get(procs.OWNER_VAR) is None, "the owner's name is not left in this process"
@@ -288,9 +288,14 @@ def assert_put_back(data: Path, before: str, context: str) -> None:
     assert log[-1]["event"] == "end" and log[-1]["interrupted"], context
 
 
+# every signal the table says stops a campaign now: the real-time ones share one handler,
+# so their first, second and last stand for the rest (tests/test_signals.py tries them all)
+REAL_TIME = {signal.SIGRTMIN, signal.SIGRTMIN + 1, signal.SIGRTMAX}
+STOPS = [sig for sig in answered(STOP_NOW) if sig < signal.SIGRTMIN or sig in REAL_TIME]
+
+
 @needs_thp
-@pytest.mark.parametrize("how", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGQUIT],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("how", STOPS, ids=signal_name)
 def test_every_stop_signal_ends_the_tree_restores_the_knob_and_sets_the_run_aside(tmp_path, how):
     data = tmp_path / "data"
     before = thp_now()
@@ -301,8 +306,33 @@ def test_every_stop_signal_ends_the_tree_restores_the_knob_and_sets_the_run_asid
     proc.send_signal(how)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 128 + how, out
-    assert f"interrupted by {how.name}" in out and "Traceback" not in out
-    assert_put_back(data, before, how.name)
+    assert f"interrupted by {signal_name(how)}" in out and "Traceback" not in out
+    assert_put_back(data, before, signal_name(how))
+
+
+@needs_thp
+def test_a_campaign_of_another_lock_folder_is_refused_while_one_has_thp_changed(tmp_path):
+    """The host lock lives in $IOLAB_LOCK_DIR, so two campaigns given two folders both get
+    one; THP's own lock does not move with the variable, and the second is refused, naming
+    the first, before it touches anything."""
+    data = tmp_path / "a"
+    before = thp_now()
+    first = spawn(thp_campaign(tmp_path, data), stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL,
+                  env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "locks-a")})
+    assert wait_until(lambda: measuring(data)), "fio started"
+    changed = thp_now()
+    assert changed != before, "the first campaign changed THP"
+    second = subprocess.run(thp_campaign(tmp_path, tmp_path / "b"), capture_output=True,
+                            text=True, timeout=60,
+                            env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "locks-b")})
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert (f"the knob 'thp' of /sys is held by pid {first.pid} (" in second.stderr
+            and f"data {data}" in second.stderr), second.stderr
+    assert thp_now() == changed and not (tmp_path / "b" / ".knob-journal.json").exists()
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=60) == 128 + signal.SIGINT
+    assert_put_back(data, before, "the first campaign")
 
 
 @needs_thp
@@ -418,3 +448,52 @@ def test_a_knob_changed_by_hand_during_a_run_fails_the_run(tmp_path):
     [reason] = failures(data)
     assert reason.startswith("disturbed: knob thp changed during the run"), reason
     assert thp_now() == before and not (data / ".knob-journal.json").exists()
+
+
+# -- a knob that cannot be put back ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("then", ["the next run", "a stop signal"])
+def test_a_knob_made_unwritable_mid_campaign_is_named_with_its_state_and_the_fix(
+        tmp_path, monkeypatch, capsys, fake_sysroot, refuse_writes, then):
+    """THP (of a fake tree) refuses writes once the first run has set it: the campaign ends,
+    on the next run's write or on a stop signal, and says on standard error and in its log
+    what THP reads now, what it should be, and the commands that put it back; the journal
+    stays for ``iolab restore``, which finishes once the file takes writes again."""
+    from iolab.execution import runner
+    from iolab.host import knobset
+    from iolab.host.knobs import ThpKnob
+
+    root = fake_sysroot()
+    fake = knobset.make_knobs(root)
+    for module in (runner, knobset):  # the campaign's knobs and 'iolab restore's
+        monkeypatch.setattr(module, "make_knobs", lambda: fake)
+    path = ThpKnob(root).path
+    undo = []
+    apply = ThpKnob.apply
+
+    def apply_then_refuse(self, value):
+        apply(self, value)
+        if not undo:
+            undo.append(refuse_writes(path))
+            if then == "a stop signal":
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(ThpKnob, "apply", apply_then_refuse)
+    data = tmp_path / "data"
+    code = main([*campaign_argv(tmp_path, data), "--set", "base.thp=never", "--limit", "2"])
+    err = capsys.readouterr().err
+    assert code == (2 if then == "the next run" else 128 + signal.SIGTERM), err
+    left = (f'it reads "never" now and should be "madvise"; by hand: `echo madvise > {path}`. '
+            f"The journal {data / '.knob-journal.json'} is kept; once the cause is fixed, "
+            f"`iolab restore --data {data}` puts every knob back.")
+    assert f"iolab: error: could not restore knob(s): thp: knob 'thp' cannot be set" in err
+    assert left in err and "Traceback" not in err
+    end = json.loads((data / "raw" / "smt_thp" / "kvm-2vcpu" / "campaign-log.jsonl")
+                     .read_text().splitlines()[-1])
+    assert end["event"] == "end" and end["restore"] == f"iolab restore --data {data}"
+    [line] = end["knobs_not_restored"]
+    assert line.startswith("thp: knob 'thp' cannot be set") and left.split(". The")[0] in line
+    undo[0]()
+    assert main(["restore", "--data", str(data)]) == 0
+    assert ThpKnob(root).read() == "madvise" and not (data / ".knob-journal.json").exists()

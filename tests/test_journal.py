@@ -171,6 +171,48 @@ def test_failed_restore_while_an_exception_is_leaving_adds_a_note(fake_sysroot, 
     assert journal.exists()
 
 
+@pytest.mark.parametrize("how, why, now", [
+    ("read-only", "{path} is not writable", 'it reads "never" now'),
+    ("a folder", "cannot read {path}: Is a directory",
+     "it cannot be read now (cannot read {path}: Is a directory)"),
+])
+def test_a_knob_made_unwritable_is_named_with_its_state_and_how_to_put_it_back(
+        fake_sysroot, refuse_writes, tmp_path, how, why, now):
+    knobs = make_knobs(fake_sysroot())
+    path = knobs["thp"].path
+    journal = tmp_path / "state" / "knob-journal.json"
+    with pytest.raises(IolabError) as info:
+        with KnobSession(knobs, journal, restore="iolab restore --data /d") as session:
+            session.set("thp", "never")
+            undo = refuse_writes(path, how)
+    message = str(info.value)
+    assert message.startswith("could not restore knob(s): thp: ")
+    assert why.format(path=path) in message
+    assert f'; {now.format(path=path)} and should be "madvise"; ' in message
+    assert f"by hand: `echo madvise > {path}`" in message
+    assert message.endswith(f"The journal {journal} is kept; once the cause is fixed, "
+                            "`iolab restore --data /d` puts every knob back.")
+    assert len(session.unrestored) == 1 and session.unrestored[0] in message
+    assert journal.exists()
+    undo()
+    assert restore_from_journal(journal, knobs)[1] == 'thp: restored to "madvise"'
+    assert not journal.exists()
+
+
+def test_a_knob_that_does_not_take_its_state_back_is_named_too(fake_sysroot, tmp_path):
+    knobs = {"thp": StickyThp(fake_sysroot())}
+    journal = tmp_path / "journal.json"
+    crashed = KnobSession(knobs, journal)
+    crashed.__enter__()
+    crashed._journal["changes"] = [{"knob": "thp", "before": "never"}]
+    with pytest.raises(IolabError) as info:
+        crashed.__exit__(None, None, None)
+    path = knobs["thp"].path
+    assert (f'thp: still reads "madvise" after writing back "never"; it reads "madvise" now '
+            f'and should be "never"; by hand: `echo never > {path}`') in str(info.value)
+    assert f"`iolab restore --journal {journal}` puts every knob back" in str(info.value)
+
+
 def test_crash_leaves_a_journal_that_restore_undoes(host):
     knobs, journal = host
     crashed = KnobSession(knobs, journal)

@@ -173,3 +173,47 @@ def test_a_replayed_plan_judges_programs_by_the_recorded_host(monkeypatch, tmp_p
     # planned for this machine instead, the same campaign finds no fio here
     (here,) = [p for p in Campaign("smt_thp", "kvm-2vcpu").plan().programs if p["name"] == "fio"]
     assert not here["found"]
+
+
+def test_a_plan_takes_memory_by_its_points_not_by_their_repetitions(demo, params_dir):
+    """A thousand points of a thousand repetitions each (a million runs) plan in about the
+    memory of the same points with one repetition: a point's runs are counted, and made only
+    when they are listed (measured as the peak of what Python allocates, not as a time)."""
+    import tracemalloc
+
+    grid = "conc: {vary: {engine: [psync, io_uring], concurrency: %s}}" % list(range(1, 501))
+
+    def planned(repetitions: int) -> tuple[int, planner.Plan]:
+        text = (DEMO_PARAMS.replace("repetitions: 5", f"repetitions: {repetitions}")
+                .replace("conc: {vary: {engine: [psync, io_uring], concurrency: [1, 4, 16]}}",
+                         grid))
+        spec = specmod.load(demo, "big", params_dir=params_dir({"big": text}))
+        tracemalloc.start()
+        try:
+            plan = plan_of(demo, spec, max_runs=2_000_000, limit=10)
+            plan.to_dict(), plan.summary(), list(plan.may_run()[:10])
+            return tracemalloc.get_traced_memory()[1], plan
+        finally:
+            tracemalloc.stop()
+
+    small, one = planned(1)
+    peak, plan = planned(1000)
+    assert plan.counts()["to run"] == 1000 * one.counts()["to run"] > 900_000
+    assert len(plan.runs) == 1000 * len(one.runs) and len(plan.selected()) == 10
+    assert peak < 2 * small, f"{peak:,} bytes for a million runs, {small:,} for a thousand"
+
+
+def test_a_design_of_too_many_points_is_refused_before_it_is_expanded(demo, params_dir):
+    grid = "conc: {vary: {engine: [psync, io_uring], concurrency: %s}}" % list(range(1, 1001))
+    text = DEMO_PARAMS.replace("repetitions: 5", "repetitions: 1").replace(
+        "conc: {vary: {engine: [psync, io_uring], concurrency: [1, 4, 16]}}", grid)
+    spec = specmod.load(demo, "big", params_dir=params_dir({"big": text}))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(planner, "MAX_POINTS", 1000)
+        m.setattr(planner, "expand", lambda *a, **k: pytest.fail("expanded"))
+        with pytest.raises(planner.InputError) as info:
+            plan_of(demo, spec)
+    assert str(info.value) == (
+        f"{spec.params_file}: key 'grids': the design has up to 2,002 points (conc: 2,000 "
+        "points, thp: 2 points), more than a plan holds (each point is kept in memory); split "
+        "it into several params files or shrink the grids (allowed: at most 1,000 points)")

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -183,6 +184,13 @@ CASES = [
            "grids={g: {vary: {concurrency: " + str(list(range(1, 1002))) + "}}}"),
          "key 'grids': the design has up to 1,001,000 runs (g: 1,001 points; x 1000 "
          "repetitions), more than the limit of 1,000,000"),
+    Case("design-over-point-limit",
+         d(*PLAN, "--set", "grids={g: {vary: {concurrency: " + str(list(range(1, 4097)))
+           + ", bs: " + str([512 * k for k in range(1, 26)]) + "}}}"),
+         "notebooks/params/kvm-2vcpu/smt_thp.yaml: key 'grids': the design has up to 102,400 "
+         "points (g: 102,400 points), more than a plan holds (each point is kept in memory); "
+         "split it into several params files or shrink the grids (allowed: at most 100,000 "
+         "points)"),
     Case("cuda-run-qdepth-not-power-of-two",
          d("plan", "cuda_iosize", "--env", "hpc-server", "--set",
            "grids.iosize-qdepth.vary.qdepth=[3]"),
@@ -534,6 +542,61 @@ def test_a_released_data_lock_leaves_no_file_and_a_removed_one_is_not_taken(tmp_
     assert kept.path.exists() and kept.path.read_text() == ""
     with locks.data_lock(tmp_path) as next_one:
         assert next_one.messages == []
+
+
+HOLD_THP = """
+import sys, time
+from pathlib import Path
+from iolab.core.locks import KnobLocks
+from iolab.host.journal import KnobSession
+from iolab.host.knobs import SysRoot, ThpKnob
+root = SysRoot(Path(sys.argv[1]), Path(sys.argv[2]))
+with KnobLocks(None) as claims, KnobSession({"thp": ThpKnob(root)}, Path(sys.argv[3]),
+                                          claim=claims.claim) as session:
+    session.set("thp", "never")
+    print("set", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_knob_changed_by_a_campaign_of_another_lock_folder_is_refused_naming_it(
+        tmp_path, fake_sysroot, monkeypatch):
+    """Two campaigns given two lock folders hold two host locks; the knob's own lock, in the
+    system's lock folder whatever the variable says, still keeps the second off THP while
+    the first has it changed, and off restoring a journal of THP under it."""
+    from iolab.host.journal import KnobSession, restore_from_journal
+    from iolab.host.knobs import ThpKnob
+
+    root = fake_sysroot()
+    first = subprocess.Popen([sys.executable, "-c", HOLD_THP, str(root.sys), str(root.proc),
+                              str(tmp_path / "first.json")], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "IOLAB_LOCK_DIR": str(tmp_path / "first")})
+    try:
+        assert first.stdout.readline() == "set\n"
+        monkeypatch.setenv("IOLAB_LOCK_DIR", str(tmp_path / "second"))
+        thp = ThpKnob(root)
+        journal = tmp_path / "second.json"
+        with locks.KnobLocks(tmp_path) as claims:
+            with pytest.raises(locks.LockHeld) as info:
+                with KnobSession({"thp": thp}, journal, claim=claims.claim) as session:
+                    session.set("thp", "always")
+            assert session.restore_report == [] and not journal.exists()
+            journal.write_text(json.dumps({"schema_version": 1, "pid": 1, "changes": [
+                {"knob": "thp", "before": "always"}]}))
+            with pytest.raises(locks.LockHeld):
+                restore_from_journal(journal, {"thp": thp}, claim=claims.claim)
+            claims.claim(ThpKnob(fake_sysroot("other")))  # another tree's THP is another knob
+        assert thp.read() == "never", "the second campaign left THP as the first set it"
+        assert str(info.value).startswith(f"{locks.knob_lock_path(thp)}: the knob 'thp' of "
+                                          f"{root.sys} is held by pid {first.pid} (")
+        assert locks.knob_lock_path(thp).parent == locks.system_lock_dir()
+    finally:
+        first.terminate()  # its session restores THP on SIGTERM
+        first.wait(timeout=30)
+    assert thp.read() == "madvise" and not locks.knob_lock_path(thp).exists()
+    with locks.KnobLocks(None) as claims:  # now the journal can be restored
+        lines = restore_from_journal(journal, {"thp": thp}, claim=claims.claim)
+    assert lines[1] == 'thp: restored to "always"' and not journal.exists()
 
 
 def test_two_campaigns_on_one_data_directory_name_the_running_one(data):

@@ -108,11 +108,13 @@ def _main(argv: list[str] | None) -> int:
         if args.debug:
             raise
         print(f"iolab: error: {exc}", file=sys.stderr)
+        _print_notes(exc)
         return 2
     except OSError as exc:  # a file system's refusal is the user's to fix, not a bug
         if args.debug:
             raise
         print(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
+        _print_notes(exc)
         return 2
     except Exception as exc:  # a bug: one line with how to see more, and its own status
         if args.debug:
@@ -120,4 +122,14 @@ def _main(argv: list[str] | None) -> int:
         print(f"iolab: internal error (a bug in iolab, please report it): "
               f"{type(exc).__name__}: {printable(str(exc))}; run the same command with "
               "--debug for the traceback", file=sys.stderr)
+        _print_notes(exc)
         return EXIT_INTERNAL
+
+
+def _print_notes(exc: BaseException) -> None:
+    """What was added to an error on its way out (knobs that could not be restored after
+    it, ``iolab.host.journal``), and to the error it was raised from: a line each."""
+    while exc is not None:
+        for note in getattr(exc, "__notes__", ()):
+            print(f"iolab: error: {note}", file=sys.stderr)
+        exc = exc.__cause__

@@ -8,8 +8,11 @@ Not responsible for: planning, running or stopping (``iolab.execution.campaign``
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import sys
+import textwrap
 
 from iolab.cli.common import add_campaign, add_common, data_dir_of
 from iolab.core.planner import MAX_RUNS
@@ -74,10 +77,7 @@ def cmd_plan(args) -> int:
     camp = _campaign(args)
     plan = camp.plan(where=args.where, limit=args.limit, max_runs=args.max_runs)
     if args.format == "json":
-        doc = plan.to_dict()
-        if args.runs:
-            doc["run_list"] = plan.table()
-        print(json.dumps(doc, indent=2, default=str))
+        _print_json(plan.to_dict(), plan.table() if args.runs else None)
     elif args.format == "table":
         cols = camp.spec.variables + ["rep", "run_id", "status", "reason"]
         print("\t".join(cols))
@@ -86,6 +86,27 @@ def cmd_plan(args) -> int:
     else:
         print(plan.summary())
     return 0
+
+
+def _print_json(doc: dict, run_list=None) -> None:
+    """``doc`` as indented JSON, with ``run_list`` (rows, made one by one) as its last key,
+    written row by row: a plan's runs are never all in memory at once."""
+    text = json.dumps(doc, indent=2, default=str)
+    if run_list is None:
+        print(text)
+        return
+    rows = iter(run_list)
+    first = next(rows, None)
+    if first is None:
+        print(json.dumps({**doc, "run_list": []}, indent=2, default=str))
+        return
+    # the text json.dumps gives for the whole object, in pieces: the object without its
+    # closing brace, then each row indented to its place
+    print(text[:-len("\n}")] + ',\n  "run_list": [', end="")
+    for n, row in enumerate(itertools.chain([first], rows)):
+        row_text = textwrap.indent(json.dumps(row, indent=2, default=str), " " * 4)
+        print(("\n" if n == 0 else ",\n") + row_text, end="")
+    print("\n  ]\n}")
 
 
 def cmd_run(args) -> int:
@@ -99,6 +120,8 @@ def cmd_run(args) -> int:
     for line in result.messages:
         print(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
+    if result.unrestored:  # an interrupted campaign's knobs left changed
+        print(f"iolab: error: {result.unrestored}", file=sys.stderr)
     if result.interrupted:
         return 128 + (result.signal or 2)
     if result.failed:

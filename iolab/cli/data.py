@@ -116,9 +116,11 @@ def cmd_restore(args) -> int:
 
     data_dir = data_dir_of(args)
     journal = Path(args.journal) if args.journal else default_journal(data_dir)
-    with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock:
+    with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock, \
+            locks.KnobLocks(data_dir) as knob_locks:
         lines = dlock.messages + hlock.messages + procs.end_leftovers(data_dir)
-        lines += restore_from_journal(journal, make_knobs())
+        lines += restore_from_journal(journal, make_knobs(), claim=knob_locks.claim)
+        lines += knob_locks.messages
     for line in lines:
         print(line)
     return 0

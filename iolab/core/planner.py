@@ -15,6 +15,12 @@ spec's rule, made from its stored runs' values of the rule's metric. The plan li
 a point certainly still needs (its ``to run`` runs, at the lowest repetition indices not
 stored); a rule may ask for more, up to ``to_run_max``, as the measurements come in.
 
+A plan holds its points, and of each point's runs only counts (:class:`PointRuns`): the runs
+themselves (:class:`PlannedRun`, their ids) are made when they are asked for, so a plan's
+memory grows with its points and the runs stored, not with its repetitions. A design of
+more than :data:`MAX_POINTS` points is refused before it is expanded, and one of more than
+:data:`MAX_RUNS` runs too (``--max-runs`` moves that limit).
+
 Responsible for: points, statuses, counts, ETAs and the plan's text and JSON forms.
 Not responsible for: what a point executes (the experiment supplies the identity of each
 point) or running anything.
@@ -25,11 +31,12 @@ from __future__ import annotations
 import itertools
 import math
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from iolab.core import confirm as confirm_step
-from iolab.core.identity import canonical_json, run_ids
+from iolab.core.identity import RunIds, canonical_json, run_ids, split_run_id
 from iolab.core.repetitions import REASON_TEXT, Decision, decide
 from iolab.core.search import plan as search_plan
 from iolab.core.search import record as search_record
@@ -39,6 +46,9 @@ from iolab.paths import shown
 
 ASIS = "asis"  # a knob-backed variable left as the host has it (read back and recorded)
 MAX_RUNS = 1_000_000  # a design beyond this is refused before it is expanded (--max-runs)
+# a plan holds every point of its design (its params, its identity: a few KB each) but not
+# their runs, so the points are what memory bounds; 25 times the lab server's CPU search
+MAX_POINTS = 100_000
 STATUSES = ("stored", "to run", "excluded", "blocked")
 
 
@@ -49,9 +59,10 @@ class Point:
     excluded_by: str | None = None
     decision: Decision | None = None   # under the spec's rule (None when excluded)
     blocked: bool = False              # this host cannot run it
-    # what the decision is made from: the run ids the rule allows (repetitions 0 .. max-1),
-    # the stored repetitions with their value of the rule's metric, and the failed attempts
-    ids: list[str] = field(default_factory=list)
+    # what the decision is made from: the run ids the rule allows (repetitions 0 .. max-1,
+    # made when asked), the stored repetitions with their value of the rule's metric, and
+    # the failed attempts
+    ids: Sequence[str] = field(default_factory=list)
     samples: dict[int, float | None] = field(default_factory=dict)
     failures: int = 0
     confirm: str | None = None         # a confirmation point's label (iolab.core.confirm)
@@ -67,20 +78,33 @@ def matches(rule: dict[str, list[Any]], params: dict[str, Any]) -> bool:
     return all(params.get(var) in values for var, values in rule.items())
 
 
+def design_points(spec: Spec) -> int:
+    """Points of the design before duplicates between grids are merged (an upper bound),
+    counted without expanding anything."""
+    return sum(math.prod(len(values) for values in grid["vary"].values())
+               for grid in spec.grids.values())
+
+
 def design_size(spec: Spec) -> int:
     """Runs of the design before duplicates between grids are merged (an upper bound),
     counted without expanding anything."""
-    points = sum(math.prod(len(values) for values in grid["vary"].values())
-                 for grid in spec.grids.values())
-    return points * spec.repetitions
+    return design_points(spec) * spec.repetitions
 
 
 def check_size(spec: Spec, max_runs: int = MAX_RUNS) -> None:
-    """Refuse a design too large to plan, with its size, before it takes any memory."""
+    """Refuse a design too large to plan, with its size, before it takes any memory: more
+    points than :data:`MAX_POINTS` (what a plan's memory grows with), or more runs than
+    ``max_runs``."""
+    per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} points"
+                         for name, g in spec.grids.items())
+    points = design_points(spec)
+    if points > MAX_POINTS:
+        raise InputError(spec.params_file, "grids", f"the design has up to {points:,} points "
+                         f"({per_grid}), more than a plan holds (each point is kept in memory); "
+                         "split it into several params files or shrink the grids",
+                         allowed=f"at most {MAX_POINTS:,} points")
     size = design_size(spec)
     if size > max_runs:
-        per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} points"
-                             for name, g in spec.grids.items())
         raise InputError(spec.params_file, "grids", f"the design has up to {size:,} runs "
                          f"({per_grid}; x {'' if spec.rule.fixed else 'at most '}"
                          f"{spec.repetitions} repetitions), more than the limit "
@@ -139,9 +163,100 @@ class PlannedRun:
 
 
 @dataclass
+class PointRuns:
+    """One point's runs as the plan lists them, kept as counts: the runs themselves are made
+    when asked (:meth:`runs`), so that a point's thousand repetitions take no memory."""
+
+    point: Point
+    identity: dict[str, Any]
+    ids: RunIds           # the run ids of its repetitions
+    status: str           # of its runs not stored: "to run", "blocked" or "excluded"
+    reasons: list[str]    # why: its blockers, or its exclusion
+    stored: list[int]     # the stored repetitions it lists, in order
+    todo: int             # the runs it lists that are not stored
+    first: int = 0        # the plan's "to run" runs before this point's (--limit selects)
+
+    @property
+    def count(self) -> int:
+        return len(self.stored) + self.todo
+
+    def has(self, status: str) -> bool:
+        """Whether any of its runs has ``status``."""
+        if self.status == "excluded":  # stored ones too: the exclusion is what they show
+            return status == "excluded" and self.count > 0
+        if status == "stored":
+            return bool(self.stored)
+        return status == self.status and self.todo > 0
+
+    def _reps(self) -> Iterator[tuple[int, bool]]:
+        """(repetition, stored) of each run it lists, in order: the stored ones and the
+        lowest ``todo`` not stored (of an excluded point, those below the rule's min)."""
+        stored, left = set(self.stored), self.todo
+        last = self.stored[-1] if self.stored else -1
+        rep = 0
+        while (left or rep <= last) and rep < len(self.ids):
+            if rep in stored:
+                yield rep, True
+            elif left:
+                left -= 1
+                yield rep, False
+            rep += 1
+
+    def runs(self, limit: int | None) -> Iterator[PlannedRun]:
+        """Its runs in order; of a point to run, the first ``limit`` of the plan are
+        selected."""
+        point, ids = self.point, self.ids
+        todo = 0  # its runs not stored so far
+        for rep, stored in self._reps():
+            if stored and self.status != "excluded":
+                yield PlannedRun(point, rep, ids[rep], self.identity, "stored", [])
+                continue
+            selected = (self.status == "to run"
+                        and (limit is None or self.first + todo < limit))
+            todo += 1
+            yield PlannedRun(point, rep, ids[rep], self.identity, self.status, self.reasons,
+                             selected)
+
+
+class RunList(Sequence[PlannedRun]):
+    """Runs of a plan, made one by one each time they are iterated; it has their number, and
+    equals a list of the same runs. Indexing walks the runs (they are listed, not looked up)."""
+
+    def __init__(self, make: Callable[[], Iterator[PlannedRun]], length: int):
+        self._make, self._length = make, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[PlannedRun]:
+        return self._make()
+
+    def __getitem__(self, index):  # an int gives a run, a slice a list of them
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step < 0:
+                return list(self)[index]
+            return list(itertools.islice(self, start, stop, step))
+        rep = index + self._length if index < 0 else index
+        if not 0 <= rep < self._length:
+            raise IndexError(index)
+        return next(itertools.islice(self, rep, None))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (RunList, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"RunList({list(self)!r})"
+
+
+@dataclass
 class Plan:
     spec: Spec
-    runs: list[PlannedRun]
+    listed: list[PointRuns]            # every point's runs, as counts
     seconds_per_run: float
     where: dict[str, list[Any]] = field(default_factory=dict)
     filtered_out: int = 0              # points --where left out
@@ -162,16 +277,35 @@ class Plan:
     confirm: confirm_step.Choice | None = None  # the confirmation step's choice, if params ask for one
     search: search_plan.SearchState | None = None  # a searched grid's state, if params name one
 
-    def by_status(self, status: str) -> list[PlannedRun]:
-        return [r for r in self.runs if r.status == status]
+    def _runs(self, entries: list[PointRuns]) -> Iterator[PlannedRun]:
+        return itertools.chain.from_iterable(e.runs(self.limit) for e in entries)
 
-    def selected(self) -> list[PlannedRun]:
-        return [r for r in self.runs if r.selected]
+    @property
+    def runs(self) -> RunList:
+        """Every run the plan lists, point by point, made as they are iterated."""
+        return RunList(lambda: self._runs(self.listed), sum(e.count for e in self.listed))
+
+    def by_status(self, status: str) -> RunList:
+        entries = [e for e in self.listed if e.has(status)]
+        return RunList(lambda: (r for r in self._runs(entries) if r.status == status),
+                       self.counts()[status])
+
+    def selected(self) -> RunList:
+        """The runs to do that ``run`` makes now: the first ``limit`` of them."""
+        entries = [e for e in self.listed if e.has("to run")
+                   and (self.limit is None or e.first < self.limit)]
+        to_run = self.counts()["to run"]
+        return RunList(lambda: (r for r in self._runs(entries) if r.selected),
+                       to_run if self.limit is None else min(self.limit, to_run))
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUSES}
-        for r in self.runs:
-            out[r.status] += 1
+        for e in self.listed:
+            if e.status == "excluded":
+                out["excluded"] += e.count
+            else:
+                out["stored"] += len(e.stored)
+                out[e.status] += e.todo
         return out
 
     @property
@@ -217,8 +351,8 @@ class Plan:
     @property
     def search_certain(self) -> int:
         """Runs a search still waiting certainly makes beyond the one it waits for."""
-        if self.search is None or not any(r.status == "to run" and r.point.searched
-                                          for r in self.runs):
+        if self.search is None or not any(e.has("to run") and e.point.searched
+                                          for e in self.listed):
             return 0  # no search, or its next run is blocked here
         return self.search.certain_more
 
@@ -249,7 +383,7 @@ class Plan:
         before it stored a run (all its runs failed) has none."""
         return list(self.all_points)
 
-    def may_run(self) -> list[PlannedRun]:
+    def may_run(self) -> Sequence[PlannedRun]:
         """The runs ``run`` may make now, for what must be checked before it starts (programs,
         knobs on a shared node). A fixed count in sequential order makes exactly the selected
         runs; otherwise the order (and a rule) picks them as the campaign goes, so any run
@@ -258,12 +392,29 @@ class Plan:
             return self.selected()
         return self.by_status("to run") if self.selected() else []
 
+    def may_run_points(self) -> list[Point]:
+        """The points of :meth:`may_run`'s runs, once each, in the plan's order."""
+        if not self.selected():
+            return []
+        sequential = self.spec.rule.fixed and self.spec.order == "sequential"
+        return [e.point for e in self.listed if e.has("to run")
+                and (not sequential or self.limit is None or e.first < self.limit)]
+
+    def points_with(self, *statuses: str) -> list[Point]:
+        """The points with a run of one of ``statuses``, once each, in the plan's order."""
+        return [e.point for e in self.listed if any(e.has(s) for s in statuses)]
+
+    def to_run_entries(self) -> list[PointRuns]:
+        """The points with runs to do, with their runs (for the schedule)."""
+        return [e for e in self.listed if e.has("to run")]
+
     def blockers(self) -> dict[str, int]:
         """Every blocking reason with the number of runs it blocks (a run may have several)."""
         out: dict[str, int] = {}
-        for r in self.by_status("blocked"):
-            for why in r.reasons:
-                out[why] = out.get(why, 0) + 1
+        for e in self.listed:
+            if e.has("blocked"):
+                for why in e.reasons:
+                    out[why] = out.get(why, 0) + e.todo
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def decisions(self) -> list[Point]:
@@ -285,15 +436,17 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         c = self.counts()
         excluded: dict[str, int] = {}
-        for r in self.by_status("excluded"):
-            excluded[r.reason] = excluded.get(r.reason, 0) + 1
+        for e in self.listed:
+            if e.has("excluded"):
+                why = "; ".join(e.reasons)
+                excluded[why] = excluded.get(why, 0) + e.count
         return {
             "experiment": self.spec.experiment, "environment": self.spec.environment,
             "params": self.spec.sources, "overrides": self.spec.overrides,
             "where": self.where, "limit": self.limit,
             "points": len(self.points()), "points_filtered_out": self.filtered_out,
             "repetitions": self.spec.rule.to_dict(), "order": self.spec.order,
-            "runs": len(self.runs),
+            "runs": sum(e.count for e in self.listed),
             "stored": c["stored"], "to_run": c["to run"] + self.search_certain,
             "to_run_max": self.to_run_max,
             "excluded": c["excluded"], "blocked": c["blocked"], "selected": len(self.selected()),
@@ -437,12 +590,13 @@ class Plan:
         lines.append(f"  params: {' + '.join(shown(s) for s in self.spec.sources)}")
         return lines
 
-    def table(self) -> list[dict[str, Any]]:
-        """One row per run: the point's variables, the repetition, id, status and reasons."""
-        return [{**r.point.params, **({"confirm": r.point.confirm} if r.point.confirm else {}),
+    def table(self) -> Iterator[dict[str, Any]]:
+        """One row per run, made as it is read: the point's variables, the repetition, id,
+        status and reasons."""
+        return ({**r.point.params, **({"confirm": r.point.confirm} if r.point.confirm else {}),
                  "rep": r.rep, "run_id": r.run_id,
                  "grids": ",".join(r.point.grids), "status": r.status, "reason": r.reason}
-                for r in self.runs]
+                for r in self.runs)
 
 
 def _wrapped(text: str, indent: int) -> str:
@@ -484,6 +638,36 @@ class Stored:
 
     def __post_init__(self) -> None:
         self.ids = set(self.ids)
+        # the stored repetitions and failed attempts of each point, by its identity's hash:
+        # a point is looked up in what is stored, not each of its repetitions
+        self._reps: dict[str, list[int]] = {}
+        self._failed: dict[str, list[tuple[int, int]]] = {}
+        for rid in self.ids:
+            parts = split_run_id(rid)
+            if parts is not None:
+                self._reps.setdefault(parts[0], []).append(parts[1])
+        for rid, n in self.failures.items():
+            parts = split_run_id(rid)
+            if parts is not None:
+                self._failed.setdefault(parts[0], []).append((parts[1], n))
+
+    def samples(self, ids: RunIds) -> dict[int, float | None]:
+        """The stored repetitions among ``ids``, in order, with their value of the metric."""
+        return {rep: self.values.get(ids[rep])
+                for rep in sorted(self._reps.get(ids.digest, ())) if rep < len(ids)}
+
+    def failed(self, ids: RunIds) -> int:
+        """The failed attempts of ``ids``."""
+        return sum(n for rep, n in self._failed.get(ids.digest, ()) if rep < len(ids))
+
+    def outside(self, known: dict[str, int]) -> list[str]:
+        """The stored ids that are not among ``known`` (run ids' hashes, with the number of
+        repetitions of each), sorted."""
+        def planned(rid: str) -> bool:
+            parts = split_run_id(rid)
+            return parts is not None and parts[1] < known.get(parts[0], 0)
+
+        return sorted(rid for rid in self.ids if not planned(rid))
 
 
 def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]],
@@ -505,11 +689,12 @@ def make_plan(spec: Spec, *, identity: Callable[[dict[str, Any]], dict[str, Any]
                                                            blockers)
     sort.design(searching)
     choice = sort.confirmation(searching)
-    todo = [r for r in sort.runs if r.status == "to run"]
-    for r in todo[:limit] if limit is not None else todo:
-        r.selected = True
-    return Plan(spec, sort.runs, seconds_per_run, where, sort.filtered, limit,
-                sorted(stored.ids - sort.known), left_out_points=sort.left_out,
+    to_run = 0  # the runs to do before each point's: --limit selects the first ones
+    for entry in sort.listed:
+        entry.first = to_run
+        to_run += entry.todo if entry.status == "to run" else 0
+    return Plan(spec, sort.listed, seconds_per_run, where, sort.filtered, limit,
+                stored.outside(sort.known), left_out_points=sort.left_out,
                 all_points=sort.points, confirm=choice, search=searching)
 
 
@@ -522,11 +707,12 @@ class _Classifier:
                  where: dict[str, list[Any]]):
         self.spec, self.identity, self.stored = spec, identity, stored
         self.blockers, self.where = blockers, where
-        self.runs: list[PlannedRun] = []
+        self.listed: list[PointRuns] = []
         self.points: list[Point] = []
         self.filtered = 0
         self.left_out: list[Point] = []  # points --where left out that this host could run
-        self.known: set[str] = set()  # ids of every point of the design, filtered ones included
+        # the ids of every point of the design, filtered ones included: {hash: repetitions}
+        self.known: dict[str, int] = {}
         # what the confirmation step chooses from: every point of the design this host can
         # run, --where or not, with its stored values, and how many of them are still open
         self.candidates: list[tuple[dict[str, Any], list[float]]] = []
@@ -577,12 +763,11 @@ class _Classifier:
                  searched: search_plan.SearchState | None = None) -> None:
         """Decide the point and add its runs, or count it as left out by --where."""
         ids = run_ids(ident, self.spec.repetitions)
-        self.known.update(ids)
+        self.known[ids.digest] = len(ids)
         blocked = ([] if point.excluded_by or self.blockers is None
                    else self.blockers(point.params))
-        samples = {rep: self.stored.values.get(rid) for rep, rid in enumerate(ids)
-                   if rid in self.stored.ids}
-        n_failed = sum(self.stored.failures.get(rid, 0) for rid in ids)
+        samples = self.stored.samples(ids)
+        n_failed = self.stored.failed(ids)
         decision = (None if point.excluded_by else
                     searched.decision(canonical_json(point.params), samples, n_failed)
                     if searched is not None else
@@ -600,35 +785,21 @@ class _Classifier:
             return
         point.blocked = bool(blocked)
         self.points.append(point)
+        stored = list(samples)
         if point.excluded_by:
-            self._add_excluded(point, ids, ident)
+            # a rule's point would get at least min runs: those are what the exclusion saves
+            # (and any stored before the exclusion was made)
+            below = min(self.spec.rule.min, len(ids))
+            self.listed.append(PointRuns(point, ident, ids, "excluded", [point.excluded_by],
+                                         stored, below - sum(rep < below for rep in stored)))
             return
         point.ids, point.samples, point.failures, point.decision = ids, samples, n_failed, decision
         point.searched = searched is not None
-        self._add_runs(point, ids, ident, blocked)
-
-    def _add_excluded(self, point: Point, ids: list[str], ident: dict[str, Any]) -> None:
-        # a rule's point would get at least min runs: those are what the exclusion saves
-        # (and any stored before the exclusion was made)
-        for rep, rid in enumerate(ids):
-            if rep < self.spec.rule.min or rid in self.stored.ids:
-                self.runs.append(PlannedRun(point, rep, rid, ident, "excluded",
-                                            [point.excluded_by]))
-
-    def _add_runs(self, point: Point, ids: list[str], ident: dict[str, Any],
-                  blocked: list[str]) -> None:
-        """The point's stored runs and those its decision still needs, by repetition."""
-        needed = [rep for rep, rid in enumerate(ids)
-                  if rid not in self.stored.ids][:point.decision.to_run]
-        for rep in sorted([*point.samples, *needed]):
-            rid = ids[rep]
-            if rid in self.stored.ids:
-                status, reasons = "stored", []
-            elif blocked:
-                status, reasons = "blocked", blocked
-            else:
-                status, reasons = "to run", []
-            self.runs.append(PlannedRun(point, rep, rid, ident, status, reasons))
+        # its stored runs and those its decision still needs, at the lowest repetitions not
+        # stored
+        todo = min(point.decision.to_run, len(ids) - len(stored))
+        self.listed.append(PointRuns(point, ident, ids, "blocked" if blocked else "to run",
+                                     blocked, stored, todo))
 
 
 def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: Stored,
@@ -643,10 +814,8 @@ def _search(spec: Spec, identity_of: Callable[[Point], dict[str, Any]], stored: 
         ids = run_ids(identity_of(point), spec.repetitions)
         blocked = bool(point.excluded_by) or bool(blockers and blockers(point.params))
         candidates.append(search_plan.Candidate(
-            canonical_json(point.params), point.params,
-            {rep: stored.values.get(rid) for rep, rid in enumerate(ids) if rid in stored.ids},
-            sum(stored.failures.get(rid, 0) for rid in ids), not blocked,
-            bool(point.excluded_by)))
+            canonical_json(point.params), point.params, stored.samples(ids), stored.failed(ids),
+            not blocked, bool(point.excluded_by)))
     record = search_record.proposals(searched, stored.search_log, " + ".join(spec.sources))
     state = search_plan.run(searched, spec.rule, spec.grids[searched.grid]["vary"], candidates,
                             record)

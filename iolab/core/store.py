@@ -64,12 +64,16 @@ LOG_EVENTS: dict[str, dict[str, tuple[str, ...]]] = {
                "decisions": ("array",)},
     "confirm": {"waiting": ("string",), "points": ("array",)},
     "end": {"pid": ("integer",), "completed": ("integer",), "failed": ("integer",),
-            "interrupted": ("boolean",), "stopped": ("string",), "signal": ("string",)},
+            "interrupted": ("boolean",), "stopped": ("string",), "signal": ("string",),
+            "knobs_not_restored": ("array",), "restore": ("string",)},
     "quarantined": {"run": ("string",), "reason": ("string",)},
 }
 # fields a line may lack: added after logs that are kept were written ("most", "order",
-# "repetitions", "seed", "stopped"), or written only when they apply ("signal")
-LOG_OPTIONAL = {"start": ("most", "order", "repetitions", "seed"), "end": ("stopped", "signal")}
+# "repetitions", "seed", "stopped"), or written only when they apply ("signal"; the knobs a
+# campaign could not put back, each with its state and the command that fixes it, and the
+# 'iolab restore' that finishes the restore)
+LOG_OPTIONAL = {"start": ("most", "order", "repetitions", "seed"),
+                "end": ("stopped", "signal", "knobs_not_restored", "restore")}
 
 
 def _stamp() -> str:

@@ -17,8 +17,8 @@ from typing import Any, Callable, Protocol
 
 from iolab.core import tool_registry
 from iolab.core.manifest import RunManifest
-from iolab.core.planner import (MAX_RUNS, Plan, PlannedRun, Stored, check_size, expand,
-                                 knob_needs, make_plan, matches)
+from iolab.core.planner import (MAX_RUNS, Plan, Point, Stored, check_size, expand, knob_needs,
+                                 make_plan, matches)
 from iolab.core.spec import Spec
 from iolab.core.store import Store, StoredRun, open_store
 from iolab.errors import ParseError
@@ -175,13 +175,13 @@ def _host_needs(plan: Plan, experiment: RunnableExperiment, settings: dict, topo
     """The programs and the scratch files the plan's runs need, into the plan."""
     # the programs of every run this host can make, stored ones included: the benchmark tools
     # among them are part of the host's fingerprint, which must not depend on what is left
-    runnable = [r for r in plan.runs if r.status in ("stored", "to run")]
-    plan.programs = program_status(experiment, settings, runnable, topo,
-                                   plan.left_out_points, plan.may_run(),
+    now = plan.may_run_points()
+    plan.programs = program_status(experiment, settings, plan.points_with("stored", "to run"),
+                                   topo, plan.left_out_points, now,
                                    recorded=None if recorded_host is None
                                    else recorded_host.get("tools") or {})
     # what the runs that may come will create, rewrite or reuse
-    may_run = list({id(r.point): r.point.params for r in plan.may_run()}.values())
+    may_run = [p.params for p in now]
     plan.scratch_files = (experiment.scratch_files(settings, may_run)
                           if may_run and recorded_host is None else [])
     plan.scratch = scratch.describe(plan.scratch_files, scratch.Registry(), data_dir)
@@ -222,21 +222,20 @@ def scratch_problems(spec: Spec, files: list[ScratchFile], data_dir: Path) -> li
             for f, why in scratch.problems(files, scratch.Registry(), data_dir)]
 
 
-def program_status(experiment: RunnableExperiment, settings: dict, runs: list[PlannedRun],
-                   topo: list[dict], left_out: list[Any] = (), now: list[PlannedRun] = (),
+def program_status(experiment: RunnableExperiment, settings: dict, points: list[Point],
+                   topo: list[dict], left_out: list[Any] = (), now: list[Point] = (),
                    recorded: dict[str, dict] | None = None) -> list[dict[str, Any]]:
-    """Each program the runs (and the points a filter ``left_out``) need, once (by name and
-    executable), found or with how to install it; ``needed_now`` marks those the runs ``run``
-    may make now (``now``) need. Collectors' programs are asked of those runs only: they can
-    run here, so their CPU sets resolve.
+    """Each program the points' runs (and the points a filter ``left_out``) need, once (by
+    name and executable), found or with how to install it; ``needed_now`` marks those the
+    points of the runs ``run`` may make now (``now``) need. Collectors' programs are asked of
+    those points only: they can run here, so their CPU sets resolve.
 
     With ``recorded`` (the ``tools`` of a campaign's ``host.json``), each program is described
     as that host recorded it, and nothing is looked up here: a replayed chapter must not say
     that a tool the campaign ran is missing on the machine that builds the book."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
-    points = {id(r.point): r.point for r in runs}
-    points.update({id(p): p for p in left_out})
-    selected = {id(r.point) for r in now}
+    points = {id(p): p for p in [*points, *left_out]}
+    selected = {id(p) for p in now}
     for key, point in points.items():
         now = key in selected
         for program in experiment.programs(settings, point.params, topo if now else None):

@@ -136,6 +136,7 @@ class RunMaker:
                 # "asis" means the host's state at campaign start, even after other points changed it
                 if knob in self.originals and not self.knobs[knob].same_state(self.originals[knob],
                                                                                self.knobs[knob].read()):
+                    session.guard(knob)
                     self.knobs[knob].restore(self.originals[knob])
                 record[knob] = {"requested": ASIS,
                                 "after": self.knobs[knob].read() if knob in self.originals else None}

@@ -48,14 +48,15 @@ class _PointState:
     ids: list[str]
     values: dict[int, float | None]        # stored repetitions and their metric
     failures: int
-    queue: list[PlannedRun] = field(default_factory=list)  # a fixed count's planned runs
+    # a fixed count's (or the search's) planned runs, made one by one as they are asked for
+    queue: Iterator[PlannedRun] = field(default_factory=lambda: iter(()))
 
     def decision(self, rule: Rule) -> Decision:
         return decide(rule, [self.values[rep] for rep in sorted(self.values)], self.failures)
 
     def next_run(self, rule: Rule) -> PlannedRun | None:
         if rule.fixed or self.point.searched:  # a search asks for its runs one plan at a time
-            return self.queue.pop(0) if self.queue else None
+            return next(self.queue, None)
         if self.decision(rule).settled:  # settled, too, once every index is taken
             return None
         rep = min(r for r in range(len(self.ids)) if r not in self.values)
@@ -77,16 +78,16 @@ class Schedule:
         self.rounds: list[list[str]] = []  # the run ids of each round, in their order
         self.made = 0
         self._states: dict[int, _PointState] = {}
-        for r in plan.by_status("to run"):
-            key = id(r.point)
-            if key not in self._states:  # a copy of what the plan decided from, to add to
-                self._states[key] = _PointState(r.point, r.identity, r.point.ids,
-                                                dict(r.point.samples), r.point.failures)
-            self._states[key].queue.append(r)
+        for entry in plan.to_run_entries():
+            # a copy of what the plan decided from, to add to
+            self._states[id(entry.point)] = _PointState(
+                entry.point, entry.identity, entry.point.ids, dict(entry.point.samples),
+                entry.point.failures,
+                (r for r in entry.runs(plan.limit) if r.status == "to run"))
 
     def points(self) -> list[dict[str, Any]]:
         """The params of every point this schedule may run."""
-        return list({id(r.point): r.point.params for r in self.plan.may_run()}.values())
+        return [p.params for p in self.plan.may_run_points()]
 
     def record(self, run: PlannedRun, ok: bool, value: float | None = None) -> None:
         """The outcome of ``run``: stored with the metric's ``value``, or failed."""

@@ -6,9 +6,13 @@ Before anything changes, every program the selected runs need (the tool, GNU tim
 field of its fingerprint (a tool's version that its probe could not read) is refused before
 the first run, and not stored. Each run is made by
 :class:`~iolab.execution.one_run.RunMaker`. A failing run is kept under ``failed/``; without
-``keep_going`` the campaign then stops. Ctrl-C or SIGTERM stops the driver, discards the
-unfinished run and restores every knob; a journal left by a process that was killed outright
-is restored before the next campaign starts. A stop request (``iolab.execution.stop``, or
+``keep_going`` the campaign then stops. Ctrl-C, SIGTERM or any other signal that would end
+the process (``iolab.execution.signals``) stops the driver, discards the unfinished run and
+restores every knob; a knob that cannot be restored is named, with what it reads and the
+command that restores it, on standard error and in the campaign log. A journal left by a
+process that was killed outright is restored before the next campaign starts. Each knob the
+campaign changes is locked (``iolab.core.locks``) before it is touched, so a campaign given
+another lock folder cannot change it too. A stop request (``iolab.execution.stop``, or
 SIGUSR1, Slurm's warning before a job's time limit) stops the campaign after its current run
 instead, with every knob restored.
 
@@ -25,7 +29,7 @@ adapter), or the store layout (``iolab.core.store``).
 from __future__ import annotations
 
 import os
-import signal
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,7 +38,7 @@ from typing import Any, Callable, Iterator
 
 from iolab import __version__, procs
 from iolab.core import datadir, locks
-from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, check_size, knob_needs
+from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, Point, check_size, knob_needs
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
 from iolab.errors import IolabError, ToolError
@@ -42,11 +46,11 @@ from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
 from iolab.execution.rounds import Schedule, new_seed
-from iolab.execution.signals import Interrupted, Signals
+from iolab.execution.signals import Interrupted, Signals, signal_name
 from iolab.host import scratch
 from iolab.host.inventory import (collect_inventory, fingerprint, fingerprint_diff,
                                   fingerprint_gaps, topology)
-from iolab.host.journal import KnobSession, restore_from_journal
+from iolab.host.journal import KnobSession, restore_from_journal, unrestored_message
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
 from iolab.paths import shown
@@ -79,10 +83,20 @@ class CampaignResult:
     interrupted: bool = False
     signal: int | None = None  # the stop-now signal that interrupted it
     stopped: str = ""  # why the campaign stopped on request before its last run
+    # the knobs left changed, what each reads now and how to put it back ("" when none is)
+    unrestored: str = ""
 
 
 def default_journal(data_dir: Path) -> Path:
     return Path(data_dir) / ".knob-journal.json"
+
+
+def restore_command(data_dir: Path, journal: Path) -> str:
+    """The ``iolab restore`` that finishes what a campaign on ``data_dir`` could not."""
+    command = f"iolab restore --data {shlex.quote(str(data_dir))}"
+    if Path(journal) != default_journal(data_dir):
+        command += f" --journal {shlex.quote(str(journal))}"
+    return command
 
 
 def _missing_programs(plan: Plan) -> None:
@@ -113,9 +127,12 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     try:
         # the handlers first: a signal at any moment of the campaign is answered alike
         with Signals() as signals, locks.data_lock(data_dir) as dlock, \
-                locks.host_lock(data_dir) as hlock, procs.Owned(data_dir) as owner:
+                locks.host_lock(data_dir) as hlock, locks.KnobLocks(data_dir) as knob_locks, \
+                procs.Owned(data_dir) as owner:
             result.messages += dlock.messages + hlock.messages
-            _Execution(experiment, spec, data_dir, options, result, owner, signals).run()
+            _Execution(experiment, spec, data_dir, options, result, owner, signals,
+                       knob_locks).run()
+            result.messages += knob_locks.messages
     except Interrupted as exc:  # before the runs began: nothing was set up yet
         _interrupted(result, exc)
     except OSError as exc:
@@ -125,22 +142,31 @@ def run_campaign(experiment: RunnableExperiment, spec: Spec, data_dir: Path,
     return result
 
 
-def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = False) -> None:
+def _interrupted(result: CampaignResult, exc: Interrupted, discarded: bool = False,
+                 unrestored: bool = False) -> None:
     result.interrupted, result.signal = True, exc.signum
     what = ("the run in progress was discarded and its processes ended" if discarded else
             "no run was in progress")
-    result.messages.append(f"interrupted by {exc.name}: {what}; every knob is as it was "
-                           "before; run the same command again to resume")
+    knobs = ("NOT every knob could be put back (the error says which, and how)" if unrestored
+             else "every knob is as it was before")
+    result.messages.append(f"interrupted by {exc.name}: {what}; {knobs}; run the same "
+                           "command again to resume")
 
 
-def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[PlannedRun],
+def _changed_knobs(experiment: RunnableExperiment, spec: Spec, todo: list[Point]
+                   ) -> list[str]:
+    """The knobs the runs of these points, and the campaign around them, change."""
+    return sorted({knob for point in todo
+                   for knob in knob_needs(point.params, experiment.knob_variables)}
+                  | set(experiment.campaign_knobs(spec.settings)))
+
+
+def _shared_node_problem(experiment: RunnableExperiment, spec: Spec, todo: list[Point],
                          allocation: dict[str, Any] | None) -> str | None:
     """Why these runs may not change system settings in this Slurm allocation, or None."""
     if allocation is None or allocation.get("exclusive") is True:
         return None
-    changes = sorted({knob for r in todo
-                      for knob in knob_needs(r.point.params, experiment.knob_variables)}
-                     | set(experiment.campaign_knobs(spec.settings)))
+    changes = _changed_knobs(experiment, spec, todo)
     if not changes:
         return None
     how = ("is shared with other jobs" if allocation.get("exclusive") is False
@@ -165,10 +191,12 @@ class _Execution:
 
     def __init__(self, experiment: RunnableExperiment, spec: Spec, data_dir: Path,
                  options: RunOptions, result: CampaignResult, owner: procs.Owned,
-                 signals: Signals):
+                 signals: Signals, knob_locks: locks.KnobLocks):
         self.exp, self.spec, self.data_dir, self.opts = experiment, spec, data_dir, options
         self.result, self.owner, self.signals = result, owner, signals
+        self.knob_locks = knob_locks
         self.knobs: dict = {}
+        self.session: KnobSession | None = None
         self.topo: list[dict] = []
         self.maker: RunMaker | None = None
         self.started_at = 0.0  # a stop request made from then on is this campaign's
@@ -195,15 +223,21 @@ class _Execution:
         # does
         bar = _progress_bar(total=most if todo else 0, disable=not self.opts.progress,
                             desc=f"{self.spec.experiment}/{self.spec.environment}")
+        self.session = KnobSession(self.knobs, journal,
+                                   restore=restore_command(self.data_dir, journal),
+                                   claim=self.knob_locks.claim)
         try:
             if todo:
                 self._set_up(plan, steps)
-            with KnobSession(self.knobs, journal) as session:
+            with self.session as session:
                 self._set_campaign_knobs(session, bool(todo))
                 self._loop(session, steps if todo else (), bar, of)
         except Interrupted as exc:
-            _interrupted(self.result, exc, self.maker.discarded)
+            _interrupted(self.result, exc, self.maker.discarded, bool(self.session.unrestored))
         finally:
+            if self.session.unrestored:  # said on standard error and in the campaign log
+                self.result.unrestored = unrestored_message(
+                    self.session.unrestored, journal, self.session.restore)
             bar.close()
             self._log_end()
 
@@ -244,16 +278,25 @@ class _Execution:
                               self.signals)
         self.maker.measured_s = plan.seconds_per_run
         shared = None if self.opts.allow_shared_node else _shared_node_problem(
-            self.exp, self.spec, plan.may_run(), self.maker.allocation)
+            self.exp, self.spec, plan.may_run_points(), self.maker.allocation)
         if shared:
             raise IolabError(shared)
+        # the knobs the runs change, each refused now if another live campaign has it changed
+        # (whatever its lock folder), before anything is touched; a knob a later plan asks
+        # for is claimed when it is first set
+        changes = _changed_knobs(self.exp, self.spec, plan.may_run_points()) \
+            if plan.selected() else []
+        for name in changes:
+            if name in self.knobs:
+                self.knob_locks.claim(self.knobs[name])
         datadir.check(self.data_dir, write=True)  # only now: a refused campaign leaves no folder
         journal = self.opts.journal_path or default_journal(self.data_dir)
         if journal.exists():
             # A campaign killed with SIGKILL could not restore its knobs; do it before
             # resuming, and before the inventory, whose fingerprint depends on knob-driven
             # state like SMT.
-            self.result.messages += restore_from_journal(journal, self.knobs)
+            self.result.messages += restore_from_journal(journal, self.knobs,
+                                                         claim=self.knob_locks.claim)
         self.signals.check()
         return plan, journal
 
@@ -337,7 +380,11 @@ class _Execution:
             self.maker.store.log({"event": "end", "at": now_iso(), "pid": os.getpid(),
                                   "completed": result.completed, "failed": len(result.failed),
                                   "interrupted": result.interrupted, "stopped": result.stopped,
-                                  **({"signal": signal.Signals(result.signal).name}
+                                  **({"knobs_not_restored": self.session.unrestored,
+                                      "restore": self.session.restore}
+                                     if self.session is not None and self.session.unrestored
+                                     else {}),
+                                  **({"signal": signal_name(result.signal)}
                                      if result.signal else {})})
         except OSError:
             pass  # a full disk must not hide why the campaign stopped

@@ -1,10 +1,12 @@
 """Journaled knob changes: each original state reaches the disk before the knob is touched.
 
 Responsible for: ``KnobSession`` (set knobs, read back, restore them all on the way out, even
-on an exception, Ctrl-C or SIGTERM), the on-disk journal that survives a crash,
+on an exception or a signal, and name each knob it could not restore with its state and the
+command that restores it), the on-disk journal that survives a crash,
 ``restore_from_journal`` behind the ``iolab restore`` verb, and ``states`` for manifests.
 Not responsible for: how a knob is read or written or what its values mean (``iolab.host.knobs``),
-which knobs a point needs (``iolab.core.planner``), or printing anything (the CLI does that).
+which knobs a point needs (``iolab.core.planner``), keeping two processes off one knob (the
+caller's ``claim``, ``iolab.core.locks``), or printing anything (the CLI does that).
 
 Journal format (JSON, ``schema_version`` 1)::
 
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from iolab.durable import fsync_dir, write_json_atomic
 from iolab.errors import InputError, IolabError
@@ -38,6 +41,11 @@ from iolab.procs import boot_id, start_ticks
 from iolab.safefiles import STATE_MODE, NotOurs, check_regular, read_regular
 
 SCHEMA_VERSION = 1
+# every signal another process can send is held while knobs are restored; not the faults a
+# crash raises, which end the process whether blocked or not (SIGKILL cannot be held anyway)
+HELD_DURING_RESTORE = (signal.valid_signals()
+                       - {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+                          signal.SIGKILL, signal.SIGSTOP})
 
 
 def states(knobs: dict[str, Knob]) -> dict[str, Any]:
@@ -112,7 +120,8 @@ def _leftover_message(path: Path) -> str:
 
 
 def _restore_one(knob: Knob, before: Any) -> tuple[bool, str]:
-    """Restore one knob and verify by reading back: (ok, what happened)."""
+    """Restore one knob and verify by reading back: (ok, what happened); what happened to a
+    knob left changed says what it reads now and how to put it back by hand."""
     try:
         if knob.same_state(before, knob.read()):
             return True, f"{knob.name}: already at {_brief(before)}"
@@ -120,10 +129,31 @@ def _restore_one(knob: Knob, before: Any) -> tuple[bool, str]:
         after = knob.read()
     # One knob failing in any way must not stop the others from being restored.
     except Exception as exc:
-        return False, f"{knob.name}: {exc}"
+        return False, _left_changed(knob, before, str(exc))
     if knob.same_state(before, after):
         return True, f"{knob.name}: restored to {_brief(before)}"
-    return False, f"{knob.name}: reads {_brief(after)} after writing back {_brief(before)}"
+    return False, _left_changed(knob, before, f"still reads {_brief(after)} after writing "
+                                f"back {_brief(before)}")
+
+
+def _left_changed(knob: Knob, before: Any, why: str) -> str:
+    """A knob that could not be restored: why, the state it is in now (read back, or why it
+    cannot be read), the state it should have, and the command that writes that state."""
+    try:
+        now = f"it reads {_brief(knob.read())} now"
+    # whatever made the write fail may make the read fail too; the line is still due
+    except Exception as exc:
+        now = f"it cannot be read now ({exc})"
+    command = knob.restore_command(before)
+    by_hand = f"; by hand: `{command}`" if command else ""
+    return f"{knob.name}: {why}; {now} and should be {_brief(before)}{by_hand}"
+
+
+def unrestored_message(failures: list[str], journal_path: Path, restore: str) -> str:
+    """The error of knobs left changed: each knob's line, and the command that finishes the
+    restore once the cause is fixed."""
+    return (f"could not restore knob(s): {'; '.join(failures)}. The journal {journal_path} "
+            f"is kept; once the cause is fixed, `{restore}` puts every knob back.")
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -141,12 +171,24 @@ class KnobSession:
 
     SIGTERM raises SystemExit inside the block so the restore runs, unless the caller has
     already installed its own SIGTERM handler, which then owns that job.
+
+    ``claim(knob)``, when given, is called before a knob is first journaled or touched; it
+    raises when another live process has that knob changed (the runner passes
+    ``iolab.core.locks.KnobLocks.claim``, a lock per knob that no lock folder setting moves;
+    the locks are a layer above this module, hence the argument). ``guard(name)`` calls it
+    for a knob written outside :meth:`set`.
     """
 
-    def __init__(self, knobs: dict[str, Knob], journal_path: Path) -> None:
+    def __init__(self, knobs: dict[str, Knob], journal_path: Path,
+                 restore: str | None = None,
+                 claim: Callable[[Knob], None] | None = None) -> None:
         self.knobs = knobs
         self.journal_path = Path(journal_path)
+        self.claim = claim
+        # the command that finishes a failed restore (the caller knows its data directory)
+        self.restore = restore or f"iolab restore --journal {shlex.quote(str(journal_path))}"
         self.restore_report: list[str] = []
+        self.unrestored: list[str] = []  # a line per knob left changed, with how to fix it
         self._journal: dict[str, Any] = {}
         self._active = False
         self._old_sigterm: Any = None
@@ -197,6 +239,7 @@ class KnobSession:
         ok, why = knob.available()
         if not ok:
             raise IolabError(f"knob '{name}' cannot be set on this host: {why}")
+        self.guard(name)
         before = knob.read()
         if all(change["knob"] != name for change in self._journal["changes"]):
             self._journal["changes"].append({"knob": name, "before": before})
@@ -206,12 +249,16 @@ class KnobSession:
         return {"requested": value, "before": before, "after": after,
                 "matches": knob.matches(value, after)}
 
+    def guard(self, name: str) -> None:
+        """Make sure no other live process has knob ``name`` changed before it is written."""
+        if self.claim is not None:
+            self.claim(self.knobs[name])
+
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._active = False
-        # a stop signal during the restore would leave knobs half restored; they are held
-        # until it is done and then delivered as usual
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
-                                                            signal.SIGHUP, signal.SIGQUIT})
+        # a signal during the restore would leave knobs half restored; they are held until it
+        # is done and then delivered as usual
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_DURING_RESTORE)
         try:
             failures = []
             for change in reversed(self._journal["changes"]):
@@ -223,21 +270,24 @@ class KnobSession:
             if self._old_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.unrestored = failures
         if failures:
-            message = (f"could not restore knob(s): {'; '.join(failures)}. The journal "
-                       f"{self.journal_path} is kept; fix the cause and run `iolab restore`.")
+            message = unrestored_message(failures, self.journal_path, self.restore)
             if exc is None:
                 raise IolabError(message)
             exc.add_note(message)
         return False
 
 
-def restore_from_journal(journal_path: Path, knobs: dict[str, Knob]) -> list[str]:
+def restore_from_journal(journal_path: Path, knobs: dict[str, Knob],
+                         claim: Callable[[Knob], None] | None = None) -> list[str]:
     """Undo what a crashed session left in its journal; returns what was done, line by line.
 
     Idempotent: knobs already back are reported as such, and the journal is removed once
     every knob reads back as restored. Raises IolabError, keeping the journal, when a knob
     cannot be restored or when the session that wrote the journal is still running.
+    ``claim`` (see :class:`KnobSession`) is called for every knob of the journal before any
+    is written: none is restored under another live campaign that has it changed.
     """
     path = Path(journal_path)
     if not os.path.lexists(path):
@@ -246,6 +296,10 @@ def restore_from_journal(journal_path: Path, knobs: dict[str, Knob]) -> list[str
     if _owner_running(journal):
         raise IolabError(f"{path} belongs to iolab process {journal['pid']}, which is still "
                          f"running and restores its knobs when it ends; stop it instead")
+    if claim is not None:
+        for change in journal["changes"]:
+            if change["knob"] in knobs:
+                claim(knobs[change["knob"]])
     lines = [f"journal {path}: written by pid {journal.get('pid')} at "
              f"{journal.get('started_at')}, {len(journal['changes'])} knob(s) changed"]
     failures = []

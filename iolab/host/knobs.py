@@ -2,8 +2,9 @@
 
 Responsible for: saying whether this host can control a knob (and why not), reading its
 current state as JSON-ready data, validating a requested value, writing it to sysfs/procfs,
-writing a previously read state back, and judging whether a read-back state is what was
-requested (``matches``) or what was saved (``same_state``).
+writing a previously read state back, judging whether a read-back state is what was
+requested (``matches``) or what was saved (``same_state``), and, for a knob that one sysfs
+write sets, the shell command that writes a state back by hand (``restore_command``).
 Not responsible for: remembering what was changed or undoing it after a crash
 (``iolab.host.journal``), deciding which points need which knob (``iolab.core.planner``), or trusting
 its own writes: ``apply`` writes and the caller reads back, because the kernel may clamp,
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +101,11 @@ def _write_text(path: Path, text: str) -> None:
             fh.write(text + "\n")
     except OSError as exc:
         raise IolabError(f"cannot write '{text}' to {path}: {exc.strerror or exc}") from exc
+
+
+def _echo(text: str, path: Path) -> str:
+    """The shell command that writes ``text`` to ``path``, as a user would type it."""
+    return f"echo {shlex.quote(text)} > {shlex.quote(str(path))}"
 
 
 def _writable(path: Path) -> tuple[bool, str]:
@@ -167,6 +174,11 @@ class Knob(ABC):
     def _restore(self, state: Any) -> None:
         self.apply(state)
 
+    def restore_command(self, state: Any) -> str | None:
+        """The shell command that writes ``state`` back by hand, for a knob left changed;
+        None where it takes more than one write (``iolab restore`` does those)."""
+        return None
+
     def matches(self, value: Any, state: Any) -> bool:
         """Whether a read-back ``state`` shows the requested ``value`` in effect."""
         return self.validate(value) == state
@@ -211,6 +223,9 @@ class _BracketChoiceKnob(Knob):
 
     def _write(self, value: str) -> None:
         _write_text(self.path, value)
+
+    def restore_command(self, state: Any) -> str | None:
+        return _echo(state, self.path) if state in self.choices else None
 
 
 class ThpKnob(_BracketChoiceKnob):
@@ -275,6 +290,10 @@ class SmtKnob(Knob):
             raise IolabError(f"knob 'smt': cannot write the control back to '{control}'; "
                              f"only on and off are writable")
         self.apply(control)
+
+    def restore_command(self, state: Any) -> str | None:
+        control = state.get("control") if isinstance(state, dict) else None
+        return _echo(control, self.control_path) if control in ("on", "off") else None
 
 
 class GovernorKnob(Knob):
@@ -443,6 +462,13 @@ class TurboKnob(Knob):
     def _write(self, value: str) -> None:
         path, inverted = self._interface()
         _write_text(path, "1" if (value == "on") != inverted else "0")
+
+    def restore_command(self, state: Any) -> str | None:
+        interface = self._interface()
+        if interface is None or state not in ("on", "off"):
+            return None
+        path, inverted = interface
+        return _echo("1" if (state == "on") != inverted else "0", path)
 
 
 class IrqAffinityKnob(Knob):
