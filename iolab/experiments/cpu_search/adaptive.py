@@ -190,7 +190,8 @@ def _failures(ch: Chapter, rows: pd.DataFrame, grid: replay.Grid) -> str:
     mean = grid.truth.means.get(key)
     beaten = grid.truth.means[grid.truth.top]
     return (f"It answers outside the best set in {by}. The most frequent wrong answer is "
-            f"{_point(ch, grid.space.points[key], varied)} ({common.iloc[0]} replays), whose "
+            f"{_point(ch, grid.space.points[key], varied)} ({common.iloc[0]} "
+            f"{'replay' if common.iloc[0] == 1 else 'replays'}), whose "
             f"grid mean, {fmt_int(mean)} IOPS, is {1 - mean / beaten:.0%} below the best: a "
             f"configuration whose few runs, drawn high, looked as good as the best. {wide}")
 
