@@ -29,7 +29,7 @@ import nbformat
 import numpy as np
 import pandas as pd
 
-from iolab.analysis import confirmation, noise, outliers, stats
+from iolab.analysis import confirmation, noise, order, outliers, stats
 from iolab.analysis.findings import Finding
 from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
@@ -187,6 +187,10 @@ class Chapter:
                 items.append((what, ", ".join(words) or "not set"))
             started = pd.to_datetime(df["run.started_at"], utc=True)
             items.append(("made", f"{started.min():%Y-%m-%d %H:%M} to {started.max():%Y-%m-%d %H:%M} UTC"))
+            metric = self.order_metric()
+            if metric is not None:
+                items.append((f"order of the runs ({metric})",
+                              order.check(df, list(self.spec.base), metric).text()))
         cpu = self.host.get("cpu") or {}
         if self.host:
             items.append(("host", f"{self.host.get('hostname')}: {cpu.get('model_name')}, "
@@ -205,6 +209,14 @@ class Chapter:
             items.append(("not shown", f"{len(self.others)} stored runs that this params file "
                                        "does not plan (other settings or points)"))
         return pd.DataFrame(items, columns=["", "what ran"])
+
+    def order_metric(self) -> str | None:
+        """The metric whose drift :meth:`what_ran` states: the plan's ranking metric, else
+        the experiment's first metric the runs have (None: no such metric)."""
+        for name in (self.spec.ranking_metric, *self.experiment.metrics):
+            if name and name in self.df.columns:
+                return name
+        return None
 
     def plan_text(self) -> str:
         return self.plan.summary()
