@@ -32,7 +32,7 @@ from iolab.report import benchmarks_page as benchmarks
 from iolab.report import figures
 from iolab.report.chapter import Chapter
 from iolab.report.escape import table
-from iolab.report.machines import measured_by_machine
+from iolab.report.machines import measured_by_machine, stored_by_experiment
 from iolab.report.tables import design_table
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "campaigns",            # every stored (experiment, environment)
     "summary_row",          # a stored host inventory in one column
     "measured_by_machine",  # which machine measured which campaigns
+    "stored_by_experiment",  # each experiment's stored runs, in words (the experiments index)
     "resolve_data_dir",     # the data directory a notebook parameter names
 ]
 

@@ -34,3 +34,24 @@ def test_campaigns_are_grouped_by_machine_not_by_fingerprint(tmp_path):
 def test_no_campaign_gives_an_empty_table_with_its_columns(tmp_path):
     table = measured_by_machine(tmp_path)
     assert table.empty and "machine (as recorded)" in table.columns
+
+
+def test_each_experiment_s_stored_runs_are_counted_in_words(tmp_path):
+    from iolab.core import registry
+    from iolab.report.machines import stored_by_experiment
+
+    for exp, env, runs in [("smt_thp", "kvm-2vcpu", 2), ("smt_thp", "other", 1),
+                           ("gpu_pcie", "h200-pcie5", 3), ("irq_affinity", "empty", 0)]:
+        folder = tmp_path / "raw" / exp / env
+        (folder / "runs").mkdir(parents=True)
+        shutil.copy(RAW / exp / ("kvm-2vcpu" if env == "other" else
+                                 "kvm-2vcpu" if env == "empty" else env) / "host.json",
+                    folder / "host.json")
+        for i in range(runs):
+            (folder / "runs" / f"r{i}").mkdir()
+    (tmp_path / "raw" / "aisio-import" / "x" / "runs" / "r0").mkdir(parents=True)  # an import
+    said = stored_by_experiment(tmp_path)
+    assert set(said) == set(registry.names())
+    assert said["smt_thp"] == "3 runs in 2 environments on 1 host: kvm-2vcpu (2), other (1)"
+    assert said["gpu_pcie"] == "3 runs in h200-pcie5 (1 host)"
+    assert said["irq_affinity"] == said["cpu_search"] == "no runs stored"

@@ -5,7 +5,12 @@ model, logical CPUs, memory, hypervisor and kernel release. Two campaigns on one
 have different fingerprints (the fingerprint also covers the tools each campaign ran), so
 they are grouped by these fields, not by fingerprint.
 
-Responsible for: grouping the stored campaigns by machine and counting their runs.
+:func:`stored_by_experiment` says the same per experiment, in words, for the experiments
+index: its stored runs, in which environments, on how many recorded hosts (fingerprints), so
+that no page says by hand what the store says.
+
+Responsible for: grouping the stored campaigns by machine and by experiment and counting
+their runs.
 Not responsible for: reading an inventory's details (``iolab.host.inventory``) or collecting it.
 """
 
@@ -15,7 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core import registry
 from iolab.core.store import Store, campaigns
+from iolab.report.tables import fmt_int
 
 
 def machine_words(host: dict) -> str:
@@ -49,3 +56,30 @@ def measured_by_machine(data_dir: Path) -> pd.DataFrame:
         for machine, items in found.items()],
         columns=["machine (as recorded)", "environment", "experiments measured (runs)",
                  "recorded on"])
+
+
+def stored_by_experiment(data_dir: Path) -> dict[str, str]:
+    """Per registered experiment, its stored runs in words: "342 runs in h200-pcie5 (1 host)",
+    "1,808 runs in 4 environments on 4 hosts: ...", or "no runs stored"."""
+    found: dict[str, list[tuple[str, int, str]]] = {name: [] for name in registry.names()}
+    for exp, env in campaigns(data_dir):
+        if exp not in found:
+            continue  # an import's folder: shown apart by the chapters that read it
+        store = Store(data_dir, exp, env)
+        runs = store.root / "runs"
+        n = sum(1 for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else 0
+        if n:
+            found[exp].append((env, n, str((store.read_host() or {}).get("fingerprint"))))
+    out = {}
+    for exp, items in found.items():
+        total = sum(n for _, n, _ in items)
+        hosts = len({fp for *_, fp in items})
+        on = f"{hosts} host{'s' if hosts != 1 else ''}"
+        if not items:
+            out[exp] = "no runs stored"
+        elif len(items) == 1:
+            out[exp] = f"{fmt_int(total)} runs in {items[0][0]} ({on})"
+        else:
+            each = ", ".join(f"{env} ({fmt_int(n)})" for env, n, _ in items)
+            out[exp] = f"{fmt_int(total)} runs in {len(items)} environments on {on}: {each}"
+    return out
