@@ -12,14 +12,17 @@ root nor particular hardware:
 
 Topologies are lists of (cpu, core, package) tuples.
 
-The book, for the slow tests: ``html`` (session scope) replays every notebook and builds the
-book strictly into a temporary folder, as `make book` does, and gives the folder of its HTML.
-tests/test_book.py reads its pages and tests/test_browser.py loads them in Chromium: one
-build serves both.
+The book, for the slow tests: ``book_copy`` (session scope) copies the project's tracked files
+and replays every notebook there, as `make book` does, and ``html`` builds that book strictly
+into a temporary folder and gives the folder of its HTML. tests/test_book.py reads its pages
+and tests/test_browser.py loads them in Chromium: one build serves both, and the checkout's
+own book/ is never written.
 
 Every test session keeps its locks (``iolab.core.locks``) in a folder of its own
 (``$IOLAB_LOCK_DIR``), so that a test never waits for, or takes, the locks of a real campaign
-on this host, and its own registry of scratch files (``$IOLAB_STATE_DIR``). The knob locks
+on this host, and its own registry of scratch files (``$IOLAB_STATE_DIR``); every other
+``IOLAB_*`` variable of the shell that runs it is put aside for the session, but those that
+configure the suite or say where the tools are built (``_KEPT``). The knob locks
 are the exception, on purpose: they stay in the system's lock folder, so a test that changes
 a real knob (THP) is refused while a real campaign has it changed, never changing it too; a
 fake tree's knobs have locks of their own (named by the tree's path), which no real campaign
@@ -65,12 +68,24 @@ def _committed_data(into: Path) -> None:
         shutil.copy2(REPO_ROOT / name, out)   # the times too: the caches compare them
 
 
+# variables that configure the suite or say where this machine's tools are built; every
+# other IOLAB_* variable of the user's shell (IOLAB_SKIP_CORRUPT, IOLAB_EXPERIMENTS,
+# IOLAB_READS_LOG, IOLAB_RUN, ...) would change what iolab does in a test, so none reaches one
+_KEPT = ("IOLAB_TOOLS_DIR", "IOLAB_BUILD_DIR", "IOLAB_TOOLS_SRC", "IOLAB_CHROMIUM",
+         "IOLAB_AISIO_DIR", "IOLAB_FUZZ_")
+_SAVED: dict[str, str] = {}
+
+
 def pytest_configure(config):
+    for var in [v for v in os.environ if v.startswith("IOLAB_") and not v.startswith(_KEPT)]:
+        _SAVED[var] = os.environ.pop(var)
     root = Path(tempfile.mkdtemp(prefix="iolab-test-"))
     _SESSION_DATA.append(root)
     _committed_data(root / "data")
-    (root / "scratch").mkdir()
-    os.environ["IOLAB_DATA"] = str(root / "data")
+    for folder in ("scratch", "locks", "state"):
+        (root / folder).mkdir()
+    os.environ.update(IOLAB_DATA=str(root / "data"), IOLAB_LOCK_DIR=str(root / "locks"),
+                      IOLAB_STATE_DIR=str(root / "state"))
 
 
 def committed_environments() -> set[str]:
@@ -96,42 +111,60 @@ def scratch_dir() -> Path:
 def pytest_unconfigure(config):
     while _SESSION_DATA:
         shutil.rmtree(_SESSION_DATA.pop(), ignore_errors=True)
+    for var in ("IOLAB_DATA", "IOLAB_LOCK_DIR", "IOLAB_STATE_DIR"):
+        os.environ.pop(var, None)
+    os.environ.update(_SAVED)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def private_lock_and_state_dirs(tmp_path_factory):
-    """The suite's own host lock and registry of scratch files, so that it neither waits for
-    nor touches a campaign or the scratch files of the user running it."""
-    saved = {var: os.environ.get(var) for var in ("IOLAB_LOCK_DIR", "IOLAB_STATE_DIR")}
-    os.environ["IOLAB_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
-    os.environ["IOLAB_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
-    yield
-    for var, value in saved.items():
-        if value is None:
-            os.environ.pop(var, None)
+def copy_project(to: Path) -> None:
+    """The project's tracked files as they are in the working tree (a clone would miss
+    uncommitted work), links kept as links."""
+    from iolab.paths import REPO_ROOT
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src, dst = REPO_ROOT / rel, to / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the working tree
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
         else:
-            os.environ[var] = value
+            shutil.copy2(src, dst)
 
 
 @pytest.fixture(scope="session")
-def html(tmp_path_factory):
-    """The book, replayed and built with -W -n --keep-going into a temporary folder; the path
-    of its HTML. Slow (papermill and Sphinx): only tests marked slow use it."""
-    # imported here: the fast tests need neither papermill nor the book code
-    import subprocess
+def book_copy(tmp_path_factory) -> Path:
+    """A copy of the project's tracked files whose notebooks are replayed (as `make book`
+    does, from the committed data) into the copy's book/: the checkout's own book/, its
+    build record and a user's environment pages are never touched. Slow (papermill)."""
     import sys
 
-    from iolab.paths import BOOK_DIR, REPO_ROOT
-    from iolab.report.book import environment_pages, render, rendered
-
+    root = tmp_path_factory.mktemp("project") / "p"
+    copy_project(root)
     # force: this is the test of replaying, so nothing is taken as up to date
-    written = render(log=lambda *_: None, force=True)
-    assert set(written) == set(rendered().values()) | {p for *_, p in environment_pages()}
+    check = ("from iolab.report.book import environment_pages, render, rendered\n"
+             "written = render(log=lambda *_: None, force=True)\n"
+             "assert set(written) == set(rendered().values()) | "
+             "{p for *_, p in environment_pages()}, written\n")
+    proc = subprocess.run([sys.executable, "-c", check], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return root
+
+
+@pytest.fixture(scope="session")
+def html(book_copy, tmp_path_factory):
+    """The book of :func:`book_copy`, built with -W -n --keep-going into a temporary folder;
+    the path of its HTML. Slow (papermill and Sphinx): only tests marked slow use it."""
+    import sys
+
     out = tmp_path_factory.mktemp("book")
     exe = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(exe), "build", "--all", "-W", "-n", "--keep-going",
-                           "--path-output", str(out), str(BOOK_DIR)],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+                           "--path-output", str(out), str(book_copy / "book")],
+                          cwd=book_copy, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return out / "_build" / "html"
 

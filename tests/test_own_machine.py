@@ -10,30 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
-
-from iolab.paths import REPO_ROOT
+from conftest import copy_project
 
 pytestmark = pytest.mark.slow
-
-
-def copy_project(to: Path) -> None:
-    """The project's tracked files as they are in the working tree (a clone would miss
-    uncommitted work), links kept as links."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True,
-                            check=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        src, dst = REPO_ROOT / rel, to / rel
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the working tree
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), dst)
-        else:
-            shutil.copy2(src, dst)
 
 
 def test_a_new_machine_s_runs_join_the_chapter_with_the_comparison(tmp_path):

@@ -9,8 +9,9 @@ import pytest
 from iolab.core import spec as specmod
 from iolab.core.registry import all_experiments
 from iolab.errors import InputError
+from iolab.paths import PARAMS_DIR
 
-from conftest import DEMO_PARAMS
+from conftest import DEMO_PARAMS, committed_environments
 
 
 def load(demo, params_dir, text: str = DEMO_PARAMS, overrides=None):
@@ -178,7 +179,8 @@ def test_settings_that_apply_only_with_another_value():
 
 
 @pytest.mark.parametrize("experiment, env", [
-    (e, env) for e in all_experiments() for env in specmod.environments(e.name, e.params_dir)],
+    (e, env) for e in all_experiments() for env in specmod.environments(e.name, e.params_dir)
+    if e.params_dir != PARAMS_DIR or env in committed_environments()],
     ids=lambda v: getattr(v, "name", v))
 def test_repository_params_files_validate(experiment, env):
     spec = specmod.load(experiment, env)
