@@ -263,3 +263,16 @@ def test_tool_argv_must_be_a_list(fake_sysroot):
     with pytest.raises(InputError) as info:
         collect_inventory({"fio": "fio --version"}, root=fake_sysroot(), knobs={})
     assert info.value.key == "tools.fio"
+
+
+def test_a_failed_tool_is_quoted_from_both_ends_and_bounded():
+    """A build failure's first line names what failed and its last line says why (the compiler's
+    error): both reach the record's error, on one line, however long the compiler's log."""
+    from iolab.host.inventory import _said
+
+    assert _said("") == ""
+    assert _said("building x failed; nvcc said:\n\nnvcc: error: planted failure\n") == (
+        ": building x failed; nvcc said: / nvcc: error: planted failure")
+    said = _said("\n".join(f"line {i} " + "x" * 1000 for i in range(1000)))
+    assert said.startswith(": line 0 ") and " / ... / " in said and "line 999 " in said
+    assert "line 500 " not in said and len(said) < 2000 and "\n" not in said

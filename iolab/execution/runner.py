@@ -326,9 +326,9 @@ class _Execution:
                 "this host's record lacks what its fingerprint is made of: "
                 + "; ".join(gaps) + ". The same host gives another fingerprint once these can "
                 "be read, so every later run would be refused as another host's: the record "
-                "is not stored, and nothing was run. Run again once they can be read (a limit "
-                "on processes or memory, 'ulimit -u' or 'ulimit -v', stops the commands that "
-                "read them)")
+                "is not stored, and nothing was run. Run again once they "
+                "can be read (what each command said is quoted; a tool that cannot be built, "
+                "or a limit on processes or memory, 'ulimit -u' or 'ulimit -v', stops them)")
         maker.fingerprint = fingerprint(inventory)
         stored_host = maker.store.read_host()
         diff = fingerprint_diff(stored_host, inventory) if stored_host else []

@@ -99,11 +99,19 @@ def _run(argv: list[str], timeout: float, version: bool = False) -> tuple[str | 
     except OSError as exc:
         return None, f"{' '.join(argv)} could not start: {exc.strerror or exc}"
     if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
         return None, (f"{' '.join(argv)} exited with status {done.returncode}"
-                      + (f": {detail[0]}" if detail else ""))
+                      + _said(done.stderr.strip() or done.stdout.strip()))
     # Some tools print their version on stderr.
     return done.stdout or done.stderr, None
+
+
+def _said(text: str, most: int = 5, width: int = 300) -> str:
+    """What a failed command said, as one bounded line: a build's first line names what
+    failed and its last lines say why (a compiler's error), so both ends are kept."""
+    lines = [line.strip()[:width] for line in text.splitlines() if line.strip()]
+    if len(lines) > most:
+        lines = lines[:2] + ["..."] + lines[-(most - 2):]
+    return f": {' / '.join(lines)}" if lines else ""
 
 
 def _flatten_lscpu(parsed: dict[str, Any]) -> dict[str, str]:
