@@ -72,7 +72,7 @@ def _committed_data(into: Path) -> None:
 # other IOLAB_* variable of the user's shell (IOLAB_SKIP_CORRUPT, IOLAB_EXPERIMENTS,
 # IOLAB_READS_LOG, IOLAB_RUN, ...) would change what iolab does in a test, so none reaches one
 _KEPT = ("IOLAB_TOOLS_DIR", "IOLAB_BUILD_DIR", "IOLAB_TOOLS_SRC", "IOLAB_CHROMIUM",
-         "IOLAB_AISIO_DIR", "IOLAB_FUZZ_")
+         "IOLAB_AISIO_DIR", "IOLAB_SHARED_DIR", "IOLAB_FUZZ_")
 _SAVED: dict[str, str] = {}
 
 

@@ -1,8 +1,8 @@
 """A chapter's findings as data: each a quantity with its estimate, interval, n and method.
 
 A *finding* is what a chapter's prose and its claims table rest on: a relative change
-(``change``, in percent, no change at 0), a ratio of means (``ratio``, no difference at 1), a
-difference of means for counts that may be zero (``difference``, none at 0), or why the
+(``change``, in percent, no change at 0), a ratio of means (``ratio``, no difference at 1; also
+one mean against a value the source states, ``level``), a difference of means for counts that may be zero (``difference``, none at 0), or why the
 campaign could not measure it here (``undefined``). Changes and ratios use the
 log-scale interval of a ratio of means (:func:`iolab.analysis.stats.ratio_interval`), so an
 interval never leaves the quantity's range. An experiment's ``analysis`` module builds its
@@ -29,6 +29,7 @@ NULL = {"change": 0.0, "ratio": 1.0, "difference": 0.0}
 INTERACTION_METHOD = ("ratio of two ratios of means, delta method on the log scale with "
                       "Welch–Satterthwaite degrees of freedom")
 DIFFERENCE_METHOD = "difference of means, Welch's t interval"
+LEVEL_METHOD = "mean over a stated value, Student's t interval of the mean"
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,21 @@ def difference(id: str, statement: str, new: Sequence[float], base: Sequence[flo
     q = float(sps.t.ppf(0.5 + confidence / 2, df))
     return Finding(id, statement, "difference", value, value - q * se, value + q * se, n,
                    confidence, DIFFERENCE_METHOD)
+
+
+def level(id: str, statement: str, values: Sequence[float], stated: float,
+          confidence: float = 0.95) -> Finding:
+    """mean(values) / ``stated``: one mean against a value its source states (one reschedule
+    IPI per read), with Student's t interval of the mean (the stated value has no error)."""
+    x = np.asarray(list(values), dtype=float)
+    if x.size < 2 or np.isnan(x).any() or not stated > 0:
+        return undefined(id, statement, "needs at least two values and a positive stated "
+                         "value", "ratio", confidence)
+    q = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1))
+    half = q * x.std(ddof=1) / math.sqrt(x.size)
+    mean = float(x.mean())
+    return Finding(id, statement, "ratio", mean / stated, (mean - half) / stated,
+                   (mean + half) / stated, str(x.size), confidence, LEVEL_METHOD)
 
 
 def interaction(id: str, statement: str, a_new: Sequence[float], a_base: Sequence[float],

@@ -384,7 +384,7 @@ class Chapter:
             f" A claimed change is judged by its own interval; a claim of no change also by "
             f"this campaign's noise floor of {floor * 100:.1f} %." if floor == floor and
             not rows.empty and
-            (rows["_verdict"] != claims.UNTESTABLE).any() else "")
+            (~rows["_verdict"].isin([claims.UNTESTABLE, claims.OUTSIDE])).any() else "")
         return rows
 
     def claims_table(self, found: list[Finding] | None = None, why: str = "") -> pd.DataFrame:

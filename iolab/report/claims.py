@@ -1,15 +1,22 @@
-"""The claims of a chapter's source study, each confronted with the chapter's findings.
+"""The claims of a chapter's source study, each quoted and confronted with the chapter's findings.
 
 An experiment keeps its source's claims as data, ``claims.yaml`` beside its module::
 
     source: the course project on sync/async I/O, affinity, SMT and THP
+    text: seeds/004_80f182803650a0ae.txt   # the source's text, in the project's shared folder
     claims:
       - id: thp-psync
-        section: "3.4"
-        claim: THP raises the IOPS of synchronous buffered random reads
+        section: "3.4"                     # where the source says it
+        quote: Enabling Transparent Huge Pages (THP) improves the performance of ...
+        conditions: 128 KB buffered random reads at concurrency 16, ...   # as the source states them
+        claim: THP raises the IOPS of synchronous buffered random reads   # what is tested here
         finding: thp_psync_iops      # the id of a finding of the experiment's analysis
         expect: increase             # increase | decrease | no change
+        outside: turbo is as the host found it, not off   # optional: how the runs here depart
         lab: the thp grid on hpc-server   # where the claim is tested when not here (optional)
+
+``quote`` is the source's own words (a test finds each in ``text``, where the shared folder is
+present); ``claim`` is the quantity this package tests, in its words.
 
 Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findings`):
 
@@ -20,11 +27,15 @@ Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findin
   (the difference is smaller than the campaign can see, whatever its sign), *contradicted*
   when the interval excludes "no effect" and the estimate lies beyond the floor, and *not
   distinguishable on this machine* otherwise;
+- *outside its conditions* when the claim declares ``outside``: the runs here depart from the
+  conditions the source states, so what was found is shown beside the claim and judges
+  nothing (never *contradicted*);
 - *not testable here* when the finding is undefined (this host cannot make the runs), with the
   reason and the lab point that would test it.
 
 Responsible for: reading and validating the claims, the verdicts and their table.
-Not responsible for: the findings (the experiments' analysis) or the prose around the table.
+Not responsible for: the findings (the experiments' analysis), the prose around the table, or
+finding the quotes in their sources (``tests/test_claims.py`` does, where the texts are).
 """
 
 from __future__ import annotations
@@ -41,10 +52,14 @@ from iolab.analysis.findings import Finding, undefined
 from iolab.errors import InputError
 
 EXPECT = ("increase", "decrease", "no change")
-FIELDS = ("id", "section", "claim", "finding", "expect", "lab")
+# the fields every claim has (in this order), then those it may have
+REQUIRED = ("id", "section", "quote", "conditions", "claim", "finding", "expect")
+FIELDS = REQUIRED + ("outside", "lab")
 SUPPORTED, CONTRADICTED = "supported", "contradicted"
 UNDISTINGUISHABLE, UNTESTABLE = "not distinguishable on this machine", "not testable here"
-VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, UNTESTABLE)
+OUTSIDE = "outside its conditions"
+VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, OUTSIDE, UNTESTABLE)
+COLUMNS = ["the source says", "at", "measured here", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -55,12 +70,16 @@ class Claim:
     finding: str
     expect: str
     lab: str = ""
+    quote: str = ""
+    conditions: str = ""
+    outside: str = ""
 
 
 @dataclass(frozen=True)
 class Claims:
     source: str
     claims: tuple[Claim, ...]
+    text: str = ""  # the source's text, relative to the project's shared folder
 
 
 def load(path: Path) -> Claims:
@@ -71,7 +90,12 @@ def load(path: Path) -> Claims:
         raise InputError(path, None, f"cannot be read as YAML: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("source"), str):
         raise InputError(path, "source", "missing: say which study the claims come from",
-                         allowed="a mapping with 'source' (text) and 'claims' (a list)")
+                         allowed="a mapping with 'source' (text), 'text' (text) and 'claims' "
+                                 "(a list)")
+    if not isinstance(doc.get("text"), str) or not doc["text"].strip():
+        raise InputError(path, "text", "missing: say where the source's own text is",
+                         allowed="a path relative to the project's shared folder, such as "
+                                 "seeds/000_499c7f303a2c6475.txt")
     items = doc.get("claims")
     if not isinstance(items, list) or not items:
         raise InputError(path, "claims", "must be a non-empty list of claims")
@@ -84,10 +108,11 @@ def load(path: Path) -> Claims:
         if unknown:
             raise InputError(path, f"{key}.{unknown[0]}", "unknown field of a claim",
                              allowed=", ".join(FIELDS))
-        for field in FIELDS[:5]:
-            if not isinstance(item.get(field), str) or not item[field].strip():
-                raise InputError(path, f"{key}.{field}", "missing or not text",
-                                 allowed=", ".join(EXPECT) if field == "expect" else "text")
+        for field in FIELDS:
+            if field in REQUIRED or field in item:
+                if not isinstance(item.get(field), str) or not item[field].strip():
+                    raise InputError(path, f"{key}.{field}", "missing or not text",
+                                     allowed=", ".join(EXPECT) if field == "expect" else "text")
         if item["expect"] not in EXPECT:
             raise InputError(path, f"{key}.expect", f"unknown expectation {item['expect']!r}",
                              allowed=", ".join(EXPECT))
@@ -95,7 +120,7 @@ def load(path: Path) -> Claims:
             raise InputError(path, f"{key}.id", f"{item['id']!r} is used twice")
         seen.add(item["id"])
         out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS}))
-    return Claims(doc["source"], tuple(out))
+    return Claims(doc["source"], tuple(out), doc["text"])
 
 
 def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) -> tuple[str, str]:
@@ -106,6 +131,9 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
                else "this campaign has no such measurement")
         return UNTESTABLE, why + (f"; the lab run that would test it: {claim.lab}"
                                   if claim.lab else "")
+    if claim.outside:
+        return OUTSIDE, claim.outside + (f"; the lab run that would test it: {claim.lab}"
+                                         if claim.lab else "")
     direction = finding.direction
     if claim.expect == "no change":
         if all(noise.inside(bound, floor) for bound in finding.relative_bounds):
@@ -126,9 +154,11 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
 
 def table(claims: Claims, findings: dict[str, Finding], floor: float = float("nan"),
           experiment: str = "") -> pd.DataFrame:
-    """One row per claim: its words and section, what was measured here, and the verdict
-    with why (``_verdict`` holds the verdict alone; :func:`shown` drops it for the page). A
-    claim naming a finding the analysis does not make is an error, not a verdict."""
+    """One row per claim: the source's words and where they are, the conditions it states,
+    what was measured here (the claim as tested, and its finding), and the verdict with why
+    (``_verdict`` holds the verdict alone and ``_id`` the claim's id; :func:`shown` drops them
+    for the page). A claim naming a finding the analysis does not make is an error, not a
+    verdict."""
     rows: list[dict[str, Any]] = []
     for c in claims.claims:
         if c.finding not in findings:
@@ -138,14 +168,15 @@ def table(claims: Claims, findings: dict[str, Finding], floor: float = float("na
         said, why = verdict(c, f, floor)
         measured = f"{f.statement}: {f.text()}" if f.defined else "not measured here"
         where = f"§{c.section}" if c.section[:1].isdigit() else c.section
-        rows.append({"claim": f"{c.claim} ({where})", "measured here": measured,
-                     "verdict": f"{said}: {why}", "_verdict": said})
-    return pd.DataFrame(rows, columns=["claim", "measured here", "verdict", "_verdict"])
+        rows.append({"the source says": f"“{c.quote}” ({where})", "at": c.conditions,
+                     "measured here": f"tested as: {c.claim}. {measured}",
+                     "verdict": f"{said}: {why}", "_verdict": said, "_id": c.id})
+    return pd.DataFrame(rows, columns=[*COLUMNS, "_verdict", "_id"])
 
 
 def shown(rows: pd.DataFrame) -> pd.DataFrame:
-    """The claims table as a chapter shows it (without the bare verdict column)."""
-    return rows.drop(columns="_verdict")
+    """The claims table as a chapter shows it (without the bare verdict and id columns)."""
+    return rows.drop(columns=["_verdict", "_id"])
 
 
 def counts(rows: pd.DataFrame) -> dict[str, int]:

@@ -156,11 +156,23 @@ def seed_share_prediction(share: float) -> float:
     return 1.0 / (1.0 - share) - 1.0
 
 
+def _per_read_beside(values: list[float], confidence: float) -> Finding:
+    """Reschedule IPIs per read beside the interrupt CPUs in the default mode against the one
+    per read the notes state ("an IPI is sent for each IO")."""
+    what = ("reschedule IPIs per read beside the interrupt CPUs, default mode, against one "
+            "per read")
+    if not values:
+        return fd.undefined("resched_per_read_beside", what, "no stored runs of it", "ratio",
+                            confidence)
+    return fd.level("resched_per_read_beside", what, values, 1.0, confidence)
+
+
 def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
     """The chapter's findings (:mod:`iolab.analysis.findings`) over the interrupt-driven runs:
     the placement effect on IOPS in each task-run mode, and the reschedule
     IPIs per read beside the interrupt CPUs against on them, and with COOP_TASKRUN against the
-    default (differences, as the counts may be zero)."""
+    default (differences, as the counts may be zero), and against the one per read the notes
+    state."""
     rows = interrupt_driven(df)
     if not rows.empty:
         rows = rows.assign(reader_interruptions=reader_interruptions(rows))
@@ -188,6 +200,8 @@ def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
               "interrupt CPUs minus on them, default mode",
               of("resched_ipis_per_io", placement="other_cores", taskrun="default"),
               of("resched_ipis_per_io", placement="irq_cores", taskrun="default")),
+        _per_read_beside(of("resched_ipis_per_io", placement="other_cores", taskrun="default"),
+                         confidence),
         build(fd.difference, "resched_coop_beside", "reschedule IPIs per read with "
               "COOP_TASKRUN minus the default mode, beside the interrupt CPUs",
               of("resched_ipis_per_io", placement="other_cores", taskrun="coop"),
