@@ -19,6 +19,7 @@ analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from pathlib import Path
@@ -372,28 +373,54 @@ class Chapter:
                                       "project had them."))
         return pd.DataFrame(items, columns=["", "the lab campaign"])
 
-    def claims_rows(self, found: list[Finding]) -> pd.DataFrame:
+    def claims_rows(self, found: list[Finding],
+                    robust: list[Finding] | None = None) -> pd.DataFrame:
         """The source study's claims (``claims.yaml`` beside the experiment's module), each
-        with its verdict from ``found`` and this campaign's noise floor
-        (:mod:`iolab.report.claims`, with the bare verdict in ``_verdict``); the verdict
+        with its verdict from ``found`` and from ``robust``, the same findings without the
+        outlier runs (:meth:`without_outliers`; None when there are none) (see
+        :mod:`iolab.report.claims`, with the bare verdict in ``_verdict``); the verdict
         counts go to the glue key ``claims``."""
         module = sys.modules[type(self.experiment).__module__].__file__
-        floor = self.noise_floor().floor
-        rows = claims.confront(claims.path_of(module), found, floor, self.experiment.name)
+        rows = claims.confront(claims.path_of(module), found, self.experiment.name, robust)
+        judged = ~rows["_verdict"].isin([claims.UNTESTABLE, claims.OUTSIDE])
         self.text["claims"] = claims.summary(rows) + (
-            f" A claimed change is judged by its own interval; a claim of no change also by "
-            f"this campaign's noise floor of {floor * 100:.1f} %." if floor == floor and
-            not rows.empty and
-            (~rows["_verdict"].isin([claims.UNTESTABLE, claims.OUTSIDE])).any() else "")
+            " A claimed change is judged by its own interval, a claim of no change by whether "
+            "its interval lies inside the margin the claim declares (two one-sided tests)."
+            if judged.any() else "")
         return rows
 
-    def claims_table(self, found: list[Finding] | None = None, why: str = "") -> pd.DataFrame:
+    def claims_table(self, found: list[Finding] | None = None, why: str = "",
+                     robust: list[Finding] | None = None) -> pd.DataFrame:
         """:meth:`claims_rows` as the chapter shows them; without findings (a campaign with no
         runs), every claim is not testable here, for the reason ``why``."""
         if found is None:
             module = sys.modules[type(self.experiment).__module__].__file__
             found = claims.unmeasured(claims.path_of(module), why, self.confidence)
-        return claims.shown(self.claims_rows(found))
+        return claims.shown(self.claims_rows(found, robust))
+
+    def robust_findings(self, make) -> list[Finding] | None:
+        """``make(chapter)``'s findings over :meth:`without_outliers` (None when no run is an
+        outlier), for the claims table's sensitivity column."""
+        other = self.without_outliers()
+        return None if other is None else make(other)
+
+    def without_outliers(self) -> "Chapter | None":
+        """This chapter with the runs that are outliers of their point left out
+        (:mod:`iolab.analysis.outliers`, by the repetition rule's metric, else the
+        experiment's first), for the sensitivity of its verdicts; None when no run is one.
+        The copy's texts and figures are its own, so nothing it computes is glued."""
+        metric = self.spec.rule.metric or next(iter(self.experiment.metrics))
+        if self.df.empty or metric not in self.df:
+            return None
+        rows = self.df.dropna(subset=[metric])
+        far = outliers.flag(rows, [v for v in self.spec.variables if v in rows], metric)
+        far = far.reindex(self.df.index, fill_value=False)
+        if not far.any():
+            return None
+        other = copy.copy(self)
+        other.df = self.df[~far].reset_index(drop=True)
+        other.text, other.figures = {}, {}
+        return other
 
     def confirmed_table(self, table: pd.DataFrame) -> pd.DataFrame:
         """The confirmed points (``iolab.analysis.confirmation.confirmed_points``) for the

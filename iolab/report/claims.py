@@ -12,6 +12,8 @@ An experiment keeps its source's claims as data, ``claims.yaml`` beside its modu
         claim: THP raises the IOPS of synchronous buffered random reads   # what is tested here
         finding: thp_psync_iops      # the id of a finding of the experiment's analysis
         expect: increase             # increase | decrease | no change
+        margin: 0.10                 # "no change" only: the relative change that still counts
+        margin_why: the source's "largely unchanged", read as within 10 %    # as no change
         outside: turbo is as the host found it, not off   # optional: how the runs here depart
         lab: the thp grid on hpc-server   # where the claim is tested when not here (optional)
 
@@ -23,10 +25,13 @@ Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findin
 - ``increase`` (``decrease``): *supported* when the finding's interval lies wholly above
   (below) "no effect", *contradicted* when it lies wholly on the other side, and *not
   distinguishable on this machine* when it contains "no effect";
-- ``no change``: *supported* when the whole interval lies inside the campaign's noise floor
-  (the difference is smaller than the campaign can see, whatever its sign), *contradicted*
-  when the interval excludes "no effect" and the estimate lies beyond the floor, and *not
-  distinguishable on this machine* otherwise;
+- ``no change``: judged by its declared ``margin`` (from the source's words where it gives one,
+  else a practical margin the file states with its reason, set from the claim and never from
+  the runs) with two one-sided tests: *supported* (equivalent) when the whole interval lies
+  inside ±margin, *contradicted* (different) when it lies wholly outside, and *not
+  distinguishable on this machine* otherwise. The interval is the finding's own (95 %), so each
+  one-sided test is at 2.5 %. The campaign's noise floor judges nothing: it says how small a
+  difference the machine can detect;
 - *outside its conditions* when the claim declares ``outside``: the runs here depart from the
   conditions the source states, so what was found is shown beside the claim and judges
   nothing (never *contradicted*);
@@ -40,6 +45,7 @@ finding the quotes in their sources (``tests/test_claims.py`` does, where the te
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,19 +53,19 @@ from typing import Any, Sequence
 import pandas as pd
 import yaml
 
-from iolab.analysis import noise
 from iolab.analysis.findings import Finding, undefined
 from iolab.errors import InputError
 
 EXPECT = ("increase", "decrease", "no change")
 # the fields every claim has (in this order), then those it may have
 REQUIRED = ("id", "section", "quote", "conditions", "claim", "finding", "expect")
-FIELDS = REQUIRED + ("outside", "lab")
+FIELDS = REQUIRED + ("margin", "margin_why", "outside", "lab")
 SUPPORTED, CONTRADICTED = "supported", "contradicted"
 UNDISTINGUISHABLE, UNTESTABLE = "not distinguishable on this machine", "not testable here"
 OUTSIDE = "outside its conditions"
 VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, OUTSIDE, UNTESTABLE)
-COLUMNS = ["the source says", "at", "measured here", "verdict"]
+SENSITIVITY = "without outlier runs"
+COLUMNS = ["the source says", "at", "measured here", "verdict", SENSITIVITY]
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class Claim:
     quote: str = ""
     conditions: str = ""
     outside: str = ""
+    margin: float = float("nan")  # "no change" only: a relative change (0.1 for ±10 %)
+    margin_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ def load(path: Path) -> Claims:
         if unknown:
             raise InputError(path, f"{key}.{unknown[0]}", "unknown field of a claim",
                              allowed=", ".join(FIELDS))
-        for field in FIELDS:
+        for field in (f for f in FIELDS if f != "margin"):
             if field in REQUIRED or field in item:
                 if not isinstance(item.get(field), str) or not item[field].strip():
                     raise InputError(path, f"{key}.{field}", "missing or not text",
@@ -116,16 +124,36 @@ def load(path: Path) -> Claims:
         if item["expect"] not in EXPECT:
             raise InputError(path, f"{key}.expect", f"unknown expectation {item['expect']!r}",
                              allowed=", ".join(EXPECT))
+        _check_margin(path, key, item)
         if item["id"] in seen:
             raise InputError(path, f"{key}.id", f"{item['id']!r} is used twice")
         seen.add(item["id"])
-        out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS}))
+        out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS if f != "margin"},
+                         margin=float(item.get("margin", float("nan")))))
     return Claims(doc["source"], tuple(out), doc["text"])
 
 
-def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) -> tuple[str, str]:
-    """(verdict, why) of ``claim`` against its finding and the campaign's relative noise
-    floor (see the module docstring)."""
+def _check_margin(path: Path, key: str, item: dict[str, Any]) -> None:
+    """A claim of no change declares its margin and why; no other claim has one."""
+    wants = item["expect"] == "no change"
+    margin = item.get("margin")
+    if not wants:
+        for field in ("margin", "margin_why"):
+            if field in item:
+                raise InputError(path, f"{key}.{field}", "only a claim of no change has a "
+                                 "margin", allowed="no margin for increase or decrease")
+        return
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
+        raise InputError(path, f"{key}.margin", f"a claim of no change needs its margin, got "
+                         f"{margin!r}", allowed="a relative change above 0 and below 1 "
+                         "(0.1 for ±10 %), set from the claim before the runs are read")
+    if not isinstance(item.get("margin_why"), str) or not item["margin_why"].strip():
+        raise InputError(path, f"{key}.margin_why", "say where the margin comes from",
+                         allowed="the source's own words, or a stated practical reading")
+
+
+def verdict(claim: Claim, finding: Finding | None) -> tuple[str, str]:
+    """(verdict, why) of ``claim`` against its finding (see the module docstring)."""
     if finding is None or not finding.defined:
         why = (finding.undefined if finding is not None and finding.undefined
                else "this campaign has no such measurement")
@@ -134,16 +162,9 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
     if claim.outside:
         return OUTSIDE, claim.outside + (f"; the lab run that would test it: {claim.lab}"
                                          if claim.lab else "")
-    direction = finding.direction
     if claim.expect == "no change":
-        if all(noise.inside(bound, floor) for bound in finding.relative_bounds):
-            return SUPPORTED, "the whole interval lies inside the noise floor"
-        if direction != "none" and not noise.inside(finding.relative, floor):
-            return CONTRADICTED, "the interval excludes 'no change' and the estimate lies " \
-                                 "beyond the noise floor"
-        return UNDISTINGUISHABLE, "the interval reaches beyond the noise floor, but the " \
-                                  "estimate does not lie beyond it with an interval that " \
-                                  "excludes 'no change'"
+        return _equivalence(claim, finding)
+    direction = finding.direction
     wanted = "up" if claim.expect == "increase" else "down"
     if direction == wanted:
         return SUPPORTED, "the interval lies wholly on the claimed side"
@@ -152,25 +173,48 @@ def verdict(claim: Claim, finding: Finding | None, floor: float = float("nan")) 
     return CONTRADICTED, "the interval lies wholly on the other side"
 
 
-def table(claims: Claims, findings: dict[str, Finding], floor: float = float("nan"),
-          experiment: str = "") -> pd.DataFrame:
+def _equivalence(claim: Claim, finding: Finding) -> tuple[str, str]:
+    """A claim of no change against its declared margin, by two one-sided tests."""
+    low, high = finding.relative_bounds
+    m = claim.margin
+    if math.isnan(low) or math.isnan(m):
+        return UNDISTINGUISHABLE, ("a difference of counts has no relative scale for a margin"
+                                   if finding.kind == "difference" else "no margin declared")
+    said = f"the declared margin of ±{m * 100:g} % ({claim.margin_why})"
+    if -m <= low and high <= m:
+        return SUPPORTED, f"equivalent: the whole interval lies inside {said}"
+    if high < -m or low > m:
+        return CONTRADICTED, f"different: the whole interval lies outside {said}"
+    return UNDISTINGUISHABLE, f"the interval reaches across {said}"
+
+
+def table(claims: Claims, findings: dict[str, Finding], experiment: str = "",
+          robust: dict[str, Finding] | None = None) -> pd.DataFrame:
     """One row per claim: the source's words and where they are, the conditions it states,
     what was measured here (the claim as tested, and its finding), and the verdict with why
     (``_verdict`` holds the verdict alone and ``_id`` the claim's id; :func:`shown` drops them
-    for the page). A claim naming a finding the analysis does not make is an error, not a
-    verdict."""
+    for the page), and the verdict's sensitivity: the verdict from ``robust``, the same
+    findings without the runs that are outliers of their point ("the same" where it does not
+    change; None when no run is an outlier). A claim naming a finding the analysis does not
+    make is an error, not a verdict."""
     rows: list[dict[str, Any]] = []
     for c in claims.claims:
         if c.finding not in findings:
             raise KeyError(f"{experiment} claim {c.id!r} names finding {c.finding!r}, which "
                            f"its analysis does not make (it makes {', '.join(sorted(findings))})")
         f = findings[c.finding]
-        said, why = verdict(c, f, floor)
+        said, why = verdict(c, f)
         measured = f"{f.statement}: {f.text()}" if f.defined else "not measured here"
         where = f"§{c.section}" if c.section[:1].isdigit() else c.section
+        if robust is None:
+            again = "the same (no run here is an outlier)"
+        else:
+            without = verdict(c, robust.get(c.finding))[0]
+            again = "the same" if without == said else without
         rows.append({"the source says": f"“{c.quote}” ({where})", "at": c.conditions,
                      "measured here": f"tested as: {c.claim}. {measured}",
-                     "verdict": f"{said}: {why}", "_verdict": said, "_id": c.id})
+                     "verdict": f"{said}: {why}", SENSITIVITY: again, "_verdict": said,
+                     "_id": c.id})
     return pd.DataFrame(rows, columns=[*COLUMNS, "_verdict", "_id"])
 
 
@@ -217,7 +261,8 @@ def path_of(experiment_module_file: str | Path) -> Path:
     return Path(experiment_module_file).parent / "claims.yaml"
 
 
-def confront(claims_path: Path, found: Sequence[Finding], floor: float,
-             experiment: str = "") -> pd.DataFrame:
+def confront(claims_path: Path, found: Sequence[Finding], experiment: str = "",
+             robust: Sequence[Finding] | None = None) -> pd.DataFrame:
     """The claims table of an experiment's findings (:func:`table`)."""
-    return table(load(claims_path), {f.id: f for f in found}, floor, experiment)
+    return table(load(claims_path), {f.id: f for f in found}, experiment,
+                 None if robust is None else {f.id: f for f in robust})

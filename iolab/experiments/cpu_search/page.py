@@ -414,7 +414,8 @@ def answer(ch: Chapter) -> Styler | None:
     """The host in words, and AiSIO's claims confronted with the findings."""
     ch.text["host_words"] = ch.host_words()
     found = findings(ch)
-    return escape.table(ch.claims_table(found)) if found else None
+    return (escape.table(ch.claims_table(found, robust=ch.robust_findings(findings)))
+            if found else None)
 
 
 def across(ch) -> "pd.DataFrame | None":

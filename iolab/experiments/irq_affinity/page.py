@@ -272,7 +272,7 @@ def answer(ch, found: list) -> pd.DataFrame:
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = f"{100 * ch.noise_floor().floor:.1f}"
-    return ch.claims_table(found)
+    return ch.claims_table(found, robust=ch.robust_findings(findings))
 
 
 def across(ch) -> "pd.DataFrame | None":

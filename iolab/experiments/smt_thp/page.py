@@ -338,7 +338,7 @@ def answer(ch: Chapter):
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = fmt_num(100 * ch.noise_floor().floor, 1)
-    return escape.table(ch.claims_table(found))
+    return escape.table(ch.claims_table(found, robust=ch.robust_findings(findings)))
 
 
 def across(ch) -> "pd.DataFrame | None":

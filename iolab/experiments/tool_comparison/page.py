@@ -178,7 +178,7 @@ def answer(ch: Chapter):
     found = findings(ch)
     ch.text.update({f"f_{f.id}": f.text() for f in found})
     ch.text["host_words"] = ch.host_words()
-    return escape.table(ch.claims_table(found))
+    return escape.table(ch.claims_table(found, robust=ch.robust_findings(findings)))
 
 
 def across(ch) -> "pd.DataFrame | None":
