@@ -37,6 +37,11 @@ def test_plan_shows_counts_eta_and_where_the_params_come_from(tmp_path):
     # the checkout's own paths as the repository names them: a book built anywhere reads alike
     assert "params: notebooks/params/hpc-server/smt_thp.yaml" in out
     assert "scratch: /mnt/nvme0/iolab/smt_thp.dat" in out
+    # the order design: a fixed count of repetitions runs point by point unless asked
+    assert "order: sequential, each point's runs back to back" in out
+    code, out, _ = run(["plan", "smt_thp", "--env", "hpc-server", "--data", str(tmp_path),
+                        "--set", "order=interleaved"])
+    assert code == 0 and "order: interleaved, rounds of one run per open point" in out
 
 
 def test_plan_json_has_the_counts(tmp_path):

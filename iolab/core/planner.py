@@ -565,6 +565,11 @@ class Plan:
                          f"count as not stored; 'iolab verify' names them")
         if self.limit is not None:
             lines.append(f"  --limit {self.limit}: {len(self.selected())} runs would run now")
+        lines.append("  order: " + (
+            "interleaved, rounds of one run per open point, shuffled from the campaign's seed"
+            if self.spec.order == "interleaved" else
+            "sequential, each point's runs back to back (its chapter shows the campaign as "
+            "run in blocks; 'order: interleaved' in the params interleaves them)"))
         return lines
 
     def _time_lines(self) -> list[str]:
