@@ -255,10 +255,10 @@ def test_a_chapter_without_runs_lists_its_claims_as_not_testable_with_the_lab_ru
     ch = Chapter("cuda_qdepth", "hpc-server", mode="replay")
     assert not ch.have
     rows = ch.claims_table(why="no run is stored in environment hpc-server")
-    assert len(rows) == 4 and all(v.startswith(cl.UNTESTABLE) for v in rows["verdict"])
+    assert len(rows) == 5 and all(v.startswith(cl.UNTESTABLE) for v in rows["verdict"])
     assert all("the lab run that would test it: the cuda_qdepth grid" in v
                for v in rows["verdict"])
-    assert ch.text["claims"].startswith("None of the source's 4 claims can be tested")
+    assert ch.text["claims"].startswith("None of the source's 5 claims can be tested")
 
 
 def test_every_experiment_keeps_its_sources_claims_beside_it():

@@ -454,7 +454,7 @@ def _stress_findings(c: _Comparisons, opt: dict[str, Any]) -> list[Finding]:
 
 def _knob_findings(c: _Comparisons) -> list[Finding]:
     """The knob effects at the base point: governor, turbo (also with twice the cores, and
-    on the CPUs' frequency) and SMT."""
+    on the CPUs' frequency) and SMT (also with SMT off at a fixed 3.0 GHz, and stress then)."""
     ref = c.ref
     return [
         c.change("governor_powersave", "mean IOPS with the powersave governor against as "
@@ -469,4 +469,13 @@ def _knob_findings(c: _Comparisons) -> list[Finding]:
         c.change("turbo_off_frequency", "mean frequency of the run's CPUs in its measurement "
                  "window with turbo off against as found", {**ref, "turbo": "off"}, ref,
                  "turbo", "cpufreq_mean_khz"),
+        c.change("smt_off_3ghz_vs_performance", "mean IOPS with SMT off at a fixed 3.0 GHz "
+                 "(userspace governor) against SMT off with the performance governor",
+                 {**ref, "smt": "off", "cpu_governor": "userspace-3.0GHz"},
+                 {**ref, "smt": "off"}, "smt-off-3ghz"),
+        c.change("stress_smt_off", "mean IOPS with SMT off at 3.0 GHz with stress on the idle "
+                 "CPUs against without (C to D)",
+                 {**ref, "smt": "off", "cpu_governor": "userspace-3.0GHz", "stress": True},
+                 {**ref, "smt": "off", "cpu_governor": "userspace-3.0GHz", "stress": False},
+                 "smt-off-3ghz"),
     ]
