@@ -90,6 +90,44 @@ def test_a_metric_no_measurement_can_have_fails_the_run(campaign, fake_fio, valu
     assert len(df) == 2 and list(df["iops"]) == [1000.0, 1000.0]
 
 
+@pytest.mark.parametrize("fields, key", [({"iops": 10**400}, "jobs[0].read.iops"),
+                                         ({"bw_bytes": -10**400}, "jobs[0].read.bw_bytes")])
+def test_a_number_no_float_holds_fails_the_run_naming_its_key(campaign, fake_fio, fields, key):
+    """An integer literal beyond 1.8e308 in the report: float() of it raised OverflowError,
+    which is no ParseError, and ended the campaign, --keep-going or not, recording nothing."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, fields, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [reason] = reasons(camp)
+    assert reason.startswith("output could not be parsed: ")
+    assert reason.endswith(f"fio.json: {key}: an integer of about 401 digits, beyond the "
+                           "largest number a measurement can hold (1.8e+308)")
+    assert list(camp.tidy()["iops"]) == [1000.0, 1000.0]
+
+
+def test_an_overflow_no_parser_names_still_fails_only_its_run(campaign, fake_fio, monkeypatch):
+    """Numbers each a float holds can still overflow where they are summed or divided (two
+    jobs of 1e308 bytes/s): the run fails with what Python says, and the campaign goes on."""
+    from iolab.tools import fio
+
+    parse = fio.parse_fio_file
+
+    def overflowing(path):
+        report = parse(path)
+        if report["iops"] == 4242:
+            raise OverflowError("integer division result too large for a float")
+        return report
+
+    monkeypatch.setattr(fio, "parse_fio_file", overflowing)
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, 4242, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    assert reasons(camp) == ["output holds numbers too large to compute with: integer "
+                             "division result too large for a float"]
+
+
 def test_a_collectors_nan_is_its_missing_value_and_no_problem(demo):
     """NaN is how a collector says it has no value (no cpufreq samples in the window); from
     the tool, or infinite or negative from anything, it is no measurement."""
