@@ -497,3 +497,60 @@ def test_a_knob_made_unwritable_mid_campaign_is_named_with_its_state_and_the_fix
     undo[0]()
     assert main(["restore", "--data", str(data)]) == 0
     assert ThpKnob(root).read() == "madvise" and not (data / ".knob-journal.json").exists()
+
+
+# -- the same campaign inside a notebook's kernel ('iolab notebook --mode run') --------------
+
+def notebook_campaign(tmp: Path, data: Path) -> list[str]:
+    """:func:`thp_campaign`'s run, made by the notebook's kernel: a process in a session of
+    its own, which no signal sent to ``iolab`` reaches by itself."""
+    argv = thp_campaign(tmp, data)
+    argv[len(IOLAB)] = "notebook"
+    argv.remove("--no-progress")
+    return [*argv, "--mode", "run", "-o", str(tmp / "out.ipynb")]
+
+
+@needs_thp
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGHUP, signal.SIGUSR2,
+                                 signal.SIGRTMIN + 1], ids=signal_name)
+def test_a_stop_signal_to_iolab_notebook_stops_the_campaign_in_its_kernel(tmp_path, how):
+    data = tmp_path / "data"
+    before = thp_now()
+    proc = spawn(notebook_campaign(tmp_path, data), stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: measuring(data)), "fio started"
+    assert thp_now() != before, "the campaign changed THP"
+    proc.send_signal(how)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + how, out
+    assert f"interrupted by {signal_name(how)}: passed on to the campaign" in out
+    assert_put_back(data, before, signal_name(how))
+
+
+def _kernel_of(pid: int) -> int:
+    """The notebook's kernel: the child of ``pid`` that runs ipykernel."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return next(int(c) for c in children
+                if b"ipykernel" in Path(f"/proc/{c}/cmdline").read_bytes())
+
+
+@needs_thp
+def test_a_kernel_killed_mid_campaign_has_its_knobs_restored_by_iolab_notebook(tmp_path):
+    """SIGKILL (or ipykernel's os._exit) ends the kernel before its campaign restores
+    anything: ``iolab notebook`` restores the journal itself, as 'iolab restore' does, ends
+    the fio the kernel left running, and says so."""
+    data = tmp_path / "data"
+    before = thp_now()
+    proc = spawn(notebook_campaign(tmp_path, data), stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, text=True)
+    assert wait_until(lambda: measuring(data)), "fio started"
+    assert thp_now() != before, "the campaign changed THP"
+    os.kill(_kernel_of(proc.pid), signal.SIGKILL)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out
+    assert "iolab: error: " in out and "the notebook's kernel died" in out
+    assert "restoring them from its journal, as 'iolab restore' does" in out
+    assert f'thp: restored to "{before}"' in out, out
+    assert thp_now() == before
+    assert not (data / ".knob-journal.json").exists()
+    assert procs.find(data_dir=data) == [], "the fio the kernel left is ended"

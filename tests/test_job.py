@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from iolab.batch import job
-from iolab.errors import InputError
+from iolab.errors import InputError, IolabError
 from iolab.execution import stop
+from iolab.execution.signals import signal_name
 
 ENV = "kvm-2vcpu"
 
@@ -76,9 +79,11 @@ def test_a_job_that_stored_runs_submits_the_next_one_after_itself(played):
 
 def test_a_cancelled_job_submits_no_next_one(played):
     # scancel sends SIGTERM to every process of the job: that is an end, not a warning
-    status, seen = played([(2, 9), (5, 6)], sent=signal.SIGTERM, resubmit=True)
-    assert status == 0 and seen["resumed"] == []
-    assert any("ended by SIGTERM" in line for line in seen["log"])
+    status, seen = played([(2, 9)], sent=signal.SIGTERM, resubmit=True)
+    assert status == 128 + signal.SIGTERM and seen["resumed"] == []
+    assert seen["request"] is None, "a stop now, not a stop request after the run"
+    assert any(line.startswith("interrupted by SIGTERM") and "no next job" in line
+               for line in seen["log"])
 
 
 def test_a_job_that_stored_nothing_does_not_submit_another(played):
@@ -112,8 +117,6 @@ def test_a_notebook_that_ran_a_campaign_replays_when_executed_again(played, tmp_
 
 def test_a_failing_campaign_keeps_its_own_error_over_a_half_written_notebook(monkeypatch,
                                                                             tmp_path):
-    from iolab.errors import IolabError
-
     def fails(src, dst, params, **_):
         dst.write_text("{ half a notebook")
         raise IolabError("the campaign's own error")
@@ -130,3 +133,64 @@ def test_a_selection_without_mode_run_is_refused(tmp_path):
     with pytest.raises(InputError, match="only choose what a campaign runs"):
         job.run_notebook("smt_thp", ENV, mode="replay", output=tmp_path / "o.ipynb",
                          limit=2, log=lambda line: None)
+
+
+# a stand-in for the notebook's kernel: a process of its own that says which signal reached it
+KERNEL = """import signal, sys
+wanted = [int(a) for a in sys.argv[1:]]
+signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+print("ready", flush=True)
+print(signal.sigwait(wanted), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGTERM,
+                                  signal.SIGRTMIN + 3], ids=signal_name)
+@pytest.mark.parametrize("when", ["running", "starting"])
+def test_a_stop_now_signal_reaches_the_kernel_and_is_the_exit_status(monkeypatch, tmp_path,
+                                                                     sent, when):
+    """The kernel runs in a session of its own: Ctrl-C, a closed terminal or a kill of this
+    process would never reach the campaign in it. A signal that comes while the kernel
+    starts is passed on once it has started."""
+    seen = {}
+
+    def execute(src: Path, dst: Path, params: dict, on_kernel, **_) -> None:
+        kernel = subprocess.Popen([sys.executable, "-c", KERNEL, str(sent)],
+                                  stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert kernel.stdout.readline() == "ready\n"
+        if when == "starting":
+            os.kill(os.getpid(), sent)
+        on_kernel(kernel.pid)
+        if when == "running":
+            os.kill(os.getpid(), sent)
+        seen["kernel got"] = int(kernel.communicate(timeout=10)[0])
+
+    monkeypatch.setattr("iolab.report.book.execute", execute)
+    log: list[str] = []
+    before = signal.getsignal(sent)
+    status = job.run_notebook("smt_thp", ENV, mode="run", output=tmp_path / "o.ipynb",
+                              data_dir=tmp_path, log=log.append)
+    assert seen["kernel got"] == sent
+    assert status == 128 + sent
+    assert any(line.startswith(f"interrupted by {signal_name(sent)}: passed on to the campaign")
+               for line in log), log
+    assert signal.getsignal(sent) == before, "the handler is put back"
+
+
+def test_the_knobs_a_dead_kernel_left_are_restored_before_the_error(monkeypatch, tmp_path):
+    (tmp_path / ".knob-journal.json").write_text("{}")
+    restored = []
+
+    def dies(src, dst, params, **_):
+        raise IolabError("the notebook's kernel died while a cell ran")
+
+    monkeypatch.setattr("iolab.report.book.execute", dies)
+    monkeypatch.setattr("iolab.execution.runner.restore_left",
+                        lambda data: restored.append(data) or ["thp: restored to \"madvise\""])
+    log: list[str] = []
+    with pytest.raises(IolabError, match="kernel died"):
+        job.run_notebook("smt_thp", ENV, mode="run", output=tmp_path / "o.ipynb",
+                         data_dir=tmp_path, log=log.append)
+    assert restored == [tmp_path]
+    assert log[0].startswith("the notebook's kernel ended without putting back the knobs")
+    assert log[1] == '  thp: restored to "madvise"'

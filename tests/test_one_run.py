@@ -1,10 +1,11 @@
 """A sample is a sample: runs whose tool wrote no output, read a metric no measurement can
-have, or read a target file other than the one laid out are failed runs, kept with their
-reason, and never stored as samples.
+have (a rate beyond any device, or 0 operations where bytes moved), or read a target file
+other than the one laid out are failed runs, kept with their reason, and never stored as
+samples.
 
 Campaigns of the conftest's ``Demo`` experiment with the scripted fake fio of
-tests/test_rounds.py (its ``"silent"`` and ``"replace"`` faults, and IOPS of NaN, infinity or
-below zero).
+tests/test_rounds.py (its ``"silent"`` and ``"replace"`` faults, IOPS of NaN, infinity or
+below zero, and rates beyond any device).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from iolab.core.experiment import Metric
+from iolab.core import tool_registry
+from iolab.core.experiment import PER_S, Metric
 from iolab.errors import IolabError
 from iolab.execution.campaign import Campaign
 from iolab.host import scratch
@@ -90,6 +92,44 @@ def test_a_metric_no_measurement_can_have_fails_the_run(campaign, fake_fio, valu
     assert len(df) == 2 and list(df["iops"]) == [1000.0, 1000.0]
 
 
+@pytest.mark.parametrize("fields, key", [({"iops": 10**400}, "jobs[0].read.iops"),
+                                         ({"bw_bytes": -10**400}, "jobs[0].read.bw_bytes")])
+def test_a_number_no_float_holds_fails_the_run_naming_its_key(campaign, fake_fio, fields, key):
+    """An integer literal beyond 1.8e308 in the report: float() of it raised OverflowError,
+    which is no ParseError, and ended the campaign, --keep-going or not, recording nothing."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, fields, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [reason] = reasons(camp)
+    assert reason.startswith("output could not be parsed: ")
+    assert reason.endswith(f"fio.json: {key}: an integer of about 401 digits, beyond the "
+                           "largest number a measurement can hold (1.8e+308)")
+    assert list(camp.tidy()["iops"]) == [1000.0, 1000.0]
+
+
+def test_an_overflow_no_parser_names_still_fails_only_its_run(campaign, fake_fio, monkeypatch):
+    """Numbers each a float holds can still overflow where they are summed or divided (two
+    jobs of 1e308 bytes/s): the run fails with what Python says, and the campaign goes on."""
+    from iolab.tools import fio
+
+    parse = fio.parse_fio_file
+
+    def overflowing(path):
+        report = parse(path)
+        if report["iops"] == 4242:
+            raise OverflowError("integer division result too large for a float")
+        return report
+
+    monkeypatch.setattr(fio, "parse_fio_file", overflowing)
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, 4242, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    assert reasons(camp) == ["output holds numbers too large to compute with: integer "
+                             "division result too large for a float"]
+
+
 def test_a_collectors_nan_is_its_missing_value_and_no_problem(demo):
     """NaN is how a collector says it has no value (no cpufreq samples in the window); from
     the tool, or infinite or negative from anything, it is no measurement."""
@@ -101,6 +141,53 @@ def test_a_collectors_nan_is_its_missing_value_and_no_problem(demo):
     assert demo.sample_problem({**row, "procstat.busy": math.nan, "busy": math.nan}) == ""
     assert demo.sample_problem({**row, "procstat.busy": -1.0, "busy": -1.0}) == (
         "metric busy (from procstat.busy) reads -1.0, which no measurement of busy can be")
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"iops": 2e10}, "metric iops (from fio.iops) reads 2e+10 op/s, above what any device "
+                     "this package can measure does (1e+10 operations per second)"),
+    ({"bw_bytes": 2 * 10**13}, "fio.bw_bytes reads 2e+13 B/s, above what any device this "
+                               "package can measure does (1e+13 bytes per second)"),
+    ({"iops": 0.0, "bw_bytes": 100 * 2**20},
+     "metric iops (from fio.iops) reads 0 op/s while fio.bw_bytes reads 1.04858e+08 B/s: "
+     "bytes were moved, so operations were made"),
+    ({"iops": 5000.0, "bw_bytes": 0}, "fio.bw_bytes reads 0 B/s while metric iops (from "
+                                      "fio.iops) reads 5000 op/s: operations were made, and "
+                                      "each moves bytes")])
+def test_a_rate_no_device_does_fails_the_run_naming_it(campaign, fake_fio, fields, reason):
+    """Rates beyond any device, or 0 operations where bytes moved (a counter never set, a
+    damaged report), are no measurement: the run fails with its reason, and --keep-going goes
+    on; the runs beside it, at 1,000 IOPS and 294 MiB/s, are samples."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, fields, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    assert reasons(camp) == [reason]
+    assert list(camp.tidy()["iops"]) == [1000.0, 1000.0]
+
+
+def test_which_rates_are_set_against_each_other_and_against_the_ceilings(demo):
+    """The tool's own rates are set against each other; a metric's rate from elsewhere (a
+    link's line rate, a collector's count) only against the ceilings."""
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "fio.bw_bytes": 4096000, "fio.mibs": 3.9,
+           "iops": 1000.0}
+    assert demo.sample_problem(row) == ""
+    assert demo.sample_problem({**row, "fio.iops": 0.0, "fio.bw_bytes": 0,
+                                "fio.mibs": 0.0}) == "", "nothing moved is no contradiction"
+    assert demo.sample_problem({**row, "fio.iops": 0.0, "fio.bw_bytes": 1000,
+                                "fio.mibs": 0.00095}) == "", "under 1 MiB/s: rounding"
+    demo.metrics = {**demo.metrics, "link_gbs": Metric("line rate", ("fio.link_gbs",), "GB/s"),
+                    "rx": Metric("PCIe receive traffic", ("nvml.rx",), "B/s")}
+    assert demo.sample_problem({**row, "fio.link_gbs": 0.0, "link_gbs": 0.0,
+                                "nvml.rx": 9e12, "rx": 9e12}) == ""
+    assert demo.sample_problem({**row, "nvml.rx": 2e13, "rx": 2e13}) == (
+        "metric rx (from nvml.rx) reads 2e+13 B/s, above what any device this package can "
+        "measure does (1e+13 bytes per second)")
+
+
+def test_every_adapters_rates_have_a_unit_of_rate():
+    for adapter in tool_registry.ADAPTERS.values():
+        assert set(adapter.rates.values()) <= set(PER_S), adapter.name
 
 
 def test_a_target_replaced_during_a_run_fails_it_and_stops_the_campaign(params_dir, tmp_path,

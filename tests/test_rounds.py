@@ -9,7 +9,8 @@ same runs. A campaign of the conftest's ``Demo`` experiment takes a few seconds.
 Other tests script faults with it too (tests/test_one_run.py): ``"silent"``, a tool that
 exits 0 without writing its report; ``"replace"``, one that removes its target file
 (``--filename``) and makes a new one of the same size, as fio does for a file that is gone,
-and then reports 1000 IOPS.
+and then reports 1000 IOPS; an object, fields of the report's read section written as they
+are (``{"iops": 10**400}``, an integer literal no float holds).
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ FAKE_FIO = textwrap.dedent("""\
             made.write(os.urandom(size))
         value = 1000
     report = json.load(open({fixture!r}))
-    report["jobs"][0]["read"]["iops"] = float(value)
+    if isinstance(value, dict):  # fields of the report's read section, as they are
+        report["jobs"][0]["read"].update(value)
+    else:
+        report["jobs"][0]["read"]["iops"] = float(value)
     out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--output="))
     json.dump(report, open(out, "w"))
 """)

@@ -107,21 +107,10 @@ def cmd_verify(args) -> int:
 
 
 def cmd_restore(args) -> int:
-    from iolab.execution.runner import default_journal
-    from iolab.host.journal import restore_from_journal
-    from iolab.host.knobset import make_knobs
-
-    from iolab.core import locks
-    from iolab import procs
+    from iolab.execution.runner import restore_left
 
     data_dir = data_dir_of(args)
-    journal = Path(args.journal) if args.journal else default_journal(data_dir)
-    with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock, \
-            locks.KnobLocks(data_dir) as knob_locks:
-        lines = dlock.messages + hlock.messages + procs.end_leftovers(data_dir)
-        lines += restore_from_journal(journal, make_knobs(), claim=knob_locks.claim)
-        lines += knob_locks.messages
-    for line in lines:
+    for line in restore_left(data_dir, Path(args.journal) if args.journal else None):
         print(line)
     return 0
 

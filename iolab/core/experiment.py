@@ -9,8 +9,9 @@ lives beside it (``analysis.py`` in its package) as pure functions over the tidy
 
 From these the base class derives what the rest of the package needs: the schema, a point's
 identity and launch, the programs a plan needs, the metrics of a row and whether they are a
-sample (no metric NaN, infinite or negative), and the reading of manifests written before this
-interface existed (version 1).
+sample (no metric NaN, infinite or negative; no rate above what any device here does, or at
+0 beside another rate of its tool that says it moved something), and the reading of manifests
+written before this interface existed (version 1).
 
 Responsible for: the interface and those derivations. Not responsible for: any one
 experiment, running (``iolab.execution.runner``) or planning (``iolab.core.planner``).
@@ -57,6 +58,29 @@ COMMON_ANALYSIS: dict[str, Field] = {
 _V1_COLLECTORS = {"proctree-cpu": "proctree", "stress-ng": "stress_ng"}
 
 
+# The most any device this package measures could do, with a margin: a rate above one is no
+# measurement (a counter that wrapped or was never set, a damaged report). What it measures
+# stays far below: a PCIe 5.0 NVMe SSD does about 3 million 4 KiB reads and 14 GB/s, so a
+# hundred of them together 3e8 operations and 1.4e12 bytes per second; a null device (SPDK's
+# null bdev, fio's null engine) some tens of millions of operations per second per core, 2e9
+# on 200 cores; a GPU's PCIe 5.0 x16 link 64 GB/s each way, its NVLink 0.9 TB/s, and even
+# its own memory, which no experiment here reads, 4.8 TB/s (an H200's HBM3e; 8 TB/s a
+# B200's). The committed runs reach 1.0e8 requests (gpu_pcie) and 1.2e11 bytes per second (a
+# GPU's PCIe counter). An experiment that measures something faster must raise these.
+MAX_OPERATIONS_PER_S = 1e10
+MAX_BYTES_PER_S = 1e13
+# the units of a rate: operations per second, or bytes per second in each unit of a rate of
+# bytes (a tool adapter's ``rates``, a metric's ``unit``)
+PER_S = {"op/s": 1.0, "B/s": 1.0, "MiB/s": 2.0**20, "GB/s": 1e9}
+# A tool's own rate at 0 beside another of its rates at least this high (per second) says
+# nothing was moved and something was. Tools print a rate with 2 decimals at least (bdevperf;
+# fio 6): 0 operations per second beside 1 MiB/s would be one operation of 200 MiB or more in
+# over 200 s, which none of them makes; 0 bytes per second beside 1,000 operations (of 512
+# bytes at least) would be under 0.005 MiB/s where they move 0.49 MiB/s or more.
+ZERO_OPERATIONS_BESIDE_BYTES_PER_S = 2.0**20
+ZERO_BYTES_BESIDE_OPERATIONS_PER_S = 1000.0
+
+
 @dataclass(frozen=True)
 class Metric:
     """A tidy column the experiment derives from tool- or collector-namespaced columns.
@@ -80,6 +104,11 @@ def missing_value(value: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _present(value: Any) -> bool:
+    """A number, not NaN: a value a rate can be checked on."""
+    return _number(value) and not math.isnan(value)
 
 
 class Experiment:
@@ -231,7 +260,9 @@ class Experiment:
         output is NaN. No quantity measured here (rates, times, counts, shares) can be any of
         these, so a tool that reports one did not measure. A collector's NaN and a missing
         value are not problems: they are how a collector says it has no value (no samples in
-        the window, no cpufreq on this host)."""
+        the window, no cpufreq on this host). Nor can a rate be above what any device here
+        does, or at 0 beside another rate of the tool that says it moved something
+        (:meth:`_implausible_rate`)."""
         tool = f"{row.get('run.tool')}."
         for name, metric in self.metrics.items():
             for column in (*metric.sources, name):
@@ -243,6 +274,63 @@ class Experiment:
                     where = "" if column == name else f" (from {column})"
                     return (f"metric {name}{where} reads {value!r}, which no measurement of "
                             f"{metric.label} can be")
+        return self._implausible_rate(row)
+
+    def _named(self, column: str) -> str:
+        """A column as a message names it: the metric read from it, if any."""
+        if column in self.metrics:
+            return f"metric {column}"
+        name = next((n for n, m in self.metrics.items() if column in m.sources), None)
+        return column if name is None else f"metric {name} (from {column})"
+
+    def _tool_rates(self, row: dict[str, Any]) -> dict[str, tuple[str, float]]:
+        """The rates of what the run's tool moved, column -> (unit, value): those its
+        adapter declares (:attr:`~iolab.tools.base.ToolAdapter.rates`) that have a value."""
+        tool = row.get("run.tool")
+        adapter = tool_registry.ADAPTERS.get(tool)
+        declared = adapter.rates if adapter is not None else {}
+        return {f"{tool}.{key}": (unit, row[f"{tool}.{key}"]) for key, unit in declared.items()
+                if _present(row.get(f"{tool}.{key}"))}
+
+    def _metric_rates(self, row: dict[str, Any]) -> dict[str, tuple[str, float]]:
+        """The experiment's metrics with a unit of rate (a collector's too, and a line rate),
+        column -> (unit, value): each column a metric is read from, and its own, that has a
+        value."""
+        return {column: (metric.unit, row[column])
+                for name, metric in self.metrics.items() if metric.unit in PER_S
+                for column in (*metric.sources, name) if _present(row.get(column))}
+
+    def _implausible_rate(self, row: dict[str, Any]) -> str:
+        """Why the run's rates cannot be a measurement ("" when they can): one above the
+        ceiling of its kind (:data:`MAX_OPERATIONS_PER_S`, :data:`MAX_BYTES_PER_S`), a rate
+        of the tool's or a metric's, or one of the tool's own at 0 beside another of its own
+        that says it moved something (:data:`ZERO_OPERATIONS_BESIDE_BYTES_PER_S`,
+        :data:`ZERO_BYTES_BESIDE_OPERATIONS_PER_S`). Only the tool's own rates are set
+        against each other: a metric's rate may be of something else (a link's line rate,
+        a collector's count of all the traffic)."""
+        own = self._tool_rates(row)
+        rates = {**self._metric_rates(row), **own}
+        for column, (unit, value) in rates.items():
+            ceiling, what = ((MAX_OPERATIONS_PER_S, "operations") if unit == "op/s" else
+                             (MAX_BYTES_PER_S, "bytes"))
+            if value * PER_S[unit] > ceiling:
+                return (f"{self._named(column)} reads {value:g} {unit}, above what any "
+                        f"device this package can measure does ({ceiling:.0e} {what} per "
+                        "second)")
+        ops = [column for column, (unit, _) in own.items() if unit == "op/s"]
+        moved = [column for column, (unit, _) in own.items() if unit != "op/s"]
+        for zeros, others, least, why in (
+                (ops, moved, ZERO_OPERATIONS_BESIDE_BYTES_PER_S,
+                 "bytes were moved, so operations were made"),
+                (moved, ops, ZERO_BYTES_BESIDE_OPERATIONS_PER_S,
+                 "operations were made, and each moves bytes")):
+            zero = next((column for column in zeros if own[column][1] == 0), None)
+            moving = next((column for column in others
+                           if own[column][1] * PER_S[own[column][0]] >= least), None)
+            if zero is not None and moving is not None:
+                unit, value = own[moving]
+                return (f"{self._named(zero)} reads 0 {own[zero][0]} while "
+                        f"{self._named(moving)} reads {value:g} {unit}: {why}")
         return ""
 
     def code_files(self) -> list[Path]:

@@ -258,6 +258,8 @@ class RunMaker:
             return {}, f"output could not be read: {_in_run(exc, tmp)}: {exc.strerror or exc}"
         except (ParseError, ValueError) as exc:  # a collector's files too (JSON, a window)
             return {}, f"output could not be parsed: {exc}"
+        except OverflowError as exc:  # a number the parsers let through, too large for a sum
+            return {}, f"output holds numbers too large to compute with: {exc}"
 
     def _execute(self, argv: list[str], collectors: list, tmp: Path,
                  expected_s: float | None) -> tuple[int, str]:

@@ -99,6 +99,20 @@ def restore_command(data_dir: Path, journal: Path) -> str:
     return command
 
 
+def restore_left(data_dir: Path, journal: Path | None = None) -> list[str]:
+    """What a killed campaign on ``data_dir`` left, undone under the data, host and knob
+    locks: its leftover processes ended and the knobs of its journal (``journal``, else the
+    data directory's) restored; one line for each thing done. ``iolab restore`` does this,
+    and ``iolab notebook`` when the kernel that ran the campaign died with its knobs
+    changed."""
+    journal = journal or default_journal(data_dir)
+    with locks.data_lock(data_dir) as dlock, locks.host_lock(data_dir) as hlock, \
+            locks.KnobLocks(data_dir) as knob_locks:
+        lines = dlock.messages + hlock.messages + procs.end_leftovers(data_dir)
+        lines += restore_from_journal(journal, make_knobs(), claim=knob_locks.claim)
+        return lines + knob_locks.messages
+
+
 def _missing_programs(plan: Plan) -> None:
     missing = [p for p in plan.missing_programs() if p["needed_now"]]
     if missing:

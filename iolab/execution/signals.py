@@ -36,6 +36,10 @@ whole campaign, from before its plan to after its knobs are restored, so a signa
 moment leads to the same end; what is in progress when it comes (reading the store, taking
 the host's inventory) finishes first, which takes seconds at most.
 
+``iolab notebook`` answers the same table in the process that waits for the notebook's
+kernel, which runs the campaign in a session of its own: it passes a stop-now signal on to
+the kernel and exits with 128 + its number (``iolab.batch.job``).
+
 Responsible for: the table, installing and restoring the handlers, and the requests they
 record.
 Not responsible for: what a stop does (``iolab.execution.runner``) or stop requests made through
@@ -136,6 +140,9 @@ class Interrupted(KeyboardInterrupt):
     @property
     def name(self) -> str:
         return signal_name(self.signum)
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Signals:

@@ -47,6 +47,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float, within_float
 
 FORMAT_TEXT = "text"
 FORMAT_JSON = "json"
@@ -272,7 +273,7 @@ def _job_line(table: _Table, line: str, number: int, source: str) -> None:
         if field == "workload":
             job[field] = value
         elif value.isdigit():
-            job[field] = int(value)
+            job[field] = int_within_float(value, f"line {number}: '{key}'", source)
         else:
             raise ParseError(source, f"line {number}: '{key}' is not a whole number in {line!r}")
     block.pending = job
@@ -459,6 +460,8 @@ def _json_response(text: str, source: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ParseError(source, f"not a JSON document ({exc.msg} at line {exc.lineno}); "
                                  f"it starts with {first_line[:80]!r}") from None
+    except ValueError as exc:  # an integer of more digits than Python reads (4,300)
+        raise ParseError(source, f"a number that cannot be read: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ParseError(source, "no 'results' array at the top level")
     if not doc["results"]:
@@ -467,6 +470,7 @@ def _json_response(text: str, source: str) -> dict[str, Any]:
     if core_count is not None and (isinstance(core_count, bool)
                                    or not isinstance(core_count, int)):
         raise ParseError(source, f"'core_count' must be an integer, got {core_count!r}")
+    within_float(core_count, "core_count", source)
     return doc
 
 
@@ -523,10 +527,12 @@ def _json_job(entry: Any, i: int, source: str) -> dict[str, Any]:
         if isinstance(entry[key], bool) or not isinstance(entry[key], types):
             raise ParseError(source, f"{where}.{key} must be {description}, "
                                      f"got {entry[key]!r}")
+        within_float(entry[key], f"{where}.{key}", source)
     percentage = entry.get("percentage")
     if percentage is not None and (isinstance(percentage, bool)
                                    or not isinstance(percentage, int)):
         raise ParseError(source, f"{where}.percentage must be an integer, got {percentage!r}")
+    within_float(percentage, f"{where}.percentage", source)
     runtime = float(entry["runtime"])
 
     def rate(count: int) -> float | None:

@@ -44,6 +44,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError
+from iolab.parsers import within_float
 
 _STATS_KEYS = ("count", "average", "total")
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -77,6 +78,7 @@ def parse_bpftrace_text(text: str, source: str = "<string>") -> dict[str, Any]:
         reader.line(number, raw.rstrip())
     reader.close_hist()
     _check_maps(reader.result["maps"], source)
+    _check_sizes(reader.result, source)
     return reader.result
 
 
@@ -183,6 +185,7 @@ def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
             result["prints"][name] = result["prints"].get(name, 0) + 1
         # printf, time, cat, join, syscall and value events carry no map
     _check_maps(result["maps"], source)
+    _check_sizes(result, source)
     return result
 
 
@@ -284,6 +287,19 @@ def _json_buckets(buckets: Any, where: str, source: str) -> list[dict[str, int |
                              f"and/or 'max', got {bucket!r}")
         out.append({**bounds, "count": bucket["count"]})
     return out
+
+
+def _check_sizes(result: dict[str, Any], source: str) -> None:
+    """Every count a float can hold (:func:`iolab.parsers.within_float`)."""
+    for field in ("probes", "lost_events"):
+        within_float(result[field], field, source)
+    for name, entries in result["maps"].items():
+        for key, value in entries.items():
+            where = _label(name, key)
+            items = (value if isinstance(value, list) else [value])
+            for item in items:
+                for part, number in (item.items() if isinstance(item, dict) else [("", item)]):
+                    within_float(number, f"{where}{'.' if part else ''}{part}", source)
 
 
 def _check_maps(maps: dict[str, dict], source: str) -> None:

@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float
 
 # The logger writes ``date +%Y-%m-%d_%H:%M:%S`` (zero-padded) and the values of
 # ``scaling_cur_freq``; ASCII only, so that ``\d`` never takes another script's digits. The
@@ -107,7 +108,13 @@ def aisio_cpu_freqs(text: str, cpus: list[int], source: str = "<string>") -> dic
         missing = next((number for number, values in rows if cpu >= len(values)), None)
         if missing is not None:
             raise ParseError(source, f"line {missing}: no column for CPU {cpu}")
-        out[cpu] = mean_pvariance([int(values[cpu]) for _, values in rows])
+        khz = [int_within_float(values[cpu], f"line {number}: CPU {cpu}", source)
+               for number, values in rows]
+        try:
+            out[cpu] = mean_pvariance(khz)
+        except OverflowError:  # a variance of values each a float can hold may not be one
+            raise ParseError(source, f"CPU {cpu}: the variance of its values is beyond the "
+                             "largest number a measurement can hold") from None
     return out
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import statistics
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float
 
 # Short names dmon prints in its header for the fields AiSIO samples (-e 1009,1010).
 KNOWN_FIELD_IDS = {"PCITX": 1009, "PCIRX": 1010}
@@ -96,7 +97,7 @@ def _value(token: str, number: int, source: str) -> int | float | None:
     if token == "N/A":
         return None
     try:
-        return int(token)
+        return int_within_float(token, f"line {number}: value", source)
     except ValueError:
         pass
     try:

@@ -40,12 +40,14 @@ write phase then a verify read phase) gets the longest phase as its wall time.
 from __future__ import annotations
 
 import json
+import math
 import re
 from fractions import Fraction
 from itertools import accumulate
 from pathlib import Path
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float, within_float
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -115,13 +117,24 @@ def parse_fio_json(text: str, source: str = "<string>") -> dict:
         "sys_cpu": sys_cpu,
         "ctx": sum(_field(job, "ctx", _INT, f"jobs[{i}]", source) for i, job in enumerate(jobs)),
         "runtime_ms": runtime_ms,
-        "timestamp_ms": report.get("timestamp_ms"),
+        "timestamp_ms": _timestamp_ms(report, source),
     }
     for d in DIRECTIONS:
         for key, value in per_dir[d].items():
             result[f"{d}_{key}"] = value
     result["warnings"] = warnings
     return result
+
+
+def _timestamp_ms(report: dict, source: str) -> int | float | None:
+    """When fio wrote the report (ms since the epoch), None when it does not say; the
+    measurement window is placed from it, so it must be a finite number."""
+    if "timestamp_ms" not in report:
+        return None
+    value = _field(report, "timestamp_ms", _NUMBER, "report", source)
+    if not math.isfinite(value):
+        raise ParseError(source, f"report.timestamp_ms must be a finite number, got {value}")
+    return value
 
 
 def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
@@ -148,6 +161,8 @@ def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
         except json.JSONDecodeError as exc:
             raise ParseError(source, f"truncated or invalid JSON at line {exc.lineno} "
                                      f"col {exc.colno} ({exc.msg})") from None
+        except ValueError as exc:  # an integer of more digits than Python reads (4,300)
+            raise ParseError(source, f"a number that cannot be read: {exc}") from None
         reports.append(report)
         pos = _WHITESPACE.match(text, pos).end()
     if len(reports) > 1:
@@ -219,7 +234,9 @@ def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
                 if not value.isdecimal() or isinstance(count, bool) or not isinstance(count, int):
                     raise ParseError(source, f"{where}.bins: expected integer latency keys and "
                                              f"counts, got {value!r}: {count!r}")
-                merged[int(value)] = merged.get(int(value), 0) + count
+                bin_ns = int_within_float(value, f"{where}.bins (a latency)", source)
+                within_float(count, f"{where}.bins['{bin_ns}']", source)
+                merged[bin_ns] = merged.get(bin_ns, 0) + count
         if not any(merged.values()):
             raise ParseError(source, f"{d}: 'clat_ns.bins' holds no samples although N > 0")
         return {name: _from_histogram(merged, p) for name, p in _PERCENTILES.items()}
@@ -240,7 +257,7 @@ def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ParseError(source, f"{where}.percentile['{p:f}'] must be a number, "
                                      f"got {_kind(value)}")
-        out[name] = value
+        out[name] = within_float(value, f"{where}.percentile['{p:f}']", source)
     return out
 
 
@@ -286,7 +303,7 @@ def _field(obj: dict, key: str, kind: tuple, where: str, source: str):
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, types):
         raise ParseError(source, f"{where}.{key} must be {description}, got {_kind(value)}")
-    return value
+    return within_float(value, f"{where}.{key}", source)
 
 
 def _kind(value: object) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float, within_float
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
 _LINE1 = re.compile(
@@ -66,19 +67,22 @@ def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
     first = _LINE1.match(lines[at])
     before = lines[at - 1] if at > 0 else ""
     exited, signalled = _EXITED.match(before), _SIGNALLED.match(before)
+    def whole(match: re.Match, group: str, key: str) -> int:
+        return int_within_float(match.group(group), f"line {at + 1}: {key}", source)
+
     return {
         "user_s": float(first.group("user")),
         "system_s": float(first.group("system")),
         "elapsed_s": _elapsed_s(first.group("elapsed"), at + 1, source),
-        "cpu_percent": None if first.group("cpu") == "?" else int(first.group("cpu")),
-        "avgtext_kib": int(first.group("avgtext")),
-        "avgdata_kib": int(first.group("avgdata")),
-        "maxresident_kib": int(first.group("maxresident")),
-        "inputs": int(second.group("inputs")),
-        "outputs": int(second.group("outputs")),
-        "major_faults": int(second.group("major")),
-        "minor_faults": int(second.group("minor")),
-        "swaps": int(second.group("swaps")),
+        "cpu_percent": None if first.group("cpu") == "?" else whole(first, "cpu", "%CPU"),
+        "avgtext_kib": whole(first, "avgtext", "avgtext"),
+        "avgdata_kib": whole(first, "avgdata", "avgdata"),
+        "maxresident_kib": whole(first, "maxresident", "maxresident"),
+        "inputs": whole(second, "inputs", "inputs"),
+        "outputs": whole(second, "outputs", "outputs"),
+        "major_faults": whole(second, "major", "major"),
+        "minor_faults": whole(second, "minor", "minor"),
+        "swaps": whole(second, "swaps", "swaps"),
         "exit_status": int(exited.group("n")) if exited else None,
         "signal": int(signalled.group("n")) if signalled else None,
     }
@@ -91,7 +95,11 @@ def _elapsed_s(value: str, number: int, source: str) -> float:
         if len(parts) == 2:
             return int(parts[0]) * 60 + float(parts[1])
         if len(parts) == 3 and "." not in value:
-            return int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2])
+            return within_float(int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2]),
+                                f"line {number}: elapsed", source)
     except ValueError:
         pass
+    except OverflowError:  # more minutes or hours than a number holds
+        raise ParseError(source, f"line {number}: elapsed {value[:40]!r}...: beyond the largest "
+                         "number a measurement can hold") from None
     raise ParseError(source, f"line {number}: elapsed {value!r} is neither m:ss.cc nor h:mm:ss")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError
+from iolab.parsers import within_float
 
 SCHEMA_VERSION = 1
 MODES = ("copy", "read", "write")
@@ -38,7 +39,7 @@ def _whole(doc: dict, key: str, source: str, *, positive: bool = True,
     if isinstance(value, bool) or not isinstance(value, int) or (value < 1 if positive else value < 0):
         raise ParseError(source, f"key '{key}': expected a {'positive ' if positive else ''}whole "
                          f"number, got {value!r}")
-    return value
+    return within_float(value, f"key '{key}'", source)
 
 
 def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
@@ -74,11 +75,14 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
             isinstance(t, int) and not isinstance(t, bool) for t in window)
             and window[0] <= window[1]):
         raise ParseError(source, f"key 'window_ns': expected [start, end] in ns, got {window!r}")
+    for t in window:
+        within_float(t, "key 'window_ns'", source)
     iterations = doc.get("iterations")
     if not isinstance(iterations, list) or not iterations:
         raise ParseError(source, "key 'iterations': no timed iteration")
     for i, it in enumerate(iterations):
         seconds = it.get("seconds") if isinstance(it, dict) else None
+        within_float(seconds, f"key 'iterations[{i}].seconds'", source)
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) \
                 or not math.isfinite(seconds) or seconds <= 0:
             raise ParseError(source, f"key 'iterations[{i}].seconds': expected a positive "

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float
 
 SYSTEM_WIDE = ("ERR", "MIS")  # rows with one count for the whole system
 
@@ -46,7 +47,7 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
         for field in fields[:len(cpus) if name not in SYSTEM_WIDE else 1]:
             if not field.isdigit():
                 break
-            counts.append(int(field))
+            counts.append(int_within_float(field, f"line {number} ({name})", source))
         if not counts:
             raise ParseError(source, f"line {number} ({name}): no count")
         if name in rows:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError
+from iolab.parsers import int_within_float
 
 _DEVICE = re.compile(r"^Device: (?P<id>\d+), (?P<name>.+), pciBusID: (?P<bus>[0-9a-fA-F]+), "
                      r"pciDeviceID: (?P<dev>[0-9a-fA-F]+), pciDomainID:\s*(?P<dom>[0-9a-fA-F]+)$")
@@ -98,7 +99,8 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
                 raise ParseError(source, f"line {at + 1}: section {title!r}: expected a row id "
                                  f"and {len(col_ids)} values, got {lines[at]!r}")
             try:
-                row = [int(t) if unit is None else float(t) for t in tokens[1:]]
+                row = [int_within_float(t, f"line {at + 1}: section {title!r}", source)
+                       if unit is None else float(t) for t in tokens[1:]]
             except ValueError:
                 raise ParseError(source, f"line {at + 1}: section {title!r}: non-numeric "
                                  f"value in {lines[at]!r}") from None

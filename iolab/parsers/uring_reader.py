@@ -16,10 +16,12 @@ Responsible for: the format. Not responsible for: running the reader (its adapte
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError
+from iolab.parsers import within_float
 
 _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, "file": str,
            "bytes": int, "bs": int, "qdepth": int, "runtime_s": (int, float),
@@ -45,13 +47,18 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
             raise ParseError(source, f"key '{key}' is missing")
         if not isinstance(doc[key], kind) or (kind is int and isinstance(doc[key], bool)):
             raise ParseError(source, f"key '{key}': {doc[key]!r} has the wrong type")
+        within_float(doc[key], f"key '{key}'", source)
     lat = doc["lat_ns"]
     if any(not isinstance(lat.get(k), (int, float)) for k in _LATENCIES):
         raise ParseError(source, f"key 'lat_ns' needs numbers {', '.join(_LATENCIES)}")
+    for k in _LATENCIES:
+        within_float(lat[k], f"key 'lat_ns.{k}'", source)
     threads = doc["threads"]
     if not threads or any(not isinstance(t, dict) or not isinstance(t.get("ios"), int)
                           or not isinstance(t.get("cpu"), int) for t in threads):
         raise ParseError(source, "key 'threads': needs at least one {cpu, ios} object")
+    for i, t in enumerate(threads):
+        within_float(t["ios"], f"key 'threads[{i}].ios'", source)
     if sum(t["ios"] for t in threads) != doc["ios"]:
         raise ParseError(source, f"the threads' I/Os add up to {sum(t['ios'] for t in threads)}, "
                          f"not to the total {doc['ios']}")
@@ -59,8 +66,11 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
                                      "short_reads", "bs", "qdepth", "runtime_s", "direct",
                                      "version", "liburing")}
     window = doc["window_ns"]
-    if len(window) != 2 or not all(isinstance(t, (int, float)) for t in window) \
-            or window[0] > window[1]:
+    for t in window:
+        within_float(t, "key 'window_ns'", source)
+    # in ns: int() of an infinite end would raise OverflowError
+    if len(window) != 2 or not all(isinstance(t, (int, float)) and math.isfinite(t)
+                                   for t in window) or window[0] > window[1]:
         raise ParseError(source, f"key 'window_ns': {window!r} is not [start, end]")
     out["window_ns"] = (int(window[0]), int(window[1]))
     out["threads"] = len(threads)

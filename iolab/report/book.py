@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import nbformat
 
@@ -145,26 +146,34 @@ def _literal(path: Path) -> str:
     return str(path).replace("{", "{{").replace("}", "}}")
 
 
-def execute(src: Path, dst: Path, parameters: dict, shown: Path | None = None) -> None:
+def execute(src: Path, dst: Path, parameters: dict, shown: Path | None = None,
+            on_kernel: Callable[[int], None] | None = None) -> None:
     """Execute one notebook with papermill, bounded: a kernel that does not start, or a cell
     that does not finish, within its timeout (see :func:`timeouts`; the notebook's
     ``environment`` and ``overrides`` parameters choose the params) ends with an IolabError
-    naming the notebook and the cell instead of hanging forever. ``shown``: what the error
-    calls the executed notebook (``dst`` is a temporary file that will be renamed to it)."""
+    naming the notebook and the cell instead of hanging forever; so does a kernel that died.
+    ``shown``: what the error calls the executed notebook (``dst`` is a temporary file that
+    will be renamed to it). ``on_kernel``: called with the kernel's process id as soon as
+    it is started (``iolab notebook`` passes its signals on to it)."""
     import papermill
+    from nbclient.exceptions import DeadKernelError
 
     named = shown or dst
     cell_s, start_s = timeouts(src, parameters.get("environment"), parameters.get("overrides"))
+    started = {} if on_kernel is None else {"kernel_manager_class": _reporting(on_kernel)}
     try:
         # papermill formats both paths with the parameters ("{name}" would be one): literal
         papermill.execute_notebook(_literal(src), _literal(dst), parameters=parameters,
                                    cwd=str(src.parent),
                                    kernel_name="python3", progress_bar=False, log_output=False,
-                                   execution_timeout=cell_s, start_timeout=start_s)
+                                   execution_timeout=cell_s, start_timeout=start_s, **started)
     except papermill.PapermillExecutionError as exc:
         # the error as one line; the traceback stays in the executed notebook
         raise IolabError(f"{src}: cell [{exc.exec_count}] raised {exc.ename}: {exc.evalue} "
                          f"(the executed notebook, with the traceback, is {named})") from None
+    except DeadKernelError:  # killed (SIGKILL, the OOM killer) or ended by os._exit
+        raise IolabError(f"{src}: the notebook's kernel died while a cell ran; the executed "
+                         f"part is in {named}") from None
     except TimeoutError as exc:  # nbclient's, for a cell and for the kernel's start
         text = str(exc)
         if "cell timed out" in text:
@@ -175,6 +184,20 @@ def execute(src: Path, dst: Path, parameters: dict, shown: Path | None = None) -
             what = (f"the kernel did not start within {start_s} s (analysis key "
                     f"kernel_start_timeout_s)")
         raise IolabError(f"{src}: {what}; the executed part is in {named}") from None
+
+
+def _reporting(on_kernel: Callable[[int], None]) -> type:
+    """nbclient's kernel manager, which also tells ``on_kernel`` the process id of each
+    kernel it starts (the kernel runs in a session of its own: no signal sent to this
+    process or its group reaches it)."""
+    from jupyter_client import AsyncKernelManager
+
+    class Reporting(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:
+            await super().start_kernel(**kw)
+            on_kernel(self.provisioner.pid)
+
+    return Reporting
 
 
 def render(data_dir: Path | None = None, only: list[str] | None = None, log=print,

@@ -3,15 +3,16 @@
 ``Chapter(experiment, environment, mode=..., data_dir=..., overrides=..., run_options=...)``
 runs the campaign when ``mode == "run"`` (``run_options``: the ``where``, ``limit``,
 ``allow_shared_node`` and ``allow_host_change`` of ``iolab run``, as ``iolab notebook`` and
-the jobs of ``iolab submit`` pass them), plans it, and loads the tidy rows of the runs the
-params file plans, matched by run identity (any other stored run is kept apart and listed,
-never pooled; runs imported from an AiSIO archive are kept in :attr:`imported`). It
-states what ran from the stored manifests (:meth:`what_ran`) or, for a chapter whose runs need
-a lab, what the lab campaign measures and why it did not run here (:meth:`lab_plan`),
-summarises with the interval each metric calls for (:meth:`summarize`), collects the
-chapter's glued text and figures, and at the end glues every key the notebook's prose refers
-to (:meth:`glue_all`), "n/a" or a labelled placeholder where data are missing, so a chapter
-without data still builds and says so.
+the jobs of ``iolab submit`` pass them; a campaign that a signal stopped at once stops the
+notebook too, with :class:`~iolab.execution.signals.Interrupted`), plans it, and loads the
+tidy rows of the runs the params file plans, matched by run identity (any other stored run
+is kept apart and listed, never pooled; runs imported from an AiSIO archive are kept in
+:attr:`imported`). It states what ran from the stored manifests (:meth:`what_ran`) or,
+for a chapter whose runs need a lab, what the lab campaign measures and why it did not run
+here (:meth:`lab_plan`), summarises with the interval each metric calls for
+(:meth:`summarize`), collects the chapter's glued text and figures, and at the end glues
+every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a labelled
+placeholder where data are missing, so a chapter without data still builds and says so.
 
 Responsible for: those steps, shared by every chapter. Not responsible for: a chapter's
 analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError
 from iolab.execution.campaign import Campaign
+from iolab.execution.signals import Interrupted
 from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report import claims
 from iolab.report.figures import half_widths, one_configuration, placeholder, theme
@@ -107,6 +110,8 @@ class Chapter:
             for line in self.messages + [f"completed {self.run_result.completed} runs, "
                                          f"{len(self.run_result.failed)} failed"]:
                 print(line)
+            if self.run_result.interrupted:  # a signal asked to stop now: the notebook too
+                raise Interrupted(self.run_result.signal or signal.SIGINT)
         # A replayed chapter describes the campaign's host, not the one that builds the book.
         self.plan = self.campaign.plan(as_recorded=mode == "replay")
         rows = self.campaign.tidy()

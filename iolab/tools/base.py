@@ -266,6 +266,12 @@ class ToolAdapter:
     startup_s: ClassVar[float] = 1.0
     # Arguments older runs recorded that only chose an output format (not part of what ran).
     output_only_args: ClassVar[tuple[str, ...]] = ()
+    # The keys of its metrics that are rates of what it moved, with their units: "op/s"
+    # (operations per second) or bytes per second ("B/s", "MiB/s", "GB/s"; the units of
+    # ``iolab.core.experiment.PER_S``). A run whose rates are beyond any device, or
+    # contradict each other (0 operations with bytes moved), is no sample
+    # (``Experiment.sample_problem``).
+    rates: ClassVar[dict[str, str]] = {}
 
     def program(self, options: Mapping[str, Any]) -> Program:
         raise NotImplementedError

@@ -221,6 +221,7 @@ def bdevperf_argv(core_mask: str, queue_depth: int, io_size: int, seconds: int,
 class Bdevperf(ToolAdapter):
     name = "bdevperf"
     driver = "bdevperf.sh"
+    rates = {"iops": "op/s", "mibs": "MiB/s"}
     # SPDK's start-up (hugepages, probing, attaching controllers) and teardown; an estimate
     startup_s = 12.0
 

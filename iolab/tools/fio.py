@@ -46,6 +46,7 @@ class Fio(ToolAdapter):
     _CONTRACT_ARGV = ["scripts/drivers/fio.sh", "--output", OUTPUT]
     _ARGV = ["fio", "--output-format=json+", f"--output={OUTPUT}"]
     startup_s = 1.0
+    rates = {"iops": "op/s", "bw_bytes": "B/s", "mibs": "MiB/s"}
     # iolab before 0.2 passed this after the driver's json+, losing the histogram bins
     output_only_args = ("--output-format=json",)
 

@@ -102,6 +102,7 @@ def _nvcc() -> str:
 class GpuPcieProbe(ToolAdapter):
     name = "gpu_pcie_probe"
     driver = "gpu_pcie_probe.sh"
+    rates = {"requests_per_s": "op/s", "gbs": "GB/s"}
     # CUDA context creation and the allocations; an estimate for the plan
     startup_s = 0.8
 

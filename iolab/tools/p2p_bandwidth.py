@@ -146,6 +146,8 @@ class P2pBandwidth(ToolAdapter):
     driver = "p2p_bandwidth.sh"
     # CUDA context creation on every GPU dominates; an estimate for the plan
     startup_s = 5.0
+    rates = {key: "GB/s" for key in ("p2p_write_gbs", "p2p_write_min_gbs", "p2p_read_gbs",
+                                      "staged_gbs", "bidir_p2p_gbs")}
 
     def program(self, options: Mapping[str, Any]) -> Program:
         # the test prints no version (its cuda-samples release appears nowhere); --help only

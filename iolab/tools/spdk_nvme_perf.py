@@ -220,6 +220,7 @@ class SpdkNvmePerf(ToolAdapter):
     driver = None
     # SPDK's start-up (hugepages, probing, attaching controllers) and teardown; an estimate
     startup_s = 12.0
+    rates = {"iops": "op/s", "mibs": "MiB/s"}
 
     def program(self, options: Mapping[str, Any]) -> Program:
         # no version option: SPDK prints its version when a run starts, which parse() reads

@@ -35,6 +35,7 @@ class UringReader(ToolAdapter):
     name = "uring_reader"
     driver = "uring_reader.sh"
     startup_s = 0.5
+    rates = {"iops": "op/s", "mibs": "MiB/s"}
 
     def program(self, options: Mapping[str, Any] | None = None) -> Program:
         return Program("uring_reader", str(DRIVERS_DIR / self.driver), ("--version",),

@@ -385,6 +385,7 @@ class Xnvmeperf(ToolAdapter):
     driver = "xnvmeperf.sh"
     # device attach and queue set-up before, teardown after; an estimate for the plan
     startup_s = 3.0
+    rates = {"iops": "op/s", "mibs": "MiB/s"}
 
     def program(self, options: Mapping[str, Any] | None = None) -> Program:
         """xnvmeperf; where its I/O lands in GPU memory the driver also needs nvidia-smi (to

@@ -1,0 +1,110 @@
+"""Every parser refuses a number no float holds with a ParseError naming its key
+(``iolab.parsers.within_float``): Python reads an integer of any size, and ``float()`` of
+one beyond 1.8e308, or a division of it, raised OverflowError, which is no ParseError, so
+the campaign ended (exit 70) instead of failing the run with its reason.
+
+Each case takes a fixture of the parser's own tests and puts one integer of 401 digits
+(``10**400``) where a measured number is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from iolab.errors import ParseError
+from iolab.parsers import within_float
+from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text
+from iolab.parsers.bpftrace import parse_bpftrace_json, parse_bpftrace_text
+from iolab.parsers.cpufreq_log import aisio_cpu_freqs
+from iolab.parsers.dcgm_dmon import parse_dcgm_dmon
+from iolab.parsers.fio import parse_fio_json
+from iolab.parsers.gnu_time import parse_gnu_time_default
+from iolab.parsers.gpu_pcie_probe import parse_gpu_pcie_probe
+from iolab.parsers.interrupts import parse_interrupts
+from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
+from iolab.parsers.uring_reader import parse_uring_reader
+
+FIX = Path(__file__).parent / "fixtures"
+HUGE = 10**400
+
+
+def in_json(name: str, edit) -> str:
+    doc = json.loads((FIX / name).read_text())
+    edit(doc)
+    return json.dumps(doc)
+
+
+def in_text(name: str, pattern: str) -> str:
+    """The fixture with the first match of ``pattern``'s group 1 replaced by 10**400."""
+    text = (FIX / name).read_text()
+    match = re.search(pattern, text, flags=re.MULTILINE)
+    return text[:match.start(1)] + str(HUGE) + text[match.end(1):]
+
+
+def _set(path: list, value=HUGE):
+    def edit(doc):
+        for step in path[:-1]:
+            doc = doc[step]
+        doc[path[-1]] = value
+    return edit
+
+
+CASES = {
+    "fio iops": (parse_fio_json, lambda: in_json(
+        "fio/io_uring_randread_4k_qd16.jsonplus.json", _set(["jobs", 0, "read", "iops"])),
+        "jobs[0].read.iops"),
+    "fio latency bin": (parse_fio_json, lambda: in_json(
+        "fio/io_uring_randread_4k_qd16.jsonplus.json",
+        lambda doc: doc["jobs"][0]["read"]["clat_ns"]["bins"].update({str(HUGE): 1})),
+        "jobs[0].read.clat_ns.bins (a latency)"),
+    "bdevperf io_failed": (parse_bdevperf_json, lambda: in_json(
+        "bdevperf/perform_tests_2jobs.json", _set(["results", 0, "io_failed"])),
+        "results[0].io_failed"),
+    "bdevperf queue depth": (parse_bdevperf_text, lambda: in_text(
+        "bdevperf/v25.09_randread_4jobs.txt", r"depth: (\d+)"), "'depth'"),
+    "bpftrace count": (parse_bpftrace_json, lambda: in_text(
+        "bpftrace/json_maps.ndjson", r'"probes": (\d+)'), "probes"),
+    "bpftrace text value": (parse_bpftrace_text, lambda: in_text(
+        "bpftrace/text_maps.txt", r"^@plain: (\d+)"), "@plain"),
+    "gpu_pcie_probe bytes": (parse_gpu_pcie_probe, lambda: in_json(
+        "gpu_pcie_probe/copy_h2d.json", _set(["iterations", 0, "bytes"])), "key 'bytes'"),
+    "uring_reader latency": (parse_uring_reader, lambda: in_json(
+        "uring_reader/coop-2cpus.json", _set(["lat_ns", "p50"])), "key 'lat_ns.p50'"),
+    "GNU time elapsed": (parse_gnu_time_default, lambda: in_text(
+        "aisio_formats/gnu_time_default.txt", r"system (\d+):"), "elapsed"),
+    "GNU time maxresident": (parse_gnu_time_default, lambda: in_text(
+        "aisio_formats/gnu_time_default.txt", r"(\d+)maxresident"), "line 1: maxresident"),
+    "interrupts count": (parse_interrupts, lambda: in_text(
+        "interrupts/kvm-2vcpu.txt", r"^ 24: +(\d+)"), "line 2 (24)"),
+    "dcgm sample": (parse_dcgm_dmon, lambda: in_text(
+        "aisio_formats/dcgm_dmon.txt", r"^GPU 1 +(\d+)"), "line 4: value"),
+    "cpufreq kHz": (lambda text, source: aisio_cpu_freqs(text, [0], source), lambda: in_text(
+        "aisio_formats/cpufreq.log", r"^2026-01-01_00:00:01 (\d+)"), "CPU 0"),
+    "p2p matrix": (parse_p2p_bandwidth, lambda: in_text(
+        "aisio_formats/p2p_bandwidth.txt", r"^     0\t +(\d+)"), "section 'P2P Connectivity"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_integer_no_float_holds_is_a_parse_error_naming_its_key(case):
+    parse, text, key = CASES[case]
+    with pytest.raises(ParseError) as info:
+        parse(text(), "out")
+    message = str(info.value)
+    assert key in message, message
+    assert "beyond the largest number a measurement can hold" in message, message
+    assert "integer of about 401 digits" in message or case == "GNU time elapsed", message
+
+
+def test_within_float_lets_every_number_a_float_holds_through():
+    largest = int(1.7976931348623157e308)
+    assert within_float(largest, "k", "s") == largest and within_float(-largest, "k", "s")
+    assert within_float(1e308, "k", "s") == 1e308 and within_float("text", "k", "s") == "text"
+    assert within_float(True, "k", "s") is True
+    with pytest.raises(ParseError, match=r"^s: k: an integer of about 309 digits, beyond the "
+                                         r"largest number a measurement can hold \(1.8e\+308\)$"):
+        within_float(largest + 2**971, "k", "s")
