@@ -202,6 +202,11 @@ def findings(df: pd.DataFrame, confidence: float = 0.95) -> list[Finding]:
               of("resched_ipis_per_io", placement="irq_cores", taskrun="default")),
         _per_read_beside(of("resched_ipis_per_io", placement="other_cores", taskrun="default"),
                          confidence),
+        # the notes read the handler's share from a perf profile, which no campaign here makes
+        fd.undefined("handler_share_predicts_gain", "the placement gain against the gain the "
+                     "interrupt handler's share of CPU time predicts", "no campaign here "
+                     "profiles the interrupt CPUs, so the handler's share of their time is not "
+                     "measured", "ratio", confidence),
         build(fd.difference, "resched_coop_beside", "reschedule IPIs per read with "
               "COOP_TASKRUN minus the default mode, beside the interrupt CPUs",
               of("resched_ipis_per_io", placement="other_cores", taskrun="coop"),
