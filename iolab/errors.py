@@ -6,6 +6,7 @@ Not responsible for: printing them (the CLI does that) or recovering from them.
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 
 
@@ -13,6 +14,41 @@ def printable(text: str) -> str:
     """``text`` with what a terminal would not show as itself (a newline, a carriage return,
     other control characters) written as its escape, so that a message stays one line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+EXCERPT = 200  # characters of a value quoted in a message: an input's whole line may be huge
+
+
+def excerpt(value: object, limit: int = EXCERPT) -> str:
+    """``value`` quoted as ``repr`` does, cut to at most ``limit`` characters ending in "…"
+    when longer: a message that quotes what it could not read stays short whatever the input
+    (a 900 MB line of a tool's output became a run's recorded failure, and its repr took
+    gigabytes). A long string is cut before it is quoted, so nothing the size of the input
+    is made."""
+    if isinstance(value, (str, bytes)):
+        text, cut = repr(value[:limit]), len(value) > limit
+    else:
+        text, cut = _SHORT.repr(value), False
+    if len(text) > limit:
+        text, cut = text[:limit - 1], True
+    return text + "…" if cut else text
+
+
+class _ShortRepr(reprlib.Repr):
+    """A repr that quotes at most a few items of a container and a few hundred characters of
+    a string or a number (a JSON document from a tool's output can be any size)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = self.maxother = self.maxlong = EXCERPT
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 4 * EXCERPT:  # repr refuses past 4300 digits, and takes long
+            return f"<an integer of about {int(x.bit_length() * 0.30103)} digits>"
+        return super().repr_int(x, level)
+
+
+_SHORT = _ShortRepr()
 
 
 class IolabError(Exception):

@@ -215,7 +215,7 @@ class _Execution:
         self._log_start(len(todo), most)
         self._log_search(plan)
         why, message = self._stop_requested()
-        self.result.messages += [message] if message else []
+        self._tell(message)
         if why and todo:  # asked before the first run: set nothing up only to undo it
             _stopped(self.result, why, 0, of)
             todo = []
@@ -240,6 +240,11 @@ class _Execution:
                     self.session.unrestored, journal, self.session.restore)
             bar.close()
             self._log_end()
+
+    def _tell(self, message: str) -> None:
+        """Pass ``message`` on once: a request that is ignored is seen before every run."""
+        if message and message not in self.result.messages:
+            self.result.messages.append(message)
 
     def _stop_requested(self) -> tuple[str, str]:
         """(why the campaign must stop before its next run, or ""; a message to pass on)."""
@@ -418,8 +423,7 @@ class _Execution:
         for done, planned in enumerate(steps):
             self.signals.check()
             why, message = self._stop_requested()
-            if message:
-                self.result.messages.append(message)
+            self._tell(message)
             if why:
                 _stopped(self.result, why, done, of)
                 return
