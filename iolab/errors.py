@@ -1,7 +1,13 @@
 """Error types that carry enough context to act on: which file, which key, what is allowed.
 
-Responsible for: the exception classes every module raises for bad input or failed runs.
-Not responsible for: printing them (the CLI does that) or recovering from them.
+A message quotes what it was given so that it stays one short line whatever that holds:
+control characters escaped (:func:`printable`), and a value from a file or a tool's output cut
+to a bounded excerpt (:func:`excerpt`, or :func:`shortened` for a name shown unquoted): a
+run's failure quoting a whole 900 MB line took gigabytes to make and store.
+
+Responsible for: the exception classes every module raises for bad input or failed runs, and
+quoting values in their messages. Not responsible for: printing them (the CLI does that) or
+recovering from them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ def printable(text: str) -> str:
 
 
 EXCERPT = 200  # characters of a value quoted in a message: an input's whole line may be huge
+PROBLEM_MOST = 2000  # characters of a parser's problem (a few excerpts and their words)
 
 
 def excerpt(value: object, limit: int = EXCERPT) -> str:
@@ -32,6 +39,13 @@ def excerpt(value: object, limit: int = EXCERPT) -> str:
     if len(text) > limit:
         text, cut = text[:limit - 1], True
     return text + "…" if cut else text
+
+
+def shortened(text: str, limit: int = EXCERPT) -> str:
+    """``text`` as it is when at most ``limit`` characters, else cut to ``limit`` ending in
+    "…": for a name a message shows unquoted (a job's, a map's, a row's), which a parser takes
+    from its input and which may be as long as a line of it."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 class _ShortRepr(reprlib.Repr):
@@ -83,10 +97,16 @@ class InputError(IolabError):
 
 
 class ParseError(IolabError):
-    """A raw tool output that cannot be parsed; names the file and what is wrong."""
+    """A raw tool output that cannot be parsed; names the file and what is wrong.
+
+    A parser quotes the input it could not read through :func:`excerpt`; a problem longer than
+    :data:`PROBLEM_MOST` characters all the same (a name taken whole from a huge line) is cut,
+    since it becomes a failed run's recorded reason."""
 
     def __init__(self, source: str | Path, problem: str):
         self.source = str(source)
+        if len(problem) > PROBLEM_MOST:
+            problem = problem[:PROBLEM_MOST - 1] + "…"
         self.problem = problem
         super().__init__(f"{self.source}: {problem}")
 

@@ -45,7 +45,7 @@ from fractions import Fraction
 from itertools import accumulate
 from pathlib import Path
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -218,7 +218,7 @@ def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
             for value, count in _field(clat, "bins", _OBJECT, where, source).items():
                 if not value.isdecimal() or isinstance(count, bool) or not isinstance(count, int):
                     raise ParseError(source, f"{where}.bins: expected integer latency keys and "
-                                             f"counts, got {value!r}: {count!r}")
+                                             f"counts, got {excerpt(value)}: {excerpt(count)}")
                 merged[int(value)] = merged.get(int(value), 0) + count
         if not any(merged.values()):
             raise ParseError(source, f"{d}: 'clat_ns.bins' holds no samples although N > 0")
