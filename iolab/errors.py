@@ -16,10 +16,13 @@ import reprlib
 from pathlib import Path
 
 
-def printable(text: str) -> str:
+def printable(text: str, keep: str = "") -> str:
     """``text`` with what a terminal would not show as itself (a newline, a carriage return,
-    other control characters) written as its escape, so that a message stays one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    an escape sequence's ESC, other control characters) written as its escape, so that a
+    message stays one line and a tool's output or a recorded string cannot move the cursor,
+    clear the screen or retitle the terminal it is printed to. Characters in ``keep`` (the
+    line breaks of a multi-line text) are left as they are."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
 EXCERPT = 200  # characters of a value quoted in a message: an input's whole line may be huge

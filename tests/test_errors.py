@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from iolab.collectors import cpufreq, gnu_time as gnu_time_kv, proctree
-from iolab.errors import EXCERPT, PROBLEM_MOST, InputError, ParseError, excerpt, shortened
+from iolab.errors import (EXCERPT, PROBLEM_MOST, InputError, ParseError, excerpt, printable,
+                          shortened)
 from iolab.parsers import (bdevperf, bpftrace, cijoe_state, cpufreq_log, dcgm_dmon, fio,
                            gnu_time, interrupts, lscpu, p2p_bandwidth, spdk_nvme_perf, xnvmeperf)
 
@@ -21,6 +22,13 @@ def test_errors_survive_pickling():
         back = pickle.loads(pickle.dumps(exc))
         assert type(back) is type(exc) and str(back) == str(exc)
         assert vars(back) == vars(exc)
+
+
+def test_printable_escapes_what_a_terminal_would_obey_and_keeps_what_it_is_told():
+    assert printable("a\x1b[2J\x1b]0;t\x07\r\n\tb") == r"a\x1b[2J\x1b]0;t\x07\r\n\tb"
+    assert printable("a\x1b[2J\nb\tc\rd", keep="\n\t") == "a\\x1b[2J\nb\tc\\rd"
+    # letters stay, a bidi override does not
+    assert printable("naïve ☃ \u202e") == "naïve ☃ \\u202e"
 
 
 # -- quoting the input a parser could not read ----------------------------------------------

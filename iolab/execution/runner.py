@@ -41,7 +41,7 @@ from iolab.core import datadir, locks
 from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, Point, check_size, knob_needs
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
-from iolab.errors import IolabError, ToolError
+from iolab.errors import IolabError, ToolError, printable
 from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
@@ -455,7 +455,7 @@ class _Execution:
         self.result.messages.append(message)
         if not self.opts.keep_going:
             raise IolabError(message + ". Use --keep-going to record failures and continue.")
-        bar.write(message)
+        bar.write(printable(message))  # the reason may quote a tool's stderr: no ESC
 
 
 def _progress_bar(**options: Any):

@@ -33,7 +33,7 @@ from iolab.analysis import confirmation, noise, order, outliers, stats
 from iolab.analysis.findings import Finding
 from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 from iolab.execution.campaign import Campaign
 from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report import claims
@@ -105,7 +105,7 @@ class Chapter:
             # in the executed notebook a batch job keeps (the cell is not on the book's page)
             for line in self.messages + [f"completed {self.run_result.completed} runs, "
                                          f"{len(self.run_result.failed)} failed"]:
-                print(line)
+                print(printable(line))  # a failure's reason may quote a tool's stderr
         # A replayed chapter describes the campaign's host, not the one that builds the book.
         self.plan = self.campaign.plan(as_recorded=mode == "replay")
         rows = self.campaign.tidy()
