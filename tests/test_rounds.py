@@ -10,7 +10,8 @@ Other tests script faults with it too (tests/test_one_run.py, tests/test_cli.py)
 ``"silent"``, a tool that exits 0 without writing its report; ``"replace"``, one that removes
 its target file (``--filename``) and makes a new one of the same size, as fio does for a file
 that is gone, and then reports 1000 IOPS; ``"garble"``, one that fails with terminal escape
-sequences (clear the screen, set the window's title) on its stderr.
+sequences (clear the screen, set the window's title) on its stderr; ``"shout"``, one that
+fails after a 10 MB line on its stderr.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ FAKE_FIO = textwrap.dedent("""\
         sys.exit(1)
     if value == "silent":
         sys.exit(0)
+    if value == "shout":
+        print("x" * 10**7, file=sys.stderr)
+        print("scripted failure", file=sys.stderr)
+        sys.exit(1)
     if value == "garble":
         print("\\x1b[2J\\x1b]0;owned\\x07scripted failure", file=sys.stderr)
         sys.exit(1)
