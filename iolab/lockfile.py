@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab import safefiles
-from iolab.errors import IolabError
+from iolab.errors import IolabError, printable
 
 # Lock files: readable by every user, so that another user's iolab can lock the same file
 # (the host lock is one for the whole host) and say who holds it; written only by the user
@@ -68,7 +68,8 @@ def _holder_text(info: dict[str, Any]) -> str:
 
 
 def _say(line: str) -> None:
-    print(f"iolab: {line}", file=sys.stderr, flush=True)
+    # the holder's command line is another process's, read from the lock file: no ESC through
+    print(f"iolab: {printable(line)}", file=sys.stderr, flush=True)
 
 
 def _read_info(fd: int) -> dict[str, Any]:

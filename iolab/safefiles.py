@@ -118,6 +118,30 @@ def read_regular(path: Path, role: str) -> bytes | None:
         return fh.read()
 
 
+def append_regular(path: Path, data: bytes, role: str, mode: int = 0o666) -> None:
+    """Append ``data`` to the regular file ``path`` (made with ``mode``, less the umask, when
+    nothing is there) and sync it; NotOurs for anything else at that name. Never follows a
+    link, never blocks on a FIFO, never opens a device."""
+    check_regular(path, role)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, mode)
+    except OSError as exc:
+        # a link (ELOOP) or a FIFO without a reader (ENXIO) put there since the lstat
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            raise _refusal(Path(path), os.lstat(path), role) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped in since the lstat: opened, never written
+            raise _refusal(Path(path), st, role)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def new_temp(path: Path, mode: int | None = STATE_MODE, suffix: str = ".tmp") -> tuple[int, Path]:
     """A new, empty file beside ``path`` that no one else can have made or linked (its name is
     random and it is created exclusively), open for writing: (fd, its path). ``mode``: its
@@ -136,9 +160,10 @@ def new_temp(path: Path, mode: int | None = STATE_MODE, suffix: str = ".tmp") ->
     raise FileExistsError(errno.EEXIST, "no free temporary name after 100 tries", str(folder))
 
 
-def state_folder(path: Path) -> Path:
-    """The state folder ``path``, made (each missing part 0700) if need be, and checked to be
-    one that only this user (or root) can write into (module docstring); NotOurs if not."""
+def make_folders(path: Path, mode: int = FOLDER_MODE) -> Path:
+    """The folder ``path``, each missing part of it made with ``mode`` whatever the umask (a
+    folder ``mkdir(parents=True)`` makes under ``umask 000`` is 0777: anyone could put files
+    into it). Folders that exist are left as they are."""
     path = Path(path)
     missing = []
     for part in [path, *path.parents]:
@@ -147,15 +172,22 @@ def state_folder(path: Path) -> Path:
         missing.append(part)
     for part in reversed(missing):
         try:
-            os.mkdir(part, FOLDER_MODE)
+            os.mkdir(part, mode)
         except FileExistsError:
-            continue  # made by another process just now: checked below like any other
+            continue  # made by another process just now: left as it is
         fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            os.fchmod(fd, FOLDER_MODE)  # whatever the umask
+            os.fchmod(fd, mode)  # whatever the umask
         finally:
             os.close(fd)
-    check_folder(path)
+    return path
+
+
+def state_folder(path: Path) -> Path:
+    """The state folder ``path``, made (each missing part 0700) if need be, and checked to be
+    one that only this user (or root) can write into (module docstring); NotOurs if not."""
+    path = make_folders(path, FOLDER_MODE)
+    check_folder(path)  # one made by another process just now is checked like any other
     return path
 
 

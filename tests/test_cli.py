@@ -1,4 +1,6 @@
-"""The CLI: verbs print what the library computes and turn bad input into exit code 2."""
+"""The CLI: verbs print what the library computes and turn bad input into exit code 2, and
+print recorded strings (a tool's stderr, a host's name) with their control characters
+escaped."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import committed_environments, scratch_dir
+from test_rounds import ENV, campaigns, fake_fio  # noqa: F401  (the fixture)
 
 from iolab import paths
+from iolab.cli import campaign as cli_campaign
 from iolab.cli import main
 from iolab.core.store import Store
 from iolab.paths import REPO_ROOT, default_data_dir
@@ -265,3 +269,81 @@ def test_a_virtualenv_of_another_checkout_says_so(tmp_path, monkeypatch):
     assert run(["experiments", "--format", "json"])[2] == ""
     monkeypatch.chdir(REPO_ROOT / "notebooks")
     assert run(["experiments", "--format", "json"])[2] == ""
+
+
+# -- recorded strings reach the terminal as text ----------------------------------------------
+# A failed run's reason quotes its tool's stderr; a host's name, a lock holder's command line
+# and a file's name are recorded strings too. An escape sequence among them (clear the screen,
+# set the window's title) was printed as it is: a command to the user's terminal.
+
+GARBLE = "\x1b[2J\x1b]0;owned\x07scripted failure"  # the fake fio's "garble" on its stderr
+SHOWN = r"\x1b[2J\x1b]0;owned\x07scripted failure"  # how iolab prints it
+ONE_POINT = """experiment: demo
+tool: fio
+runtime_s: 1
+repetitions: 3
+base: {engine: psync, concurrency: 1, thp: asis, pinned: false}
+grids:
+  one: {vary: {concurrency: [1]}}
+"""
+
+
+@pytest.fixture
+def garbled(demo, params_dir, tmp_path, fake_fio, monkeypatch):
+    """Factory: the campaign that ``iolab run`` runs, of one point whose second run's tool
+    fails with escape sequences on its stderr."""
+    make = campaigns(demo, params_dir, tmp_path, ONE_POINT)
+
+    def campaign(name: str):
+        camp = make(name)
+        fake_fio(camp, {1: [1000, "garble", 1000]})
+        monkeypatch.setattr(cli_campaign, "_campaign", lambda args: camp)
+        return camp
+    return campaign
+
+
+def failures(camp) -> list[str]:
+    return [json.loads((d / "run.json").read_text())["failure"]
+            for d in camp.store.failed_runs()]
+
+
+def test_a_tools_escape_sequences_in_a_failed_run_are_printed_as_text(garbled):
+    camp = garbled("data")
+    code, out, err = run(["run", "demo", "--env", ENV, "--keep-going", "--no-progress"])
+    assert code == 1 and "completed 2 runs, 1 failed" in out
+    assert SHOWN in out and "\x1b" not in out + err
+    assert len(failures(camp)) == 1 and GARBLE in failures(camp)[0]  # recorded as it was
+
+
+def test_a_failure_that_ends_the_campaign_is_printed_as_text(garbled):
+    camp = garbled("data")
+    code, out, err = run(["run", "demo", "--env", ENV, "--no-progress"])
+    assert code == 2 and SHOWN in err and "Use --keep-going" in err
+    assert "\x1b" not in out + err
+    assert GARBLE in failures(camp)[0]
+
+
+def test_status_prints_a_recorded_host_name_as_text(garbled):
+    camp = garbled("data")
+    run(["run", "demo", "--env", ENV, "--keep-going", "--no-progress"])
+    host = json.loads(camp.store.host_path.read_text())
+    camp.store.host_path.write_text(json.dumps({**host, "hostname": "\x1b]0;owned\x07node"}))
+    code, out, err = run(["status", "--data", str(camp.data_dir)])
+    assert code == 0 and r"host \x1b]0;owned\x07node fingerprint" in out
+    assert "\x1b" not in out + err
+
+
+def test_a_lock_holders_command_line_is_printed_as_text(tmp_path, monkeypatch):
+    """The holder's command line is read from the lock file: another process's words."""
+    from iolab.core import locks
+
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setattr(sys, "argv", ["iolab", "run", "\x1b]0;owned\x07"])
+    lock = locks.data_lock(data).acquire()
+    try:
+        code, out, err = run(["status", "--data", str(data)])
+    finally:
+        lock.release()
+    assert code == 0 and r"iolab run \x1b]0;owned\x07" in out
+    assert "\x1b" not in out + err

@@ -23,7 +23,9 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
+import subprocess
 import tarfile
 from pathlib import Path, PurePosixPath
 
@@ -441,6 +443,20 @@ def test_links_and_special_files_in_a_folder_are_never_followed(tmp_path):
     assert holds_secret(tmp_path / "data") == []
 
 
+def test_a_file_with_other_names_in_a_folder_is_never_read(tmp_path):
+    """A hard link to a root-only file (a tar's hard link member is skipped the same way)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    target = secret(tmp_path)
+    output = folder / "003_run" / "cmd_04.output"
+    output.unlink()
+    os.link(target, output)
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert ("003_run/cmd_04.output: a file with 2 names (hard links) in the folder, so maybe "
+            "one from elsewhere; not read (links are never followed)") in report.notes
+    assert holds_secret(tmp_path / "data") == []
+
+
 def test_link_members_of_a_tar_are_never_followed(tmp_path):
     folder = make_cijoe(tmp_path / "src", orphan=False)
     target = secret(tmp_path)
@@ -497,6 +513,29 @@ def test_the_bytes_an_import_reads_are_bounded(tmp_path, monkeypatch, form):
     with pytest.raises(InputError, match=f"{path.name}: reading {member} would take more than "
                                          "200,000 bytes out of the archive"):
         import_archive(path, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="GNU tar makes the sparse member")
+def test_a_sparse_member_is_bounded_by_the_size_it_unpacks_to(tmp_path, monkeypatch):
+    """A sparse member's holes take no room in the tar stream (a 3 GiB one fits in 225 KB)
+    but fill memory as zeros when read: it is refused by its size, before a byte is read."""
+    from iolab.importers.cijoe import archive as arc
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    member = folder / "003_run" / "cmd_99.output"
+    with open(member, "wb") as fh:
+        fh.truncate(3 * 2**20)  # all hole
+    archive = tmp_path / "sparse.tar.gz"
+    subprocess.run(["tar", "-S", "-czf", str(archive), "-C", str(folder.parent), folder.name],
+                   check=True)
+    assert archive.stat().st_size < 100_000
+    with tarfile.open(archive) as tar:
+        assert tar.getmember("cijoe-output/003_run/cmd_99.output").issparse()
+    monkeypatch.setattr(arc, "MAX_BYTES", 2**20)
+    with pytest.raises(InputError, match=f"{archive.name}: reading member cijoe-output/003_run/"
+                                         "cmd_99.output would take more than 1,048,576 bytes"):
+        import_archive(archive, "aisio-mini", "lab", tmp_path / "data", progress=False)
     assert not (tmp_path / "data").exists()
 
 

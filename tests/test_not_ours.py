@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 from pathlib import Path
@@ -430,3 +431,102 @@ def test_the_registry_lock_is_a_lock_file_that_names_its_holder(tmp_path):
     reg._load = load
     reg.tidy()
     assert seen == [os.getpid()] and lock_path.read_text() == ""
+
+
+# -- what a data directory holds ------------------------------------------------------------
+# The campaign log, the host record and each run's run.json and raw files: a link there is
+# not followed, a FIFO never blocks a command (run, status, tidy, verify), a device is never
+# opened. The log and the host record are refused in one line; a run whose run.json or raw
+# file is one of them is corrupt, and listed as corrupt runs are.
+
+CAMPAIGN = ("raw", "smt_thp", "kvm-2vcpu")
+
+
+def _campaign(tmp: Path) -> tuple[Path, Path]:
+    """(a data directory with two committed runs, its campaign's folder)."""
+    data = copy_committed(tmp / "data", 2)
+    return data, data.joinpath(*CAMPAIGN)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_campaign_log_that_is_not_a_regular_file_is_never_appended_to(tmp_path, kind):
+    from iolab.core.store import LOG, Store
+
+    store = Store(tmp_path / "data", "smt_thp", "kvm-2vcpu")
+    store.root.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    victim.chmod(0o600)
+    path = store.root / LOG
+    plant(path, kind, victim)
+    line = {"event": "quarantined", "run": "r", "reason": "a test"}
+    result = ends(lambda: store.log(line), path if kind == "fifo" else None)
+    error = result.get("error")
+    assert isinstance(error, safefiles.NotOurs), f"not refused: {result}"
+    assert f"{path}: is " in str(error) and "the campaign log" in str(error)
+    assert "\n" not in str(error)
+    as_it_was(path, kind, victim)
+
+
+def test_a_campaign_log_is_appended_to_and_made_as_the_umask_says(tmp_path):
+    from iolab.core.store import LOG, Store
+
+    store = Store(tmp_path / "data", "smt_thp", "kvm-2vcpu")
+    old = os.umask(0o022)
+    try:
+        store.log({"event": "quarantined", "run": "a", "reason": "first"})
+        store.log({"event": "quarantined", "run": "b", "reason": "second"})
+    finally:
+        os.umask(old)
+    assert [r["run"] for r in store.log_lines("quarantined")] == ["a", "b"]
+    assert mode(store.root / LOG) == 0o644  # a stored file, readable as the others
+
+
+# (what is planted, the command, what it must say) for each read-only command and each file
+# it reads: one line naming the file, or the run listed as corrupt
+DATA_READERS = {
+    "log (verify)": ("campaign-log.jsonl", ["verify"], 1, "campaign-log.jsonl: is a FIFO"),
+    "host record (status)": ("host.json", ["status"], 0, "host.json: is a FIFO"),
+    "run.json (tidy)": ("runs/{run}/run.json", ["tidy", "smt_thp", "--env", "kvm-2vcpu"], 2,
+                        "run.json cannot be read (is a FIFO"),
+    "run.json (verify)": ("runs/{run}/run.json", ["verify"], 1,
+                          "run.json cannot be read (is a FIFO"),
+    "raw file (verify)": ("runs/{run}/stderr", ["verify"], 1,
+                          "stderr is a FIFO (named pipe), not the regular file"),
+}
+
+
+@pytest.mark.parametrize("name", list(DATA_READERS))
+def test_a_fifo_in_a_data_directory_never_blocks_a_read_only_command(tmp_path, name):
+    planted, argv, code, message = DATA_READERS[name]
+    data, campaign = _campaign(tmp_path)
+    run = sorted((campaign / "runs").iterdir())[0].name
+    path = campaign / planted.format(run=run)
+    if path.name == "stderr":  # a raw file the manifest records as empty: the size agrees
+        assert json.loads((path.parent / "run.json").read_text())["files"]["stderr"][
+            "bytes"] == 0
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    result = ends(lambda: cli([*argv, "--data", str(data)]), path)
+    got, out, err = result["value"]
+    assert got == code and message in out + err, (out, err)
+    if "run.json" in planted or "stderr" in planted:
+        # listed as corrupt runs are
+        assert re.search(rf"\n  (corrupt: )?{re.escape(str(path.parent))}: ", out + err)
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_host_record_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, kind):
+    from iolab.core.store import Store
+
+    data, campaign = _campaign(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text(json.dumps({"hostname": "not this campaign's"}))
+    (campaign / "host.json").unlink()
+    plant(campaign / "host.json", kind, victim)
+    store = Store(data, "smt_thp", "kvm-2vcpu")
+    result = ends(store.read_host, campaign / "host.json" if kind == "fifo" else None)
+    error = result.get("error")
+    assert isinstance(error, safefiles.NotOurs), result
+    assert str(error).startswith(f"{campaign / 'host.json'}: is ") and "\n" not in str(error)

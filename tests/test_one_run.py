@@ -80,6 +80,17 @@ def test_a_tool_that_writes_no_output_stops_the_campaign_without_keep_going(camp
     assert len(stored(camp)) == 1 and len(reasons(camp)) == 1
 
 
+def test_a_huge_line_on_a_failed_tools_stderr_makes_a_short_reason(campaign, fake_fio):
+    """The reason quotes the stderr's last lines, each cut short: a whole 10 MB line made a
+    10 MB run.json (and a 900 MB one gigabytes)."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, "shout", 1000]})
+    run(camp, keep_going=True)
+    [reason] = reasons(camp)
+    assert reason.startswith("fio exited with status 1: xxx") and len(reason) < 1000
+    assert reason.endswith("… | scripted failure")
+
+
 @pytest.mark.parametrize("value, read", [("nan", "nan"), ("inf", "inf"), (-5, "-5.0")])
 def test_a_metric_no_measurement_can_have_fails_the_run(campaign, fake_fio, value, read):
     camp = campaign("data")

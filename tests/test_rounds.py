@@ -6,11 +6,13 @@ The fake is an executable named ``fio`` put first on PATH: it writes a real fio 
 fixed in advance, so campaigns run in different orders, or killed and resumed, must store the
 same runs. A campaign of the conftest's ``Demo`` experiment takes a few seconds.
 
-Other tests script faults with it too (tests/test_one_run.py): ``"silent"``, a tool that
-exits 0 without writing its report; ``"replace"``, one that removes its target file
-(``--filename``) and makes a new one of the same size, as fio does for a file that is gone,
-and then reports 1000 IOPS; an object, fields of the report's read section written as they
-are (``{"iops": 10**400}``, an integer literal no float holds).
+Other tests script faults with it too (tests/test_one_run.py, tests/test_cli.py):
+``"silent"``, a tool that exits 0 without writing its report; ``"replace"``, one that removes
+its target file (``--filename``) and makes a new one of the same size, as fio does for a file
+that is gone, and then reports 1000 IOPS; ``"garble"``, one that fails with terminal escape
+sequences (clear the screen, set the window's title) on its stderr; ``"shout"``, one that
+fails after a 10 MB line on its stderr; an object, fields of the report's read section written
+as they are (``{"iops": 10**400}``, an integer literal no float holds).
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ FAKE_FIO = textwrap.dedent("""\
         sys.exit(1)
     if value == "silent":
         sys.exit(0)
+    if value == "shout":
+        print("x" * 10**7, file=sys.stderr)
+        print("scripted failure", file=sys.stderr)
+        sys.exit(1)
+    if value == "garble":
+        print("\\x1b[2J\\x1b]0;owned\\x07scripted failure", file=sys.stderr)
+        sys.exit(1)
     if value == "replace":
         target = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--filename="))
         size = os.path.getsize(target)

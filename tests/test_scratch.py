@@ -43,6 +43,19 @@ def test_a_file_is_written_once_with_data_marked_and_rewritten_only_at_another_s
     assert list(json.loads(registry.path.read_text())["files"]) == [str(f.path)]
 
 
+def test_folders_made_for_a_scratch_file_are_0755_whatever_the_umask(tmp_path, registry):
+    f = ScratchFile("target_path", tmp_path / "a" / "b" / "t.dat", 2**20)
+    (tmp_path / "a").mkdir(mode=0o700)  # one that exists is left as it is
+    old = os.umask(0)
+    try:
+        lay_out(f, registry, by="test")
+    finally:
+        os.umask(old)
+    assert [oct(p.stat().st_mode & 0o7777) for p in (tmp_path / "a", f.path.parent)] == [
+        oct(0o700), oct(0o755)]
+    assert oct(f.path.stat().st_mode & 0o777) == oct(0o644)
+
+
 @pytest.mark.parametrize("kind", ["file", "folder", "link", "replaced"])
 def test_what_is_not_ours_is_refused_and_left_as_it_was(tmp_path, registry, kind):
     f = ScratchFile("target_path", tmp_path / "results.csv", 2**20)
@@ -213,6 +226,38 @@ def test_an_unreadable_registry_is_an_error_not_an_empty_one(tmp_path, registry)
                                           "be read"):
         scratch.state(f, registry)
     assert f.path.exists()
+
+
+@pytest.mark.parametrize("entry, said", [
+    ("x", "entry '/tmp/x': 'x' is not a mapping of the file's inode, size and users"),
+    ([1], "entry '/tmp/x': [1] is not a mapping"),
+    ({"ino": 1, "users": "abc"}, "entry '/tmp/x': key 'users': 'abc' is not a list"),
+    ({"ino": 1, "users": ["abc"]}, "entry '/tmp/x': key 'users': 'abc' is not a user"),
+    ({"ino": 1, "users": [{"checkout": 1}]},
+     "entry '/tmp/x': key 'users': {'checkout': 1} is not a user"),
+    ({"ino": "1"}, "entry '/tmp/x': key 'ino': '1' is not a whole number"),
+    ({"ino": 1, "size": "big"}, "entry '/tmp/x': key 'size': 'big' is not a whole number"),
+    ({"ino": 1, "final": ["/a"]}, "entry '/tmp/x': key 'final': ['/a'] is not text"),
+])
+def test_an_entry_of_the_wrong_shape_is_named_in_one_line_and_loses_nothing(
+        tmp_path, capsys, monkeypatch, entry, said):
+    """Refused, not skipped: the next write would drop a skipped entry."""
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    doc = json.loads(Registry().path.read_text())
+    doc["files"]["/tmp/x"] = entry
+    Registry().path.write_text(json.dumps(doc))
+    before = Registry().path.read_text()
+    plan = ["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path / "data"),
+            "--set", f"target_path={f.path}"]
+    for argv in (plan, ["clean", "--dry-run"], ["clean"]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"iolab: error: {Registry().path}: {said}"), err
+        assert len(err.splitlines()) == 1 and "internal error" not in err
+    assert Registry().path.read_text() == before and f.path.exists()
 
 
 def test_run_never_overwrites_a_users_file_and_plan_names_it(tmp_path):

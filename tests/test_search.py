@@ -144,6 +144,50 @@ def test_replays_compare_strategies_against_the_grid_truth():
     assert ((table["found_low"] <= table["found"]) & (table["found"] <= table["found_high"])).all()
 
 
+def _tiny_replay():
+    sp = space()
+    swept = search("grid", sp, RULE, None, ScriptedOracle(noisy), OBJECTIVE, seed=0)
+    grid = replaymod.Grid(sp, swept.values, RULE, OBJECTIVE,
+                          replaymod.answer(swept.values, sp.points, OBJECTIVE))
+    rows = replaymod.derive(grid, seeds=range(2), shares=(0.1,))
+    return rows, replaymod.meta(grid, [0, 1], (0.1,), replaymod.COMPARED, "demo", "box")
+
+
+def test_a_replay_is_written_as_pandas_and_yaml_write_it(tmp_path):
+    """The committed replays are compared byte for byte (tests/test_rederive.py): written
+    through a temporary file, they are the bytes to_csv and safe_dump give."""
+    import yaml
+
+    rows, info = _tiny_replay()
+    path = tmp_path / "derived" / "box.csv"
+    replaymod.write(rows, info, path)
+    assert path.read_text() == rows.to_csv(index=False, float_format="%.6g")
+    assert path.with_suffix(".yaml").read_text() == yaml.safe_dump(info, sort_keys=False)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["box.csv", "box.yaml"]
+
+
+@pytest.mark.parametrize("which", [".csv", ".yaml"])
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_replay_output_that_is_not_a_regular_file_is_refused(tmp_path, kind, which):
+    from iolab.safefiles import NotOurs
+    from test_not_ours import as_it_was, ends, plant
+
+    rows, info = _tiny_replay()
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    victim.chmod(0o600)
+    path = tmp_path / "derived" / "box.csv"
+    path.parent.mkdir()
+    planted = path.with_suffix(which)
+    plant(planted, kind, victim)
+    result = ends(lambda: replaymod.write(rows, info, path), planted if kind == "fifo" else None)
+    error = result.get("error")
+    assert isinstance(error, NotOurs), result
+    assert f"iolab search-replay: {planted} is " in str(error) and "\n" not in str(error)
+    as_it_was(planted, kind, victim)
+    assert sorted(p.name for p in path.parent.iterdir()) == [planted.name], "nothing written"
+
+
 def test_wilson_interval():
     low, high = replaymod.wilson(95, 100)
     assert low == pytest.approx(0.8882, abs=1e-3) and high == pytest.approx(0.9785, abs=1e-3)

@@ -21,6 +21,7 @@ import sys
 from iolab import paths, streams
 from iolab.cli import (book, campaign, cijoe, data, env, info, migrate, new_experiment, search,
                        submit, tidy)
+from iolab.cli.common import say
 from iolab.errors import IolabError, printable
 
 # the modules of the verbs, in the order 'iolab --help' lists their verbs
@@ -107,13 +108,13 @@ def _main(argv: list[str] | None) -> int:
     except IolabError as exc:
         if args.debug:
             raise
-        print(f"iolab: error: {exc}", file=sys.stderr)
+        say(f"iolab: error: {exc}", file=sys.stderr)  # a tool's words may be in it
         _print_notes(exc)
         return 2
     except OSError as exc:  # a file system's refusal is the user's to fix, not a bug
         if args.debug:
             raise
-        print(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
+        say(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
         _print_notes(exc)
         return 2
     except Exception as exc:  # a bug: one line with how to see more, and its own status
@@ -131,5 +132,5 @@ def _print_notes(exc: BaseException) -> None:
     it, ``iolab.host.journal``), and to the error it was raised from: a line each."""
     while exc is not None:
         for note in getattr(exc, "__notes__", ()):
-            print(f"iolab: error: {note}", file=sys.stderr)
+            say(f"iolab: error: {note}", file=sys.stderr)
         exc = exc.__cause__

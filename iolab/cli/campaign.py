@@ -14,9 +14,9 @@ import os
 import sys
 import textwrap
 
-from iolab.cli.common import add_campaign, add_common, data_dir_of
+from iolab.cli.common import add_campaign, add_common, data_dir_of, say
 from iolab.core.planner import MAX_RUNS
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,9 +82,9 @@ def cmd_plan(args) -> int:
         cols = camp.spec.variables + ["rep", "run_id", "status", "reason"]
         print("\t".join(cols))
         for row in plan.table():
-            print("\t".join(str(row[c]) for c in cols))
+            print("\t".join(printable(str(row[c])) for c in cols))
     else:
-        print(plan.summary())
+        say(plan.summary())
     return 0
 
 
@@ -116,12 +116,12 @@ def cmd_run(args) -> int:
     result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
                       progress=not args.no_progress, allow_host_change=args.allow_host_change,
                       max_runs=args.max_runs, allow_shared_node=args.allow_shared_node,
-                      show_plan=lambda plan: print(plan.summary(), flush=True))
+                      show_plan=lambda plan: say(plan.summary(), flush=True))
     for line in result.messages:
-        print(line)
+        say(line)
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
     if result.unrestored:  # an interrupted campaign's knobs left changed
-        print(f"iolab: error: {result.unrestored}", file=sys.stderr)
+        say(f"iolab: error: {result.unrestored}", file=sys.stderr)
     if result.interrupted:
         return 128 + (result.signal or 2)
     if result.failed:
@@ -140,6 +140,6 @@ def cmd_stop(args) -> int:
               "job's campaign runs on its node: scancel --batch --signal=USR1 JOBID)")
         return 0
     path = stop.request(data_dir, f"'iolab stop' by uid {os.getuid()}")
-    print(f"asked the campaign ({locks.describe(holder)}) to stop after its current run "
-          f"({path}); its knobs are restored as it ends")
+    say(f"asked the campaign ({locks.describe(holder)}) to stop after its current run "
+        f"({path}); its knobs are restored as it ends")
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from iolab.cli.common import add_common, data_dir_of
+from iolab.cli.common import add_common, data_dir_of, say
 from iolab.core import registry
 from iolab.core import spec as specmod
 
@@ -42,5 +42,5 @@ def cmd_import_cijoe(args) -> int:
     with locks.data_lock(data_dir):
         report = import_archive(Path(args.archive), args.experiment, args.env, data_dir,
                                 progress=not args.no_progress)
-    print(report.summary())
+    say(report.summary())
     return 1 if report.disagreements or report.failed else 0

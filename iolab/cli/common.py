@@ -2,8 +2,9 @@
 names, a campaign's experiment and ``--env`` arguments, and the help that lists the
 environments.
 
-Responsible for: those options, their help texts and checks, and resolving ``--data`` to a
-checked data folder.
+Responsible for: those options, their help texts and checks, resolving ``--data`` to a
+checked data folder, and printing a text a verb shows with its control characters escaped
+(:func:`say`).
 Not responsible for: any verb's own options or work (its module's in ``iolab.cli``).
 """
 
@@ -12,9 +13,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import sys
+
 from iolab.core import registry
 from iolab.core import spec as specmod
+from iolab.errors import printable
 from iolab.paths import resolve_data_dir
+
+
+def say(text: str, file=None, flush: bool = False) -> None:
+    """Print ``text`` with its control characters escaped but its line breaks and tabs: what
+    a verb prints quotes recorded strings (a failed run's reason from a tool's stderr, a host
+    name, a file's name), and an escape sequence among them must reach the terminal as text,
+    not as a command to it. What is stored stays as it was recorded."""
+    print(printable(text, keep="\n\t"), file=file or sys.stdout, flush=flush)
 
 
 def envs_help() -> str:

@@ -14,7 +14,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.cli.common import add_common, data_dir_of
+from iolab.cli.common import add_common, data_dir_of, say
 from iolab.errors import InputError
 
 
@@ -60,7 +60,7 @@ def cmd_status(args) -> int:
     from iolab.status import status_lines
 
     for line in status_lines(data_dir_of(args)):
-        print(line)
+        say(line)
     return 0
 
 
@@ -77,29 +77,29 @@ def cmd_verify(args) -> int:
         bad = 0
         chosen = list(stores(data_dir, args.experiment, args.env))
         if not chosen:
-            print(f"no campaigns under {data_dir / 'raw'}"
-                  + (f" matching {args.experiment or ''}/{args.env or ''}"
+            say(f"no campaigns under {data_dir / 'raw'}"
+                + (f" matching {args.experiment or ''}/{args.env or ''}"
                      if args.experiment or args.env else ""))
         for exp, env, store in chosen:
             runs, corrupt = store.scan(rehash=not args.fast)
-            print(f"{exp}/{env}: {len(runs)} intact, {len(corrupt)} corrupt")
+            say(f"{exp}/{env}: {len(runs)} intact, {len(corrupt)} corrupt")
             for c in corrupt:
-                print(f"  corrupt: {c.describe()}")
+                say(f"  corrupt: {c.describe()}")
             if corrupt:
                 tidy.forget(data_dir, exp, env)  # a cached table must not hide them
             if corrupt and args.quarantine:
                 for line in store.quarantine_corrupt(corrupt):
-                    print(f"  {line}")
+                    say(f"  {line}")
             elif corrupt:
                 bad += len(corrupt)
         if chosen and args.fast:
-            print("--fast: a file whose size and modification time match its last "
-                  "verification was not read again; an alteration that kept both is not seen")
+            say("--fast: a file whose size and modification time match its last "
+                "verification was not read again; an alteration that kept both is not seen")
         if bad:
-            print(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
-                  "aside with 'iolab verify --quarantine'")
+            say(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
+                "aside with 'iolab verify --quarantine'")
         checked = schemas.verify(data_dir, args.experiment, args.env)
-        print("\n".join(checked.lines()))
+        say("\n".join(checked.lines()))
         return 1 if bad or checked.problems else 0
     finally:
         if lock:
@@ -111,7 +111,7 @@ def cmd_restore(args) -> int:
 
     data_dir = data_dir_of(args)
     for line in restore_left(data_dir, Path(args.journal) if args.journal else None):
-        print(line)
+        say(line)
     return 0
 
 
@@ -130,8 +130,8 @@ def cmd_clean(args) -> int:
                               under=Path(args.under) if args.under else None,
                               experiment=args.experiment, any_checkout=args.all_checkouts)
     for line in lines:
-        print(line)
+        say(line)
     if not lines:
-        print(f"no scratch files of iolab's on this host (registry {registry.path})"
-              + (f" under {args.under}" if args.under else ""))
+        say(f"no scratch files of iolab's on this host (registry {registry.path})"
+            + (f" under {args.under}" if args.under else ""))
     return 0

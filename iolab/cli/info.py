@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from iolab.cli.common import add_common, data_dir_of
+from iolab.cli.common import add_common, data_dir_of, say
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError
@@ -63,5 +63,5 @@ def cmd_compare(args) -> int:
     data = data_dir_of(args)
     found = {env: findings_of(Chapter(args.experiment, env, mode="replay", data_dir=data))
              for env in envs}
-    print(compare.as_text(compare.table(found)))
+    say(compare.as_text(compare.table(found)))
     return 0

@@ -11,7 +11,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.cli.common import add_common, data_dir_of
+from iolab.cli.common import add_common, data_dir_of, say
 from iolab.core import registry
 
 
@@ -45,25 +45,25 @@ def _migrate(args, data_dir: Path) -> int:
     pending = 0
     for exp, env in chosen:
         if not (exp.startswith(PREFIX) or exp in registry.names()):
-            print(f"{exp}/{env}: not a registered experiment; skipped")
+            say(f"{exp}/{env}: not a registered experiment; skipped")
             continue
         todo = migrate.plan(open_store(source(exp), env, data_dir))
         if not todo:
-            print(f"{exp}/{env}: nothing to migrate")
+            say(f"{exp}/{env}: nothing to migrate")
             continue
         pending += len(todo)
         left = [m for m in todo if m.problem]
-        print(f"{exp}/{env}: {len(todo)} version-1 runs")
+        say(f"{exp}/{env}: {len(todo)} version-1 runs")
         # every run left as it is is listed; of the others, the first few
         shown = left + [m for m in todo if not m.problem][:args.show]
         for m in shown:
-            print(f"  {m.describe()}")
+            say(f"  {m.describe()}")
         if len(todo) > len(shown):
-            print(f"  ... and {len(todo) - len(shown)} more")
+            say(f"  ... and {len(todo) - len(shown)} more")
         if args.apply:
             done = migrate.apply(todo, log=lambda line: None)
-            print(f"  done: {done} runs rewritten as version 2"
-                  + (f"; {len(left)} left as they are" if left else ""))
+            say(f"  done: {done} runs rewritten as version 2"
+                + (f"; {len(left)} left as they are" if left else ""))
     if pending and not args.apply:
-        print("dry run: nothing was changed; add --apply to migrate")
+        say("dry run: nothing was changed; add --apply to migrate")
     return 0

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import IolabError, ParseError
+from iolab.errors import IolabError, ParseError, excerpt
 from iolab.host.knobs import SmtKnob, SysRoot, TurboKnob
 from iolab.tools.base import Collector
 
@@ -190,14 +190,14 @@ def parse_cpufreq_samples(csv_text: str, window_start_ns: int, window_end_ns: in
         raise ValueError(f"window ends ({window_end_ns}) before it starts ({window_start_ns})")
     lines = csv_text.splitlines()
     if not lines or lines[0].strip() != CPUFREQ_HEADER:
-        got = repr(lines[0]) if lines else "an empty file"
+        got = excerpt(lines[0]) if lines else "an empty file"
         raise ParseError(source, f"line 1: expected the header '{CPUFREQ_HEADER}', got {got}")
     per_cpu: dict[int, list[int]] = {}
     for number, line in enumerate(lines[1:], 2):
         fields = line.split(",")
         if len(fields) != 3 or not all(f.strip().isdigit() for f in fields):
             raise ParseError(source, f"line {number}: expected three whole numbers "
-                             f"'{CPUFREQ_HEADER}', got {line!r}")
+                             f"'{CPUFREQ_HEADER}', got {excerpt(line)}")
         cpu, stamp, khz = (int(f) for f in fields)
         if window_start_ns <= stamp <= window_end_ns:
             per_cpu.setdefault(cpu, []).append(khz)

@@ -44,7 +44,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Mapping, TextIO
 
-from iolab.errors import InputError, IolabError, ParseError, ToolError
+from iolab.errors import (InputError, IolabError, ParseError, ToolError, excerpt,
+                          shortened)
 from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
 from iolab.tools.base import Collector, Program, end_process_group, pci_address
 
@@ -287,12 +288,13 @@ def gpu_pci(gpu_id: int) -> dict[str, str | None]:
     first = said.splitlines()[0] if said else ""
     if done.returncode != 0:
         return {"gpu_pci": None, "gpu_pci_problem": f"{' '.join(argv)} failed with status "
-                                                    f"{done.returncode}: {first or 'no output'}"}
+                                                    f"{done.returncode}: "
+                                                    f"{shortened(first) or 'no output'}"}
     try:
         return {"gpu_pci": pci_address(first), "gpu_pci_problem": None}
     except InputError:
         return {"gpu_pci": None, "gpu_pci_problem": f"{' '.join(argv)} printed "
-                                                    f"{repr(first) if first else 'nothing'}, "
+                                                    f"{excerpt(first) if first else 'nothing'}, "
                                                     "not a PCI address"}
 
 

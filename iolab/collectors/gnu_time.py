@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.tools.base import Collector, Program
 
 GNU_TIME = "/usr/bin/time"
@@ -75,7 +75,7 @@ def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
         key, eq, raw = line.partition("=")
         if not eq or key not in types:
             raise ParseError(source, f"line {number}: not a GNU time line of iolab's format: "
-                             f"{line!r}")
+                             f"{excerpt(line)}")
         if key in values:
             raise ParseError(source, f"line {number}: '{key}' appears twice")
         if key == "cpu_pct" and raw == "?%":
@@ -84,7 +84,8 @@ def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
         try:
             values[key] = types[key](raw.removesuffix("%") if key == "cpu_pct" else raw)
         except ValueError:
-            raise ParseError(source, f"line {number}: '{key}' has the value {raw!r}") from None
+            raise ParseError(source, f"line {number}: '{key}' has the value "
+                                     f"{excerpt(raw)}") from None
     missing = [key for key in types if key not in values]
     if missing:
         raise ParseError(source, f"missing {', '.join(missing)} (empty or cut-off file: was "

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.tools.base import Collector
 
 PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
@@ -126,11 +126,12 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
     for number, line in enumerate(lines[1:], 2):
         fields = line.split(",")
         if len(fields) != 5:
-            raise ParseError(source, f"line {number}: expected 5 fields, got {line!r}")
+            raise ParseError(source, f"line {number}: expected 5 fields, got {excerpt(line)}")
         try:
             stamp, pid, utime, stime = int(fields[0]), int(fields[1]), int(fields[3]), int(fields[4])
         except ValueError:
-            raise ParseError(source, f"line {number}: expected whole numbers, got {line!r}") from None
+            raise ParseError(source, f"line {number}: expected whole numbers, got "
+                                     f"{excerpt(line)}") from None
         if window_start_ns <= stamp <= window_end_ns:
             first.setdefault(pid, (stamp, utime, stime))
             last[pid] = (stamp, utime, stime)

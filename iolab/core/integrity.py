@@ -7,6 +7,9 @@ the recorded sha256 is not read again; any other file is hashed. The cache is a 
 deleting it only costs one re-hash, and a cache that cannot be written (a read-only data
 directory) is not an error.
 
+A raw file is read only when it is a regular file: a link, a FIFO or a device in its place
+makes the run corrupt, never followed or opened (a FIFO would block the read for ever).
+
 Anything but a regular file in the cache's place (a folder, a link, a FIFO) is neither read,
 followed nor replaced (``iolab.safefiles``): the files are then hashed without the cache, and
 the user told once.
@@ -25,12 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from iolab.durable import write_atomic
-from iolab.safefiles import NotOurs, read_regular
+from iolab.safefiles import NotOurs, open_regular, read_regular, what_is
 
 CACHE_VERSION = 1
 _ROLE = "the cache of verified files"
@@ -39,6 +43,16 @@ _TOLD: set[str] = set()  # caches whose place is taken, said once per process
 
 def sha256_file(path: str | Path) -> str:
     with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _sha256_regular(path: str) -> str:
+    """The sha256 of ``path`` when it is a regular file (NotOurs else; FileNotFoundError when
+    nothing is there), opened without following a link or blocking on a FIFO."""
+    fd = open_regular(Path(path), os.O_RDONLY, "a run's raw file")
+    if fd is None:
+        raise FileNotFoundError(2, "No such file or directory", path)
+    with os.fdopen(fd, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
@@ -78,11 +92,14 @@ class Checker:
             path = os.path.join(folder, name)
             key = f"{run_name}/{name}"
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except FileNotFoundError:
                 return f"{name} is missing (run.json records it)"
             except OSError as exc:
                 return f"{name} cannot be read ({exc.strerror})"
+            if not stat.S_ISREG(st.st_mode):  # never followed, never a read that blocks
+                self._bad.add(key)
+                return f"{name} is {what_is(st)}, not the regular file run.json records"
             want_size, want_sha = record.get("bytes"), record.get("sha256")
             if want_size is not None and st.st_size != want_size:
                 self._bad.add(key)
@@ -93,7 +110,10 @@ class Checker:
                 self._new[key] = stamp
                 continue
             try:
-                sha = sha256_file(path)
+                sha = _sha256_regular(path)
+            except NotOurs as exc:  # swapped in since the lstat
+                self._bad.add(key)
+                return f"{name} {exc.problem}"
             except OSError as exc:
                 return f"{name} cannot be read ({exc.strerror})"
             if want_sha is not None and sha != want_sha:

@@ -40,6 +40,7 @@ from typing import Any, Callable
 from iolab.core.identity import run_id
 from iolab.durable import write_json_atomic
 from iolab.errors import InputError
+from iolab.safefiles import NotOurs, read_regular
 
 SCHEMA_VERSION = 2
 READABLE = (1, 2)
@@ -143,12 +144,18 @@ Upgrade = Callable[[dict[str, Any], Path, dict[str, Any]], RunManifest]
 
 
 def load_json(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; UnreadableManifest when it is missing, cut off or not JSON."""
+    """The JSON object in ``path``; UnreadableManifest when it is missing, cut off, not JSON,
+    or not a regular file (a link is not followed, a FIFO or a device never opened: a read
+    of a FIFO would block every command that lists the runs)."""
     try:
-        doc = json.loads(Path(path).read_text())
+        raw = read_regular(Path(path), "a run's manifest")
+        if raw is None:
+            raise UnreadableManifest(path, "missing")
+        doc = json.loads(raw)
+    except NotOurs as exc:
+        raise UnreadableManifest(path, exc.problem) from None
     except (OSError, ValueError) as exc:
-        reason = ("missing" if isinstance(exc, FileNotFoundError) else
-                  f"not valid JSON, cut off or altered: {exc}" if isinstance(exc, ValueError)
+        reason = (f"not valid JSON, cut off or altered: {exc}" if isinstance(exc, ValueError)
                   else str(exc))
         raise UnreadableManifest(path, reason) from None
     if not isinstance(doc, dict):

@@ -18,6 +18,12 @@ their name until ``iolab migrate`` renames them; they are read through the ``upg
 function the caller gives, ``upgrade(doc, path, host)`` (the experiment knows how; ``host``
 is this campaign's host record).
 
+The host record, the campaign log and each run's ``run.json`` are read, and the log appended
+to, only when they are regular files (:mod:`iolab.safefiles`): a link there is not followed,
+a FIFO never blocks a command (in an open that Ctrl-C cannot end), a device is never opened.
+Such a thing in place of a run's ``run.json`` (or of one of its raw files) makes that run
+corrupt; in place of the host record or the log, the command is refused in one line.
+
 Responsible for: layout, atomic commit, listing and checking stored runs, the host record.
 Not responsible for: running tools, parsing their output, knob handling, or the manifest's
 fields (``iolab.core.manifest``).
@@ -41,9 +47,11 @@ from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError
 from iolab.paths import check_name
+from iolab.safefiles import append_regular, read_regular
 
 TMP_PREFIX = ".tmp-"
 LOG = "campaign-log.jsonl"
+_LOG_ROLE = "the campaign log"
 
 # The campaign log's events: {event: {field: its JSON types}}, besides "event" and "at" (a
 # time) that every line has. Store.log refuses a field not named here, so the published
@@ -156,11 +164,13 @@ class Store:
 
     # -- host record -------------------------------------------------------------------
     def read_host(self) -> dict[str, Any] | None:
-        if not self.host_path.exists():
+        # a FIFO, a link or a device there is refused before any read that could block
+        raw = read_regular(self.host_path, "the campaign's host record")
+        if raw is None:
             return None
         try:
-            doc = json.loads(self.host_path.read_text())
-        except json.JSONDecodeError as exc:
+            doc = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(self.host_path, None, f"not valid JSON ({exc}); restore it from git "
                              "or move the campaign away") from exc
         if not isinstance(doc, dict):
@@ -414,19 +424,19 @@ class Store:
             raise ValueError(f"campaign log: event {record.get('event')!r} with fields "
                              f"{undeclared} is not declared in LOG_EVENTS")
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / LOG, "a") as fh:
-            fh.write(json.dumps(record, sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        # only to a regular file: a link there is not followed, a FIFO never blocks the
+        # campaign (with its locks held) in an open that Ctrl-C cannot end
+        append_regular(self.root / LOG, (json.dumps(record, sort_keys=True) + "\n").encode(),
+                       _LOG_ROLE)
 
     def log_lines(self, event: str) -> list[dict[str, Any]]:
         """The campaign log's lines of ``event``, oldest first (none without a log); a line
         that is not a JSON object is refused, naming the file and the line."""
         path = self.root / LOG
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
+        raw = read_regular(path, _LOG_ROLE)
+        if raw is None:
             return []
+        text = raw.decode("utf-8", errors="replace")
         out = []
         for number, line in enumerate(text.splitlines(), 1):
             if f'"{event}"' not in line:

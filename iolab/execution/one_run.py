@@ -32,7 +32,7 @@ from iolab.core.planner import ASIS, PlannedRun
 from iolab.core.rows import WINDOW_FILE
 from iolab.core.spec import Spec
 from iolab.core.store import StoredRun, open_store
-from iolab.errors import IolabError, ParseError
+from iolab.errors import IolabError, ParseError, shortened
 from iolab.execution.host_plan import RunnableExperiment, metric_value
 from iolab.execution.signals import Signals, kill_group
 from iolab.host import scratch, slurm
@@ -92,12 +92,19 @@ def _in_run(exc: OSError, tmp: Path) -> str:
     return os.path.relpath(name, tmp) if Path(name).is_relative_to(tmp) else str(name)
 
 
+TAIL_BYTES = 64 * 1024  # of a tool's stderr read for its last lines: it may be gigabytes
+
+
 def _tail(path: Path, n: int = 5) -> str:
+    """The last ``n`` lines of a tool's stderr, each cut to a bounded length: they become the
+    failed run's recorded reason, which a whole 900 MB line made gigabytes."""
     try:
-        lines = path.read_text(errors="replace").strip().splitlines()
+        with open(path, "rb") as err:
+            err.seek(max(0, os.fstat(err.fileno()).st_size - TAIL_BYTES))
+            text = err.read(TAIL_BYTES).decode(errors="replace")
     except OSError:
         return ""
-    return " | ".join(lines[-n:])
+    return " | ".join(shortened(line) for line in text.strip().splitlines()[-n:])
 
 
 class RunMaker:

@@ -41,7 +41,7 @@ from iolab.core import datadir, locks
 from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, Point, check_size, knob_needs
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
-from iolab.errors import IolabError, ToolError
+from iolab.errors import IolabError, ToolError, printable
 from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
@@ -229,7 +229,7 @@ class _Execution:
         self._log_start(len(todo), most)
         self._log_search(plan)
         why, message = self._stop_requested()
-        self.result.messages += [message] if message else []
+        self._tell(message)
         if why and todo:  # asked before the first run: set nothing up only to undo it
             _stopped(self.result, why, 0, of)
             todo = []
@@ -254,6 +254,11 @@ class _Execution:
                     self.session.unrestored, journal, self.session.restore)
             bar.close()
             self._log_end()
+
+    def _tell(self, message: str) -> None:
+        """Pass ``message`` on once: a request that is ignored is seen before every run."""
+        if message and message not in self.result.messages:
+            self.result.messages.append(message)
 
     def _stop_requested(self) -> tuple[str, str]:
         """(why the campaign must stop before its next run, or ""; a message to pass on)."""
@@ -432,8 +437,7 @@ class _Execution:
         for done, planned in enumerate(steps):
             self.signals.check()
             why, message = self._stop_requested()
-            if message:
-                self.result.messages.append(message)
+            self._tell(message)
             if why:
                 _stopped(self.result, why, done, of)
                 return
@@ -465,7 +469,7 @@ class _Execution:
         self.result.messages.append(message)
         if not self.opts.keep_going:
             raise IolabError(message + ". Use --keep-going to record failures and continue.")
-        bar.write(message)
+        bar.write(printable(message))  # the reason may quote a tool's stderr: no ESC
 
 
 def _progress_bar(**options: Any):

@@ -16,7 +16,12 @@ removed with a message.
 The lock folder is shared, so a request is state kept the safe way (:mod:`iolab.safefiles`):
 written with mode 0600 through a temporary file only this process can have made, and read
 only when it is a regular file; a link, a FIFO or another special file at its name is no
-request (never followed, never opened).
+request (never followed, never opened). Its name follows from the data directory's path, so
+any user could put a file there: only a file owned by this user or root is a request (a
+user stops only their own campaigns). A request iolab did not write (its ``at`` not a
+number, its ``reason`` or ``job`` not text, not a JSON object) is ignored, and the campaign
+says so in one line, as it does for another user's file; a request cut off (a full disk)
+still asks for a stop.
 
 Responsible for: writing, reading and clearing requests. Not responsible for: what the
 campaign does when it stops (``iolab.execution.runner``).
@@ -25,6 +30,7 @@ campaign does when it stops (``iolab.execution.runner``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -32,7 +38,8 @@ from typing import Any
 
 from iolab.core import locks
 from iolab.durable import write_json_atomic
-from iolab.safefiles import STATE_MODE, NotOurs, check_regular, read_regular, state_folder
+from iolab.errors import excerpt
+from iolab.safefiles import STATE_MODE, NotOurs, check_regular, open_regular, state_folder
 
 EXIT_STOPPED = 3  # the exit status of a command whose campaign stopped on request, runs left
 
@@ -60,20 +67,59 @@ def request(data_dir: Path, reason: str) -> Path:
 
 
 def read(data_dir: Path) -> dict[str, Any] | None:
+    """The request at ``data_dir``'s name, or None when there is none this user may honour
+    (see :func:`_problem`)."""
+    doc, _ = _read(data_dir)
+    return doc
+
+
+def _read(data_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the request, or None; why a file at the request's name is not one, or "")."""
+    path = request_path(data_dir)
     try:
-        raw = read_regular(request_path(data_dir), "a stop request")
+        fd = open_regular(path, os.O_RDONLY, "a stop request")
     except NotOurs:
-        return None  # not a request iolab made
+        return None, ""  # not a request iolab made
     except OSError:
+        fd = -1
+    if fd is None:
+        return None, ""
+    if fd >= 0:
+        with os.fdopen(fd, "rb") as fh:
+            owner = os.fstat(fh.fileno()).st_uid
+            if owner not in (os.geteuid(), 0):
+                # anyone may put a file in the shared lock folder: only this user (or root)
+                # stops this user's campaign
+                return None, (f"ignored {path}: a stop request made by uid {owner}, not by "
+                              f"this user (uid {os.geteuid()}) or root")
+            try:
+                raw = fh.read()
+            except OSError:
+                raw = b""
+    else:
         raw = b""
-    if raw is None:
-        return None
     try:
         doc = json.loads(raw)
     except ValueError:
         # half a request (a full disk) still asks for a stop
-        return {"reason": "an unreadable stop request", "at": time.time(), "job": None}
-    return doc if isinstance(doc, dict) else None
+        return {"reason": "an unreadable stop request", "at": time.time(), "job": None}, ""
+    problem = _problem(doc)
+    if problem:
+        return None, f"ignored {path}: {problem}"
+    return doc, ""
+
+
+def _problem(doc: Any) -> str:
+    """Why a request's JSON is not one iolab writes (a hand-made or altered one), or ""."""
+    if not isinstance(doc, dict):
+        return f"not a stop request (a JSON {type(doc).__name__}, not an object)"
+    at = doc.get("at")
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at):
+        return f"key 'at': {excerpt(at)} is not a time (seconds since 1970, a number)"
+    for key in ("reason", "job"):
+        if doc.get(key) is not None and not isinstance(doc[key], str):
+            return f"key '{key}': {excerpt(doc[key])} is not text"
+    return ""
 
 
 def clear(data_dir: Path) -> None:
@@ -88,11 +134,11 @@ def clear(data_dir: Path) -> None:
 def pending(data_dir: Path, started_at: float) -> tuple[dict[str, Any] | None, str]:
     """(the request this campaign, started at ``started_at`` (time.time()), must honour, or
     None; a message when a stale request was removed)."""
-    doc = read(data_dir)
+    doc, ignored = _read(data_dir)
     if doc is None:
-        return None, ""
+        return None, ignored
     job = _job()
-    if (job is not None and doc.get("job") == job) or float(doc.get("at") or 0) >= started_at:
+    if (job is not None and doc.get("job") == job) or doc["at"] >= started_at:
         return doc, ""
     clear(data_dir)
     return None, (f"removed a stale stop request ({doc.get('reason')}, made before this "

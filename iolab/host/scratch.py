@@ -11,7 +11,9 @@ file has now. A file of the same name made by anyone else, put in the place of o
 written since, has no matching entry. (The device number is not part of the mark: it can
 change across reboots.) The registry is read, changed and written under a lock, and a
 registry that cannot be read is an error, never taken for an empty one, which would orphan
-every file it lists.
+every file it lists; so is one with an entry of the wrong shape (not a mapping, a field or a
+user of the wrong type), named in one line, rather than skipped: the next write would drop
+it, and with it what it says of a file iolab wrote.
 
 The registry and its lock (``.scratch-<machine id>.json.lock``, a :class:`iolab.lockfile.Lock`
 that names its holder) are state: files of mode 0600 in a folder of mode 0700, whatever the
@@ -38,6 +40,9 @@ Before anything runs, a scratch path is refused (:func:`problems`) when
   file an iolab older than the registry wrote);
 * this user cannot create or write it.
 
+The folders a scratch file's path names that do not exist are made 0755 whatever the umask:
+others may read them, as they may the file, but never put a file there.
+
 Responsible for: those checks, laying a file out under its mark (:func:`lay_out`), saying
 what a campaign will do to each file (:func:`describe`) and what happened to a file since it
 was ours (:func:`change`), and removing marked files (:func:`clean`). Not responsible for:
@@ -59,12 +64,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from iolab.durable import write_json_atomic
-from iolab.errors import IolabError
+from iolab.errors import IolabError, excerpt
 from iolab.lockfile import Lock
 from iolab.paths import REPO_ROOT, state_dir
-from iolab.safefiles import STATE_MODE, NotOurs, read_regular, state_folder
+from iolab.safefiles import STATE_MODE, NotOurs, make_folders, read_regular, state_folder
 
 CHUNK = 1 << 20
+# a folder iolab makes for a scratch file, whatever the umask: others may read (as they may
+# the file, 0644) but never put anything there (0777 under umask 000 would let them put a
+# file at the name the next campaign writes)
+FOLDER_MODE = 0o755
 VERSION = 2
 # what fio's option parser splits on, expands or unescapes in a file name
 FIO_SPECIAL = {":": "fio's separator between file names", "$": "fio expands $VARIABLES",
@@ -112,6 +121,30 @@ def _same_file(path: str, rec: dict[str, Any], sealed: bool = False) -> bool:
     return [st.st_size, st.st_mtime_ns] == [rec.get("size"), rec.get("mtime_ns")]
 
 
+# what each field of an entry holds, when it is there
+_ENTRY_TYPES = {"ino": int, "size": int, "mtime_ns": int, "by": str, "created_at": str,
+                "final": str, "users": list}
+
+
+def _entry_problem(rec: Any) -> str | None:
+    """What is wrong with a registry entry's shape, in words, or None."""
+    if not isinstance(rec, dict):
+        return f"{excerpt(rec)} is not a mapping of the file's inode, size and users"
+    for key, kind in _ENTRY_TYPES.items():
+        value = rec.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"key '{key}': {excerpt(value)} is not {_WORDS[kind]}"
+    for used in rec.get("users") or []:
+        if not (isinstance(used, dict) and all(isinstance(used.get(k, ""), str)
+                                               for k in ("checkout", "campaign"))):
+            return (f"key 'users': {excerpt(used)} is not a user ({{checkout: FOLDER, "
+                    "campaign: EXPERIMENT/ENVIRONMENT}})")
+    return None
+
+
+_WORDS = {int: "a whole number", str: "text", list: "a list"}
+
+
 class Registry:
     """This user's scratch files on this machine: path -> inode, size, mtime, who made it."""
 
@@ -140,6 +173,14 @@ class Registry:
         if not isinstance(files, dict):
             raise IolabError(f"{self.path}: not a registry of scratch files (no 'files' "
                              "mapping); repair or remove it")
+        for name, rec in files.items():
+            problem = _entry_problem(rec)
+            if problem:
+                # refused, not skipped: a skipped entry would be dropped at the next write,
+                # and with it what the rest of it says about a file iolab wrote
+                raise IolabError(f"{self.path}: entry {excerpt(name)}: {problem}, so this is "
+                                 "not a registry iolab wrote; repair that entry, or remove it "
+                                 "(iolab then knows that file no longer as its own)")
         return files
 
     @contextmanager
@@ -363,7 +404,7 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
     if what == "reuse":
         registry.use(f.path, by, check)
         return False
-    f.path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(f.path.parent, FOLDER_MODE)
     for path, rec in registry.ours():  # a killed campaign's half-written copy: ours to remove
         if rec.get("final") == str(f.path):
             path.unlink(missing_ok=True)

@@ -46,7 +46,7 @@ import math
 import re
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import int_within_float, within_float
 
 FORMAT_TEXT = "text"
@@ -234,7 +234,7 @@ def _scan(lines: list[tuple[int, str]], source: str) -> tuple[list[_Table], list
 def _header_columns(header: str, number: int, source: str) -> list[str]:
     columns = header.partition(":")[2].split()
     if columns not in (_COLUMNS_WITH_LATENCY, _COLUMNS_WITHOUT_LATENCY):
-        raise ParseError(source, f"line {number}: unknown table columns {columns}; "
+        raise ParseError(source, f"line {number}: unknown table columns {excerpt(columns)}; "
                                  f"expected {_COLUMNS_WITH_LATENCY} or "
                                  f"{_COLUMNS_WITHOUT_LATENCY}")
     return columns
@@ -252,16 +252,16 @@ def _job_line(table: _Table, line: str, number: int, source: str) -> None:
     ended = _ENDED.match(line)
     if ended:
         if block.pending is None or block.pending["name"] != ended.group("name"):
-            raise ParseError(source, f"line {number}: '{line}' does not follow the Job line "
-                                     f"of '{ended.group('name')}'")
+            raise ParseError(source, f"line {number}: {excerpt(line)} does not follow the Job line "
+                                     f"of '{shortened(ended.group('name'))}'")
         block.pending["failed"] = True
         return
     match = _JOB.match(line)
     if not match:
-        raise ParseError(source, f"line {number}: unrecognised Job line {line!r}")
+        raise ParseError(source, f"line {number}: unrecognised Job line {excerpt(line)}")
     if block.pending is not None:
-        raise ParseError(source, f"line {number}: job '{block.pending['name']}' has no data "
-                                 f"row before the next Job line")
+        raise ParseError(source, f"line {number}: job '{shortened(block.pending['name'])}' has "
+                                 f"no data row before the next Job line")
     job: dict[str, Any] = {"name": match.group("name"), "core_mask": match.group("mask"),
                            "workload": None, "percentage": None, "queue_depth": None,
                            "io_size": None, "failed": False}
@@ -275,7 +275,8 @@ def _job_line(table: _Table, line: str, number: int, source: str) -> None:
         elif value.isdigit():
             job[field] = int_within_float(value, f"line {number}: '{key}'", source)
         else:
-            raise ParseError(source, f"line {number}: '{key}' is not a whole number in {line!r}")
+            raise ParseError(source, f"line {number}: '{key}' is not a whole number in "
+                                     f"{excerpt(line)}")
     block.pending = job
 
 
@@ -283,12 +284,12 @@ def _numbers(text: str, count: int, what: str, number: int, source: str) -> list
     tokens = text.split()
     if len(tokens) != count:
         raise ParseError(source, f"line {number}: {what} has {len(tokens)} numbers, expected "
-                                 f"{count}: {text.strip()!r}")
+                                 f"{count}: {excerpt(text.strip())}")
     try:
         return [float(token) for token in tokens]
     except ValueError:
         raise ParseError(source, f"line {number}: {what} holds a non-number: "
-                                 f"{text.strip()!r}") from None
+                                 f"{excerpt(text.strip())}") from None
 
 
 def _data_row(table: _Table, line: str, number: int, source: str) -> None:
@@ -301,7 +302,7 @@ def _data_row(table: _Table, line: str, number: int, source: str) -> None:
     # A bdev name may contain ':'; the numbers never do.
     name, _, rest = line.rpartition(":")
     name = name.strip()
-    values = _numbers(rest, len(table.columns), f"the row of '{name}'", number, source)
+    values = _numbers(rest, len(table.columns), f"the row of '{shortened(name)}'", number, source)
     meta = block.pending
     block.jobs.append({
         # The data row names the bdev; Job lines before v24.01 name the thread instead.
@@ -318,8 +319,8 @@ def _data_row(table: _Table, line: str, number: int, source: str) -> None:
 def _total_line(table: _Table, line: str, number: int, source: str) -> None:
     block = _block(table)
     if block.pending is not None:
-        raise ParseError(source, f"line {number}: job '{block.pending['name']}' has no data "
-                                 f"row before the Total row")
+        raise ParseError(source, f"line {number}: job '{shortened(block.pending['name'])}' has "
+                                 f"no data row before the Total row")
     # The Total row leaves the runtime column blank.
     values = _numbers(line.partition(":")[2], len(table.columns) - 1, "the Total row",
                       number, source)
@@ -363,7 +364,7 @@ def _check_sum(jobs: list[dict[str, Any]], total: dict[str, Any], table: _Table,
 def _job_problems(jobs: list[dict[str, Any]], rates: bool) -> list[str]:
     problems = []
     for job in jobs:
-        name = job["name"]
+        name = shortened(job["name"])
         if job["failed"]:
             problems.append(f"job {name} ended with an error after about "
                             f"{job['runtime_s']:.2f} s")
@@ -454,14 +455,14 @@ def _json_response(text: str, source: str) -> dict[str, Any]:
         raise ParseError(source, f"perform_tests returned an error: {_rpc_error(text)}")
     first_line = text.strip().splitlines()[0]
     if first_line.startswith(_RPC_CLIENT_ERRORS):
-        raise ParseError(source, f"the RPC client gave up: {first_line}")
+        raise ParseError(source, f"the RPC client gave up: {shortened(first_line)}")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(source, f"not a JSON document ({exc.msg} at line {exc.lineno}); "
-                                 f"it starts with {first_line[:80]!r}") from None
+                                 f"it starts with {excerpt(first_line[:80])}") from None
     except ValueError as exc:  # an integer of more digits than Python reads (4,300)
-        raise ParseError(source, f"a number that cannot be read: {exc}") from None
+        raise ParseError(source, f"a number that cannot be read: {excerpt(str(exc))}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ParseError(source, "no 'results' array at the top level")
     if not doc["results"]:
@@ -469,7 +470,7 @@ def _json_response(text: str, source: str) -> dict[str, Any]:
     core_count = doc.get("core_count")
     if core_count is not None and (isinstance(core_count, bool)
                                    or not isinstance(core_count, int)):
-        raise ParseError(source, f"'core_count' must be an integer, got {core_count!r}")
+        raise ParseError(source, f"'core_count' must be an integer, got {excerpt(core_count)}")
     within_float(core_count, "core_count", source)
     return doc
 
@@ -481,10 +482,11 @@ def _status_problems(jobs: list[dict[str, Any]], statuses: list[str],
     problems = []
     if terminated:
         problems.append(f"bdevperf received a shutdown signal; status 'terminated' for "
-                        f"{', '.join(terminated)}")
+                        f"{shortened(', '.join(terminated))}")
     for job, status in zip(jobs, statuses):
         if status not in _STATUSES:
-            problems.append(f"job {job['name']}: unknown status '{status}'")
+            problems.append(f"job {shortened(job['name'])}: unknown status "
+                        f"'{shortened(status)}'")
     return problems
 
 
@@ -513,7 +515,8 @@ def _rpc_error(text: str) -> str:
     except json.JSONDecodeError:
         error = None
     if isinstance(error, dict) and "message" in error:
-        return f"{error['message']} (JSON-RPC code {error.get('code')})"
+        return (f"{shortened(str(error['message']))} "
+                f"(JSON-RPC code {shortened(str(error.get('code')))})")
     return " ".join(after.split())[:200] or "no details"
 
 
@@ -526,12 +529,13 @@ def _json_job(entry: Any, i: int, source: str) -> dict[str, Any]:
             raise ParseError(source, f"{where}: missing key '{key}'")
         if isinstance(entry[key], bool) or not isinstance(entry[key], types):
             raise ParseError(source, f"{where}.{key} must be {description}, "
-                                     f"got {entry[key]!r}")
+                                     f"got {excerpt(entry[key])}")
         within_float(entry[key], f"{where}.{key}", source)
     percentage = entry.get("percentage")
     if percentage is not None and (isinstance(percentage, bool)
                                    or not isinstance(percentage, int)):
-        raise ParseError(source, f"{where}.percentage must be an integer, got {percentage!r}")
+        raise ParseError(source, f"{where}.percentage must be an integer, got "
+                                 f"{excerpt(percentage)}")
     within_float(percentage, f"{where}.percentage", source)
     runtime = float(entry["runtime"])
 

@@ -43,7 +43,7 @@ import json
 import re
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import within_float
 
 _STATS_KEYS = ("count", "average", "total")
@@ -113,13 +113,13 @@ class _TextReader:
         if bucket:
             if self.hist is None:
                 raise ParseError(self.source, f"line {number}: a histogram bucket outside a "
-                                 f"histogram: {line!r}")
+                                 f"histogram: {excerpt(line)}")
             self.block[self.hist[1]].append(_text_bucket(bucket))
             return
         if self.hist is not None and line.startswith(("[", "(")):
             raise ParseError(self.source, f"line {number}: histogram "
                              f"{_label(self.hist[0], self.hist[1])}: malformed bucket line "
-                             f"{line!r} (truncated output?)")
+                             f"{excerpt(line)} (truncated output?)")
         self.close_hist()
         if line.startswith("@"):
             self._map_line(number, line)
@@ -136,7 +136,7 @@ class _TextReader:
         match = _MAP_LINE.match(line)
         if match is None:
             raise ParseError(source, f"line {number}: not a map line ('@name[key]: value' "
-                             f"or '@name: value'): {line!r}")
+                             f"or '@name: value'): {excerpt(line)}")
         name = match.group("name")
         if name != self.block_name:
             self.block, self.block_name = {}, name
@@ -165,9 +165,10 @@ def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
             event = json.loads(line)
         except ValueError:
             raise ParseError(source, f"line {number}: not a JSON object (truncated output?): "
-                             f"{line[:80]!r}") from None
+                             f"{excerpt(line[:80])}") from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise ParseError(source, f"line {number}: an event without a 'type': {line[:80]!r}")
+            raise ParseError(source, f"line {number}: an event without a 'type': "
+                                     f"{excerpt(line[:80])}")
         kind, data = event["type"], event.get("data")
         if kind == "attached_probes":
             result["probes"] = _count(data, "probes", number, source)
@@ -179,7 +180,7 @@ def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
             if not isinstance(data, dict) or len(data) != 1 \
                     or not str(next(iter(data))).startswith("@"):
                 raise ParseError(source, f"line {number}: a '{kind}' event must hold exactly "
-                                 f"one map, got {str(data)[:80]!r}")
+                                 f"one map, got {excerpt(str(data)[:80])}")
             name, value = next(iter(data.items()))
             result["maps"][name] = _json_map(kind, name, value, number, source)
             result["prints"][name] = result["prints"].get(name, 0) + 1
@@ -205,7 +206,7 @@ def _key(raw: str | None, separator: str) -> tuple:
 
 
 def _label(name: str, key: tuple) -> str:
-    return f"{name}[{', '.join(map(str, key))}]" if key else name
+    return shortened(f"{name}[{', '.join(map(str, key))}]" if key else name)
 
 
 def _text_value(value: str, name: str, key: tuple, number: int, source: str) -> int | dict:
@@ -213,9 +214,9 @@ def _text_value(value: str, name: str, key: tuple, number: int, source: str) -> 
         return int(value)
     if stats := _STATS.match(value):
         return dict(zip(_STATS_KEYS, map(int, stats.groups())))
-    raise ParseError(source, f"line {number}: {_label(name, key)}: value {value!r} is neither "
-                     f"a number nor 'count N, average N, total N' (maps of strings or stacks "
-                     f"are not read)")
+    raise ParseError(source, f"line {number}: {_label(name, key)}: value {excerpt(value)} is "
+                     f"neither a number nor 'count N, average N, total N' (maps of strings or "
+                     f"stacks are not read)")
 
 
 def _number(label: str) -> int:
@@ -239,7 +240,7 @@ def _text_bucket(match: re.Match) -> dict[str, int | None]:
 def _count(data: Any, field: str, number: int, source: str) -> int:
     value = data.get(field) if isinstance(data, dict) else None
     if not _is_int(value) or value < 0:
-        raise ParseError(source, f"line {number}: expected {{\"{field}\": N}}, got {data!r}")
+        raise ParseError(source, f"line {number}: expected {{\"{field}\": N}}, got {excerpt(data)}")
     return value
 
 
@@ -259,7 +260,7 @@ def _json_map(kind: str, name: str, value: Any, number: int, source: str) -> dic
         if kind == "stats" and isinstance(item, dict) and set(item) == set(_STATS_KEYS) \
                 and all(_is_int(v) for v in item.values()):
             return {k: item[k] for k in _STATS_KEYS}
-        raise ParseError(source, f"{where(key)}: value {item!r} is not a number (maps of "
+        raise ParseError(source, f"{where(key)}: value {excerpt(item)} is not a number (maps of "
                          f"strings, stacks or tuples are not read)")
 
     keyless = (isinstance(value, list) if kind == "hist" else
@@ -268,15 +269,15 @@ def _json_map(kind: str, name: str, value: Any, number: int, source: str) -> dic
     if keyless:
         return {(): one((), value)}
     if not isinstance(value, dict):
-        raise ParseError(source, f"line {number}: {name}: expected an object of keys, got "
-                         f"{value!r}")
+        raise ParseError(source, f"line {number}: {shortened(name)}: expected an object of "
+                         f"keys, got {excerpt(value)}")
     return {_key(k, ","): one(_key(k, ","), v) for k, v in value.items()}
 
 
 def _json_buckets(buckets: Any, where: str, source: str) -> list[dict[str, int | None]]:
     if not isinstance(buckets, list) or not buckets:
         raise ParseError(source, f"{where}: a histogram must be a non-empty list of buckets, "
-                         f"got {buckets!r}")
+                         f"got {excerpt(buckets)}")
     out = []
     for bucket in buckets:
         bounds = {k: bucket.get(k) for k in ("min", "max")} if isinstance(bucket, dict) else {}
@@ -284,7 +285,7 @@ def _json_buckets(buckets: Any, where: str, source: str) -> list[dict[str, int |
                 or not any(_is_int(v) for v in bounds.values()) \
                 or not all(v is None or _is_int(v) for v in bounds.values()):
             raise ParseError(source, f"{where}: a bucket needs an integer 'count' and 'min' "
-                             f"and/or 'max', got {bucket!r}")
+                             f"and/or 'max', got {excerpt(bucket)}")
         out.append({**bounds, "count": bucket["count"]})
     return out
 
@@ -306,5 +307,6 @@ def _check_maps(maps: dict[str, dict], source: str) -> None:
     for name, entries in maps.items():
         sizes = {len(key) for key in entries}
         if len(sizes) > 1:
-            raise ParseError(source, f"{name}: keys have {sorted(sizes)} components; a string key "
-                             f"containing the key separator is ambiguous (use integer keys)")
+            raise ParseError(source, f"{shortened(name)}: keys have {sorted(sizes)} components; "
+                             f"a string key containing the key separator is ambiguous (use "
+                             f"integer keys)")

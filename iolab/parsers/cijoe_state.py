@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt, shortened
 
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*)|[ \t]*)")
 # A value continued on the next line: indented by spaces (YAML takes no tab as indentation).
@@ -89,8 +89,9 @@ def parse_cijoe_state(data: bytes | str, source: str) -> dict[str, Any]:
         raise ParseError(source, f"not UTF-8 text ({exc})") from None
     bad = _REFUSED.search(text)
     if bad:
-        raise ParseError(source, f"character {bad.group()!r} at offset {bad.start()}: not in a "
-                         "CIJOE .state (allowed: printable text, tabs and \\n line breaks)")
+        raise ParseError(source, f"character {excerpt(bad.group())} at offset {bad.start()}: "
+                         "not in a CIJOE .state (allowed: printable text, tabs and \\n line "
+                         "breaks)")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     record: dict[str, Any] = {}
     entry: tuple[int, str, list[str]] | None = None  # (line number, key, value lines)
@@ -100,16 +101,16 @@ def parse_cijoe_state(data: bytes | str, source: str) -> dict[str, Any]:
             if entry:
                 record[entry[1]] = _value(*entry, source)
             if match.group(1) in _NULL or match.group(1) in _BOOL:
-                raise ParseError(source, f"line {number}: key {match.group(1)!r} reads as a YAML "
-                                 "null or boolean (allowed: a name such as 'cmd')")
+                raise ParseError(source, f"line {number}: key {excerpt(match.group(1))} reads "
+                                 "as a YAML null or boolean (allowed: a name such as 'cmd')")
             entry = (number, match.group(1), [match.group(2) or ""])
         elif not line.strip(" ") or (entry and _CONTINUATION.match(line)):
             if entry:
                 entry[2].append(line)
         else:
             raise ParseError(source, f"line {number}: expected 'key: value' or a value continued "
-                             f"on an indented line, got {line[:60]!r} (a CIJOE .state is the "
-                             "flat YAML mapping that CIJOE's yaml.dump writes)")
+                             f"on an indented line, got {excerpt(line[:60])} (a CIJOE .state is "
+                             f"the flat YAML mapping that CIJOE's yaml.dump writes)")
     if entry:
         record[entry[1]] = _value(*entry, source)
     return record
@@ -126,11 +127,11 @@ def _value(number: int, key: str, pieces: list[str], source: str) -> Any:
     if text[0] not in "'\"":
         return _plain(text, number, key, source)
     match = (_SINGLE if text[0] == "'" else _DOUBLE).match(text)
-    where = f"line {number}: key '{key}'"
+    where = f"line {number}: key '{shortened(key)}'"
     if match is None:
         raise ParseError(source, f"{where}: no closing quote {text[0]}")
     if text[match.end():].strip(" \t\n"):
-        raise ParseError(source, f"{where}: {text[match.end():].strip()[:40]!r} after the "
+        raise ParseError(source, f"{where}: {excerpt(text[match.end():].strip()[:40])} after the "
                          "closing quote (allowed: nothing)")
     if text[0] == "'":
         return _fold(match.group(1)).replace("''", "'")
@@ -145,9 +146,9 @@ def _plain(text: str, number: int, key: str, source: str) -> Any:
         text = _join(lines)
     if (text[0] in _PLAIN_BAD_FIRST or (text[0] in "-?:" and text[1:2] in ("", " ", "\t", "\n"))
             or text[-1] == ":" or any(bad in text for bad in _PLAIN_BAD_INSIDE)):
-        raise ParseError(source, f"line {number}: key '{key}': {text[:60]!r} is not a plain "
-                         "value as CIJOE writes it (it starts with a YAML indicator, or holds "
-                         "': ' or ' #', which CIJOE quotes)")
+        raise ParseError(source, f"line {number}: key '{shortened(key)}': {excerpt(text[:60])} "
+                         "is not a plain value as CIJOE writes it (it starts with a YAML "
+                         "indicator, or holds ': ' or ' #', which CIJOE quotes)")
     if text in _NULL:
         return None
     if text in _BOOL:
@@ -162,9 +163,9 @@ def _plain(text: str, number: int, key: str, source: str) -> Any:
                 return float(text)
             return float("nan") if kind == "nan" else float(text.replace(".", "", 1))
         if _OTHER_TYPED.fullmatch(text):
-            raise ParseError(source, f"line {number}: key '{key}': {text!r} is a YAML 1.1 "
-                             "number, date or merge key in a form this reader does not decode "
-                             "(allowed: decimal numbers, true/false, null, text)")
+            raise ParseError(source, f"line {number}: key '{shortened(key)}': {excerpt(text)} "
+                             "is a YAML 1.1 number, date or merge key in a form this reader does "
+                             "not decode (allowed: decimal numbers, true/false, null, text)")
     return text
 
 

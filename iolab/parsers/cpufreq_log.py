@@ -33,7 +33,7 @@ import re
 from datetime import datetime
 from typing import NamedTuple
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import int_within_float
 
 # The logger writes ``date +%Y-%m-%d_%H:%M:%S`` (zero-padded) and the values of
@@ -147,7 +147,7 @@ def _read_line(line: str, number: int, source: str,
         except ValueError as exc:
             if lenient:
                 return None
-            raise ParseError(source, f"line {number}: {line.split()[0]!r} is not a date and "
+            raise ParseError(source, f"line {number}: {excerpt(line.split()[0])} is not a date and "
                              f"time ({exc})") from None
         if khz:
             return timestamp, khz
@@ -159,10 +159,10 @@ def _read_line(line: str, number: int, source: str,
     tokens = line.split()
     if not _STAMP.fullmatch(tokens[0]):
         raise ParseError(source, f"line {number}: expected 'YYYY-MM-DD_HH:MM:SS' first, got "
-                         f"{tokens[0]!r}")
+                         f"{excerpt(tokens[0])}")
     bad = next((t for t in tokens[1:] if not (t.isascii() and t.isdigit())), None)
     if bad is None:  # every word is fine: the separator is not a space or a tab
         raise ParseError(source, f"line {number}: expected values separated by spaces, got "
-                         f"{line!r}")
+                         f"{excerpt(line)}")
     raise ParseError(source, f"line {number}: expected integer kHz values after the timestamp, "
-                     f"got {bad!r}")
+                     f"got {excerpt(bad)}")

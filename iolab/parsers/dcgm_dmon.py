@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import statistics
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import int_within_float
 
 # Short names dmon prints in its header for the fields AiSIO samples (-e 1009,1010).
@@ -60,22 +60,23 @@ def parse_dcgm_dmon(text: str, source: str = "<string>",
         tokens = line.split()
         if tokens[0] == "#Entity":
             if fields is not None and tokens[1:] != fields:
-                raise ParseError(source, f"line {number}: header {tokens[1:]} differs from the "
-                                 f"first header {fields}")
+                raise ParseError(source, f"line {number}: header {excerpt(tokens[1:])} differs "
+                                 f"from the first header {excerpt(fields)}")
             fields = tokens[1:]
             headers += 1
             continue
         if tokens[0] == "ID" and fields is not None:
             continue  # the units line; blank units for the PCIe byte counters
         if fields is None:
-            raise ParseError(source, f"line {number}: data before the '#Entity' header: {line!r}")
+            raise ParseError(source, f"line {number}: data before the '#Entity' header: "
+                                     f"{excerpt(line)}")
         if len(tokens) != 2 + len(fields):
             if index == len(lines) - 1 and len(tokens) < 2 + len(fields):
                 notes.append(f"line {number}: dropped a partial last row (dmon was stopped "
                              f"while writing it)")
                 break
             raise ParseError(source, f"line {number}: expected an entity and {len(fields)} "
-                             f"values, got {line!r}")
+                             f"values, got {excerpt(line)}")
         entity = f"{tokens[0]} {tokens[1]}"
         per_field = samples.setdefault(entity, {name: [] for name in fields})
         for name, token in zip(fields, tokens[2:]):
@@ -85,8 +86,8 @@ def parse_dcgm_dmon(text: str, source: str = "<string>",
     if field_ids is None:
         ids = [KNOWN_FIELD_IDS.get(name) for name in fields]
     elif len(field_ids) != len(fields):
-        raise ParseError(source, f"the header has {len(fields)} fields {fields}, but "
-                         f"{len(field_ids)} field ids {field_ids} were requested")
+        raise ParseError(source, f"the header has {len(fields)} fields {excerpt(fields)}, but "
+                         f"{len(field_ids)} field ids {excerpt(field_ids)} were requested")
     else:
         ids = list(field_ids)
     return {"fields": fields, "field_ids": ids, "samples": samples, "headers": headers,
@@ -103,7 +104,7 @@ def _value(token: str, number: int, source: str) -> int | float | None:
     try:
         return float(token)
     except ValueError:
-        raise ParseError(source, f"line {number}: value {token!r} is neither a number nor "
+        raise ParseError(source, f"line {number}: value {excerpt(token)} is neither a number nor "
                          f"N/A") from None
 
 

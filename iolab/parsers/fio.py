@@ -46,7 +46,7 @@ from fractions import Fraction
 from itertools import accumulate
 from pathlib import Path
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import int_within_float, within_float
 
 DIRECTIONS = ("read", "write", "trim")
@@ -233,7 +233,7 @@ def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
             for value, count in _field(clat, "bins", _OBJECT, where, source).items():
                 if not value.isdecimal() or isinstance(count, bool) or not isinstance(count, int):
                     raise ParseError(source, f"{where}.bins: expected integer latency keys and "
-                                             f"counts, got {value!r}: {count!r}")
+                                             f"counts, got {excerpt(value)}: {excerpt(count)}")
                 bin_ns = int_within_float(value, f"{where}.bins (a latency)", source)
                 within_float(count, f"{where}.bins['{bin_ns}']", source)
                 merged[bin_ns] = merged.get(bin_ns, 0) + count

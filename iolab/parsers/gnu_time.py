@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import int_within_float, within_float
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
@@ -61,7 +61,7 @@ def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
     at = starts[-1]
     second = _LINE2.match(lines[at + 1]) if at + 1 < len(lines) else None
     if second is None:
-        got = repr(lines[at + 1]) if at + 1 < len(lines) else "end of input"
+        got = excerpt(lines[at + 1]) if at + 1 < len(lines) else "end of input"
         raise ParseError(source, f"line {at + 2}: expected GNU time's second line "
                          f"'<i>inputs+<o>outputs (<M>major+<m>minor)pagefaults <w>swaps', got {got}")
     first = _LINE1.match(lines[at])
@@ -100,6 +100,7 @@ def _elapsed_s(value: str, number: int, source: str) -> float:
     except ValueError:
         pass
     except OverflowError:  # more minutes or hours than a number holds
-        raise ParseError(source, f"line {number}: elapsed {value[:40]!r}...: beyond the largest "
-                         "number a measurement can hold") from None
-    raise ParseError(source, f"line {number}: elapsed {value!r} is neither m:ss.cc nor h:mm:ss")
+        raise ParseError(source, f"line {number}: elapsed {excerpt(value[:40])}...: beyond the "
+                         "largest number a measurement can hold") from None
+    raise ParseError(source, f"line {number}: elapsed {excerpt(value)} is neither m:ss.cc nor "
+                             f"h:mm:ss")

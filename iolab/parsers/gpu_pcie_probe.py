@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import within_float
 
 SCHEMA_VERSION = 1
@@ -38,7 +38,7 @@ def _whole(doc: dict, key: str, source: str, *, positive: bool = True,
         return None
     if isinstance(value, bool) or not isinstance(value, int) or (value < 1 if positive else value < 0):
         raise ParseError(source, f"key '{key}': expected a {'positive ' if positive else ''}whole "
-                         f"number, got {value!r}")
+                         f"number, got {excerpt(value)}")
     return within_float(value, f"key '{key}'", source)
 
 
@@ -52,11 +52,11 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ParseError(source, "the report is not a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ParseError(source, f"key 'schema_version': {doc.get('schema_version')!r}, this "
-                         f"parser reads version {SCHEMA_VERSION}")
+        raise ParseError(source, f"key 'schema_version': {excerpt(doc.get('schema_version'))}, "
+                         f"this parser reads version {SCHEMA_VERSION}")
     mode = doc.get("mode")
     if mode not in MODES:
-        raise ParseError(source, f"key 'mode': {mode!r} is not one of {', '.join(MODES)}")
+        raise ParseError(source, f"key 'mode': {excerpt(mode)} is not one of {', '.join(MODES)}")
     device = doc.get("device")
     if not isinstance(device, dict) or not isinstance(device.get("pci_bus_id"), str) \
             or not isinstance(device.get("name"), str):
@@ -64,7 +64,7 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
     _whole(device, "index", f"{source}: device", positive=False)
     copy = mode == "copy"
     if copy and doc.get("direction") not in DIRECTIONS:
-        raise ParseError(source, f"key 'direction': {doc.get('direction')!r} is not one of "
+        raise ParseError(source, f"key 'direction': {excerpt(doc.get('direction'))} is not one of "
                          f"{', '.join(DIRECTIONS)}")
     for key in (("bytes",) if copy else ("iosize", "inflight", "requests_per_warp",
                                          "resident_warps")):
@@ -74,7 +74,8 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
     if not (isinstance(window, list) and len(window) == 2 and all(
             isinstance(t, int) and not isinstance(t, bool) for t in window)
             and window[0] <= window[1]):
-        raise ParseError(source, f"key 'window_ns': expected [start, end] in ns, got {window!r}")
+        raise ParseError(source, f"key 'window_ns': expected [start, end] in ns, got "
+                                 f"{excerpt(window)}")
     for t in window:
         within_float(t, "key 'window_ns'", source)
     iterations = doc.get("iterations")
@@ -86,7 +87,7 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) \
                 or not math.isfinite(seconds) or seconds <= 0:
             raise ParseError(source, f"key 'iterations[{i}].seconds': expected a positive "
-                             f"time, got {seconds!r}")
+                             f"time, got {excerpt(seconds)}")
         _whole(it, "bytes", f"{source}: iterations[{i}]")
         _whole(it, "requests", f"{source}: iterations[{i}]")
     seconds = sum(it["seconds"] for it in iterations)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import int_within_float
 
 SYSTEM_WIDE = ("ERR", "MIS")  # rows with one count for the whole system
@@ -32,7 +32,8 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
         raise ParseError(source, "empty: no CPU header line")
     header = lines[0].split()
     if not all(h.startswith("CPU") and h[3:].isdigit() for h in header):
-        raise ParseError(source, f"first line is not a CPU header: {lines[0].strip()[:60]!r}")
+        raise ParseError(source, f"first line is not a CPU header: "
+                                 f"{excerpt(lines[0].strip()[:60])}")
     cpus = [int(h[3:]) for h in header]
     rows: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(lines[1:], 2):
@@ -41,7 +42,8 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
         name, colon, rest = line.partition(":")
         name = name.strip()
         if not colon or not name or " " in name:
-            raise ParseError(source, f"line {number}: no '<row>:' at its start: {line.strip()[:60]!r}")
+            raise ParseError(source, f"line {number}: no '<row>:' at its start: "
+                                     f"{excerpt(line.strip()[:60])}")
         fields = rest.split()
         counts = []
         for field in fields[:len(cpus) if name not in SYSTEM_WIDE else 1]:
@@ -49,12 +51,12 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
                 break
             counts.append(int_within_float(field, f"line {number} ({name})", source))
         if not counts:
-            raise ParseError(source, f"line {number} ({name}): no count")
+            raise ParseError(source, f"line {number} ({shortened(name)}): no count")
         if name in rows:
-            raise ParseError(source, f"line {number}: row {name} appears twice")
+            raise ParseError(source, f"line {number}: row {shortened(name)} appears twice")
         per_cpu = name not in SYSTEM_WIDE
         if per_cpu and len(counts) != len(cpus):
-            raise ParseError(source, f"line {number} ({name}): {len(counts)} counts for "
+            raise ParseError(source, f"line {number} ({shortened(name)}): {len(counts)} counts for "
                              f"{len(cpus)} CPUs (cut off?)")
         rows[name] = {"counts": counts, "description": " ".join(fields[len(counts):]),
                       "per_cpu": per_cpu}
@@ -70,8 +72,8 @@ def delta(before: dict[str, Any], after: dict[str, Any], source: str = "interrup
     the difference would not be a count of interrupts.
     """
     if before["cpus"] != after["cpus"]:
-        raise ParseError(source, f"the CPUs changed between the snapshots ({before['cpus']} -> "
-                         f"{after['cpus']})")
+        raise ParseError(source, f"the CPUs changed between the snapshots "
+                         f"({excerpt(before['cpus'])} -> {excerpt(after['cpus'])})")
     out: dict[str, dict[int, int]] = {}
     for name, row in after["rows"].items():
         old = before["rows"].get(name)
@@ -80,6 +82,7 @@ def delta(before: dict[str, Any], after: dict[str, Any], source: str = "interrup
         keys = after["cpus"] if row["per_cpu"] else [-1]
         diff = {cpu: b - a for cpu, a, b in zip(keys, old["counts"], row["counts"])}
         if any(v < 0 for v in diff.values()):
-            raise ParseError(source, f"row {name}: a count went down between the snapshots")
+            raise ParseError(source, f"row {shortened(name)}: a count went down between the "
+                             f"snapshots")
         out[name] = diff
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers.bpftrace import parse_bpftrace_json
 
 TICK = "@@tick "
@@ -44,7 +44,7 @@ def _snapshots(text: str, source: str) -> tuple[list[tuple[int, str]], dict[str,
         if event["type"] == "printf" and str(event.get("data", "")).startswith(TICK):
             stamp = event["data"][len(TICK):].strip()
             if not stamp.isdigit():
-                raise ParseError(source, f"a tick without a time: {event['data']!r}")
+                raise ParseError(source, f"a tick without a time: {excerpt(event['data'])}")
             snaps.append((int(stamp), []))
         elif event["type"] in ("map", "hist", "stats") and snaps:
             snaps[-1][1].append(line)
@@ -82,6 +82,6 @@ def parse_irqtrace(text: str, offset_ns: int, window: tuple[int, int] | None,
         old, new = first[1].get(name, {}), last[1].get(name, {})
         counts[name] = {key: new.get(key, 0) - old.get(key, 0) for key in set(old) | set(new)}
         if any(v < 0 for v in counts[name].values()):
-            raise ParseError(source, f"map {name}: a count went down between ticks")
+            raise ParseError(source, f"map {shortened(name)}: a count went down between ticks")
     return {"probes": summary["probes"], "lost_events": summary["lost_events"],
             "ticks": len(snaps), "window_ns": span, "counts": counts}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ParseError
+from ..errors import ParseError, excerpt
 
 
 def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]:
@@ -28,14 +28,14 @@ def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]
     missing = [name for name in ("CPU", "CORE", "SOCKET") if name not in header]
     if missing:
         raise ParseError(source, f"the header names no {', '.join(missing)} column "
-                                 f"(header: {' '.join(header)!r})")
+                                 f"(header: {excerpt(' '.join(header))})")
     col = {name: header.index(name) for name in header}
     out = []
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split()
         if len(fields) != len(header):
             raise ParseError(source, f"line {number}: {len(fields)} fields for "
-                                     f"{len(header)} columns: {line.strip()!r}")
+                                     f"{len(header)} columns: {excerpt(line.strip())}")
         if "ONLINE" in col and fields[col["ONLINE"]] == "no":
             continue
         cpu, core, package = (fields[col[name]] for name in ("CPU", "CORE", "SOCKET"))
@@ -43,7 +43,7 @@ def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]
             continue
         if not (cpu.isdigit() and core.isdigit() and package.isdigit()):
             raise ParseError(source, f"line {number}: CPU, CORE and SOCKET must be whole "
-                                     f"numbers: {line.strip()!r}")
+                                     f"numbers: {excerpt(line.strip())}")
         out.append({"cpu": int(cpu), "core": int(core), "package": int(package)})
     if not out:
         raise ParseError(source, "the table lists no online CPU")

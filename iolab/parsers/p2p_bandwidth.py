@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import int_within_float
 
 _DEVICE = re.compile(r"^Device: (?P<id>\d+), (?P<name>.+), pciBusID: (?P<bus>[0-9a-fA-F]+), "
@@ -71,8 +71,8 @@ def parse_p2p_bandwidth(text: str, source: str = "<string>") -> dict:
     if devices:
         for name, matrix in matrices.items():
             if len(matrix["row_ids"]) != len(devices):
-                raise ParseError(source, f"section {name!r} has {len(matrix['row_ids'])} rows, "
-                                 f"but {len(devices)} devices were listed")
+                raise ParseError(source, f"section {excerpt(name)} has {len(matrix['row_ids'])} "
+                                 f"rows, but {len(devices)} devices were listed")
     return {"devices": devices, "peer_access": access, "matrices": matrices}
 
 
@@ -96,24 +96,26 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
                 and not _TITLE.match(lines[at].strip()):
             tokens = lines[at].split()
             if len(tokens) != len(col_ids) + 1 or not tokens[0].isdigit():
-                raise ParseError(source, f"line {at + 1}: section {title!r}: expected a row id "
-                                 f"and {len(col_ids)} values, got {lines[at]!r}")
+                raise ParseError(source, f"line {at + 1}: section {excerpt(title)}: expected a "
+                                 f"row id and {len(col_ids)} values, got {excerpt(lines[at])}")
             try:
                 row = [int_within_float(t, f"line {at + 1}: section {title!r}", source)
                        if unit is None else float(t) for t in tokens[1:]]
             except ValueError:
-                raise ParseError(source, f"line {at + 1}: section {title!r}: non-numeric "
-                                 f"value in {lines[at]!r}") from None
+                raise ParseError(source, f"line {at + 1}: section {excerpt(title)}: non-numeric "
+                                 f"value in {excerpt(lines[at])}") from None
             row_ids.append(int(tokens[0]))
             values.append(row)
             at += 1
         if not values:
-            raise ParseError(source, f"line {at + 1}: section {title!r} has a header but no rows")
+            raise ParseError(source, f"line {at + 1}: section {excerpt(title)} has a header but "
+                                     f"no rows")
         name = title if label == "D\\D" else f"{title} [{label}]"
         if name in matrices:
-            raise ParseError(source, f"section {name!r} appears twice")
+            raise ParseError(source, f"section {excerpt(name)} appears twice")
         matrices[name] = {"unit": unit, "row_ids": row_ids, "col_ids": col_ids, "values": values}
         blocks += 1
     if blocks == 0:
-        raise ParseError(source, f"line {at + 1}: section {title!r} has no matrix (truncated?)")
+        raise ParseError(source, f"line {at + 1}: section {excerpt(title)} has no matrix "
+                                 f"(truncated?)")
     return at

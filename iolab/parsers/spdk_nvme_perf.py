@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 
 _HEADER = re.compile(r"^\s*Device Information\s*:\s*IOPS\s+MiB/s\s+Average\s+min\s+max\s*$")
 _SEPARATOR = re.compile(r"^\s*=+\s*$")
@@ -68,8 +68,8 @@ def parse_spdk_nvme_perf(text: str, source: str = "<string>") -> dict:
     name, total = _split_row(lines[at] if at < len(lines) else "", at + 1, source)
     if name != "Total":
         raise ParseError(source, f"line {at + 1}: expected the Total row after the separator, "
-                         f"got {lines[at] if at < len(lines) else 'end of input'!r} (the tool "
-                         f"omits it when nothing completed)")
+                         f"got {excerpt(lines[at] if at < len(lines) else 'end of input')} (the "
+                         f"tool omits it when nothing completed)")
     if not rows:
         raise ParseError(source, "the table has no rows")
     for key in ("iops", "mibs"):
@@ -87,11 +87,11 @@ def _split_row(line: str, number: int, source: str) -> tuple[str, dict]:
     tokens = values.split()
     if not colon or len(tokens) != len(_COLUMNS):
         raise ParseError(source, f"line {number}: expected '<name> : IOPS MiB/s Average min "
-                         f"max', got {line!r}")
+                         f"max', got {excerpt(line)}")
     try:
         numbers = [float(t) for t in tokens]
     except ValueError:
-        raise ParseError(source, f"line {number}: non-numeric values {tokens}") from None
+        raise ParseError(source, f"line {number}: non-numeric values {excerpt(tokens)}") from None
     return name.strip(), dict(zip(_COLUMNS, numbers))
 
 

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 from iolab.parsers import within_float
 
 _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, "file": str,
@@ -41,12 +41,13 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
         raise ParseError(source, "not a JSON object")
     if doc.get("schema_version") != 1 or doc.get("tool") != "uring_reader":
         raise ParseError(source, f"not a uring_reader report of schema version 1 (tool "
-                         f"{doc.get('tool')!r}, schema_version {doc.get('schema_version')!r})")
+                         f"{excerpt(doc.get('tool'))}, schema_version "
+                         f"{excerpt(doc.get('schema_version'))})")
     for key, kind in _FIELDS.items():
         if key not in doc:
             raise ParseError(source, f"key '{key}' is missing")
         if not isinstance(doc[key], kind) or (kind is int and isinstance(doc[key], bool)):
-            raise ParseError(source, f"key '{key}': {doc[key]!r} has the wrong type")
+            raise ParseError(source, f"key '{key}': {excerpt(doc[key])} has the wrong type")
         within_float(doc[key], f"key '{key}'", source)
     lat = doc["lat_ns"]
     if any(not isinstance(lat.get(k), (int, float)) for k in _LATENCIES):
@@ -71,7 +72,7 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     # in ns: int() of an infinite end would raise OverflowError
     if len(window) != 2 or not all(isinstance(t, (int, float)) and math.isfinite(t)
                                    for t in window) or window[0] > window[1]:
-        raise ParseError(source, f"key 'window_ns': {window!r} is not [start, end]")
+        raise ParseError(source, f"key 'window_ns': {excerpt(window)} is not [start, end]")
     out["window_ns"] = (int(window[0]), int(window[1]))
     out["threads"] = len(threads)
     out["cpus"] = [t["cpu"] for t in threads]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 
 TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: (?P<elapsed>[0-9.]+)s\)\s*$")
 _RULE_EQ = re.compile(r"^\s*=+\s*$")
@@ -84,7 +84,7 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
     header = lines[at].split() if at < len(lines) else []
     if header != _HEADERS[kind]:
         raise ParseError(source, f"line {at + 1}: expected the {kind} header "
-                         f"{' '.join(_HEADERS[kind])!r}, got {' '.join(header)!r}")
+                         f"{' '.join(_HEADERS[kind])!r}, got {excerpt(' '.join(header))}")
     devices = []
     at += 1
     while at < len(lines) and lines[at].strip() and not _RULE_DASH.match(lines[at]):
@@ -119,7 +119,7 @@ def _echo(lines: list[str], source: str) -> dict:
         match = _ECHO_LINE.match(line)
         if match is None:
             raise ParseError(source, f"line {number}: argument echo line without 'key: value': "
-                             f"{line!r}")
+                             f"{excerpt(line)}")
         key = match.group("key").strip().lower().replace(" ", "_")
         value = match.group("value").strip()
         listed = _ECHO_LIST.match(value)
@@ -138,7 +138,7 @@ def _echo(lines: list[str], source: str) -> dict:
 
 def _expect(lines: list[str], at: int, pattern: re.Pattern, what: str, source: str) -> int:
     if at >= len(lines) or not pattern.match(lines[at]):
-        got = repr(lines[at]) if at < len(lines) else "end of input"
+        got = excerpt(lines[at]) if at < len(lines) else "end of input"
         raise ParseError(source, f"line {at + 1}: expected {what}, got {got} (truncated output?)")
     return at + 1
 
@@ -147,14 +147,14 @@ def _device_row(line: str, kind: str, number: int, source: str) -> dict:
     tokens = line.split()
     if len(tokens) != len(_HEADERS[kind]):
         raise ParseError(source, f"line {number}: a {kind} device row has "
-                         f"{len(_HEADERS[kind])} columns, got {len(tokens)}: {line!r}")
+                         f"{len(_HEADERS[kind])} columns, got {len(tokens)}: {excerpt(line)}")
     uri = tokens[0]
     cpus = None
     if kind == "run":
         try:
             cpus = [int(c) for c in tokens[1].split(",")]
         except ValueError:
-            raise ParseError(source, f"line {number}: CPUs column {tokens[1]!r} is not a "
+            raise ParseError(source, f"line {number}: CPUs column {excerpt(tokens[1])} is not a "
                              f"comma list of CPU ids") from None
     iops, mibs, failed = _numbers(tokens[-3:], number, source)
     return {"uri": uri, "cpus": cpus, "iops": iops, "mibs": mibs, "failed": failed}
@@ -163,10 +163,10 @@ def _device_row(line: str, kind: str, number: int, source: str) -> dict:
 def _total_row(line: str, number: int, source: str) -> dict:
     tokens = line.split()
     if not tokens or tokens[0] != "Total:":
-        raise ParseError(source, f"line {number}: expected the 'Total:' row, got {line!r}")
+        raise ParseError(source, f"line {number}: expected the 'Total:' row, got {excerpt(line)}")
     if len(tokens) != 4:
         raise ParseError(source, f"line {number}: the Total row has IOPS, MiB/s and Failed, "
-                         f"got {len(tokens) - 1} values: {line!r}")
+                         f"got {len(tokens) - 1} values: {excerpt(line)}")
     iops, mibs, failed = _numbers(tokens[1:], number, source)
     return {"iops": iops, "mibs": mibs, "failed": failed}
 
@@ -176,9 +176,10 @@ def _numbers(tokens: list[str], number: int, source: str) -> tuple[float, float,
         iops, mibs = float(tokens[0]), float(tokens[1])
     except ValueError:
         raise ParseError(source, f"line {number}: IOPS and MiB/s must be numbers, got "
-                         f"{tokens[0]!r} and {tokens[1]!r}") from None
+                         f"{excerpt(tokens[0])} and {excerpt(tokens[1])}") from None
     if not tokens[2].isdigit():
-        raise ParseError(source, f"line {number}: Failed must be a whole count, got {tokens[2]!r}")
+        raise ParseError(source, f"line {number}: Failed must be a whole count, got "
+                                 f"{excerpt(tokens[2])}")
     return iops, mibs, int(tokens[2])
 
 
@@ -203,13 +204,13 @@ def _check_echo_devices(echo: dict, devices: list[dict], source: str) -> None:
         raise ParseError(source, "the argument echo has no '- Devices:' line")
     uris = [d["uri"] for d in devices]
     if announced != uris:
-        raise ParseError(source, f"the echo announced devices {announced}, but the table has "
-                         f"rows for {uris}")
+        raise ParseError(source, f"the echo announced devices {excerpt(announced)}, but the "
+                         f"table has rows for {excerpt(uris)}")
 
 
 def _first_error_hint(lines: list[str]) -> str:
     """xnvmeperf reports failures on stderr as 'Failed: …' or 'Error: …'; quote the first."""
     for line in lines:
         if line.startswith(("Failed:", "Error:")):
-            return f"; the output says: {line.strip()!r}"
+            return f"; the output says: {excerpt(line.strip())}"
     return ""

@@ -36,7 +36,7 @@ from iolab.analysis import confirmation, noise, order, outliers, stats
 from iolab.analysis.findings import Finding
 from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 from iolab.execution.campaign import Campaign
 from iolab.execution.signals import Interrupted
 from iolab.importers.aisio import IMPORTED_SOURCE
@@ -109,7 +109,7 @@ class Chapter:
             # in the executed notebook a batch job keeps (the cell is not on the book's page)
             for line in self.messages + [f"completed {self.run_result.completed} runs, "
                                          f"{len(self.run_result.failed)} failed"]:
-                print(line)
+                print(printable(line))  # a failure's reason may quote a tool's stderr
             if self.run_result.interrupted:  # a signal asked to stop now: the notebook too
                 raise Interrupted(self.run_result.signal or signal.SIGINT)
         # A replayed chapter describes the campaign's host, not the one that builds the book.

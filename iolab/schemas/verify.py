@@ -6,6 +6,9 @@ experiment's params files. Each is checked with ``jsonschema`` against the schem
 this folder (the published one, not one made again from the code), so what passes here is
 what a reader with nothing but the schema files would accept.
 
+A link, a FIFO or a device in a stored file's place is a problem of that file, never
+followed or opened (:mod:`iolab.safefiles`).
+
 Responsible for: finding the files, validating them, and phrasing each problem as an
 :class:`~iolab.errors.InputError`. Not responsible for: what iolab itself checks when it reads
 them (sha256 sums of raw files, keys that depend on each other: ``iolab.core``), or printing
@@ -15,6 +18,7 @@ them (sha256 sums of raw files, keys that depend on each other: ``iolab.core``),
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +33,7 @@ from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError
 from iolab.paths import shown
+from iolab.safefiles import read_regular
 from iolab.schemas import SCHEMA_DIR
 from iolab.schemas.generate import REGENERATE, experiment_schema
 from iolab.schemas.params import ALLOWED
@@ -94,9 +99,18 @@ def problems(doc: Any, checker: Draft202012Validator, path: Path | str,
     return [InputError(path, f"{where}{e.json_path}", _problem(e), _allowed(e)) for e in errors]
 
 
+def _read(path: Path) -> bytes:
+    """A stored file's bytes; NotOurs (an InputError) for a link, a FIFO or a device in its
+    place, never followed or opened (a read of a FIFO would block for ever)."""
+    raw = read_regular(path, "a stored file")
+    if raw is None:
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    return raw
+
+
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(_read(path))
     except (OSError, ValueError) as exc:
         raise InputError(path, None, f"cannot be read as JSON: {exc}") from None
 
@@ -104,8 +118,8 @@ def _json(path: Path) -> Any:
 def _log_problems(path: Path) -> list[InputError]:
     """Every line of a campaign log against the schema of one line."""
     try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
+        lines = _read(path).decode().splitlines()
+    except (OSError, ValueError) as exc:
         return [InputError(path, None, f"cannot be read: {exc}")]
     out = []
     for number, line in enumerate(lines, 1):
@@ -130,13 +144,14 @@ def raw_files(data_dir: Path, experiment: str | None = None,
     """(file, the schema it follows) of every stored file that has one, in a fixed order."""
     for exp_dir in _folders(Path(data_dir) / "raw", experiment):
         for env_dir in _folders(exp_dir, env):
-            if (env_dir / "host.json").exists():
+            # lexists: a link there (to nowhere too) is checked, and refused, not skipped
+            if os.path.lexists(env_dir / "host.json"):
                 yield env_dir / "host.json", "host.schema.json"
-            if (env_dir / store.LOG).exists():
+            if os.path.lexists(env_dir / store.LOG):
                 yield env_dir / store.LOG, "campaign-log.schema.json"
             for kind in ("runs", "failed"):
                 for run_dir in _folders(env_dir / kind, None):
-                    if (run_dir / manifest.FILE).exists():
+                    if os.path.lexists(run_dir / manifest.FILE):
                         yield run_dir / manifest.FILE, "run.schema.json"
 
 

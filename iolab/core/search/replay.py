@@ -13,7 +13,8 @@ Replays of Optuna's samplers take seconds each, so the comparison is derived onc
 with a YAML beside it naming how (strategies and versions, seeds, budgets) and from what (the
 digest of the grid's stored values); the chapter reads it and checks the digest, and
 ``tests/test_rederive.py`` derives a few seeds of it again, with and without numpy's AVX-512
-code, byte for byte.
+code, byte for byte. The derived files are replaced whole, never written in place: a link or
+a FIFO at their names is refused (:func:`iolab.safefiles.replace_output`).
 
 Responsible for: the grid's samples and truth, the replays, their summary and the derived
 file. Not responsible for: the strategies (``iolab.core.search.strategies``).
@@ -34,7 +35,9 @@ from iolab.core.search.oracle import ReplayOracle
 from iolab.core.search.params import Objective
 from iolab.core.search.strategies import VERSIONS, Space, search
 from iolab.errors import InputError
+from iolab.safefiles import check_output, replace_output
 
+OUTPUT = "iolab search-replay"  # who writes the derived file, for a refusal
 COMPARED = ("random", "tpe", "adaptive")
 BUDGET_SHARES = (0.05, 0.10, 0.20, 0.40)   # of the grid's runs
 COLUMNS = ["strategy", "version", "budget", "budget_share", "seed", "runs_used",
@@ -179,12 +182,19 @@ def derive(grid: Grid, seeds: Iterable[int], strategies: Iterable[str] = COMPARE
 
 
 def write(rows, info: dict[str, Any], path: Path) -> None:
-    """The replays as CSV and what they are as YAML beside it."""
+    """The replays as CSV and what they are as YAML beside it, each replaced whole through a
+    temporary file; a link, a FIFO or a device at either name is refused (both checked
+    before either is written), never followed, written into or replaced."""
     import yaml
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(path, index=False, float_format="%.6g")
-    path.with_suffix(".yaml").write_text(yaml.safe_dump(info, sort_keys=False))
+    yaml_path = path.with_suffix(".yaml")
+    for out in (path, yaml_path):
+        check_output(out, OUTPUT)
+    replace_output(path, lambda tmp: rows.to_csv(tmp, index=False, float_format="%.6g"),
+                   OUTPUT)
+    replace_output(yaml_path, lambda tmp: tmp.write_text(yaml.safe_dump(info, sort_keys=False)),
+                   OUTPUT)
 
 
 def read(path: Path, grid: Grid | None = None):

@@ -8,16 +8,19 @@ command of every step, in order, each with its ``.state`` and ``.output`` and cl
 An archive comes from elsewhere, so it is read as data and nothing more:
 
 * **Links are never followed.** A symbolic or hard link member of a tar, and a symbolic
-  link (to a file or a folder) in a folder, is skipped, with a note naming it and where it
-  points; so is a FIFO, a device or a socket (never opened: a FIFO would block). A file
-  that is not read is as missing: a benchmark whose output is a link is stored as failed.
+  link (to a file or a folder) or a file with more than one name (a hard link) in a folder,
+  is skipped, with a note naming it (and where a symbolic link points); so is a FIFO, a
+  device or a socket (never opened: a FIFO would block). A file that is not read is as
+  missing: a benchmark whose output is a link is stored as failed.
 * **Only what the import uses is kept** (:data:`KEPT`: the commands' records and outputs,
   CIJOE's ``config.orig`` and AiSIO's result files under ``artifacts/``); every other member
   (CIJOE's ``report.html``, ...) is streamed past unread (a tar, decompressed in blocks) or
   hashed in blocks (a folder's file, for the folder's digest).
 * **The bytes read are bounded** (:data:`MAX_BYTES`, 1 GiB, forty times the largest AiSIO
-  archive): the decompressed stream of a tar, and the kept files of a folder. An archive that
-  would go past it is refused, naming the member and the limit, before more is read.
+  archive): the decompressed stream of a tar, and the kept files (of a tar or a folder) by
+  the sizes they unpack to, checked before each is read (a sparse member's holes take no room
+  in the stream). An archive that would go past it is refused, naming the member and the
+  limit, before more is read. Kept files are read in blocks.
 
 Responsible for: reading the archive's files, their times and its sha256; finding the CIJOE
 output root; indexing and classifying the commands in order (a ``cat`` reads a capture only
@@ -155,6 +158,7 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
     """A tar's kept members (read as a stream, in one pass, bounded), their times, and what
     was skipped."""
     files, mtimes, skipped = {}, {}, []
+    kept = 0
     try:
         with open(path, "rb") as raw, _decompressed(raw) as plain:
             stream = _Bounded(plain, MAX_BYTES)
@@ -166,7 +170,12 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
                                        f" link to {member.linkname} in the archive; not read "
                                        "(links are never followed)")
                     elif member.isfile() and KEPT.search(member.name):
-                        files[member.name] = tar.extractfile(member).read()
+                        # bounded by the size it unpacks to, before a byte is read: a sparse
+                        # member's holes take no room in the stream but fill memory as zeros
+                        if member.size > MAX_BYTES - kept:
+                            raise _TooBig(member.name)
+                        files[member.name] = _read_member(tar.extractfile(member))
+                        kept += len(files[member.name])
                         mtimes[member.name] = float(member.mtime)
                     elif not (member.isfile() or member.isdir()):
                         skipped.append(f"{member.name}: a special file (a device or a FIFO) in "
@@ -174,6 +183,14 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
     except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise InputError(path, None, f"not a readable tar archive ({exc})") from None
     return files, mtimes, skipped
+
+
+def _read_member(fh: Any) -> bytes:
+    """A tar member's bytes, read in blocks (its size was bounded before)."""
+    parts = []
+    while block := fh.read(CHUNK):
+        parts.append(block)
+    return b"".join(parts)
 
 
 def _decompressed(raw: Any) -> Any:
@@ -208,6 +225,8 @@ def _read_folder(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[s
                 continue
             with os.fdopen(fd, "rb") as fh:
                 keep = bool(KEPT.search(rel))
+                if keep and os.fstat(fh.fileno()).st_size > MAX_BYTES - kept:
+                    raise _TooBig(rel)  # before a byte of it is read
                 sums[rel], data = _hash(fh, keep, MAX_BYTES - kept, rel)
                 mtimes[rel] = os.fstat(fh.fileno()).st_mtime
             if keep:
@@ -230,12 +249,23 @@ def _open_plain(path: Path, rel: str, skipped: list[str]) -> int | None:
     if not stat.S_ISREG(st.st_mode):
         skipped.append(f"{rel}: {what_is(st)} in the folder; not read")
         return None
+    if st.st_nlink > 1:
+        skipped.append(_hard_link(rel, st.st_nlink))
+        return None
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the lstat
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:  # swapped in since the lstat
         os.close(fd)
-        skipped.append(f"{rel}: not a regular file when opened; not read")
+        skipped.append(f"{rel}: not a regular file when opened; not read" if
+                       not stat.S_ISREG(st.st_mode) else _hard_link(rel, st.st_nlink))
         return None
     return fd
+
+
+def _hard_link(rel: str, names: int) -> str:
+    # another name of a file elsewhere (a root-only file, say), as a tar's hard link member is
+    return (f"{rel}: a file with {names} names (hard links) in the folder, so maybe one "
+            "from elsewhere; not read (links are never followed)")
 
 
 def _hash(fh: Any, keep: bool, room: int, rel: str) -> tuple[str, bytes]:
