@@ -46,3 +46,26 @@ def test_a_campaign_without_runs_renders_without_figures(tmp_path):
     assert ch.figures == {} and shown["deferred"] is None and shown["summary"] is None
     assert ch.text["place_defer_pct"] == "n/a"
     assert ch.text["reader_load_defer"].startswith("not measured here")
+
+
+def test_the_prose_follows_the_data_not_one_campaign():
+    """Which comparisons stand out and which way each mode moves are computed: the blocked
+    campaign (one survivor, DEFER_TASKRUN) and another with none read differently."""
+    import pandas as pd
+
+    from iolab.experiments.irq_affinity import page as pg
+
+    family = pd.DataFrame({"comparison": ["a", "b"], "verdict": ["significant", "not "
+                                                                   "significant"]})
+    assert pg._standout(family).endswith("1 stands out after the correction for testing them "
+                                         "together: a.")
+    family["verdict"] = "not significant"
+    assert pg._standout(family).startswith("None of the 2 comparisons")
+    effects = pd.DataFrame({"taskrun": ["default", "coop", "defer"],
+                            "verdict": ["no clear change", "no clear change", "higher"]})
+    assert pg._placement_reading(effects) == (
+        "Beside the interrupt CPUs, mean IOPS are higher with DEFER_TASKRUN; not "
+        "distinguishable from no change with the default mode and COOP_TASKRUN (each read on "
+        "its own interval).")
+    effects["verdict"] = "no clear change"
+    assert pg._placement_reading(effects).startswith("In no task-run mode")

@@ -572,8 +572,8 @@ class Chapter:
                 f"{found.n} runs measured alike differ by more than "
                 f"{found.floor * 100:.1f} % only {(1 - self.confidence) * 100:g} % of the time: "
                 "that is this campaign's noise floor. A smaller difference may still be "
-                "significant on its own points' runs, but a claim of no change is judged "
-                "against this floor. A difference of "
+                "significant on its own points' runs; a claim of no change is judged by the "
+                "margin it declares, not by this floor. A difference of "
                 f"{found.detectable * 100:.1f} % would be detected with "
                 f"{noise.POWER * 100:g} % power." + fewer + without + rule)
 

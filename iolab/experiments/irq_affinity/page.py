@@ -115,7 +115,46 @@ def performance(ch) -> None:
         else:
             T[f"place_{mode}_pct"] = T[f"place_{mode}_ci"] = "n/a"
             T[f"place_{mode}_verdict"] = "not measured here"
+    T["iops_standout"] = _standout(an.iops_family(irq, ch.confidence) if ch.have
+                                   else pd.DataFrame())
+    T["placement_reading"] = _placement_reading(effects)
     _mode_effect(ch, "iops", "coop_beside_iops")
+
+
+def _and(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _standout(family: pd.DataFrame) -> str:
+    """Which comparisons of mean IOPS survive Holm's correction, in a sentence."""
+    if family.empty:
+        return "No comparison of mean IOPS can be made from the runs stored here."
+    kept = family[family["verdict"] == "significant"]
+    if kept.empty:
+        return (f"None of the {len(family)} comparisons of mean IOPS in this chapter stands out "
+                "after the correction for testing them together.")
+    return (f"Of the {len(family)} comparisons of mean IOPS in this chapter, {len(kept)} "
+            f"stand{'s' if len(kept) == 1 else ''} out after the correction for testing them "
+            f"together: {'; '.join(kept['comparison'])}.")
+
+
+def _placement_reading(effects: pd.DataFrame) -> str:
+    """Per task-run mode, which way mean IOPS move beside the interrupt CPUs, each read on its
+    own interval."""
+    if effects.empty:
+        return "No placement effect on mean IOPS can be computed from the runs stored here."
+    said = {w: [an.MODE_NAMES[m] for m, v in zip(effects["taskrun"], effects["verdict"])
+                if v == w] for w in ("higher", "lower", "no clear change")}
+    if said["no clear change"] and not said["higher"] and not said["lower"]:
+        return ("In no task-run mode do mean IOPS beside the interrupt CPUs differ from those on "
+                "them by more than this campaign can distinguish.")
+    parts = [f"{w} with {_and(modes)}" for w, modes in
+             (("higher", said["higher"]), ("lower", said["lower"])) if modes]
+    if said["no clear change"]:
+        parts.append(f"not distinguishable from no change with {_and(said['no clear change'])}")
+    return ("Beside the interrupt CPUs, mean IOPS are " + "; ".join(parts)
+            + " (each read on its own interval).")
 
 
 def _mode_effect(ch, metric: str, key: str, placement: str = "other_cores",
@@ -272,6 +311,9 @@ def answer(ch, found: list) -> pd.DataFrame:
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = f"{100 * ch.noise_floor().floor:.1f}"
+    # a campaign run point by point has the machine's slow drift outside its spread
+    ch.text["floor_order"] = ("" if ch.spec.order == "interleaved" else
+                              ", a lower estimate, as the runs were made in sequence")
     return ch.claims_table(found, robust=ch.robust_findings(findings))
 
 
