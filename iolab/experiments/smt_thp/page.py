@@ -80,6 +80,8 @@ def _panels(ch: Chapter, rows: pd.DataFrame, summary: pd.DataFrame, x: str,
     for ax, metric in zip(axes, metrics):
         _panel(ch, ax, rows, summary, x, metric, order)
         ax.set(xlabel=xlabel or ch.axis_label(x), ylabel=ch.metric_label(metric))
+        if metric.startswith("clat_"):
+            fg.log_when_wide(ax)
     fg.thousands(axes[0])
     fg.legend_beside(fig, axes[:len(metrics)], "engine")
     for ax in axes[len(metrics):]:
