@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from iolab.core import identity, planner
+from iolab.core import identity
 from iolab.core.identity import canonical_json
 from iolab.core.repetitions import Rule
 from iolab.core.search import replay as replaymod
