@@ -120,8 +120,9 @@ def read_regular(path: Path, role: str) -> bytes | None:
 
 def append_regular(path: Path, data: bytes, role: str, mode: int = 0o666) -> None:
     """Append ``data`` to the regular file ``path`` (made with ``mode``, less the umask, when
-    nothing is there) and sync it; NotOurs for anything else at that name. Never follows a
-    link, never blocks on a FIFO, never opens a device."""
+    nothing is there) and sync it; NotOurs for anything else at that name, a file with more
+    than one name (a hard link) included. Never follows a link, never blocks on a FIFO,
+    never opens a device."""
     check_regular(path, role)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, mode)
@@ -134,6 +135,10 @@ def append_regular(path: Path, data: bytes, role: str, mode: int = 0o666) -> Non
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # swapped in since the lstat: opened, never written
             raise _refusal(Path(path), st, role)
+        if st.st_nlink > 1:  # another name elsewhere: appending would write that file too
+            raise NotOurs(path, None, f"has {st.st_nlink} names (hard links), where iolab keeps "
+                          f"{role}; it is never written", allowed="a file with this one name, "
+                          "or nothing (iolab then makes it)")
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

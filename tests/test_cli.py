@@ -347,3 +347,17 @@ def test_a_lock_holders_command_line_is_printed_as_text(tmp_path, monkeypatch):
         lock.release()
     assert code == 0 and r"iolab run \x1b]0;owned\x07" in out
     assert "\x1b" not in out + err
+
+
+def test_a_line_of_megabytes_is_printed_cut_and_says_so(capsys):
+    """A recorded string of megabytes (a host name, a stop request's reason) is printed as a
+    screenful, not whole; shorter lines and line breaks as they are."""
+    from iolab.cli.common import LINE_MOST, say
+
+    say("first\n" + "H" * 10_000_000 + "\x1b[2J\nlast")
+    out = capsys.readouterr().out
+    first, long, last = out.rstrip("\n").split("\n")
+    assert first == "first" and last == "last"
+    assert long.startswith("H" * 100) and len(long) < LINE_MOST + 100
+    assert long.endswith(f"… ({10_000_004 - LINE_MOST:,} more characters not shown)")
+    assert "\x1b" not in out

@@ -276,3 +276,14 @@ def test_a_failed_tool_is_quoted_from_both_ends_and_bounded():
     said = _said("\n".join(f"line {i} " + "x" * 1000 for i in range(1000)))
     assert said.startswith(": line 0 ") and " / ... / " in said and "line 999 " in said
     assert "line 500 " not in said and len(said) < 2000 and "\n" not in said
+
+
+def test_a_tool_that_prints_megabytes_at_version_is_recorded_cut(tmp_path):
+    from iolab.host.inventory import VERSION_MOST, _tool_versions
+
+    loud = tmp_path / "loud"
+    loud.write_text("#!/bin/sh\nprintf 'loud 1.0'; yes V | head -c 10000000 | tr -d '\\n'\n")
+    loud.chmod(0o755)
+    version = _tool_versions({"loud": [str(loud), "--version"]}, 30)["loud"]["version"]
+    assert version.startswith("loud 1.0VVV") and len(version) == VERSION_MOST
+    assert version.endswith("…")

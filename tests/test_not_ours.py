@@ -530,3 +530,41 @@ def test_a_host_record_that_is_not_a_regular_file_is_refused_in_one_line(tmp_pat
     error = result.get("error")
     assert isinstance(error, safefiles.NotOurs), result
     assert str(error).startswith(f"{campaign / 'host.json'}: is ") and "\n" not in str(error)
+
+
+def test_a_campaign_log_with_another_name_is_never_appended_to(tmp_path):
+    """A hard link at the log's name would take the campaign's events into the file it shares
+    its inode with, outside the data directory."""
+    from iolab.core.store import LOG, Store
+
+    store = Store(tmp_path / "data", "smt_thp", "kvm-2vcpu")
+    store.root.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("the user's own file\n")
+    os.link(victim, store.root / LOG)
+    with pytest.raises(safefiles.NotOurs, match="has 2 names"):
+        store.log({"event": "quarantined", "run": "r", "reason": "a test"})
+    assert victim.read_text() == "the user's own file\n"
+
+
+def test_a_run_folder_that_is_a_link_is_corrupt_never_followed(tmp_path):
+    """Every file of a run is refused when it is a link; a link in place of the whole run's
+    folder had been followed, and what it pointed to counted as a stored run."""
+    import shutil
+
+    from iolab.core.store import Store
+
+    source = Path(os.environ["IOLAB_DATA"]) / "raw" / "irq_affinity" / "xeon-2vcpu-v657"
+    if not source.is_dir():
+        pytest.skip("no committed irq_affinity/xeon-2vcpu-v657 campaign")
+    data = tmp_path / "data"
+    shutil.copytree(source, data / "raw" / "irq_affinity" / "xeon-2vcpu-v657")
+    store = Store(data, "irq_affinity", "xeon-2vcpu-v657")
+    first = store.run_folders()[0]
+    outside = tmp_path / "outside"
+    first.rename(outside)
+    first.symlink_to(outside)
+    runs, corrupt = store.scan()
+    assert first.name not in {r.run_id for r in runs} and len(runs) == 17
+    assert [c.path.name for c in corrupt] == [first.name]
+    assert "is a symbolic link to" in corrupt[0].reason and "never followed" in corrupt[0].reason

@@ -247,3 +247,20 @@ def test_a_target_removed_between_runs_stops_the_campaign_before_the_next(params
         run(camp, keep_going=True)
     assert len(stored(camp)) == 1 and reasons(camp) == []
     assert run(camp).completed == 2, "laid out anew, the campaign goes on"
+
+
+@pytest.mark.parametrize("column, value", [("fio.runtime_ms", math.nan),
+                                           ("fio.njobs", -1.0), ("fio.runtime_ms", math.inf)])
+def test_a_number_of_the_tools_own_that_no_measurement_can_be_makes_no_sample(column, value):
+    """Not only the metrics: a NaN in a column the experiment does not read (a mean latency,
+    in an experiment without one) was stored as a sample. A collector's NaN is how it says
+    it has no value, and stays one."""
+    from iolab.core import registry
+
+    exp = registry.get("smt_thp")
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "fio.bw_bytes": 4_096_000, "iops": 1000.0,
+           "fio.clat_mean_us": 50.0, "fio.njobs": 16, "fio.runtime_ms": 3000,
+           "cpufreq.mean_khz": math.nan}
+    assert exp.sample_problem(row) == ""
+    problem = exp.sample_problem({**row, column: value})
+    assert problem.startswith(f"{column} reads {value!r}, which no measurement")

@@ -188,6 +188,28 @@ def test_a_replay_output_that_is_not_a_regular_file_is_refused(tmp_path, kind, w
     assert sorted(p.name for p in path.parent.iterdir()) == [planted.name], "nothing written"
 
 
+@pytest.mark.parametrize("linked", ["derived", "derived/search_replay/cpu_search"])
+def test_a_derived_folder_that_is_a_link_is_refused(tmp_path, linked):
+    """The replays are the data directory's files: a link in place of one of its folders
+    would put them elsewhere while the command says it wrote them here."""
+    from iolab.safefiles import NotOurs
+
+    rows, info = _tiny_replay()
+    data = tmp_path / "data"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (data / linked).parent.mkdir(parents=True)
+    (data / linked).symlink_to(elsewhere)
+    path = replaymod.derived_path(data, "cpu_search", "box")
+    with pytest.raises(NotOurs, match="is a symbolic link, where iolab keeps derived files"):
+        replaymod.write(rows, info, path)
+    assert list(elsewhere.iterdir()) == []
+    # a link above the data directory is the user's own choice, and followed
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+    replaymod.write(rows, info, replaymod.derived_path(tmp_path / "link" / "other", "x", "box"))
+    assert (tmp_path / "other" / "derived" / "search_replay" / "x" / "box.csv").is_file()
+
+
 def test_wilson_interval():
     low, high = replaymod.wilson(95, 100)
     assert low == pytest.approx(0.8882, abs=1e-3) and high == pytest.approx(0.9785, abs=1e-3)

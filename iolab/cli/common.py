@@ -21,12 +21,25 @@ from iolab.errors import printable
 from iolab.paths import resolve_data_dir
 
 
+# the most characters of one line a message prints: far beyond any line iolab writes, and a
+# recorded string of megabytes (a host name, a stop request's reason) stays a screenful
+LINE_MOST = 10_000
+
+
 def say(text: str, file=None, flush: bool = False) -> None:
     """Print ``text`` with its control characters escaped but its line breaks and tabs: what
     a verb prints quotes recorded strings (a failed run's reason from a tool's stderr, a host
     name, a file's name), and an escape sequence among them must reach the terminal as text,
-    not as a command to it. What is stored stays as it was recorded."""
-    print(printable(text, keep="\n\t"), file=file or sys.stdout, flush=flush)
+    not as a command to it. A line longer than :data:`LINE_MOST` characters is cut there,
+    saying how much was left out. What is stored stays as it was recorded."""
+    print("\n".join(printable(_bounded(line), keep="\t") for line in str(text).split("\n")),
+          file=file or sys.stdout, flush=flush)
+
+
+def _bounded(line: str) -> str:
+    if len(line) <= LINE_MOST:
+        return line
+    return f"{line[:LINE_MOST]}… ({len(line) - LINE_MOST:,} more characters not shown)"
 
 
 def envs_help() -> str:

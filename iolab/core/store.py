@@ -99,6 +99,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "an unreadable target"
+
+
 def _folder(entry: os.DirEntry) -> bool:
     """A folder, or an entry that cannot be told from one (a loop of links), which is then
     reported as a corrupt run rather than stopping every command that lists the runs."""
@@ -258,6 +265,11 @@ class Store:
         run_dirs = self.run_folders()
         names = {d.name for d in run_dirs}
         for run_dir in run_dirs:
+            if run_dir.is_symlink():  # a run is a folder iolab renamed into place, never a link
+                corrupt.append(CorruptRun(run_dir, f"is a symbolic link to "
+                                          f"{_link_target(run_dir)}, not a run folder iolab "
+                                          "made; it is never followed"))
+                continue
             try:
                 doc = self._doc(run_dir)
             except UnreadableManifest as exc:

@@ -299,13 +299,22 @@ def _topology_or_error(root: SysRoot, errors: dict[str, str]) -> list[dict]:
         return []
 
 
+# the most of a tool's version text the record keeps: every real one is far shorter (60
+# characters at most in the committed records), and a tool that prints megabytes at
+# --version would otherwise make a host record, and every plan that names it, as large
+VERSION_MOST = 4096
+
+
 def _tool_versions(tools: dict[str, list[str]], timeout: float) -> dict[str, dict[str, Any]]:
-    """Each tool's {"argv", "version", "error"} (see :func:`collect_inventory`)."""
+    """Each tool's {"argv", "version", "error"} (see :func:`collect_inventory`); a version
+    longer than :data:`VERSION_MOST` characters is cut there, ending in "…"."""
     versions = {}
     for name, argv in tools.items():
         out, error = _run(argv, timeout, version=True)
-        versions[name] = {"argv": list(argv), "version": out.strip() if out else None,
-                          "error": error}
+        version = out.strip() if out else None
+        if version and len(version) > VERSION_MOST:
+            version = version[:VERSION_MOST - 1] + "…"
+        versions[name] = {"argv": list(argv), "version": version, "error": error}
     return versions
 
 

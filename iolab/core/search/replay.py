@@ -35,7 +35,7 @@ from iolab.core.search.oracle import ReplayOracle
 from iolab.core.search.params import Objective
 from iolab.core.search.strategies import VERSIONS, Space, search
 from iolab.errors import InputError
-from iolab.safefiles import check_output, replace_output
+from iolab.safefiles import NotOurs, check_output, replace_output
 
 OUTPUT = "iolab search-replay"  # who writes the derived file, for a refusal
 COMPARED = ("random", "tpe", "adaptive")
@@ -181,12 +181,27 @@ def derive(grid: Grid, seeds: Iterable[int], strategies: Iterable[str] = COMPARE
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _no_linked_folder(path: Path) -> None:
+    """NotOurs when a folder between the data directory's ``derived`` and ``path`` is a
+    symbolic link: the files are the data directory's, and a link would put them elsewhere
+    while the command says it wrote them here."""
+    parents = list(Path(path).parents)
+    names = [p.name for p in parents]
+    # only iolab's own folders: a link above the data directory is the user's to have
+    for folder in parents[:names.index("derived") + 1] if "derived" in names else []:
+        if folder.is_symlink():
+            raise NotOurs(folder, None, "is a symbolic link, where iolab keeps derived files; "
+                          "it is never followed", allowed="a folder, or nothing (iolab then "
+                          "makes it)")
+
+
 def write(rows, info: dict[str, Any], path: Path) -> None:
     """The replays as CSV and what they are as YAML beside it, each replaced whole through a
     temporary file; a link, a FIFO or a device at either name is refused (both checked
     before either is written), never followed, written into or replaced."""
     import yaml
 
+    _no_linked_folder(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     yaml_path = path.with_suffix(".yaml")
     for out in (path, yaml_path):
