@@ -8,8 +8,10 @@ killed and resumed must store what an uninterrupted one stores.
 from __future__ import annotations
 
 import itertools
+import os
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -452,3 +454,23 @@ def test_the_lab_plan_searches_and_gives_its_time_as_a_range():
     assert 0 < low < high
     swept = Campaign("cpu_search", "hpc-server", overrides={"search.strategy": "grid"}).design()
     assert high <= swept.eta_s / 10   # a tenth of the full grid's time at most
+
+
+def test_search_replay_refuses_its_outputs_before_the_replays(tmp_path, monkeypatch):
+    """A link at an output is named before minutes of replays, not after them."""
+    import shutil
+
+    from iolab.cli import main
+
+    source = Path(os.environ["IOLAB_DATA"]) / "raw" / "cpu_search" / "epyc-2vcpu-v782-grid"
+    if not source.is_dir():
+        pytest.skip("no committed cpu_search/epyc-2vcpu-v782-grid campaign")
+    data = tmp_path / "data"
+    shutil.copytree(source, data / "raw" / "cpu_search" / "epyc-2vcpu-v782-grid")
+    path = replaymod.derived_path(data, "cpu_search", "epyc-2vcpu-v782-grid")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(tmp_path / "victim")
+    monkeypatch.setattr(replaymod, "derive", lambda *a, **k: pytest.fail("replayed first"))
+    code = main(["search-replay", "cpu_search", "--env", "epyc-2vcpu-v782-grid", "--data",
+                 str(data), "--seeds", "1", "--no-progress"])
+    assert code == 2 and not (tmp_path / "victim").exists()

@@ -37,8 +37,9 @@ def cmd_search_replay(args) -> int:
     campaign = Campaign(args.experiment, args.env, data_dir=data)
     grid = replay.grid_of(campaign.plan(as_recorded=True))
     seeds = list(range(args.seeds))
-    rows = replay.derive(grid, seeds, jobs=max(1, args.jobs), progress=not args.no_progress)
     path = replay.derived_path(data, args.experiment, args.env)
+    replay.check_writable(path)  # before the replays: they take minutes
+    rows = replay.derive(grid, seeds, jobs=max(1, args.jobs), progress=not args.no_progress)
     replay.write(rows, replay.meta(grid, seeds, replay.BUDGET_SHARES, replay.COMPARED,
                                    args.experiment, args.env), path)
     print(replay.summary(rows, grid.runs).to_string(index=False))

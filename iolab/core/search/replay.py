@@ -195,17 +195,23 @@ def _no_linked_folder(path: Path) -> None:
                           "makes it)")
 
 
+def check_writable(path: Path) -> None:
+    """What :func:`write` refuses, checked before the replays are derived (minutes of work)."""
+    _no_linked_folder(path)
+    if path.parent.is_dir():  # a folder not made yet holds nothing to refuse
+        for out in (path, path.with_suffix(".yaml")):
+            check_output(out, OUTPUT)
+
+
 def write(rows, info: dict[str, Any], path: Path) -> None:
     """The replays as CSV and what they are as YAML beside it, each replaced whole through a
     temporary file; a link, a FIFO or a device at either name is refused (both checked
     before either is written), never followed, written into or replaced."""
     import yaml
 
-    _no_linked_folder(path)
+    check_writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     yaml_path = path.with_suffix(".yaml")
-    for out in (path, yaml_path):
-        check_output(out, OUTPUT)
     replace_output(path, lambda tmp: rows.to_csv(tmp, index=False, float_format="%.6g"),
                    OUTPUT)
     replace_output(yaml_path, lambda tmp: tmp.write_text(yaml.safe_dump(info, sort_keys=False)),
