@@ -568,3 +568,22 @@ def test_a_run_folder_that_is_a_link_is_corrupt_never_followed(tmp_path):
     assert first.name not in {r.run_id for r in runs} and len(runs) == 17
     assert [c.path.name for c in corrupt] == [first.name]
     assert "is a symbolic link to" in corrupt[0].reason and "never followed" in corrupt[0].reason
+
+
+def test_the_schema_check_never_reads_through_a_linked_run_folder(tmp_path):
+    import shutil
+
+    from iolab.schemas import verify as sv
+
+    source = Path(os.environ["IOLAB_DATA"]) / "raw" / "irq_affinity" / "xeon-2vcpu-v657"
+    if not source.is_dir():
+        pytest.skip("no committed irq_affinity/xeon-2vcpu-v657 campaign")
+    data = tmp_path / "data"
+    env = data / "raw" / "irq_affinity" / "xeon-2vcpu-v657"
+    shutil.copytree(source, env)
+    first = sorted((env / "runs").iterdir())[0]
+    outside = tmp_path / "outside"
+    first.rename(outside)
+    first.symlink_to(outside)
+    files = [f for f, _ in sv.raw_files(data)]
+    assert first / "run.json" not in files and len(files) == 2 + 17

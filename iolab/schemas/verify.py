@@ -132,11 +132,12 @@ def _log_problems(path: Path) -> list[InputError]:
     return out
 
 
-def _folders(parent: Path, name: str | None) -> list[Path]:
+def _folders(parent: Path, name: str | None, links: bool = True) -> list[Path]:
+    """The folders in ``parent`` (named ``name``); ``links``: also links to folders."""
     if not parent.is_dir():
         return []
-    return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")
-                  and (name is None or p.name == name))
+    return sorted(p for p in parent.iterdir() if p.is_dir() and (links or not p.is_symlink())
+                  and not p.name.startswith(".") and (name is None or p.name == name))
 
 
 def raw_files(data_dir: Path, experiment: str | None = None,
@@ -150,7 +151,8 @@ def raw_files(data_dir: Path, experiment: str | None = None,
             if os.path.lexists(env_dir / store.LOG):
                 yield env_dir / store.LOG, "campaign-log.schema.json"
             for kind in ("runs", "failed"):
-                for run_dir in _folders(env_dir / kind, None):
+                # a run folder that is a link is never followed: the store calls it corrupt
+                for run_dir in _folders(env_dir / kind, None, links=False):
                     if os.path.lexists(run_dir / manifest.FILE):
                         yield run_dir / manifest.FILE, "run.schema.json"
 
