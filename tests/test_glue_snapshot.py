@@ -49,3 +49,11 @@ def test_a_committed_page_that_is_gone_fails():
     now = {page: values for page, values in SNAPSHOT.items() if page != PAGE}
     differ, _ = compare_glue(SNAPSHOT, now)
     assert len(differ) == len(SNAPSHOT[PAGE]) and all(d.endswith("-> None") for d in differ)
+
+
+def test_no_glued_text_is_empty():
+    """An empty glued text is an empty element in the built page, which the browser test
+    reports as unfilled glue: a sentence that has nothing to say here glues its alternative."""
+    empty = [f"{page} {key}" for page, values in SNAPSHOT.items()
+             for key, value in values.items() if value in ("''", '""')]
+    assert not empty, empty

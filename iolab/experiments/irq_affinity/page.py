@@ -311,9 +311,10 @@ def answer(ch, found: list) -> pd.DataFrame:
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = f"{100 * ch.noise_floor().floor:.1f}"
-    # a campaign run point by point has the machine's slow drift outside its spread
-    ch.text["floor_order"] = ("" if ch.spec.order == "interleaved" else
-                              ", a lower estimate, as the runs were made in sequence")
+        # a campaign run point by point has the machine's slow drift outside its spread
+        ch.text["floor_words"] = ch.text["floor_pct"] + " %" + (
+            "" if ch.spec.order == "interleaved" else
+            ", a lower estimate, as the runs were made in sequence")
     return ch.claims_table(found, robust=ch.robust_findings(findings))
 
 
