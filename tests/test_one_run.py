@@ -196,6 +196,17 @@ def test_which_rates_are_set_against_each_other_and_against_the_ceilings(demo):
         "measure does (1e+13 bytes per second)")
 
 
+def test_a_rate_that_rounds_to_nothing_beside_bytes_moved_makes_no_sample(demo):
+    """1e-300 operations per second beside 300 MB/s escaped the rule for exactly 0: it is an
+    operation of astronomical size."""
+    row = {"run.tool": "fio", "fio.iops": 1e-300, "fio.bw_bytes": 308096127, "fio.mibs": 293.8,
+           "iops": 1e-300}
+    assert "bytes per operation, which no operation here moves" in demo.sample_problem(row)
+    # a GPU copy of 256 MiB, once a second, is one
+    assert demo.sample_problem({**row, "fio.iops": 1.0, "fio.bw_bytes": 2**28,
+                                "fio.mibs": 256.0, "iops": 1.0}) == ""
+
+
 def test_every_adapters_rates_have_a_unit_of_rate():
     for adapter in tool_registry.ADAPTERS.values():
         assert set(adapter.rates.values()) <= set(PER_S), adapter.name
@@ -264,3 +275,28 @@ def test_a_number_of_the_tools_own_that_no_measurement_can_be_makes_no_sample(co
     assert exp.sample_problem(row) == ""
     problem = exp.sample_problem({**row, column: value})
     assert problem.startswith(f"{column} reads {value!r}, which no measurement")
+
+
+def test_an_output_left_as_a_link_to_dev_zero_fails_the_run_unread(campaign, fake_fio):
+    """Read through the link, /dev/zero filled the memory until the kernel killed iolab."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, "devzero", 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [reason] = reasons(camp)
+    assert reason == ("the run left 'fio.json' as a symbolic link to /dev/zero, not a regular "
+                      "file; it is never read")
+
+
+def test_a_detached_child_of_the_tool_is_ended_before_the_run_is_sealed(campaign, fake_fio):
+    """A child that outlived fio appended to the stored report after the run was sealed,
+    which made the run corrupt."""
+    import time
+
+    camp = campaign("data")
+    fake_fio(camp, {1: ["late", 1000, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 3 and not result.failed
+    time.sleep(2.5)  # past the child's write, had it lived
+    runs, corrupt = camp.store.scan(rehash=True)
+    assert len(runs) == 3 and not corrupt

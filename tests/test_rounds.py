@@ -11,8 +11,10 @@ Other tests script faults with it too (tests/test_one_run.py, tests/test_cli.py)
 its target file (``--filename``) and makes a new one of the same size, as fio does for a file
 that is gone, and then reports 1000 IOPS; ``"garble"``, one that fails with terminal escape
 sequences (clear the screen, set the window's title) on its stderr; ``"shout"``, one that
-fails after a 10 MB line on its stderr; an object, fields of the report's read section written
-as they are (``{"iops": 10**400}``, an integer literal no float holds).
+fails after a 10 MB line on its stderr; ``"devzero"``, one that leaves its report as a link
+to /dev/zero; ``"late"``, one whose detached child appends to the report after fio exits; an
+object, fields of the report's read section written as they are (``{"iops": 10**400}``, an
+integer literal no float holds).
 """
 
 from __future__ import annotations
@@ -76,12 +78,25 @@ FAKE_FIO = textwrap.dedent("""\
         with open(target, "wb") as made:
             made.write(os.urandom(size))
         value = 1000
+    out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--output="))
+    if value == "devzero":
+        os.symlink("/dev/zero", out)
+        sys.exit(0)
+    if value == "late":  # a detached child that appends to the report after fio has exited
+        report = json.load(open({fixture!r}))
+        json.dump(report, open(out, "w"))
+        if os.fork() == 0:
+            os.setsid()
+            import time
+            time.sleep(1.5)
+            open(out, "a").write(" ")
+            os._exit(0)
+        sys.exit(0)
     report = json.load(open({fixture!r}))
     if isinstance(value, dict):  # fields of the report's read section, as they are
         report["jobs"][0]["read"].update(value)
     else:
         report["jobs"][0]["read"]["iops"] = float(value)
-    out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--output="))
     json.dump(report, open(out, "w"))
 """)
 

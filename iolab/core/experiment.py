@@ -79,6 +79,10 @@ PER_S = {"op/s": 1.0, "B/s": 1.0, "MiB/s": 2.0**20, "GB/s": 1e9}
 # bytes at least) would be under 0.005 MiB/s where they move 0.49 MiB/s or more.
 ZERO_OPERATIONS_BESIDE_BYTES_PER_S = 2.0**20
 ZERO_BYTES_BESIDE_OPERATIONS_PER_S = 1000.0
+# The most bytes one operation moves: the largest here is a GPU copy of 256 MiB; a report of
+# 1e-300 operations per second beside 300 MB/s (a rate that rounds to nothing, which the rule
+# for 0 missed) implies operations of astronomical size
+MAX_BYTES_PER_OPERATION = 2.0**34
 
 
 @dataclass(frozen=True)
@@ -339,6 +343,14 @@ class Experiment:
                 unit, value = own[moving]
                 return (f"{self._named(zero)} reads 0 {own[zero][0]} while "
                         f"{self._named(moving)} reads {value:g} {unit}: {why}")
+        for op in ops:
+            for column in moved:
+                count, size = own[op][1], own[column][1] * PER_S[own[column][0]]
+                if count > 0 and size / count > MAX_BYTES_PER_OPERATION:
+                    return (f"{self._named(op)} reads {count:g} op/s beside "
+                            f"{self._named(column)} at {own[column][1]:g} {own[column][0]}: "
+                            f"more than {MAX_BYTES_PER_OPERATION:.3g} bytes per operation, "
+                            "which no operation here moves")
         return ""
 
     def code_files(self) -> list[Path]:

@@ -376,7 +376,9 @@ class Store:
         """sha256 and size of every raw file of a run folder."""
         files = {}
         for f in sorted(folder.iterdir()):
-            if f.is_file() and f.name != mf.FILE and not f.name.startswith("."):
+            # a link is never followed (a failed run may hold one its tool left)
+            if f.is_file() and not f.is_symlink() and f.name != mf.FILE \
+                    and not f.name.startswith("."):
                 files[f.name] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
         return files
 

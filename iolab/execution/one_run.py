@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import os
 import select
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from iolab.execution.signals import Signals, kill_group
 from iolab.host import scratch, slurm
 from iolab.host.journal import KnobSession
 from iolab.host.scratch import ScratchFile
+from iolab.safefiles import what_is
 from iolab.tools.base import cpu_mask
 
 
@@ -93,6 +95,30 @@ def _in_run(exc: OSError, tmp: Path) -> str:
 
 
 TAIL_BYTES = 64 * 1024  # of a tool's stderr read for its last lines: it may be gigabytes
+
+
+# the most bytes one output file of a run may hold before it is read: the committed runs'
+# largest is 22 KB, a 110 MB report parses in seconds; a file of gigabytes is no report
+OUTPUT_MOST = 1 << 30
+
+
+def _not_regular_output(tmp: Path) -> str:
+    """Why the run folder's files cannot be read as the tool's output ("" when they can):
+    one is a link (to /dev/zero, read without end), a FIFO or a device, or holds more than
+    :data:`OUTPUT_MOST` bytes. Such a file is never opened."""
+    with os.scandir(tmp) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                target = f" to {os.readlink(entry.path)}" if stat.S_ISLNK(st.st_mode) else ""
+                return (f"the run left {entry.name!r} as {what_is(st)}{target}, not a regular "
+                        "file; it is never read")
+            if st.st_size > OUTPUT_MOST:
+                return (f"the run left {entry.name!r} of {st.st_size:,} bytes, more than the "
+                        f"{OUTPUT_MOST:,} an output may hold; it is not read")
+    return ""
 
 
 def _tail(path: Path, n: int = 5) -> str:
@@ -252,6 +278,9 @@ class RunMaker:
         is missing or unreadable, cannot be parsed, reports a problem, or gives a metric of
         the experiment that no measurement can have (``Experiment.sample_problem``). Only a
         run that passes is committed, so the tidy table never meets it."""
+        odd = _not_regular_output(tmp)
+        if odd:
+            return {}, odd
         try:
             metrics = adapter.parse(tmp)
             if metrics.get("problem"):
@@ -303,6 +332,9 @@ class RunMaker:
                 if self.signals.now is not None:  # the handler killed the driver's group
                     self.end_driver(tmp)
                     self.signals.check()
+                # a process of the run's tree that outlived the tool (a detached child) would
+                # write into the run folder after it is sealed: it is ended first
+                procs.end(procs.find(run=str(tmp)))
                 disturbed = watch.finish()
                 if disturbed and not reason:
                     reason = disturbance.reason(disturbed)
