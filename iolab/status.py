@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from iolab.core import registry
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, printable
 
 
 def stores(data_dir: Path, experiment: str | None = None, env: str | None = None):
@@ -56,8 +56,8 @@ def _campaign_lines(exp: str, env: str, store, data_dir: Path) -> Iterator[str]:
         runs, corrupt = store.scan()
         yield (f"{exp}/{env}: {len(runs)} complete, {len(corrupt)} corrupt, "
                f"{len(store.failed_runs())} failed, {len(store.stale_tmp_dirs())} "
-               f"interrupted; host {host.get('hostname', '?')} fingerprint "
-               f"{host.get('fingerprint', '?')}")
+               f"interrupted; host {printable(str(host.get('hostname', '?')))} fingerprint "
+               f"{printable(str(host.get('fingerprint', '?')))}")
         for c in corrupt:
             yield f"  corrupt: {c.describe()}"
         for line in _rule_lines(exp, env, data_dir):

@@ -331,6 +331,11 @@ def test_status_prints_a_recorded_host_name_as_text(garbled):
     code, out, err = run(["status", "--data", str(camp.data_dir)])
     assert code == 0 and r"host \x1b]0;owned\x07node fingerprint" in out
     assert "\x1b" not in out + err
+    # a line break in it would print a line of its own
+    camp.store.host_path.write_text(json.dumps({**host, "hostname": "vm\nFAKE: all intact"}))
+    code, out, err = run(["status", "--data", str(camp.data_dir)])
+    assert code == 0 and r"host vm\nFAKE: all intact fingerprint" in out
+    assert not any(line.startswith("FAKE") for line in out.splitlines())
 
 
 def test_a_lock_holders_command_line_is_printed_as_text(tmp_path, monkeypatch):

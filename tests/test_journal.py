@@ -289,6 +289,20 @@ def test_unknown_knob_in_journal_keeps_it(host):
     assert journal.exists()
 
 
+def test_a_journals_fields_print_no_line_of_their_own(host):
+    """The journal is a file: a line break in its pid, time or a knob's name would print a
+    line ('restored all') among restore's own."""
+    knobs, journal = host
+    journal.parent.mkdir(parents=True)
+    journal.write_text(json.dumps({"schema_version": 1, "pid": "1\nFAKE: restored all",
+                                   "started_at": "t\nFAKE", "changes": [
+                                       {"knob": "x\nFAKE: restored thp", "before": 0}]}))
+    with pytest.raises(IolabError) as info:
+        restore_from_journal(journal, knobs)
+    assert not any(line.startswith("FAKE") for line in str(info.value).splitlines())
+    assert r"x\nFAKE: restored thp: no such knob" in str(info.value)
+
+
 def test_states_reads_every_knob(fake_sysroot):
     recorded = states(make_knobs(fake_sysroot(cpufreq=False, turbo=None, smt="notsupported")))
     assert recorded["thp"] == "madvise"

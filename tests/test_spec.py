@@ -255,3 +255,15 @@ def test_a_later_set_of_the_same_key_wins_and_a_where_twice_is_refused():
         "ramp_s": 0, "runtime_s": 30}
     with pytest.raises(InputError, match="is given twice"):
         parse_assignments(["engine=psync", "engine=io_uring"], "--where")
+
+
+def test_a_number_python_will_not_read_is_a_yaml_error_not_a_crash():
+    """An integer of more than 4,300 digits in a params file, --set or --where raised
+    ValueError, an internal error with exit 70."""
+    import yaml
+
+    from iolab.core.spec import load_yaml
+
+    with pytest.raises(yaml.YAMLError, match="a number that cannot be read"):
+        load_yaml("runtime_s: " + "9" * 5000)
+    assert load_yaml("runtime_s: " + "9" * 4000)["runtime_s"] == int("9" * 4000)

@@ -249,8 +249,12 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 
 def load_yaml(text: str) -> Any:
-    """YAML as params files and ``--set`` values are read: safe, no key twice."""
-    return yaml.load(text, Loader=_StrictLoader)
+    """YAML as params files and ``--set`` values are read: safe, no key twice, and a number
+    Python will not read (an integer of more than 4,300 digits) a YAMLError, not a crash."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except ValueError as exc:  # int() of a run of digits beyond sys.get_int_max_str_digits
+        raise yaml.YAMLError(f"a number that cannot be read: {str(exc)[:120]}") from None
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab.durable import fsync_dir, write_json_atomic
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, printable
 from iolab.host.knobs import Knob
 from iolab.procs import boot_id, start_ticks
 from iolab.safefiles import STATE_MODE, NotOurs, check_regular, read_regular
@@ -300,13 +300,17 @@ def restore_from_journal(journal_path: Path, knobs: dict[str, Knob],
         for change in journal["changes"]:
             if change["knob"] in knobs:
                 claim(knobs[change["knob"]])
-    lines = [f"journal {path}: written by pid {journal.get('pid')} at "
-             f"{journal.get('started_at')}, {len(journal['changes'])} knob(s) changed"]
+    # the journal's fields are read from a file: a line break in one would print a line of
+    # its own ("restored all") among these
+    lines = [f"journal {path}: written by pid {printable(str(journal.get('pid')))} at "
+             f"{printable(str(journal.get('started_at')))}, {len(journal['changes'])} knob(s) "
+             "changed"]
     failures = []
     for change in reversed(journal["changes"]):
         knob = knobs.get(change["knob"])
         if knob is None:
-            failures.append(f"{change['knob']}: no such knob here (allowed: {', '.join(knobs)})")
+            failures.append(f"{printable(str(change['knob']))}: no such knob here (allowed: "
+                            f"{', '.join(knobs)})")
             continue
         ok, line = _restore_one(knob, change["before"])
         (lines if ok else failures).append(line)
