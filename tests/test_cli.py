@@ -366,3 +366,10 @@ def test_a_line_of_megabytes_is_printed_cut_and_says_so(capsys):
     assert long.startswith("H" * 100) and len(long) < LINE_MOST + 100
     assert long.endswith(f"… ({10_000_004 - LINE_MOST:,} more characters not shown)")
     assert "\x1b" not in out
+
+
+def test_a_bad_experiments_variable_is_one_line_not_a_traceback(monkeypatch, capsys):
+    monkeypatch.setenv("IOLAB_EXPERIMENTS", "nosuchmod_for_this_test")
+    code, out, err = run(["plan", "smt_thp", "--env", "kvm-2vcpu"])
+    assert code == 2 and err.startswith("iolab: error: $IOLAB_EXPERIMENTS")
+    assert "Traceback" not in err and len(err.splitlines()) == 1

@@ -457,6 +457,16 @@ def test_a_file_with_other_names_in_a_folder_is_never_read(tmp_path):
     assert holds_secret(tmp_path / "data") == []
 
 
+def test_a_file_name_that_is_not_utf8_in_a_folder_is_no_crash(tmp_path):
+    """An odd name among the folder's files (bytes \\xff\\xfe) was an internal error."""
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    odd = os.path.join(os.fsencode(folder / "003_run"), b"\xff\xfe-bad.out")
+    with open(odd, "wb") as fh:
+        fh.write(b"not a command's output\n")
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert report.imported >= 1
+
+
 def test_link_members_of_a_tar_are_never_followed(tmp_path):
     folder = make_cijoe(tmp_path / "src", orphan=False)
     target = secret(tmp_path)

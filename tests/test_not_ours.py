@@ -587,3 +587,21 @@ def test_the_schema_check_never_reads_through_a_linked_run_folder(tmp_path):
     first.symlink_to(outside)
     files = [f for f, _ in sv.raw_files(data)]
     assert first / "run.json" not in files and len(files) == 2 + 17
+
+
+@pytest.mark.parametrize("change, key", [({"tools": {"fio": "fio-3.33"}}, "tools.fio"),
+                                         ({"tools": ["fio"]}, "tools"), ({"cpu": "x"}, "cpu")])
+def test_a_host_record_of_another_shape_is_named_in_one_line(tmp_path, change, key):
+    """A tool's entry as a string had been an internal error where the fingerprint reads it."""
+    import json as json_
+
+    from iolab.core.store import Store
+    from iolab.errors import InputError
+
+    store = Store(tmp_path / "data", "smt_thp", "kvm-2vcpu")
+    store.root.mkdir(parents=True)
+    store.host_path.write_text(json_.dumps({"hostname": "vm", "cpu": {}, "tools": {},
+                                            **change}))
+    with pytest.raises(InputError) as info:
+        store.read_host()
+    assert info.value.key == key and "\n" not in str(info.value)

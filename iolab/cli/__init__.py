@@ -93,7 +93,12 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: a bug of iolab's, not the user'
 def _main(argv: list[str] | None) -> int:
     from iolab.core.datadir import from_os_error
 
-    args = make_parser().parse_args(argv)
+    try:
+        parser = make_parser()  # it imports the experiments $IOLAB_EXPERIMENTS names
+    except IolabError as exc:
+        say(f"iolab: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     elsewhere = paths.foreign_checkout()
     if elsewhere is not None:
         print(f"iolab: warning: this is the iolab of {paths.REPO_ROOT}, not of the checkout "

@@ -183,6 +183,18 @@ class Store:
         if not isinstance(doc, dict):
             raise InputError(self.host_path, None, "is not a JSON object, so not a host record; "
                              "restore it from git or move the campaign away")
+        # the fingerprint is read from these: a field of another shape is named here, in one
+        # line, rather than failing where it is read
+        for key in ("cpu", "tools"):
+            if not isinstance(doc.get(key, {}), (dict, type(None))):
+                raise InputError(self.host_path, key, "is not a JSON object", allowed="the "
+                                 "mapping iolab records; restore the file from git or move the "
+                                 "campaign away")
+        for name, tool in (doc.get("tools") or {}).items():
+            if not isinstance(tool, (dict, type(None))):
+                raise InputError(self.host_path, f"tools.{name}", "is not a JSON object",
+                                 allowed="{argv, version, error} as iolab records it; restore "
+                                 "the file from git or move the campaign away")
         return doc
 
     def check_or_record_host(self, inventory: dict[str, Any], fingerprint: str,

@@ -234,7 +234,8 @@ def _read_folder(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[s
                 kept += len(data)
     digest = hashlib.sha256()
     for rel in sorted(sums):
-        digest.update(f"{rel}\0{sums[rel]}\n".encode())
+        # a name that is not UTF-8 (bytes kept as surrogates) is hashed as its bytes
+        digest.update(f"{rel}\0{sums[rel]}\n".encode("utf-8", "surrogateescape"))
     return files, {k: v for k, v in mtimes.items() if k in files}, skipped, digest.hexdigest()
 
 
