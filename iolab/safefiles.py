@@ -188,6 +188,30 @@ def make_folders(path: Path, mode: int = FOLDER_MODE) -> Path:
     return path
 
 
+def linked_folder(folder: Path, depth: int = 1) -> Path | None:
+    """The first of ``folder`` and its ``depth - 1`` parents that is a symbolic link (None
+    when none is): the folders of a data directory are iolab's, and a link in place of one
+    would put what iolab writes there somewhere else."""
+    for part in [Path(folder), *Path(folder).parents][:depth]:
+        if part.is_symlink():
+            return part
+    return None
+
+
+def own_folder(folder: Path, role: str, depth: int = 1) -> Path:
+    """``folder``, made with its parents if missing; NotOurs when it, or one of its ``depth -
+    1`` parents, is a link (never followed: what iolab writes there would land elsewhere)."""
+    linked = linked_folder(folder, depth)
+    if linked is None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        linked = linked_folder(folder, depth)  # one put there since
+    if linked is not None:
+        raise NotOurs(linked, None, f"is a symbolic link to {os.readlink(linked)}, where iolab "
+                      f"keeps {role}; it is never followed", allowed="a folder, or nothing "
+                      "(iolab then makes it)")
+    return Path(folder)
+
+
 def state_folder(path: Path) -> Path:
     """The state folder ``path``, made (each missing part 0700) if need be, and checked to be
     one that only this user (or root) can write into (module docstring); NotOurs if not."""

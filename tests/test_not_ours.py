@@ -605,3 +605,34 @@ def test_a_host_record_of_another_shape_is_named_in_one_line(tmp_path, change, k
     with pytest.raises(InputError) as info:
         store.read_host()
     assert info.value.key == key and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("folder", ["failed", "partial", "runs"])
+def test_a_store_folder_that_is_a_link_is_never_written_through(tmp_path, folder):
+    """failed/ as a link had taken a failed run's record outside the data directory."""
+    from iolab.core.store import Store
+
+    store = Store(tmp_path / "data", "smt_thp", "kvm-2vcpu")
+    store.root.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store.root / folder).symlink_to(elsewhere)
+    with pytest.raises(safefiles.NotOurs, match="is a symbolic link to .*it is never followed"):
+        safefiles.own_folder(store.root / folder, "a test")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_cache_folder_that_is_a_link_is_left_and_the_table_built(tmp_path):
+    from iolab.core import tidy
+
+    data = tmp_path / "data"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    data.mkdir()
+    (data / "cache").symlink_to(elsewhere)
+    import pandas as pd
+
+    cache = tidy._Cache(tidy.cache_path(data, "smt_thp", "kvm-2vcpu"))
+    assert cache.write(pd.DataFrame({"a": [1]}), "digest") is False
+    cache.write_stamp("stamp")
+    assert list(elsewhere.rglob("*")) == []

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.durable import write_atomic
-from iolab.safefiles import NotOurs, open_regular, read_regular, what_is
+from iolab.safefiles import NotOurs, linked_folder, open_regular, read_regular, what_is
 
 CACHE_VERSION = 1
 _ROLE = "the cache of verified files"
@@ -133,6 +133,8 @@ class Checker:
                                           for key, stamp in self._new.items())):
             return
         kept = {k: v for k, v in self._old.items() if k not in self._bad}
+        if linked_folder(self.cache_path.parent, 3) is not None:  # cache/, verified/, <exp>/
+            return  # a link is never followed: the files are verified again next time
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             # through a temporary file only this call made: a link put beside it is not followed

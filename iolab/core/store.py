@@ -47,7 +47,7 @@ from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError
 from iolab.paths import check_name
-from iolab.safefiles import append_regular, read_regular
+from iolab.safefiles import append_regular, own_folder, read_regular
 
 TMP_PREFIX = ".tmp-"
 LOG = "campaign-log.jsonl"
@@ -365,7 +365,7 @@ class Store:
         return lines
 
     def _move_aside(self, folder: Path, kind: str) -> str:
-        self.partial_dir.mkdir(parents=True, exist_ok=True)
+        own_folder(self.partial_dir, "runs set aside")
         dest = self.partial_dir / f"{folder.name.lstrip('.')}@{_stamp()}"
         os.rename(folder, dest)
         return (f"moved {kind} {folder} to {dest} (kept there, never deleted); the next "
@@ -373,7 +373,7 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
     def begin(self, run_id: str) -> Path:
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        own_folder(self.runs_dir, "the stored runs")
         tmp = self.runs_dir / f"{TMP_PREFIX}{run_id}-{os.getpid()}"
         if any(t == tmp for t, _ in self._pending or []):
             raise IolabError(f"{self.runs_dir / run_id}: a run with this id is already stored "
@@ -436,7 +436,7 @@ class Store:
         return final
 
     def commit_failed(self, tmp: Path, manifest: RunManifest) -> Path:
-        self.failed_dir.mkdir(parents=True, exist_ok=True)
+        own_folder(self.failed_dir, "the failed runs")
         dest = self.failed_dir / f"{manifest.run_id}@{_stamp()}"
         self._finish(tmp, manifest, "failed", dest)
         return dest

@@ -42,7 +42,7 @@ from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.durable import write_atomic
 from iolab.errors import IolabError
-from iolab.safefiles import NotOurs, check_regular, read_regular
+from iolab.safefiles import NotOurs, check_regular, linked_folder, read_regular
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -207,6 +207,8 @@ class _Cache:
 
     def write(self, frame: pd.DataFrame, digest: str) -> bool:
         """Cache ``frame`` as the table of ``digest``; whether the cache now holds it."""
+        if linked_folder(self.path.parent, 3) is not None:  # cache/, tidy/, <experiment>/
+            return False  # a link is never followed: the table is built without a cache
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _remove(self.digest_path)  # the old digest must not vouch for a table being replaced
@@ -222,6 +224,8 @@ class _Cache:
             return False  # without its current digest, a cache is never read
 
     def write_stamp(self, stamp: str) -> None:
+        if linked_folder(self.stat_path.parent, 3) is not None:
+            return
         try:
             write_atomic(self.stat_path, stamp.encode())
         except OSError:
