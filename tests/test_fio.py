@@ -69,3 +69,14 @@ def test_a_real_run_writes_parseable_json_plus_and_takes_arguments_literally(tmp
     assert (r["njobs"], r["error"], r["direction"]) == (1, 0, "read")
     assert r["read_total_ios"] > 0 and r["read_io_bytes"] == 4096 * r["read_total_ios"]
     assert 400 <= r["runtime_ms"] <= 1000
+
+
+def test_a_key_given_twice_is_no_report_of_fios():
+    """json keeps the last of two keys silently: a second 'iops' of 999 beside the bandwidth
+    of 75,000 reads a second had been stored as the measurement."""
+    from iolab.errors import ParseError
+    from iolab.parsers.fio import parse_fio_json
+
+    text = '{"fio version": "fio-3.33", "jobs": [{"read": {"iops": 75218.0, "iops": 999}}]}'
+    with pytest.raises(ParseError, match="key 'iops' is given twice in one object"):
+        parse_fio_json(text, "fio.json")
