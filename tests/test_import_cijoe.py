@@ -467,6 +467,19 @@ def test_a_file_name_that_is_not_utf8_in_a_folder_is_no_crash(tmp_path):
     assert report.imported >= 1
 
 
+def test_an_imported_campaign_passes_the_schema_check(tmp_path):
+    """Its host record is the archive's, checked against its own schema; against a live
+    inventory's, every import had made 'iolab verify' fail."""
+    from iolab.schemas import verify as sv
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    hosts = [(p, s) for p, s in sv.raw_files(tmp_path / "data") if p.name == "host.json"]
+    assert [s for _, s in hosts] == ["host-imported.schema.json"]
+    checked = sv.verify(tmp_path / "data", "aisio-mini")
+    assert [str(p) for p in checked.problems if "host.json" in str(p)] == []
+
+
 def test_link_members_of_a_tar_are_never_followed(tmp_path):
     folder = make_cijoe(tmp_path / "src", orphan=False)
     target = secret(tmp_path)

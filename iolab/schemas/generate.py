@@ -3,7 +3,8 @@
 One schema per document kind, each made from what the writer or reader of the file uses:
 
 - ``run.schema.json``: ``runs/<run id>/run.json``, from ``iolab.core.manifest``
-- ``host.schema.json``: ``host.json``, from ``iolab.host.inventory.FIELDS``
+- ``host.schema.json``: ``host.json``, from ``iolab.host.inventory.FIELDS``; and
+  ``host-imported.schema.json``: the ``host.json`` of a campaign imported from a CIJOE archive
 - ``campaign-log.schema.json``: one line of ``campaign-log.jsonl``, from
   ``iolab.core.store.LOG_EVENTS``
 - ``build-record.schema.json``: the book's ``_build/.iolab-fresh.json``, from
@@ -130,6 +131,38 @@ def host_schema() -> dict[str, Any]:
                     inventory.SCHEMA_VERSION, body)
 
 
+# host.json of a campaign imported from a CIJOE archive (iolab.importers.cijoe.host_extras):
+# what the archive says of its host, which is less than a live inventory
+IMPORTED_HOST = {
+    "schema_version": (("integer",), "the record's version"),
+    "source": (("string",), "where the record comes from: an imported archive"),
+    "hostname": (("string", "null"), "the host's name (CIJOE does not record it)"),
+    "archive": (("string",), "the archive's file name"),
+    "archive_sha256": (("string",), "the archive's sha256"),
+    "imported_at": (("string",), "when it was imported (UTC)"),
+    "cpu": (("object", "null"), "model, logical CPUs and threads per core, where lscpu says"),
+    "topology": (("array", "null"), "lscpu -e's rows: CPU, core, socket, node"),
+    "lscpu_e": (("string", "null"), "lscpu -e's text as the archive holds it"),
+    "os": (("object", "string", "null"), "the OS the archive's config names"),
+    "devices": (("array", "object", "null"), "the devices the archive's config names"),
+    "software": (("object", "null"), "software versions the archive's config names"),
+    "fingerprint": (("string",), "the sha256 (16 hex digits) of its source, CPU and topology"),
+}
+
+
+def imported_host_schema() -> dict[str, Any]:
+    from iolab.importers.cijoe.host_extras import SOURCE
+
+    props = {name: {**_types(kinds), "description": text}
+             for name, (kinds, text) in IMPORTED_HOST.items()}
+    props["source"]["const"] = SOURCE
+    body = {"type": "object", "properties": props, "required": list(IMPORTED_HOST),
+            "additionalProperties": False}
+    return document("host-imported", "iolab host record of an imported campaign (host.json)",
+                    "The host of a campaign imported from a CIJOE archive, as far as the "
+                    "archive says: its CPU topology, OS, devices and software.", 1, body)
+
+
 def _types(kinds: tuple[str, ...]) -> dict[str, Any]:
     return {"type": list(kinds) if len(kinds) > 1 else kinds[0]}
 
@@ -178,6 +211,7 @@ def experiment_schema(experiment: Any) -> dict[str, Any]:
 def all_schemas() -> dict[str, dict[str, Any]]:
     """{file name: schema} of every published schema."""
     out = {"run.schema.json": run_schema(), "host.schema.json": host_schema(),
+           "host-imported.schema.json": imported_host_schema(),
            "campaign-log.schema.json": log_schema(),
            "build-record.schema.json": build_record_schema()}
     for experiment in registry.all_experiments():

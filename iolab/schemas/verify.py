@@ -31,7 +31,7 @@ from jsonschema.exceptions import ValidationError
 from iolab.core import manifest, store
 from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.errors import InputError
+from iolab.errors import InputError, IolabError
 from iolab.paths import shown
 from iolab.safefiles import read_regular
 from iolab.schemas import SCHEMA_DIR
@@ -140,6 +140,19 @@ def _folders(parent: Path, name: str | None, links: bool = True) -> list[Path]:
                   and not p.name.startswith(".") and (name is None or p.name == name))
 
 
+def _host_schema(path: Path) -> str:
+    """The schema of a host record: an imported campaign's says where it comes from."""
+    from iolab.importers.cijoe.host_extras import SOURCE
+
+    try:
+        raw = read_regular(path, "the campaign's host record")
+        doc = json.loads(raw) if raw else None
+    except (OSError, ValueError, IolabError):
+        doc = None  # the check reads it again and says what is wrong
+    imported = isinstance(doc, dict) and doc.get("source") == SOURCE
+    return "host-imported.schema.json" if imported else "host.schema.json"
+
+
 def raw_files(data_dir: Path, experiment: str | None = None,
               env: str | None = None) -> Iterator[tuple[Path, str]]:
     """(file, the schema it follows) of every stored file that has one, in a fixed order."""
@@ -147,7 +160,7 @@ def raw_files(data_dir: Path, experiment: str | None = None,
         for env_dir in _folders(exp_dir, env):
             # lexists: a link there (to nowhere too) is checked, and refused, not skipped
             if os.path.lexists(env_dir / "host.json"):
-                yield env_dir / "host.json", "host.schema.json"
+                yield env_dir / "host.json", _host_schema(env_dir / "host.json")
             if os.path.lexists(env_dir / store.LOG):
                 yield env_dir / store.LOG, "campaign-log.schema.json"
             for kind in ("runs", "failed"):
