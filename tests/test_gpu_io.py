@@ -174,12 +174,12 @@ def test_an_import_never_blocks_the_experiments_own_campaign(archive):
     the host that runs it, before or after an import."""
     path, data = archive
     store = Campaign("pcie_saturation", "hpc-server", data_dir=data).store
-    store.check_or_record_host({"cpu": "lab"}, "lab-fingerprint", [])
+    store.check_or_record_host({"cpu": {"model_name": "lab"}}, "lab-fingerprint", [])
     import_archive(path, "pcie_saturation", "hpc-server", data, progress=False)
     assert store.read_host()["fingerprint"] == "lab-fingerprint"
     extra = json.loads((store.root / "extras" / "mini" / "host.json").read_text())
     assert extra["source"] == "aisio-cijoe-import" and extra["fingerprint"]
-    store.check_or_record_host({"cpu": "lab"}, "lab-fingerprint", [])  # still this host's
+    store.check_or_record_host({"cpu": {"model_name": "lab"}}, "lab-fingerprint", [])  # still this host's
 
 
 def test_import_leaves_out_runs_whose_data_stayed_in_host_memory(tmp_path):
