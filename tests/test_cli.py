@@ -369,7 +369,14 @@ def test_a_line_of_megabytes_is_printed_cut_and_says_so(capsys):
 
 
 def test_a_bad_experiments_variable_is_one_line_not_a_traceback(monkeypatch, capsys):
+    from iolab.core import registry
+
     monkeypatch.setenv("IOLAB_EXPERIMENTS", "nosuchmod_for_this_test")
-    code, out, err = run(["plan", "smt_thp", "--env", "kvm-2vcpu"])
+    registry.reload()  # as a new process finds it: the session's registry is filled already
+    try:
+        code, out, err = run(["plan", "smt_thp", "--env", "kvm-2vcpu"])
+    finally:
+        monkeypatch.delenv("IOLAB_EXPERIMENTS")
+        registry.reload()
     assert code == 2 and err.startswith("iolab: error: $IOLAB_EXPERIMENTS")
     assert "Traceback" not in err and len(err.splitlines()) == 1
