@@ -129,15 +129,53 @@ def test_invocations():
     assert "direction applies" in exp.host_block(spec.settings, {**spec.base, "direction": "h2d"}, [])
 
 
-def test_derive_overhead_in_the_payloads_direction():
+def test_derive_overhead_in_the_payloads_direction_from_the_counters():
     exp = registry.get("gpu_pcie")
     row = {"mode": "read", "direction": "none", "gpu_pcie_probe.gbs": 40.0,
+           "nvml.rx_counter_bytes_per_s": 46e9, "nvml.tx_counter_bytes_per_s": 8e9,
+           # the sampled throughput is no input of the ratio
            "nvml.rx_mean_bytes_per_s": 50e9, "nvml.tx_mean_bytes_per_s": 2e9}
-    assert exp.derive(row)["total_over_payload"] == pytest.approx(1.25)
+    assert exp.derive(row)["total_over_payload"] == pytest.approx(1.15)
+    assert exp.derive(row)["requests_over_payload"] == pytest.approx(0.2)
     row.update(mode="copy", direction="d2h")
-    assert exp.derive(row)["total_over_payload"] == pytest.approx(0.05)
+    assert exp.derive(row)["total_over_payload"] == pytest.approx(0.2)
     assert math.isnan(exp.derive({"mode": "write", "direction": "none",
                                   "gpu_pcie_probe.gbs": 10.0})["total_over_payload"])
+
+
+def test_a_rate_above_the_recorded_links_line_rate_is_left_out_with_its_reason():
+    exp = registry.get("gpu_pcie")
+    row = {"mode": "read", "direction": "none", "gpu_pcie_probe.gbs": 51.3,
+           "gpu_pcie_probe.link_gen": 5, "gpu_pcie_probe.link_width": 16,
+           "nvml.rx_mean_bytes_per_s": 114.4e9, "nvml.rx_counter_bytes_per_s": 59.3e9}
+    out = exp.derive(row)
+    assert math.isnan(out["gpu_pcie_rx_mean_bytes_per_s"])
+    assert out["gpu_pcie_rx_counter_bytes_per_s"] == 59.3e9 and out["gbs"] == 51.3
+    assert out["implausible"] == (
+        "gpu_pcie_rx_mean_bytes_per_s: 114.4 GB/s is above the 63.0 GB/s line rate of the "
+        "recorded link (PCIe Gen5 x16, one direction): no traffic over it")
+    # a Gen4 x8 link carries 15.8 GB/s: the payload itself is then no measurement of it
+    out = exp.derive({**row, "gpu_pcie_probe.link_gen": 4, "gpu_pcie_probe.link_width": 8})
+    assert math.isnan(out["gbs"]) and out["implausible"].startswith("gbs: 51.3 GB/s")
+    # no recorded link: nothing to hold the rates to
+    out = exp.derive({**row, "gpu_pcie_probe.link_gen": None})
+    assert out["gpu_pcie_rx_mean_bytes_per_s"] == 114.4e9 and out["implausible"] == ""
+
+
+def test_a_long_copy_window_queues_copies_and_leaves_earlier_runs_one_configuration():
+    exp = registry.get("gpu_pcie")
+    settings = {name: field.default for name, field in exp.settings.items()}
+    point = {"mode": "copy", "direction": "h2d", "bytes": 2**26, "iosize": 4096,
+             "inflight": 2048}
+    assert "copies" not in exp.invocation(settings, point).options
+    assert "copy_bytes_per_iteration" not in exp.config_settings(settings)
+    settings["copy_bytes_per_iteration"] = 2**34
+    assert exp.invocation(settings, point).options["copies"] == 256
+    assert exp.config_settings(settings)["copy_bytes_per_iteration"] == 2**34
+    argv = probe.GpuPcieProbe().launch(exp.invocation(settings, point), []).argv
+    assert argv[argv.index("--copies") + 1] == "256"
+    with pytest.raises(InputError, match="copies"):
+        probe.check({**exp.invocation(settings, point).options, "copies": 0})
 
 
 def summary_rows():
@@ -247,19 +285,6 @@ def test_ceiling_sentence_and_answer_say_what_reached_the_ceiling_and_where():
         an.answer(close, 63.0, 0.05, "x", res, 0.95)
 
 
-def test_overhead_counts_only_runs_with_enough_counter_samples():
-    rows = pd.DataFrame({"total_over_payload": [1.1, 2.2, 0.001, math.nan, 0.01, 0.02],
-                         "nvml.samples": [10, 1, 0, 0, 9, 9],
-                         "mode": ["read", "read", "copy", "read", "write", "copy"],
-                         "direction": ["none", "none", "h2d", "none", "none", "d2h"]})
-    found = an.overhead(rows, min_samples=5)
-    # writes and device-to-host copies carry no payload into the GPU: their ratio is not this
-    assert (found["kept"], found["runs"], list(found["ratios"])) == (1, 4, [1.1])
-    assert list(found["ratios_all"]) == [1.1, 2.2, 0.001]
-    assert found["median_samples"] == 0.5
-    assert an.overhead(pd.DataFrame(), 5)["kept"] == 0
-
-
 def test_machine_in_words_from_what_the_runs_recorded():
     rows = pd.DataFrame({"gpu_pcie_probe.gpu_name": ["NVIDIA H200"] * 2,
                          "gpu_pcie_probe.link_gen": [5, 5], "gpu_pcie_probe.link_width": [16, 16]})
@@ -285,7 +310,9 @@ def test_findings_of_the_runs_stored_from_an_h200():
             use.loc[("read", "none"), "fewest_warps_iosize"]) == (128, 1024)
     assert an.machine(ch.df, "h200-pcie5") == \
         "one NVIDIA H200, PCIe Gen5 x16, in environment h200-pcie5"
-    assert an.overhead(ch.df, 5)["kept"] == 0, "no run's window holds five NVML samples"
+    # no window of this campaign held 20 counter readings: the long-window one measures them
+    from iolab.experiments.gpu_pcie import counters as cn
+    assert cn.counted(ch.df, 20).empty
 
 
 def test_physical_limit_from_the_recorded_link():

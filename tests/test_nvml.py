@@ -1,5 +1,6 @@
-"""The NVML collector, against a fake NVML library: samples with their times, N/A values,
-the window cut, the counters' rate, the GPU's PCI address, and clear errors."""
+"""The NVML collector, against a fake NVML library: readings with their times, N/A values,
+the window cut, the 32-bit counters unwrapped, NVML's KB/s, the GPU's PCI address and PCIe
+capability, and clear errors."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from iolab.collectors.nvml import NvmlPcie, parse_samples
+from iolab.collectors.nvml import NvmlPcie, parse_samples, pcie_capability, unwrapped_rate
 from iolab.errors import InputError, ParseError, ToolError
 
 
@@ -79,29 +80,99 @@ def test_samples_are_stamped_and_summarised(tmp_path):
     record = json.loads((tmp_path / "nvml.json").read_text())
     assert (record["gpu"], record["gpu_pci"], record["gpu_name"]) == (1, "0000:c1:00.0",
                                                                       "NVIDIA H100 PCIe")
-    samples = [json.loads(line) for line in (tmp_path / "nvml.jsonl").read_text().splitlines()]
-    assert len(samples) >= 3 and all(s["tx_bytes_per_s"] is None for s in samples)
-    assert [s["rx_bytes_per_s"] for s in samples] == [1024 * (i + 1) for i in range(len(samples))]
+    readings = [json.loads(line) for line in (tmp_path / "nvml.jsonl").read_text().splitlines()]
+    rx = [r for r in readings if "rx_kb_per_s" in r]
+    tx = [r for r in readings if "tx_kb_per_s" in r]
+    counters = [r for r in readings if "rx_bytes" in r]
+    assert len(rx) >= 3 and all(r["tx_kb_per_s"] is None for r in tx)
+    # NVML's number as it returned it, and the call's end after its start
+    assert [r["rx_kb_per_s"] for r in rx] == list(range(1, len(rx) + 1))
+    assert all(r["t_end_ns"] >= r["t_ns"] for r in rx + tx)
+    # a counter reading before and after every throughput call
+    assert len(counters) >= len(rx) + len(tx)
     metrics = NvmlPcie.parse(tmp_path, None)
-    assert metrics["samples"] == len(samples) and metrics["gpu_pci"] == "0000:c1:00.0"
-    assert metrics["tx_mean_bytes_per_s"] is None and metrics["rx_mean_bytes_per_s"] > 0
+    assert metrics["samples"] == len(rx) and metrics["gpu_pci"] == "0000:c1:00.0"
+    assert metrics["counter_samples"] == len(counters)
+    assert metrics["tx_mean_bytes_per_s"] is None
+    assert metrics["rx_mean_bytes_per_s"] == 1024 * sum(range(1, len(rx) + 1)) / len(rx)
 
 
-def test_the_window_cuts_samples_and_the_counters_give_a_rate():
-    lines = [{"t_ns": t * 10**9, "rx_bytes_per_s": v, "tx_bytes_per_s": None,
+MS = 10**6
+
+
+def test_the_window_cuts_legacy_samples_and_the_counters_give_a_rate():
+    # the one-object-per-round format of the runs stored before 2026-11-28
+    lines = [{"t_ns": t * 10 * MS, "rx_bytes_per_s": v, "tx_bytes_per_s": None,
               "rx_bytes": t * 5000, "tx_bytes": None}
              for t, v in ((1, 100), (2, 200), (3, 300), (4, 400), (5, 10**6))]
     text = "\n".join(json.dumps(x) for x in lines) + "\n"
-    inside = parse_samples(text, (2 * 10**9, 4 * 10**9))
+    inside = parse_samples(text, (20 * MS, 40 * MS))
     assert inside["samples"] == 3 and inside["rx_mean_bytes_per_s"] == 300
-    assert inside["rx_p50_bytes_per_s"] == 300 and inside["rx_counter_bytes_per_s"] == 5000
+    assert inside["rx_p50_bytes_per_s"] == 300 and inside["rx_counter_bytes_per_s"] == 500_000
     assert inside["tx_counter_bytes_per_s"] is None and inside["tx_p95_bytes_per_s"] is None
     assert parse_samples(text, None)["samples"] == 5
+
+
+def test_throughput_is_nvmls_kb_per_s_and_a_reading_counts_only_inside_the_window():
+    lines = [{"t_ns": 0, "t_end_ns": 20 * MS, "rx_kb_per_s": 1000},
+             {"t_ns": 25 * MS, "t_end_ns": 45 * MS, "rx_kb_per_s": 3000},
+             {"t_ns": 50 * MS, "t_end_ns": 70 * MS, "rx_kb_per_s": 5000}]
+    text = "\n".join(json.dumps(x) for x in lines)
+    # the last call ends after the window: its 20 ms are not all inside it
+    inside = parse_samples(text, (0, 60 * MS))
+    assert inside["samples"] == 2 and inside["rx_mean_bytes_per_s"] == 2000 * 1024
+
+
+def test_the_32_bit_counters_are_unwrapped():
+    wrap = 2**32
+    # 1.5e9 bytes every 25 ms (60 GB/s) wraps the counter every third reading
+    values = [(4_000_000_000 + k * 1_500_000_000) % wrap for k in range(9)]
+    text = "\n".join(json.dumps({"t_ns": k * 25 * MS, "rx_bytes": v, "tx_bytes": None})
+                     for k, v in enumerate(values))
+    out = parse_samples(text, None)
+    assert out["rx_counter_bytes_per_s"] == pytest.approx(60e9)
+    assert out["counter_samples"] == 9 and out["counter_gap_max_s"] == pytest.approx(0.025)
+
+
+def test_a_gap_that_could_hide_a_wrap_gives_no_counter_rate():
+    # 70 ms: at a PCIe 5.0 x16 link's line rate, 2^32 bytes pass in 67 ms
+    assert unwrapped_rate([(0, 10), (70 * MS, 20)]) == (None, pytest.approx(0.07))
+    assert unwrapped_rate([(0, 10), (60 * MS, 20)])[0] == pytest.approx(10 / 0.06)
+    assert unwrapped_rate([(0, 10)]) == (None, 0.0)
+
+
+def _config_space(control: int, link_control: int, status: int) -> bytes:
+    space = bytearray(256)
+    space[0x34] = 0x40                      # the capability list starts at 0x40
+    space[0x40:0x42] = bytes([0x01, 0x60])  # power management, next at 0x60
+    space[0x60:0x62] = bytes([0x10, 0x00])  # PCI Express, the last
+    space[0x68:0x6A] = control.to_bytes(2, "little")
+    space[0x70:0x72] = link_control.to_bytes(2, "little")
+    space[0x72:0x74] = status.to_bytes(2, "little")
+    return bytes(space)
+
+
+def test_the_pcie_capability_is_read_from_the_configuration_space(tmp_path):
+    device = tmp_path / "0000:c1:00.0"
+    device.mkdir()
+    # MPS 256 B (code 1 in bits 5-7), MRRS 512 B (code 2 in bits 12-14), RCB 128 B, Gen5 x16
+    (device / "config").write_bytes(_config_space((1 << 5) | (2 << 12), 8, 5 | (16 << 4)))
+    assert pcie_capability("0000:c1:00.0", tmp_path) == {
+        "max_payload_bytes": 256, "max_read_request_bytes": 512,
+        "read_completion_boundary_bytes": 128, "link_speed_code": 5, "link_width": 16}
+    # what an unprivileged user reads: the first 64 bytes only
+    (device / "config").write_bytes(bytes(64))
+    assert pcie_capability("0000:c1:00.0", tmp_path) is None
+    assert pcie_capability("0000:c2:00.0", tmp_path) is None
 
 
 @pytest.mark.parametrize("text, problem", [
     ('{"t_ns": 1, "rx_bytes_per_s": 5}\n{"t_ns": 2, "rx_by', "line 2: not JSON (cut off?)"),
     ('{"rx_bytes_per_s": 5}\n', "line 1: a sample without its time 't_ns'"),
+    ('{"t_ns": 1, "rx_bytes": -5}\n',
+     "line 1: rx_bytes is -5 (allowed: a number of 0 or more, or null)"),
+    ('{"t_ns": 1, "rx_kb_per_s": "5"}\n',
+     "line 1: rx_kb_per_s is '5' (allowed: a number of 0 or more, or null)"),
 ])
 def test_malformed_samples_are_refused(text, problem):
     with pytest.raises(ParseError) as info:

@@ -32,6 +32,7 @@ def render(ch: Chapter) -> dict:
     shown["residuals"] = page.residuals(ch, link)
     shown["link_use"] = page.link_use(ch, link)
     page.overhead(ch, link)
+    shown["counters"] = page.counter_table(ch, link)
     page.answer(ch, link)
     shown["claims"] = page.claims(ch, link)
     shown["across"] = page.across(ch)
@@ -115,7 +116,21 @@ def test_a_campaign_of_writes_only_has_no_ceiling_into_the_gpu(tmp_path):
     no_nan(ch)
     assert is_placeholder(ch.figures["fig_gpu_copy"])
     assert ch.text["ceiling_text"].startswith("not measured yet: none of the runs stored")
-    assert ch.text["overhead_text"] == ("No run with NVML samples is stored here, so there is "
-                                        "no measured ratio yet.")
+    assert ch.text["overhead_text"].startswith(
+        "No run of environment h200-pcie5-long held a measurement window of 20 or more")
     assert len(shown["claims"].data) == 3
 
+
+
+def test_the_long_window_runs_judge_the_overhead_against_the_framing_model():
+    ch = Chapter("gpu_pcie", ENV)
+    shown = render(ch)
+    table = shown["counters"].data
+    assert list(table["TLP payload (model)"].unique()) == ["256 B", "128 B"]
+    assert set(table["n"]) == {3}
+    assert "every measured ratio lies within 0.46 % of it" in ch.text["overhead_text"]
+    assert "implies TLPs of 128 B and 256 B" in ch.text["overhead_text"]
+    assert "not the 28 % AiSIO reported" in ch.text["answer_text"]
+    claims = shown["claims"].data.set_index("the source says")
+    overhead = claims.loc[next(c for c in claims.index if "28 %" in c)]
+    assert overhead["verdict"].startswith("contradicted")

@@ -21,7 +21,7 @@ from iolab.core.tool_registry import adapter
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.parsers.xnvmeperf import parse_xnvmeperf
 from iolab.tools import xnvmeperf as xp
-from iolab.tools.base import CpuRequest, Invocation
+from iolab.tools.base import CpuRequest, Invocation, link_gbs
 
 from conftest import drive
 
@@ -396,7 +396,7 @@ def test_metrics_name_the_gpu_the_run_used(tmp_path, gpu_used, pci, gbs):
 
 
 def test_a_gen5_x16_link_carries_63_gbs_one_way():
-    assert xp.link_gbs(5, 16) == pytest.approx(63.01538, abs=1e-5)
+    assert link_gbs(5, 16) == pytest.approx(63.01538, abs=1e-5)
 
 
 @pytest.mark.parametrize("gen, width, gbs", [
@@ -405,7 +405,7 @@ def test_a_gen5_x16_link_carries_63_gbs_one_way():
     (7, 16, None), (None, 16, None), (5, None, None), (0, 16, None),
 ])
 def test_link_rate_by_generation_and_width(gen, width, gbs):
-    assert xp.link_gbs(gen, width) == (pytest.approx(gbs) if gbs else None)
+    assert link_gbs(gen, width) == (pytest.approx(gbs) if gbs else None)
 
 
 def test_a_link_nvidia_smi_cannot_read_has_no_rate(tmp_path):

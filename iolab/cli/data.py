@@ -92,6 +92,9 @@ def cmd_verify(args) -> int:
                     say(f"  {line}")
             elif corrupt:
                 bad += len(corrupt)
+            if not corrupt:
+                for line in _implausible_lines(data_dir, exp, env):
+                    say(f"  {line}")
         if chosen and args.fast:
             say("--fast: a file whose size and modification time match its last "
                 "verification was not read again; an alteration that kept both is not seen")
@@ -104,6 +107,26 @@ def cmd_verify(args) -> int:
     finally:
         if lock:
             lock.release()
+
+
+def _implausible_lines(data_dir: Path, experiment: str, env: str) -> list[str]:
+    """The metrics of a campaign's runs left out of its tidy table as above their ceiling
+    (the link's line rate), one line per run, then their count; none for a campaign whose
+    experiment holds no metric to a ceiling. They stay in the raw files: no problem of a
+    file, so verify still passes."""
+    from iolab.core import registry as exps
+    from iolab.core import tidy
+    from iolab.core.experiment import IMPLAUSIBLE
+
+    source = exps.get(experiment) if experiment in exps.names() else None
+    if getattr(source, "link_columns", None) is None:
+        return []
+    table = tidy.load(data_dir, source, env)
+    marked = table[table[IMPLAUSIBLE].fillna("") != ""] if IMPLAUSIBLE in table else table[:0]
+    lines = [f"implausible: run {row['run.id']}: {row[IMPLAUSIBLE]}"
+             for _, row in marked.iterrows()]
+    return lines + [f"{len(marked)} runs with a value above its ceiling, left out of the tidy "
+                    "table (the raw files keep it)"] if lines else lines
 
 
 def cmd_restore(args) -> int:

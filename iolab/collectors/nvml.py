@@ -1,29 +1,49 @@
 """NVML as a collector: the PCIe traffic of one GPU where DCGM does not run.
 
-``NvmlPcie(gpu, interval_ms)`` samples, from ``start`` to ``stop``, NVML's PCIe throughput of
-the GPU (``nvmlDeviceGetPcieThroughput``, KB/s over NVML's own 20 ms window, converted to
-bytes/s: RX is data arriving at the GPU, TX data leaving it) and, where the driver offers
-them, its cumulative PCIe byte counters (fields ``NVML_FI_DEV_PCIE_COUNT_RX_BYTES`` and
-``..._TX_BYTES``), each sample stamped with CLOCK_REALTIME by the collector. ``gpu`` is an NVML
-index or a PCI address; the GPU's PCI address is recorded, so a chapter can check it is the
-GPU the benchmark used. NVML comes from the ``nvidia-ml-py`` package (``pynvml``); tests give a
-fake library object.
+``NvmlPcie(gpu, interval_ms)`` reads, from ``start`` to ``stop``, two of NVML's interfaces to
+the GPU's PCIe traffic (RX is data arriving at the GPU, TX data leaving it):
 
-Files in the run folder: ``nvml.jsonl`` (one JSON object per sample: ``t_ns``,
-``rx_bytes_per_s``, ``tx_bytes_per_s``, ``rx_bytes``, ``tx_bytes``; None where NVML had
-none) and ``nvml.json`` (the GPU's index, PCI address and name, the driver version, the
-interval, started and stopped times).
+- the cumulative byte counters, fields ``NVML_FI_DEV_PCIE_COUNT_RX_BYTES`` and
+  ``..._TX_BYTES`` of ``nvmlDeviceGetFieldValues``, where the driver offers them. They are
+  32-bit and wrap ("Value can be wrapped", nvml.h; the committed H200 runs reach 4,294,952,696
+  and fall back), so the parser unwraps consecutive readings, which is unambiguous only while
+  fewer than 2^32 bytes can pass between two readings: they are read between every two
+  throughput calls, about every 20 ms, and a window with a longer gap than ``UNWRAP_GAP_S``
+  gives no counter rate;
+- the sampled throughput, ``nvmlDeviceGetPcieThroughput``, which NVML documents as a byte
+  counter queried over a 20 ms interval, returned in KB/s; the call blocks for that interval.
+  The raw number is stored as NVML returned it (``rx_kb_per_s``) and converted to bytes/s by
+  the parser.
+
+Each reading is stamped with CLOCK_REALTIME by the collector (a throughput call with its start
+and end). ``gpu`` is an NVML index or a PCI address; the GPU's PCI address is recorded, so a
+chapter can check it is the GPU the benchmark used, and so is the PCIe capability of its
+configuration space where this user may read it (max payload and read request sizes, the read
+completion boundary, the link; :func:`pcie_capability`). NVML comes from the ``nvidia-ml-py``
+package (``pynvml``); tests give a fake library object.
+
+Files in the run folder: ``nvml.jsonl`` (one JSON object per reading: ``t_ns`` and either the
+counters ``rx_bytes`` and ``tx_bytes``, or one throughput ``rx_kb_per_s`` or ``tx_kb_per_s``
+with the call's end ``t_end_ns``; None where NVML had none; runs stored before 2026-11-28 hold
+one object per round with all four, the throughput already times 1024 as
+``rx_bytes_per_s``) and ``nvml.json`` (the GPU's index, PCI address and name, the driver
+version, the interval, the PCIe capability, started and stopped times).
 
 Metrics, named like the ``dcgmi`` collector's so that both give one schema:
 ``rx_mean_bytes_per_s``, ``rx_p50_bytes_per_s``, ``rx_p95_bytes_per_s`` (and ``tx_...``) over
-the samples inside the measurement window; ``rx_counter_bytes_per_s`` and
-``tx_counter_bytes_per_s`` (the counters' increase over the window's first and last sample,
-per second); ``samples``; ``gpu_pci`` (lower case, 4-digit domain, as
-:func:`~iolab.tools.base.pci_address` spells it).
+the throughput readings inside the measurement window; ``rx_counter_bytes_per_s`` and
+``tx_counter_bytes_per_s`` (the unwrapped counters' increase from the window's first reading
+to its last, per second); ``samples`` (RX throughput readings in the window),
+``counter_samples`` and ``counter_gap_max_s``; ``window_s`` (the window's length, None
+without one); ``gpu_pci`` (lower case, 4-digit domain, as
+:func:`~iolab.tools.base.pci_address` spells it); ``max_payload_bytes`` (from the recorded
+PCIe capability; None where it was not read).
 
-Responsible for: sampling, the files and the metrics. Not responsible for: choosing the GPU
-a benchmark uses, or DCGM (``iolab.collectors.dcgmi``).
+Responsible for: reading NVML, the files and the metrics. Not responsible for: choosing the GPU
+a benchmark uses, judging whether a rate is physically possible (the experiment's metrics
+are held to the link's line rate), or DCGM (``iolab.collectors.dcgmi``).
 """
+
 
 from __future__ import annotations
 
@@ -38,6 +58,13 @@ from iolab.parsers.dcgm_dmon import window_stats
 from iolab.tools.base import Collector, pci_address
 
 SAMPLES, RECORD = "nvml.jsonl", "nvml.json"
+COUNTER_WRAP = 2**32
+# the longest gap between two counter readings that can be unwrapped: 2^32 bytes at 64 GB/s,
+# a PCIe 5.0 x16 link's line rate in one direction (63.0 GB/s after 128b/130b)
+UNWRAP_GAP_S = COUNTER_WRAP / 64e9
+# NVML's "KB" in nvmlDeviceGetPcieThroughput; runs before 2026-11-28 stored it times 1024
+KB = 1024
+SYSFS_PCI = Path("/sys/bus/pci/devices")
 INSTALL = ("NVML comes with the NVIDIA driver; its Python binding is the nvidia-ml-py "
            "package ('pip install -e .[gpu]' in this repository, or 'pip install nvidia-ml-py')")
 
@@ -102,7 +129,9 @@ class NvmlPcie(Collector):
             "gpu": self.gpu, "gpu_pci": pci_address(_text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
             "gpu_name": _text(nvml.nvmlDeviceGetName(handle)),
             "driver": _text(nvml.nvmlSystemGetDriverVersion()),
-            "interval_ms": self.interval_ms, "started_ns": time.time_ns()}
+            "interval_ms": self.interval_ms,
+            "pcie": pcie_capability(pci_address(_text(nvml.nvmlDeviceGetPciInfo(handle).busId))),
+            "started_ns": time.time_ns()}
         self._stop.clear()
         out = open(Path(run_dir) / SAMPLES, "w")
         self._thread = threading.Thread(target=self._sample, args=(nvml, handle, out),
@@ -111,23 +140,38 @@ class NvmlPcie(Collector):
 
     def _sample(self, nvml: Any, handle: Any, out: Any) -> None:
         fields = [nvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, nvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES]
+
+        def counters() -> dict[str, Any]:
+            reading: dict[str, Any] = {"t_ns": time.time_ns()}
+            try:
+                values = nvml.nvmlDeviceGetFieldValues(handle, fields)
+                for key, value in zip(("rx_bytes", "tx_bytes"), values):
+                    reading[key] = value.value.ullVal if value.nvmlReturn == 0 else None
+            except nvml.NVMLError:
+                reading["rx_bytes"] = reading["tx_bytes"] = None
+            return reading
+
+        def throughput(key: str, counter: int) -> dict[str, Any]:
+            reading: dict[str, Any] = {"t_ns": time.time_ns()}
+            try:
+                value = nvml.nvmlDeviceGetPcieThroughput(handle, counter)  # blocks ~20 ms
+            except nvml.NVMLError:
+                value = None
+            return {**reading, "t_end_ns": time.time_ns(), key: value}
+
+        def write(reading: dict[str, Any]) -> None:
+            out.write(json.dumps(reading) + "\n")
+            out.flush()  # what was measured survives a harness that dies mid-run
+
         with out:
+            # the counters between the throughput calls: about 20 ms apart, so that they can
+            # be unwrapped
             while True:
-                sample = {"t_ns": time.time_ns()}
-                for key, counter in (("rx_bytes_per_s", nvml.NVML_PCIE_UTIL_RX_BYTES),
-                                     ("tx_bytes_per_s", nvml.NVML_PCIE_UTIL_TX_BYTES)):
-                    try:
-                        sample[key] = nvml.nvmlDeviceGetPcieThroughput(handle, counter) * 1024
-                    except nvml.NVMLError:
-                        sample[key] = None
-                try:
-                    values = nvml.nvmlDeviceGetFieldValues(handle, fields)
-                    for key, value in zip(("rx_bytes", "tx_bytes"), values):
-                        sample[key] = value.value.ullVal if value.nvmlReturn == 0 else None
-                except nvml.NVMLError:
-                    sample["rx_bytes"] = sample["tx_bytes"] = None
-                out.write(json.dumps(sample) + "\n")
-                out.flush()  # what was measured survives a harness that dies mid-run
+                write(counters())
+                write(throughput("rx_kb_per_s", nvml.NVML_PCIE_UTIL_RX_BYTES))
+                write(counters())
+                write(throughput("tx_kb_per_s", nvml.NVML_PCIE_UTIL_TX_BYTES))
+                write(counters())
                 if self._stop.wait(self.interval_ms / 1000):
                     return
 
@@ -146,13 +190,36 @@ class NvmlPcie(Collector):
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         run_dir = Path(run_dir)
         record = json.loads((run_dir / RECORD).read_text())
+        pcie = record.get("pcie") if isinstance(record.get("pcie"), dict) else {}
         return {**parse_samples((run_dir / SAMPLES).read_text(), window,
-                                str(run_dir / SAMPLES)), "gpu_pci": record["gpu_pci"]}
+                                str(run_dir / SAMPLES)), "gpu_pci": record["gpu_pci"],
+                "max_payload_bytes": pcie.get("max_payload_bytes")}
+
+
+def _throughput(sample: dict[str, Any], name: str) -> float | None:
+    if f"{name}_kb_per_s" in sample:
+        value = sample[f"{name}_kb_per_s"]
+        return None if value is None else value * KB
+    return sample.get(f"{name}_bytes_per_s")  # a run stored before 2026-11-28
+
+
+def unwrapped_rate(readings: list[tuple[int, int]]) -> tuple[float | None, float]:
+    """Bytes per second of a 32-bit counter from ``(t_ns, value)`` readings in time order,
+    unwrapped, and the longest gap between two readings (s); the rate is None with fewer than
+    two readings or a gap longer than ``UNWRAP_GAP_S`` (a whole wrap could hide in it)."""
+    if len(readings) < 2:
+        return None, 0.0
+    gaps = [(b[0] - a[0]) / 1e9 for a, b in zip(readings, readings[1:])]
+    span = (readings[-1][0] - readings[0][0]) / 1e9
+    if max(gaps) > UNWRAP_GAP_S or span <= 0:
+        return None, max(gaps)
+    moved = sum((b[1] - a[1]) % COUNTER_WRAP for a, b in zip(readings, readings[1:]))
+    return moved / span, max(gaps)
 
 
 def parse_samples(text: str, window: tuple[int, int] | None,
                   source: str = SAMPLES) -> dict[str, Any]:
-    """The metrics of ``nvml.jsonl`` inside ``window`` (every sample when None)."""
+    """The metrics of ``nvml.jsonl`` inside ``window`` (every reading when None)."""
     samples = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -163,14 +230,63 @@ def parse_samples(text: str, window: tuple[int, int] | None,
             raise ParseError(source, f"line {number}: not JSON (cut off?)") from None
         if not isinstance(sample, dict) or not isinstance(sample.get("t_ns"), int):
             raise ParseError(source, f"line {number}: a sample without its time 't_ns'")
+        for key in ("rx_bytes", "tx_bytes", "rx_kb_per_s", "tx_kb_per_s", "rx_bytes_per_s",
+                    "tx_bytes_per_s", "t_end_ns"):
+            value = sample.get(key)
+            if value is not None and (isinstance(value, bool) or
+                                      not isinstance(value, (int, float)) or value < 0):
+                raise ParseError(source, f"line {number}: {key} is {value!r} (allowed: a "
+                                         "number of 0 or more, or null)")
         samples.append(sample)
-    inside = [s for s in samples if window is None or window[0] <= s["t_ns"] <= window[1]]
-    out: dict[str, Any] = {"samples": len(inside)}
+
+    def inside(s: dict[str, Any]) -> bool:
+        end = s.get("t_end_ns", s["t_ns"])
+        return window is None or (window[0] <= s["t_ns"] and end <= window[1])
+
+    kept = [s for s in samples if inside(s)]
+    out: dict[str, Any] = {}
+    gap_most = 0.0
     for name in ("rx", "tx"):
-        stats = window_stats([s.get(f"{name}_bytes_per_s") for s in inside])
+        readings = [s for s in kept if any(k.startswith(name + "_") and k != f"{name}_bytes"
+                                           for k in s)]
+        values = [_throughput(s, name) for s in readings]
+        if name == "rx":
+            out["samples"] = len(readings)
+        stats = window_stats(values)
         out.update({f"{name}_{stat}_bytes_per_s": stats[stat] for stat in ("mean", "p50", "p95")})
-        counted = [s for s in inside if s.get(f"{name}_bytes") is not None]
-        span = (counted[-1]["t_ns"] - counted[0]["t_ns"]) / 1e9 if len(counted) >= 2 else 0
-        out[f"{name}_counter_bytes_per_s"] = \
-            (counted[-1][f"{name}_bytes"] - counted[0][f"{name}_bytes"]) / span if span else None
+        counted = [(s["t_ns"], s[f"{name}_bytes"]) for s in kept
+                   if s.get(f"{name}_bytes") is not None]
+        rate, gap = unwrapped_rate(counted)
+        out[f"{name}_counter_bytes_per_s"] = rate
+        gap_most = max(gap_most, gap)
+        if name == "rx":
+            out["counter_samples"] = len(counted)
+    out["counter_gap_max_s"] = gap_most
+    out["window_s"] = (window[1] - window[0]) / 1e9 if window else None
     return out
+
+
+def pcie_capability(pci: str, root: Path = SYSFS_PCI) -> dict[str, Any] | None:
+    """From the PCI Express capability of ``pci``'s configuration space: the max payload and
+    max read request sizes set in Device Control, the read completion boundary in Link
+    Control, and the link's current speed code and width in Link Status; None where the
+    space cannot be read that far (an unprivileged user sees its first 64 bytes only)."""
+    try:
+        space = (Path(root) / pci / "config").read_bytes()[:4096]
+    except OSError:
+        return None
+    if len(space) < 256:
+        return None
+    offset, seen = space[0x34] & 0xFC, set()
+    while offset and offset not in seen and offset + 0x14 <= len(space):
+        seen.add(offset)
+        if space[offset] == 0x10:
+            control = int.from_bytes(space[offset + 8:offset + 10], "little")
+            link_control = int.from_bytes(space[offset + 0x10:offset + 0x12], "little")
+            status = int.from_bytes(space[offset + 0x12:offset + 0x14], "little")
+            return {"max_payload_bytes": 128 << ((control >> 5) & 7),
+                    "max_read_request_bytes": 128 << ((control >> 12) & 7),
+                    "read_completion_boundary_bytes": 128 if link_control & 8 else 64,
+                    "link_speed_code": status & 0xF, "link_width": (status >> 4) & 0x3F}
+        offset = space[offset + 1] & 0xFC
+    return None

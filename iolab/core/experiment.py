@@ -35,7 +35,7 @@ from iolab.core.store import StoredRun
 from iolab.errors import ToolError
 from iolab.host.scratch import ScratchFile
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
-from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter
+from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter, link_gbs
 
 PALETTES = ("colorblind", "deep", "muted", "bright", "dark", "pastel")
 
@@ -93,12 +93,16 @@ class Metric:
     ``fio.iops`` or ``bdevperf.iops``). ``interval`` names the confidence interval that suits
     the quantity: ``t`` (Student's t on the values) or ``lognormal`` (for strictly positive,
     skewed quantities such as latency percentiles; see :mod:`iolab.analysis.stats`).
+    ``ceiling`` ``"link"`` marks a rate over a PCIe link in one direction: a value above the
+    line rate of the link the run recorded (:attr:`Experiment.link_columns`) is no
+    measurement of it, and :meth:`Experiment.derive` leaves it out with the reason.
     """
 
     label: str
     sources: tuple[str, ...]
     unit: str = ""
     interval: str = "t"
+    ceiling: str = ""
 
 
 def missing_value(value: Any) -> bool:
@@ -113,6 +117,10 @@ def _number(value: Any) -> bool:
 def _present(value: Any) -> bool:
     """A number, not NaN: a value a rate can be checked on."""
     return _number(value) and not math.isnan(value)
+
+
+# the tidy column that says which of a row's metrics were left out as above their ceiling
+IMPLAUSIBLE = "implausible"
 
 
 class Experiment:
@@ -135,6 +143,9 @@ class Experiment:
     # runs move a fixed amount of data say False.
     timed: ClassVar[bool] = True
     value_labels: ClassVar[dict[str, dict[Any, str]]] = {}
+    # The tidy columns of the PCIe link a run recorded (generation, width), which the metrics
+    # with ceiling "link" are held to; None: the experiment records no link.
+    link_columns: ClassVar[tuple[str, str] | None] = None
     # Where the notebook and the params files are (tests give an example experiment its own).
     notebook_dir: ClassVar[Path] = NOTEBOOKS_DIR
     params_dir: ClassVar[Path] = PARAMS_DIR
@@ -248,11 +259,36 @@ class Experiment:
             self.adapter(invocation).startup_seconds(invocation.options)
 
     def derive(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The experiment's metrics of one tidy row, from its namespaced columns."""
+        """The experiment's metrics of one tidy row, from its namespaced columns. Where the
+        experiment records a link (:attr:`link_columns`), a metric held to it that reads above
+        its line rate is left out (NaN), and the row's ``implausible`` column says why (""
+        when nothing was left out): the raw files keep what the tool or collector said."""
         out = {}
         for name, metric in self.metrics.items():
             out[name] = next((row[s] for s in metric.sources
                               if s in row and not missing_value(row[s])), float("nan"))
+        if self.link_columns is not None:
+            above = self.above_link(row, out)
+            out.update({name: float("nan") for name in above})
+            out[IMPLAUSIBLE] = "; ".join(f"{name}: {why}" for name, why in above.items())
+        return out
+
+    def above_link(self, row: dict[str, Any], metrics: dict[str, Any]) -> dict[str, str]:
+        """The metrics held to the recorded link (``ceiling="link"``) that read above its line
+        rate, name -> why; none where the row records no link of a known generation."""
+        gen, width = (row.get(column) for column in self.link_columns or (None, None))
+        known = all(_present(v) and float(v).is_integer() for v in (gen, width))
+        line = link_gbs(int(gen), int(width)) if known else None
+        if line is None:
+            return {}
+        out = {}
+        for name, metric in self.metrics.items():
+            value = metrics.get(name)
+            if metric.ceiling == "link" and metric.unit in PER_S and _present(value) \
+                    and value * PER_S[metric.unit] > line * 1e9:
+                out[name] = (f"{value * PER_S[metric.unit] / 1e9:.1f} GB/s is above the "
+                             f"{line:.1f} GB/s line rate of the recorded link (PCIe Gen"
+                             f"{int(gen)} x{int(width)}, one direction): no traffic over it")
         return out
 
     def tidy_row(self, run: StoredRun) -> dict[str, Any]:

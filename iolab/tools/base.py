@@ -416,3 +416,18 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
     except ProcessLookupError:
         pass  # the whole group has already exited
+
+
+# PCIe line rate per lane (GT/s) by generation, and the share of it that carries bits after
+# line coding: 8b/10b for Gen 1-2, 128b/130b for Gen 3-5. Gen 6 runs in flit mode, whose
+# 1b/1b coding takes nothing; its FEC and CRC bytes are protocol overhead, like TLP headers.
+GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 1.0}
+
+
+def link_gbs(gen: int | None, width: int | None) -> float | None:
+    """One direction's line rate of a PCIe link in GB/s (10^9 B/s) after line coding, the
+    ceiling no payload reaches (Gen5 x16: 63.015…); None for an unknown generation or width."""
+    if gen not in GT_PER_S or not width:
+        return None
+    return GT_PER_S[gen] * width * ENCODING[gen] / 8

@@ -3,7 +3,8 @@ reads and writes of pinned host memory, one point per run.
 
 The probe (``scripts/src/gpu_pcie_probe.cu``) is built with nvcc by its driver on first use.
 Options, as the probe names them: ``mode`` (copy | read | write), ``direction`` (h2d | d2h,
-copy only), ``bytes`` (per copy), ``iosize`` (bytes per request, a power of two), ``inflight``
+copy only), ``bytes`` (per copy), ``copies`` (copies per timed operation, copy only, optional),
+``iosize`` (bytes per request, a power of two), ``inflight``
 (warps, a multiple of 32), ``requests_per_warp``, ``iterations`` (timed), ``warmup``
 (untimed), ``device`` (CUDA ordinal), ``buffer`` (bytes of host memory the requests spread
 over) and ``seed``. The report goes to ``probe.json``. The driver prints the GPUs' clocks and
@@ -31,13 +32,13 @@ OUTPUT = "probe.json"
 SOURCE = Path(__file__).resolve().parents[2] / "scripts" / "src" / "gpu_pcie_probe.cu"
 CUDA_NVCC = "/usr/local/cuda/bin/nvcc"
 CLOCKS_LINE = "iolab-gpu-clocks: "
-COPY_OPTIONS = ("direction", "bytes")
+COPY_OPTIONS = ("direction", "bytes", "copies")
 REQUEST_OPTIONS = ("iosize", "inflight", "requests_per_warp", "buffer", "seed")
 COMMON = ("mode", "iterations", "warmup", "device")
 # the probe's limits (its usage text says the same)
 LIMITS = {"bytes": (4096, 2**30), "iosize": (512, 2**20), "inflight": (32, 2**20),
           "requests_per_warp": (1, 2**24), "iterations": (1, 10_000), "warmup": (0, 10_000),
-          "device": (0, 63), "buffer": (2**16, 2**40), "seed": (0, 2**32 - 1)}
+          "device": (0, 63), "copies": (1, 10**6), "buffer": (2**16, 2**40), "seed": (0, 2**32 - 1)}
 
 
 def check(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from iolab.host.binding import check_free
 from iolab.parsers.xnvmeperf import TITLE, parse_xnvmeperf
 from iolab.tools import builds
 from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
-                              cpu_mask, pci_address)
+                              cpu_mask, link_gbs, pci_address)
 
 EXECUTABLE = "xnvmeperf"
 SUBCOMMANDS = ("run", "cuda-run")
@@ -95,11 +95,6 @@ GPU_LINE, GPU_USED_LINE = "iolab-gpu: ", "iolab-gpu-used: "
 PROVENANCE = ("xnvmeperf: ", GPU_LINE, GPU_USED_LINE)
 # The driver's stamps of xnvmeperf's stdout lines, in the run folder (see measurement_window).
 LINE_TIMES = "xnvmeperf-times.txt"
-# PCIe line rate per lane (GT/s) by generation, and the share of it that carries bits after
-# line coding: 8b/10b for Gen 1-2, 128b/130b for Gen 3-5. Gen 6 runs in flit mode, whose
-# 1b/1b coding takes nothing; its FEC and CRC bytes are protocol overhead, like TLP headers.
-_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 1.0}
 
 
 def version_in(text: str) -> str | None:
@@ -261,14 +256,6 @@ def _value(flag: str, value: str) -> Any:
         bits = int(value, 16)
         return [cpu for cpu in range(bits.bit_length()) if bits >> cpu & 1]
     return value
-
-
-def link_gbs(gen: int | None, width: int | None) -> float | None:
-    """One direction's line rate of a PCIe link in GB/s (10^9 B/s) after line coding, the
-    ceiling no payload reaches (Gen5 x16: 63.015…); None for an unknown generation or width."""
-    if gen not in _GT_PER_S or not width:
-        return None
-    return _GT_PER_S[gen] * width * _ENCODING[gen] / 8
 
 
 def read_gpus(text: str, source: str) -> dict[str, Any]:

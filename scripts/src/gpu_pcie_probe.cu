@@ -2,7 +2,9 @@
 //
 // What it measures, in one of three modes:
 //   copy   the copy engines: --bytes N moved by cudaMemcpyAsync between a pinned host buffer
-//          (cudaHostAlloc) and a device buffer (cudaMalloc), --direction h2d or d2h.
+//          (cudaHostAlloc) and a device buffer (cudaMalloc), --direction h2d or d2h; a timed
+//          operation is --copies such copies queued back to back (default 1), so that a long
+//          steady transfer can be timed without a gap between copies.
 //   read   GPU-initiated reads of host memory: a host buffer of --buffer bytes, pinned and mapped
 //          into the GPU (cudaHostAlloc with cudaHostAllocMapped, "zero-copy"), read by a kernel of
 //          --inflight warps in all (blocks of 256 threads, 8 warps each). Each warp performs
@@ -39,14 +41,15 @@
 //   gpu_pcie_probe --version
 //       prints "gpu_pcie_probe 1 (CUDA runtime <major>.<minor>)"; needs no GPU
 //   gpu_pcie_probe --output FILE --mode copy --direction h2d|d2h --bytes N
-//                  --iterations K --warmup W [--device D]
+//                  --iterations K --warmup W [--device D] [--copies C]
 //   gpu_pcie_probe --output FILE --mode read|write --iosize N --inflight W
 //                  --requests-per-warp R --iterations K --warmup W
 //                  [--device D] [--buffer BYTES] [--seed S]
 // Every option takes a value, as "--name value". Allowed values:
 //   --bytes 4096 to 1073741824; --iosize a power of two from 512 to 1048576; --inflight a
 //   multiple of 32 from 32 to 1048576 (warps); --requests-per-warp 1 to 16777216; --iterations
-//   1 to 1000000; --warmup 0 to 1000000; --device 0 to 1023 (a CUDA ordinal); --buffer from
+//   1 to 1000000; --warmup 0 to 1000000; --device 0 to 1023 (a CUDA ordinal); --copies 1 to
+//   1000000 (default 1); --buffer from
 //   64 x --iosize to 1099511627776 (default 1073741824); --seed 0 to 2^64-1 (default 1).
 //
 // Output: one JSON object written to FILE (through FILE.tmp, renamed when complete):
@@ -60,7 +63,7 @@
 //    "iterations": [{"seconds": 1.234e-05, "bytes": 4096, "requests": 1}, ...],
 //    "window_ns": [start, end], "checksum": <XOR of the sink; 0 for copy and write>}
 //   The nulls are the fields of the other modes. "bytes" and "requests" of an iteration are what
-//   it moved: N and 1 for a copy; W x R x iosize and W x R for a launch.
+//   it moved: C x N and C for copies; W x R x iosize and W x R for a launch.
 //
 // Exit status: 0 measured; 1 a CUDA or system error (no CUDA device, --device out of range,
 // out of memory, a failing kernel, an unwritable FILE), said on stderr as
@@ -119,7 +122,7 @@ struct Options {
 	Mode mode = MODE_NONE;
 	const char *direction = nullptr;   // "h2d" or "d2h"
 	u64 bytes = 0, iosize = 0, inflight = 0, requests = 0, iterations = 0, warmup = 0;
-	u64 device = 0, buffer = 1ull << 30, seed = 1;
+	u64 device = 0, buffer = 1ull << 30, seed = 1, copies = 1;
 };
 
 struct NumberOption {
@@ -146,6 +149,8 @@ static const NumberOption kNumbers[] = {
 	 "a whole number from 0 to 1000000"},
 	{"--device", &Options::device, 0, 1023, MODE_COPY | MODE_READ | MODE_WRITE, false,
 	 "a whole number from 0 to 1023"},
+	{"--copies", &Options::copies, 1, 1000000, MODE_COPY, false,
+	 "a whole number from 1 to 1000000"},
 	{"--buffer", &Options::buffer, 64 * 512, 1ull << 40, MODE_READ | MODE_WRITE, false,
 	 "a whole number of bytes from 64 x --iosize to 1099511627776"},
 	{"--seed", &Options::seed, 0, ~0ull, MODE_READ | MODE_WRITE, false,
@@ -153,7 +158,7 @@ static const NumberOption kNumbers[] = {
 };
 
 static const char kAllOptions[] = "--output, --mode, --direction, --bytes, --iosize, --inflight, "
-	"--requests-per-warp, --iterations, --warmup, --device, --buffer, --seed; or --version alone";
+	"--requests-per-warp, --iterations, --warmup, --device, --copies, --buffer, --seed; or --version alone";
 
 [[noreturn]] static void usage(const std::string &what, const std::string &allowed)
 {
@@ -161,7 +166,7 @@ static const char kAllOptions[] = "--output, --mode, --direction, --bytes, --ios
 	fprintf(stderr,
 		"usage: gpu_pcie_probe --version\n"
 		"       gpu_pcie_probe --output FILE --mode copy --direction h2d|d2h --bytes N "
-		"--iterations K --warmup W [--device D]\n"
+		"--iterations K --warmup W [--device D] [--copies C]\n"
 		"       gpu_pcie_probe --output FILE --mode read|write --iosize N --inflight W "
 		"--requests-per-warp R --iterations K --warmup W [--device D] [--buffer BYTES] "
 		"[--seed S]\n");
@@ -458,16 +463,17 @@ static void measure_copy(const Options &o, cudaStream_t stream, Result &res)
 	CHECK(cudaDeviceSynchronize());
 	const bool h2d = !strcmp(o.direction, "h2d");
 	auto copy = [&](u64) {
-		if (h2d)
-			CHECK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream));
-		else
-			CHECK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream));
+		for (u64 c = 0; c < o.copies; c++)
+			if (h2d)
+				CHECK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream));
+			else
+				CHECK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream));
 	};
 	for (u64 w = 0; w < o.warmup; w++) {
 		copy(w);
 		CHECK(cudaStreamSynchronize(stream));
 	}
-	timed(o, stream, o.bytes, 1, copy, res);
+	timed(o, stream, o.copies * o.bytes, o.copies, copy, res);
 	CHECK(cudaFree(dev));
 	CHECK(cudaFreeHost(host));
 }

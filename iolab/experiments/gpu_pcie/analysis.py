@@ -1,5 +1,6 @@
 """Analysis of the GPU PCIe chapter: the copy engine's ceiling, GPU-initiated requests against
-warps in flight, the warps needed to fill the link, and protocol overhead.
+warps in flight, the warps needed to fill the link, and the protocol overhead's finding
+(the counters' table and the framing model are in ``counters`` beside this file).
 
 - *ceilings*: per mode (and copy direction), the highest mean payload bandwidth of any point.
   The *one-way ceiling into the GPU* (:func:`ceiling_sentence`) is the higher of the
@@ -13,7 +14,7 @@ warps in flight, the warps needed to fill the link, and protocol overhead.
 - *link use*: per kind of transfer, its ceiling as a share of the line rate, and the fewest
   warps in flight (of any request size) within the tolerance of the ceiling.
 - *physical limit*: the link's line rate in one direction from the generation and width
-  nvidia-smi reported during the runs (:func:`iolab.tools.xnvmeperf.link_gbs`).
+  nvidia-smi reported during the runs (:func:`iolab.tools.base.link_gbs`).
 
 Responsible for: those derivations over summaries and tidy rows, and the chapter's findings.
 Not responsible for: drawing.
@@ -30,7 +31,7 @@ import pandas as pd
 from iolab.analysis import findings as fd
 from iolab.analysis.findings import Finding
 from iolab.analysis.queueing import LittleBound, worst_residual
-from iolab.tools.xnvmeperf import link_gbs
+from iolab.tools.base import link_gbs
 
 INTO_GPU = (("copy", "h2d"), ("read", "none"))
 
@@ -152,7 +153,7 @@ def ceiling_sentence(use: pd.DataFrame, limit: float, tolerance: float, where: s
         return None
     top = into.loc[into["gbs"].idxmax()]
     how = ("by the copy engine (host-to-device copies of "
-           f"{_size(top['bytes'])})" if top["mode"] == "copy" else "by GPU-initiated reads")
+           f"{size_words(top['bytes'])})" if top["mode"] == "copy" else "by GPU-initiated reads")
     text = (f"{top['gbs']:.1f} GB/s into the GPU {how}, {top['share'] * 100:.0f} % of the "
             f"{limit:.1f} GB/s line rate")
     reads = into[into["mode"] == "read"]
@@ -177,7 +178,7 @@ def link_use_table(use: pd.DataFrame, describe, tolerance: float,
 
     def at(r):
         if r["mode"] == "copy":
-            return f"{_size(r['bytes'])} per copy"
+            return f"{size_words(r['bytes'])} per copy"
         at_once = f" ({int(resident):,} at once)" if r["inflight"] > resident > 0 else ""
         return f"{int(r['iosize']):,} B requests, {int(r['inflight']):,} warps{at_once}"
 
@@ -194,25 +195,6 @@ def link_use_table(use: pd.DataFrame, describe, tolerance: float,
             for _, r in use.iterrows()]})
 
 
-def overhead(rows: pd.DataFrame, min_samples: int) -> dict[str, Any]:
-    """The protocol overhead the GPU's counter saw (``total_over_payload``: receive traffic over
-    payload) for the runs that carry payload into the GPU (host-to-device copies and reads),
-    kept where the run's measurement window held at least ``min_samples`` counter samples:
-    NVML's PCIe throughput is an average over its own sampling period, so a window of one or
-    two samples says nothing about the traffic inside it. Returns ``ratios`` (the kept runs'
-    values), ``ratios_all`` (every such run's), ``kept``, ``runs`` (such runs) and
-    ``median_samples`` (over them)."""
-    if not {"total_over_payload", "nvml.samples", "mode", "direction"} <= set(rows):
-        return {"ratios": pd.Series(dtype=float), "ratios_all": pd.Series(dtype=float),
-                "kept": 0, "runs": 0, "median_samples": math.nan}
-    into = rows[[(m, d) in INTO_GPU for m, d in zip(rows["mode"], rows["direction"])]]
-    have = into.dropna(subset=["total_over_payload"])
-    kept = have[have["nvml.samples"] >= min_samples]
-    return {"ratios": kept["total_over_payload"], "ratios_all": have["total_over_payload"],
-            "kept": len(kept), "runs": len(into),
-            "median_samples": float(into["nvml.samples"].median()) if len(into) else math.nan}
-
-
 def answer(use: pd.DataFrame, limit: float, tolerance: float, where: str,
            res: pd.DataFrame, confidence: float) -> str:
     """The chapter's answer in a few sentences, from :func:`link_use` and :func:`residuals`."""
@@ -225,7 +207,7 @@ def answer(use: pd.DataFrame, limit: float, tolerance: float, where: str,
             for r in copies)
         shares = " and ".join("{:.0f} %".format(r["share"] * 100) for r in copies)
         parts.append(f"The copy engine reaches {moved} ({shares} of the {limit:.1f} GB/s "
-                     f"line rate), with copies of {_size(copies[0]['bytes'])}.")
+                     f"line rate), with copies of {size_words(copies[0]['bytes'])}.")
     for mode, verb in (("read", "read host memory at"), ("write", "write host memory at")):
         if (mode, "none") in by:
             r = by[(mode, "none")]
@@ -264,7 +246,8 @@ def _compared(a: pd.Series, b: pd.Series, what: str) -> str:
     return f"{what} ({a['gbs']:.2f} and {b['gbs']:.2f} GB/s) cannot be told apart"
 
 
-def _size(n: float) -> str:
+def size_words(n: float) -> str:
+    """A size in bytes as the chapter writes it: 4 KiB, 256 MiB, 512 B."""
     n = int(n)
     return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
 
@@ -280,13 +263,12 @@ def physical_limit(rows: pd.DataFrame) -> float | None:
 
 
 def findings(rows: pd.DataFrame, use: pd.DataFrame, reference: dict[str, Any],
-             overhead_found: dict[str, Any], min_samples: int,
-             confidence: float = 0.95) -> list[Finding]:
+             overhead: Finding, confidence: float = 0.95) -> list[Finding]:
     """The chapter's findings (:mod:`iolab.analysis.findings`): the host-to-device copy's
     ceiling against AiSIO's published peak P2P bandwidth (``reference["p2p_bidir_gbs"]``, a
     constant, so the interval is the ceiling point's own), the protocol overhead against
-    AiSIO's factor (:func:`overhead`'s kept runs, or why there are none), and payload from NVMe
-    devices into the GPU, which this machine cannot measure."""
+    AiSIO's factor (``overhead``, :func:`overhead_finding`), and payload from NVMe devices
+    into the GPU, which this machine cannot measure."""
     reference_gbs = reference.get("p2p_bidir_gbs")
     what = "the host-to-device copy's ceiling over AiSIO's published peak P2P bandwidth"
     h2d = use[(use["mode"] == "copy") & (use["direction"] == "h2d")] if not use.empty else use
@@ -304,24 +286,29 @@ def findings(rows: pd.DataFrame, use: pd.DataFrame, reference: dict[str, Any],
         fd.undefined("nvme_payload_share", "payload from NVMe devices into the GPU over 90 % "
                      "of the line rate", "this machine has no NVMe devices to read into the GPU",
                      "ratio", confidence),
-        overhead_finding(overhead_found, reference.get("overhead_factor"), min_samples,
-                         confidence),
+        overhead,
     ]
 
 
-def overhead_finding(found: dict[str, Any], factor: float | None, min_samples: int,
-                     confidence: float = 0.95) -> Finding:
-    """The protocol overhead of the runs :func:`overhead` kept, over AiSIO's published factor;
-    undefined, with the reason, where no run's window held ``min_samples`` counter samples."""
-    what = "PCIe receive traffic over payload, over AiSIO's published factor"
+def overhead_finding(shown: pd.DataFrame, rows: pd.DataFrame, factor: float | None,
+                     why_none: str, confidence: float = 0.95) -> Finding:
+    """AiSIO's protocol overhead factor against the link's counters, like with like: an
+    NVMe SSD's DMA into GPU memory arrives as posted writes of up to the max payload size,
+    and the copy engine's device-to-host copies send such writes (in the other direction;
+    a packet's framing does not depend on it). The finding is their traffic over payload
+    (``rows``: the counted runs, :func:`counters.counted`) over ``factor``; undefined, saying
+    ``why_none``, without such runs."""
+    what = ("PCIe traffic over payload of posted writes at the max payload size, the packets "
+            "an SSD's DMA into GPU memory sends (here device-to-host copies, whose packets are "
+            "framed alike; the link's byte counters over windows of 2 s and more), over "
+            "AiSIO's published factor")
     if not factor:
         return fd.undefined("protocol_overhead", what, "no published factor", "ratio",
                             confidence)
-    if not found["kept"]:
-        return fd.undefined("protocol_overhead", what, (
-            f"the measurement windows of the {found['runs']} runs that carry payload into the "
-            f"GPU held a median of {found['median_samples']:.0f} NVML samples, fewer than the "
-            f"{min_samples} a ratio needs"), "ratio", confidence)
-    return dataclasses.replace(fd.ratio("protocol_overhead", what, found["ratios"].tolist(),
-                                        [factor] * 2, confidence),
-                               n=f"{found['kept']} / a published value")
+    writes = rows[(rows["mode"] == "copy") & (rows["direction"] == "d2h")] \
+        if not rows.empty else rows
+    if shown.empty or writes.empty:
+        return fd.undefined("protocol_overhead", what, why_none, "ratio", confidence)
+    return dataclasses.replace(
+        fd.level("protocol_overhead", what, writes["total_over_payload"].tolist(), factor,
+                 confidence), n=f"{len(writes)} / a published value")

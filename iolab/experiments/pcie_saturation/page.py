@@ -39,7 +39,7 @@ from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.reference import Reference
 from iolab.report.tables import fmt_range
-from iolab.tools.xnvmeperf import link_gbs
+from iolab.tools.base import link_gbs
 
 GB, MB = 1e9, 1e6
 RUNS_ORIGIN = "AiSIO's runs, from the per-run table derived from its archive"
