@@ -361,3 +361,19 @@ def test_a_residual_table_marks_the_fitting_point():
     assert table.columns.tolist() == ["queues", "depth 8", "depth 16"]
     assert table.values.tolist() == [["1 queue(s)", "fit", "-12.5 %"],
                                      ["2 queue(s)", "+5.0 %", "-0.0 %"]]
+
+
+def test_a_gpu_rate_above_the_line_rate_the_run_recorded_is_left_out_with_its_reason():
+    exp = registry.get("cuda_iosize")
+    row = {"xnvmeperf.mibs": 40_000.0, "xnvmeperf.link_gbs": 63.015,
+           "dcgmi.rx_mean_bytes_per_s": 114.4e9, "dcgmi.rx_p95_bytes_per_s": 50e9}
+    out = exp.derive(row)
+    assert math.isnan(out["gpu_pcie_rx_mean_bytes_per_s"])
+    assert out["gpu_pcie_rx_p95_bytes_per_s"] == 50e9 and out["mibs"] == 40_000.0
+    assert out["implausible"] == (
+        "gpu_pcie_rx_mean_bytes_per_s: 114.4 GB/s is above the 63.0 GB/s line rate of the "
+        "recorded link (the GPU's link as the run recorded it, one direction): no traffic "
+        "over it")
+    # AiSIO's archives record no link: nothing to hold the rates to
+    out = exp.derive({**row, "xnvmeperf.link_gbs": None})
+    assert out["gpu_pcie_rx_mean_bytes_per_s"] == 114.4e9 and out["implausible"] == ""

@@ -144,7 +144,7 @@ class Experiment:
     timed: ClassVar[bool] = True
     value_labels: ClassVar[dict[str, dict[Any, str]]] = {}
     # The tidy columns of the PCIe link a run recorded (generation, width), which the metrics
-    # with ceiling "link" are held to; None: the experiment records no link.
+    # with ceiling "link" are held to (see recorded_link); None: none records it.
     link_columns: ClassVar[tuple[str, str] | None] = None
     # Where the notebook and the params files are (tests give an example experiment its own).
     notebook_dir: ClassVar[Path] = NOTEBOOKS_DIR
@@ -260,35 +260,45 @@ class Experiment:
 
     def derive(self, row: dict[str, Any]) -> dict[str, Any]:
         """The experiment's metrics of one tidy row, from its namespaced columns. Where the
-        experiment records a link (:attr:`link_columns`), a metric held to it that reads above
-        its line rate is left out (NaN), and the row's ``implausible`` column says why (""
-        when nothing was left out): the raw files keep what the tool or collector said."""
+        experiment holds metrics to a link (``ceiling="link"``), one that reads above the
+        line rate of the link the run recorded is left out (NaN), and the row's
+        ``implausible`` column says why ("" when nothing was left out): the raw files keep
+        what the tool or collector said."""
         out = {}
         for name, metric in self.metrics.items():
             out[name] = next((row[s] for s in metric.sources
                               if s in row and not missing_value(row[s])), float("nan"))
-        if self.link_columns is not None:
+        if any(metric.ceiling == "link" for metric in self.metrics.values()):
             above = self.above_link(row, out)
             out.update({name: float("nan") for name in above})
             out[IMPLAUSIBLE] = "; ".join(f"{name}: {why}" for name, why in above.items())
         return out
 
+    def recorded_link(self, row: dict[str, Any]) -> tuple[float, str] | None:
+        """The line rate (GB/s, one direction) of the PCIe link the run recorded, and that
+        link in words; None where it recorded none of a known generation. By default from
+        :attr:`link_columns`."""
+        gen, width = (row.get(column) for column in self.link_columns or (None, None))
+        if not all(_present(v) and float(v).is_integer() for v in (gen, width)):
+            return None
+        line = link_gbs(int(gen), int(width))
+        return None if line is None else (line, f"PCIe Gen{int(gen)} x{int(width)}")
+
     def above_link(self, row: dict[str, Any], metrics: dict[str, Any]) -> dict[str, str]:
         """The metrics held to the recorded link (``ceiling="link"``) that read above its line
-        rate, name -> why; none where the row records no link of a known generation."""
-        gen, width = (row.get(column) for column in self.link_columns or (None, None))
-        known = all(_present(v) and float(v).is_integer() for v in (gen, width))
-        line = link_gbs(int(gen), int(width)) if known else None
-        if line is None:
+        rate, name -> why; none where the row records no link (:meth:`recorded_link`)."""
+        link = self.recorded_link(row)
+        if link is None:
             return {}
+        line, words = link
         out = {}
         for name, metric in self.metrics.items():
             value = metrics.get(name)
             if metric.ceiling == "link" and metric.unit in PER_S and _present(value) \
                     and value * PER_S[metric.unit] > line * 1e9:
                 out[name] = (f"{value * PER_S[metric.unit] / 1e9:.1f} GB/s is above the "
-                             f"{line:.1f} GB/s line rate of the recorded link (PCIe Gen"
-                             f"{int(gen)} x{int(width)}, one direction): no traffic over it")
+                             f"{line:.1f} GB/s line rate of the recorded link ({words}, one "
+                             "direction): no traffic over it")
         return out
 
     def tidy_row(self, run: StoredRun) -> dict[str, Any]:

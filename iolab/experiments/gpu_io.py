@@ -93,16 +93,17 @@ _COUNTER_FIELDS = [(f"gpu_pcie_{d}_{s}_bytes_per_s", f"{d}_{s}_bytes_per_s")
                    for d in ("rx", "tx") for s in ("mean", "p95")]
 METRICS = {
     "iops": Metric("IOPS", ("xnvmeperf.iops",)),
-    "mibs": Metric("payload bandwidth", ("xnvmeperf.mibs",), "MiB/s"),
+    "mibs": Metric("payload bandwidth", ("xnvmeperf.mibs",), "MiB/s", ceiling="link"),
     "payload_bytes_per_s": Metric("payload bandwidth", (), "B/s"),
     "failed": Metric("failed commands", ("xnvmeperf.failed",)),
     **{column: Metric(f"GPU PCIe {'receive' if '_rx_' in column else 'transmit'} traffic, "
                       f"{'mean' if '_mean_' in column else '95th percentile'} of the samples "
-                      f"in the measurement window", (f"dcgmi.{field}", f"nvml.{field}"), "B/s")
+                      f"in the measurement window", (f"dcgmi.{field}", f"nvml.{field}"), "B/s",
+                      ceiling="link")
        for column, field in _COUNTER_FIELDS},
     "gpu_pcie_rx_capture_p95_bytes_per_s": Metric(
         "GPU PCIe receive traffic, 95th percentile over the whole capture (AiSIO's statistic)",
-        ("dcgmi.rx_aisio_p95_bytes_per_s",), "B/s"),
+        ("dcgmi.rx_aisio_p95_bytes_per_s",), "B/s", ceiling="link"),
     "link_gbs": Metric("line rate of the GPU's link, one direction", ("xnvmeperf.link_gbs",),
                        "GB/s"),
 }
@@ -398,6 +399,14 @@ class GpuExperiment(Experiment):
         return sorted({Path(__file__), *(path for e in registry.all_experiments()
                                          if isinstance(e, GpuExperiment)
                                          for path in Experiment.code_files(e))})
+
+    def recorded_link(self, row: dict[str, Any]) -> tuple[float, str] | None:
+        # the line rate xnvmeperf's driver derived from nvidia-smi's link (AiSIO's archives
+        # record none)
+        line = row.get("xnvmeperf.link_gbs")
+        if not isinstance(line, (int, float)) or isinstance(line, bool) or not line > 0:
+            return None
+        return float(line), "the GPU's link as the run recorded it"
 
     def derive(self, row: dict[str, Any]) -> dict[str, Any]:
         out = super().derive(row)
