@@ -220,14 +220,16 @@ def test_the_committed_chapters_claims_get_their_verdicts(experiment, expected):
     if not ch.have:
         pytest.skip(f"no committed {experiment}/kvm-2vcpu campaign")
     an = importlib.import_module(f"iolab.experiments.{experiment}.analysis")
-    found = (an.findings(ch.df, ch.confidence) if experiment == "irq_affinity"
-             else an.findings(ch.df, ch.spec.base, ch.confidence))
-    rows = ch.claims_rows(found)
+    def make(chapter):
+        return (an.findings(chapter.df, chapter.confidence) if experiment == "irq_affinity"
+                else an.findings(chapter.df, chapter.spec.base, chapter.confidence))
+
+    rows = ch.claims_rows(make(ch))
     got = verdicts_of(rows)
     for claim, verdict in expected.items():
         assert got[claim] == verdict
     assert set(rows["_verdict"]) <= set(cl.VERDICTS)
-    shown = ch.claims_table(found)
+    shown = ch.claims_table(make)
     assert list(shown.columns) == cl.COLUMNS
 
 
@@ -388,3 +390,38 @@ def test_a_chapter_without_its_outlier_runs_drops_exactly_them(smt_thp):
     rows = smt_thp.claims_rows(findings_of(smt_thp, smt_thp.df),
                                robust=findings_of(other, other.df))
     assert set(rows[cl.SENSITIVITY]) <= {"the same", *cl.VERDICTS}
+
+
+def test_the_judged_claims_form_one_family_whose_intervals_are_at_its_level(smt_thp):
+    """Every finding behind the claims judged is computed again at 1 - 0.05 / m: the intervals
+    the table shows are at that level, and the summary names m and the level."""
+    levels = []
+
+    def make(chapter):
+        levels.append(chapter.confidence)
+        return findings_of(chapter, chapter.df)
+
+    shown = smt_thp.claims_table(make)
+    found = findings_of(smt_thp, smt_thp.df)
+    family = cl.family_size(cl.load(cl.path_of(
+        REPO_ROOT / "iolab" / "experiments" / "smt_thp" / "__init__.py")), found)
+    assert family == 10, "13 claims, 3 of them not testable here"
+    assert levels[0] == 0.95 and levels[1] == pytest.approx(1 - 0.05 / 10)
+    assert all("99.5 % CI" in m for m in shown["measured here"] if "CI" in m)
+    assert "The 10 claims judged here form one family: each interval is at 99.50 %" \
+        in smt_thp.text["claims"]
+    # the chapter's own level is untouched: the family's copy has its own texts
+    assert smt_thp.confidence == 0.95
+
+
+def test_a_family_counts_only_the_claims_it_can_judge():
+    claims = cl.Claims("s", (
+        cl.Claim("a", "1", "x", "fa", "increase"),
+        cl.Claim("b", "1", "x", "fb", "increase", outside="another machine"),
+        cl.Claim("c", "1", "x", "fc", "increase")), "t")
+    found = [fd.ratio("fa", "x", [2.0, 2.1], [1.0, 1.1]), fd.ratio("fb", "x", [2.0, 2.1], [1.0, 1.1]),
+             fd.undefined("fc", "x", "no such host")]
+    assert cl.family_size(claims, found) == 1
+    assert cl.family_words(1, 0.95).startswith("One claim is judged")
+    assert "2 claims judged here form one family: each interval is at 97.50 %" \
+        in cl.family_words(2, 0.95)

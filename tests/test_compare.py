@@ -53,8 +53,8 @@ def test_the_table_has_a_row_per_finding_and_a_summary():
     assert list(shown.columns) == ["finding", "amd", "intel", "across the environments"]
     assert shown.loc[0, "across the environments"].startswith("replicates: ratio")
     assert shown.loc[1, "amd"] == "not measured"
-    assert compare.summary(shown) == ("Of 2 comparisons of a finding, 1 replicates and 1 "
-                                      "cannot be compared.")
+    assert compare.summary(shown) == ("Of 2 comparisons of a finding (exploratory), 1 "
+                                      "replicates and 1 cannot be compared.")
     three = compare.table({"amd": first, "intel": second, "arm": second})
     assert "intel against amd" in three.columns and "arm against amd" in three.columns
 

@@ -121,3 +121,12 @@ def test_a_chapter_without_a_search_campaign_glues_every_key():
     text_keys, _ = referenced_keys(cpu_search.EXPERIMENT.notebook)
     assert set(text_keys) - GLUE_ALL_KEYS - set(ch.text) == set()
     assert ch.text["replay_text"].startswith("No replays")
+
+
+def test_across_environments_compares_each_quotient_once(committed):
+    ch, shown = committed
+    statements = list(shown["across"]["finding"])
+    # bandwidth at 4096 against 512 bytes is the IOPS quotient times 8: compared once
+    assert any("mean IOPS at 4096-byte against 512-byte reads" in s for s in statements)
+    assert not any("bandwidth at 4096-byte" in s for s in statements)
+    assert "(exploratory)" in ch.text["across"]

@@ -145,7 +145,19 @@ class Chapter:
 
     @property
     def confidence(self) -> float:
-        return self.spec.analysis["confidence"]
+        """The level of the chapter's intervals: the params' ``confidence``, or the family's
+        per-comparison level in a copy made by :meth:`at_family_level`."""
+        return getattr(self, "_family_confidence", None) or self.spec.analysis["confidence"]
+
+    def at_family_level(self, family: int) -> "Chapter":
+        """This chapter with its intervals at ``1 - (1 - confidence) / family`` (Bonferroni,
+        the interval form of Holm's first step), so that the ``family`` comparisons judged
+        together keep the chapter's family-wise error rate; the copy's texts and figures are
+        its own, so nothing it computes is glued."""
+        other = copy.copy(self)
+        other.text, other.figures = {}, {}
+        other._family_confidence = 1 - (1 - self.confidence) / family
+        return other
 
     def label(self, variable: str):
         """A function giving readable values of a variable, for ticks and legends."""
@@ -378,36 +390,42 @@ class Chapter:
                                       "project had them."))
         return pd.DataFrame(items, columns=["", "the lab campaign"])
 
-    def claims_rows(self, found: list[Finding],
-                    robust: list[Finding] | None = None) -> pd.DataFrame:
+    def claims_rows(self, found: list[Finding], robust: list[Finding] | None = None,
+                    family: int = 1) -> pd.DataFrame:
         """The source study's claims (``claims.yaml`` beside the experiment's module), each
         with its verdict from ``found`` and from ``robust``, the same findings without the
         outlier runs (:meth:`without_outliers`; None when there are none) (see
         :mod:`iolab.report.claims`, with the bare verdict in ``_verdict``); the verdict
-        counts go to the glue key ``claims``."""
+        counts and the family they were judged in go to the glue key ``claims``."""
         module = sys.modules[type(self.experiment).__module__].__file__
         rows = claims.confront(claims.path_of(module), found, self.experiment.name, robust)
         judged = ~rows["_verdict"].isin([claims.UNTESTABLE, claims.OUTSIDE])
         self.text["claims"] = claims.summary(rows) + (
             " A claimed change is judged by its own interval, a claim of no change by whether "
-            "its interval lies inside the margin the claim declares (two one-sided tests)."
+            "its interval lies inside the margin the claim declares (two one-sided tests). "
+            + claims.family_words(family, self.spec.analysis["confidence"])
             if judged.any() else "")
         return rows
 
-    def claims_table(self, found: list[Finding] | None = None, why: str = "",
-                     robust: list[Finding] | None = None) -> pd.DataFrame:
-        """:meth:`claims_rows` as the chapter shows them; without findings (a campaign with no
-        runs), every claim is not testable here, for the reason ``why``."""
-        if found is None:
-            module = sys.modules[type(self.experiment).__module__].__file__
-            found = claims.unmeasured(claims.path_of(module), why, self.confidence)
-        return claims.shown(self.claims_rows(found, robust))
-
-    def robust_findings(self, make) -> list[Finding] | None:
-        """``make(chapter)``'s findings over :meth:`without_outliers` (None when no run is an
-        outlier), for the claims table's sensitivity column."""
-        other = self.without_outliers()
-        return None if other is None else make(other)
+    def claims_table(self, make=None, why: str = "") -> pd.DataFrame:
+        """:meth:`claims_rows` as the chapter shows them, from ``make(chapter)``, the
+        experiment's findings. The claims judged here form one confirmatory family: counted
+        from the verdicts at the chapter's level, they are judged again with every interval
+        at the family's level (:meth:`at_family_level`), the sensitivity column too. Without
+        ``make`` or runs (a campaign with no runs), every claim is not testable here, for the
+        reason ``why``."""
+        module = sys.modules[type(self.experiment).__module__].__file__
+        path = claims.path_of(module)
+        found = make(self) if make is not None and self.have else []
+        if not found:
+            return claims.shown(self.claims_rows(claims.unmeasured(path, why, self.confidence)))
+        family = claims.family_size(claims.load(path), found)
+        judged = self.at_family_level(family) if family > 1 else self
+        if judged is not self:
+            found = make(judged)
+        others = judged.without_outliers()
+        robust = make(others) if others is not None else None
+        return claims.shown(self.claims_rows(found, robust, family))
 
     def without_outliers(self) -> "Chapter | None":
         """This chapter with the runs that are outliers of their point left out

@@ -29,14 +29,20 @@ Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findin
   else a practical margin the file states with its reason, set from the claim and never from
   the runs) with two one-sided tests: *supported* (equivalent) when the whole interval lies
   inside ±margin, *contradicted* (different) when it lies wholly outside, and *not
-  distinguishable on this machine* otherwise. The interval is the finding's own (95 %), so each
-  one-sided test is at 2.5 %. The campaign's noise floor judges nothing: it says how small a
-  difference the machine can detect;
+  distinguishable on this machine* otherwise. The interval is the finding's own, so each
+  one-sided test is at half its error rate. The campaign's noise floor judges nothing: it says
+  how small a difference the machine can detect;
 - *outside its conditions* when the claim declares ``outside``: the runs here depart from the
   conditions the source states, so what was found is shown beside the claim and judges
   nothing (never *contradicted*);
 - *not testable here* when the finding is undefined (this host cannot make the runs), with the
   reason and the lab point that would test it.
+
+*One multiplicity policy:* the claims a chapter judges (neither not testable nor outside)
+form one confirmatory family (:func:`family_size`), and their findings' intervals are
+computed at the family's level, ``1 - alpha / m`` for ``m`` claims (Bonferroni; the chapter
+makes them, :meth:`iolab.report.chapter.Chapter.claims_table`), so that the family-wise error
+rate stays at the chapter's ``alpha``.
 
 Responsible for: reading and validating the claims, the verdicts and their table.
 Not responsible for: the findings (the experiments' analysis), the prose around the table, or
@@ -248,6 +254,27 @@ def summary(rows: pd.DataFrame) -> str:
     return (f"Of the source's {len(rows)} claims, " + ", ".join(parts[:-1])
             + (" and " if len(parts) > 1 else "") + parts[-1] + "." if parts else
             "The source makes no claim listed here.")
+
+
+def family_size(claims: Claims, found: Sequence[Finding]) -> int:
+    """How many of the claims the findings can judge: those whose verdict is neither *not
+    testable here* nor *outside its conditions* (at least 1). They form the chapter's one
+    confirmatory family."""
+    by = {f.id: f for f in found}
+    judged = [c for c in claims.claims
+              if verdict(c, by.get(c.finding))[0] not in (UNTESTABLE, OUTSIDE)]
+    return max(1, len(judged))
+
+
+def family_words(family: int, confidence: float) -> str:
+    """The multiplicity policy as the claims summary states it."""
+    if family <= 1:
+        return "One claim is judged, so its interval is the chapter's own."
+    level = 1 - (1 - confidence) / family
+    return (f"The {family} claims judged here form one family: each interval is at "
+            f"{level * 100:.2f} % (Bonferroni, the interval form of Holm's first step), so "
+            f"that the chance of any false verdict among them stays at "
+            f"{(1 - confidence) * 100:g} %.")
 
 
 def unmeasured(claims_path: Path, why: str, confidence: float = 0.95) -> list[Finding]:

@@ -45,7 +45,9 @@ RULE = ("A finding replicates when the interval of its value in one environment 
         "difference, each interval combined from the two findings' own intervals on the log "
         "or linear scale) contains no difference; it differs when that interval excludes it; "
         "it cannot be compared when an environment has no estimate or the two were computed "
-        "against different references (designs, or points the data chose).")
+        "against different references (designs, or points the data chose). These comparisons "
+        "are exploratory: each is at the chapter's level on its own, outside the chapter's "
+        "confirmatory family of claims, so among many one may differ by chance.")
 
 
 def environments(experiment: str, data_dir: Path, params_dir: Path | None = None) -> list[str]:
@@ -141,7 +143,7 @@ def summary(shown: pd.DataFrame) -> str:
     if not parts:
         return "No finding to compare."
     said = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"Of {len(verdicts)} comparisons of a finding, {said}."
+    return f"Of {len(verdicts)} comparisons of a finding (exploratory), {said}."
 
 
 def as_text(shown: pd.DataFrame) -> str:

@@ -376,10 +376,9 @@ def findings(ch: Chapter, link: Link | None = None) -> list:
 def claims(ch: Chapter, link: Link) -> Styler:
     """AiSIO's claims about the link, each with its verdict (the text ``claims``); without
     runs every claim is not testable here."""
-    found = findings(ch, link) or None
-    robust = ch.robust_findings(lambda other: findings(other, link)) if found else None
     return escape.table(ch.claims_table(
-        found, why=f"no run is stored in environment {ch.environment}", robust=robust))
+        lambda chapter: findings(chapter, link),
+        why=f"no run is stored in environment {ch.environment}"))
 
 
 def _requests(ch: Chapter) -> pd.DataFrame:

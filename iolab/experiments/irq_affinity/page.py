@@ -315,7 +315,7 @@ def answer(ch, found: list) -> pd.DataFrame:
         ch.text["floor_words"] = ch.text["floor_pct"] + " %" + (
             "" if ch.spec.order == "interleaved" else
             ", a lower estimate, as the runs were made in sequence")
-    return ch.claims_table(found, robust=ch.robust_findings(findings))
+    return ch.claims_table(findings)
 
 
 def across(ch) -> "pd.DataFrame | None":

@@ -50,7 +50,9 @@ def at_base(df: pd.DataFrame, base: dict[str, Any], free: tuple[str, ...] = (),
 
 def engine_ratios(rows: pd.DataFrame, by: str = "concurrency", metric: str = "iops",
                   confidence: float = 0.95) -> pd.DataFrame:
-    """Per value of ``by``: both engines' means and n, and io_uring / psync with its interval."""
+    """Per value of ``by``: both engines' means and n, and io_uring / psync with its interval
+    and Welch's p-value on the log scale (``p``), and that p-value Holm-adjusted over the
+    table's rows, one family (``p_holm``)."""
     out = []
     for value in sorted(rows[by].unique()) if not rows.empty else []:
         a = rows[(rows["engine"] == "io_uring") & (rows[by] == value)][metric]
@@ -59,10 +61,12 @@ def engine_ratios(rows: pd.DataFrame, by: str = "concurrency", metric: str = "io
             r = stats.ratio_interval(a, b, confidence)
             out.append({by: value, "io_uring": a.mean(), "psync": b.mean(), "n_io_uring": len(a),
                         "n_psync": len(b), "ratio": r["ratio"], "ci_low": r["ci_low"],
-                        "ci_high": r["ci_high"]})
+                        "ci_high": r["ci_high"], "p": r["p"]})
     # the columns even without a value both engines ran (a campaign stopped part way)
-    return pd.DataFrame(out, columns=[by, "io_uring", "psync", "n_io_uring", "n_psync", "ratio",
-                                      "ci_low", "ci_high"])
+    table = pd.DataFrame(out, columns=[by, "io_uring", "psync", "n_io_uring", "n_psync",
+                                       "ratio", "ci_low", "ci_high", "p"])
+    table["p_holm"] = multiple.holm(table["p"].tolist()) if len(table) else []
+    return table
 
 
 def verdict(low: float, high: float, reference: float = 1.0) -> str | None:

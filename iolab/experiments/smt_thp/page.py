@@ -155,17 +155,27 @@ def engine_ratios(ch: Chapter):
         _verdict_at_highest(ch, ratios[ratios["concurrency"] == named["c64"]])
     if ratios.empty:
         return None
-    ci = f"{T['ci']} CI"
+    ci = f"{T['ci']} CI (each on its own)"
+    holm = f"p, Holm-adjusted over these {len(ratios)} ratios"
     shown = (ratios.assign(
         n=ratios["n_io_uring"].astype(str) + " / " + ratios["n_psync"].astype(str),
         ci=[fmt_range(a, b, lambda v: f"{v:.2f}")
-            for a, b in zip(ratios["ci_low"], ratios["ci_high"])])
-        [["concurrency", "io_uring", "psync", "n", "ratio", "ci"]]
+            for a, b in zip(ratios["ci_low"], ratios["ci_high"])],
+        p_holm=[fmt_p(p) for p in ratios["p_holm"]])
+        [["concurrency", "io_uring", "psync", "n", "ratio", "ci", "p_holm"]]
         .rename(columns={"io_uring": "io_uring IOPS (mean)", "psync": "psync IOPS (mean)",
-                         "n": "n (io_uring / psync)", "ratio": "io_uring / psync", "ci": ci}))
+                         "n": "n (io_uring / psync)", "ratio": "io_uring / psync", "ci": ci,
+                         "p_holm": holm}))
     return escape.table(shown, formats={"io_uring IOPS (mean)": "{:,.0f}",
                                         "psync IOPS (mean)": "{:,.0f}",
                                         "io_uring / psync": "{:.2f}"})
+
+
+def fmt_p(p: float) -> str:
+    """A p-value for a table: three decimals, '< 0.001' below, 'n/a' where undefined."""
+    if p != p:
+        return "n/a"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _sweep_texts(ch: Chapter, summary: pd.DataFrame, levels: list[int],
@@ -340,7 +350,7 @@ def answer(ch: Chapter):
     ch.text["host_words"] = ch.host_words()
     if ch.noise_floor().defined:  # none from a single run: the glue stays unset, not 'nan'
         ch.text["floor_pct"] = fmt_num(100 * ch.noise_floor().floor, 1)
-    return escape.table(ch.claims_table(found, robust=ch.robust_findings(findings)))
+    return escape.table(ch.claims_table(findings))
 
 
 def across(ch) -> "pd.DataFrame | None":

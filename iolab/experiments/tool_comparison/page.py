@@ -119,7 +119,11 @@ def _ratio_texts(ch: Chapter, rows: pd.DataFrame) -> None:
         T[f"{key}_ci"] = fmt_range(r.ci_low, r.ci_high, lambda x: f"{x:.2f}")
     T["n_setups"] = str(len(ta.setups(rows)))
     T["n_ratios"] = str(len(found))
-    T["n_apart"] = str(ta.apart(found))
+    # the ratios as one family: each interval at 1 - alpha / m (Bonferroni), so that the
+    # count of ratios apart from 1 keeps a 5 % family-wise error rate
+    level = 1 - (1 - ch.confidence) / max(1, len(found))
+    T["apart_level"] = f"{level * 100:.2f} %"
+    T["n_apart"] = str(ta.apart(ta.ratios_to(rows, "fio", POLLING, level)))
     if not found.empty:
         T["max_apart_pct"] = f"{100 * ta.largest_difference(found):.0f}"
     for tool, r in ta.ratio_ranges(found).iterrows():
@@ -178,7 +182,7 @@ def answer(ch: Chapter):
     found = findings(ch)
     ch.text.update({f"f_{f.id}": f.text() for f in found})
     ch.text["host_words"] = ch.host_words()
-    return escape.table(ch.claims_table(found, robust=ch.robust_findings(findings)))
+    return escape.table(ch.claims_table(findings))
 
 
 def across(ch) -> "pd.DataFrame | None":
