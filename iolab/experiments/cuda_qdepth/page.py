@@ -118,6 +118,24 @@ def model_errors(dev: gpu_io.Device) -> Styler | None:
                                lambda q: f"queue depth {int(q)}", "queues per device")
 
 
+def _knee_words(dev: gpu_io.Device, pub: pd.DataFrame) -> str:
+    """Where the model's curve reaches its ceiling (the commands in flight at which the
+    latency term meets the lower of the others), in queue depth with one queue per device,
+    against the published table's saturation of one queue per device."""
+    model = dev.model
+    ceiling = min(model.ndevs * model.device_iops, model.link_bytes_per_s / dev.iosize)
+    knee = model.latency_s * ceiling
+    depth = knee / dev.ndevs
+    one = pub[pub["nqueues"] == 1]
+    said = ("AiSIO's table has one queue per device still short of saturation at queue depth "
+            f"{int(one['qdepth'].iloc[0])}" if len(one) and not bool(one["reached"].iloc[0])
+            else "")
+    return (f"The model reaches its ceiling from about {knee:,.0f} commands in flight, queue "
+            f"depth {depth:,.0f} with one queue on each of the {dev.ndevs} devices"
+            + (f", earlier than the published data: {said}. " if said and depth < 512
+               else ". "))
+
+
 def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
     """The thread-budget section: the measured table (with runs) and AiSIO's, with their
     texts (``sat_text``, the published values ``pub_*`` and ``one_queue_text``, the model
@@ -162,10 +180,10 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
             f"With one queue and queue depth 512 the model allows {allowed / 1e6:.1f} million "
             f"IOPS, set by its {dev.model.binding(512 * dev.ndevs, dev.iosize)} term; the "
             f"published rate is {share * 100:.0f} % of it, after growing by {grew * 100:.0f} % "
-            "from queue depth 128. A hypothesis for the shortfall, which this grid can test "
-            "once measured: a queue's threads advance in lock-step rounds, so the slowest "
-            "command of each round holds back the rest, and more queues per device run more "
-            "rounds at once.")
+            "from queue depth 128. " + _knee_words(dev, pub) + "A hypothesis for the "
+            "shortfall, which this grid can test once measured: a queue's threads advance in "
+            "lock-step rounds, so the slowest command of each round holds back the rest, and "
+            "more queues per device run more rounds at once.")
     else:
         T["one_queue_text"] = "Without the model's parameters there is no model to compare with."
     return tables

@@ -283,9 +283,9 @@ def findings(rows: pd.DataFrame, use: pd.DataFrame, reference: dict[str, Any],
                                             confidence), n=f"{len(at)} / a published value")
     return [
         copy,
-        fd.undefined("nvme_payload_share", "payload from NVMe devices into the GPU over 90 % "
-                     "of the line rate", "this machine has no NVMe devices to read into the GPU",
-                     "ratio", confidence),
+        fd.undefined("nvme_traffic_share", "the GPU's total receive traffic while NVMe "
+                     "devices read into it, over 90 % of the line rate", "this machine has no "
+                     "NVMe devices to read into the GPU", "ratio", confidence),
         overhead,
     ]
 

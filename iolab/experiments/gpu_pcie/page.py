@@ -140,6 +140,11 @@ def requests(ch: Chapter, link: Link) -> None:
     requested = measured[measured["mode"].isin(modes)]
     sizes = sorted(requested["iosize"].unique())
     warps = sorted(requested["inflight"].unique())
+    if len(warps) < 2:  # one point per curve: its values belong in a table, not a figure
+        ch.figures["fig_gpu_requests"] = fg.placeholder(
+            f"Environment {ch.environment} measured its requests at {int(warps[0]):,} warps "
+            "only, so there is no curve to draw; the tables give those runs")
+        return
     points, res = link.summary[link.summary["mode"] != "copy"], link.residuals
     fig, axes = plt.subplots(1, len(modes), figsize=(ch.spec.analysis["figure_width"] + 1, 4.5),
                              sharey=True, squeeze=False)

@@ -222,9 +222,13 @@ def _ratio_text(table: pd.DataFrame, total_col: str | None, ci: str) -> str:
                 "Both sides are means over the measurement window."))
 
 
+HALF = 0.2  # half the width of a bar: payload and total stand side by side per I/O size
+
+
 def bandwidth_figure(ch: Chapter, v: View) -> None:
-    """``fig_pcie_bandwidth``: payload and the rest of the total per I/O size, with the
-    line rate, the GPU-to-GPU reference and AiSIO's published values."""
+    """``fig_pcie_bandwidth``: payload and total side by side per I/O size (each with its own
+    statistic, never stacked), with the line rate, the GPU-to-GPU reference and AiSIO's
+    published values."""
     spec, pub = ch.spec, v.ref.table if v.ref else None
     fig, ax = plt.subplots(figsize=(spec.analysis["figure_width"] * 0.8, 5.6))
     colors = fg.colors(["payload", "overhead"], spec.analysis["palette"])
@@ -232,32 +236,35 @@ def bandwidth_figure(ch: Chapter, v: View) -> None:
         table = v.table
         x = np.arange(len(table))
         pay, tot = table["mean_payload"] / GB, table["mean_total"] / GB
-        ax.bar(x, pay, 0.6, color=colors["payload"], label="payload (xnvmeperf)")
+        # payload and total side by side, never stacked: the total may be another statistic
+        # (a 95th percentile) than the payload's mean
+        ax.bar(x - HALF, pay, 2 * HALF, color=colors["payload"], label="payload, mean "
+               "(xnvmeperf)")
         if v.total_col:
-            ax.bar(x, tot - pay, 0.6, bottom=pay, color=colors["overhead"],
-                   label="rest of the total PCIe RX (" + ("p95 over the whole capture"
-                                                          if v.total_col == an.CAPTURE_RX
-                                                          else "mean over the window") + ")")
-        ax.errorbar(x, pay, yerr=[pay - table["ci_low_payload"] / GB,
-                                  table["ci_high_payload"] / GB - pay],
+            ax.bar(x + HALF, tot, 2 * HALF, color=colors["overhead"],
+                   label="total PCIe RX, " + ("p95 over the whole capture"
+                                              if v.total_col == an.CAPTURE_RX
+                                              else "mean over the window"))
+        ax.errorbar(x - HALF, pay, yerr=[pay - table["ci_low_payload"] / GB,
+                                         table["ci_high_payload"] / GB - pay],
                     fmt="none", color="0.2", capsize=4)
         for i, size in enumerate(table["iosize"]):
             dots = v.sweep[v.sweep["iosize"] == size]["payload_bytes_per_s"] / GB
-            ax.plot(np.full(len(dots), i), dots, "o", color="0.15", ms=3)
+            ax.plot(np.full(len(dots), i - HALF), dots, "o", color="0.15", ms=3)
         if pub is not None:
             p = pub.set_index("iosize").reindex(table["iosize"])
-            ax.plot(x, p["payload_bytes_per_s"] / GB, "k_", ms=22, mew=2,
+            ax.plot(x - HALF, p["payload_bytes_per_s"] / GB, "k_", ms=14, mew=2,
                     label="payload, published by AiSIO")
-            ax.plot(x, p["rx_p95_bytes_per_s"] / GB, "_", color="0.45", ms=22, mew=2,
+            ax.plot(x + HALF, p["rx_p95_bytes_per_s"] / GB, "_", color="0.45", ms=14, mew=2,
                     label="total RX p95, published by AiSIO")
         ticks, title = table["iosize"], v.origin
     elif pub is not None:
         x = np.arange(len(pub))
         pay = pub["payload_bytes_per_s"] / GB
-        ax.bar(x, pay, 0.6, color=colors["payload"], alpha=0.5, hatch="//",
-               label="payload, published by AiSIO (not measured here)")
-        ax.bar(x, pub["rx_p95_bytes_per_s"] / GB - pay, 0.6, bottom=pay, color=colors["overhead"],
-               alpha=0.5, hatch="//", label="rest of total RX p95, published by AiSIO")
+        ax.bar(x - HALF, pay, 2 * HALF, color=colors["payload"], alpha=0.5, hatch="//",
+               label="payload, mean, published by AiSIO (not measured here)")
+        ax.bar(x + HALF, pub["rx_p95_bytes_per_s"] / GB, 2 * HALF, color=colors["overhead"],
+               alpha=0.5, hatch="//", label="total RX p95, published by AiSIO")
         ticks, title = pub["iosize"], "published by AiSIO; no measurement stored here"
     if not v.sweep.empty or pub is not None:
         box = dict(fc="white", ec="none", alpha=0.85, pad=1)
