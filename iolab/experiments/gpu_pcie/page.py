@@ -334,13 +334,18 @@ def counter_table(ch: Chapter, link: Link) -> Styler | None:
             lambda v: "unknown" if v != v else f"{int(v)} B"),
         "along / payload": [_ratio(r["along"], r["along_low"], r["along_high"])
                             for _, r in shown.iterrows()],
-        "model": shown["model_along"].map(lambda v: f"{v:.4f}"),
+        "model, along": shown["model_along"].map(lambda v: f"{v:.4f}"),
         "against / payload": [_ratio(r["against"], r["against_low"], r["against_high"])
                               for _, r in shown.iterrows()],
-        "model ": shown["model_against"].map(lambda v: f"{v:.4f}"),
+        "model, against": shown["model_against"].map(lambda v: f"{v:.4f}"),
         "NVML throughput / counter": shown["throughput_over_counter"].map(
             lambda v: f"{v:.2f}")})
-    return escape.table(out)
+    return escape.table(out, caption=(
+        f"The link's byte counters per transfer (environment {link.counter_env}): the traffic "
+        "along the payload's direction and against it, each over the payload (mean of the "
+        f"runs, {ch.confidence * 100:g} % t interval), beside the framing model's ratios for "
+        "the TLP payload it takes; the last column is NVML's sampled throughput over the "
+        "counter in the same windows, which gives no number here."))
 
 
 def answer(ch: Chapter, link: Link) -> None:
