@@ -40,7 +40,7 @@ from iolab.errors import InputError, printable
 from iolab.execution.campaign import Campaign
 from iolab.execution.signals import Interrupted
 from iolab.importers.aisio import IMPORTED_SOURCE
-from iolab.report import claims
+from iolab.report import claims, reference
 from iolab.report.figures import half_widths, one_configuration, placeholder, theme
 from iolab.report.tables import fmt_num, missing
 
@@ -398,14 +398,22 @@ class Chapter:
         :mod:`iolab.report.claims`, with the bare verdict in ``_verdict``); the verdict
         counts and the family they were judged in go to the glue key ``claims``."""
         module = sys.modules[type(self.experiment).__module__].__file__
-        rows = claims.confront(claims.path_of(module), found, self.experiment.name, robust)
-        judged = ~rows["_verdict"].isin([claims.UNTESTABLE, claims.OUTSIDE])
+        rows = claims.confront(claims.path_of(module), found, self.experiment.name, robust,
+                               self.references())
+        judged = ~rows["_verdict"].isin([claims.UNTESTABLE, claims.OUTSIDE,
+                                         claims.NOT_COMPARABLE])
         self.text["claims"] = claims.summary(rows) + (
             " A claimed change is judged by its own interval, a claim of no change by whether "
             "its interval lies inside the margin the claim declares (two one-sided tests). "
             + claims.family_words(family, self.spec.analysis["confidence"])
             if judged.any() else "")
         return rows
+
+    def references(self) -> dict[str, Any]:
+        """The reference registry of the chapter's data folder (empty where it has none)."""
+        if not (Path(self.data_dir) / "reference" / reference.REGISTRY).exists():
+            return {}
+        return reference.registry(self.data_dir)
 
     def claims_table(self, make=None, why: str = "") -> pd.DataFrame:
         """:meth:`claims_rows` as the chapter shows them, from ``make(chapter)``, the
@@ -419,7 +427,7 @@ class Chapter:
         found = make(self) if make is not None and self.have else []
         if not found:
             return claims.shown(self.claims_rows(claims.unmeasured(path, why, self.confidence)))
-        family = claims.family_size(claims.load(path), found)
+        family = claims.family_size(claims.load(path), found, self.references())
         judged = self.at_family_level(family) if family > 1 else self
         if judged is not self:
             found = make(judged)

@@ -32,6 +32,10 @@ Each claim gets a verdict computed from its finding (:mod:`iolab.analysis.findin
   distinguishable on this machine* otherwise. The interval is the finding's own, so each
   one-sided test is at half its error rate. The campaign's noise floor judges nothing: it says
   how small a difference the machine can detect;
+- *not comparable* when the claim is set against a value of the reference registry
+  (``reference``, with ``measured``: the quantity, direction and path its finding measures)
+  that measures something else (payload against total traffic, one way against both ways,
+  another path): the reason says what differs, and nothing is judged;
 - *outside its conditions* when the claim declares ``outside``: the runs here depart from the
   conditions the source states, so what was found is shown beside the claim and judges
   nothing (never *contradicted*);
@@ -61,15 +65,17 @@ import yaml
 
 from iolab.analysis.findings import Finding, undefined
 from iolab.errors import InputError
+from iolab.report.reference import like as reference_like
 
 EXPECT = ("increase", "decrease", "no change")
 # the fields every claim has (in this order), then those it may have
 REQUIRED = ("id", "section", "quote", "conditions", "claim", "finding", "expect")
-FIELDS = REQUIRED + ("margin", "margin_why", "outside", "lab")
+FIELDS = REQUIRED + ("margin", "margin_why", "outside", "lab", "reference", "measured")
+MEASURED = ("quantity", "direction", "path")  # the kind of what a claim's finding measures
 SUPPORTED, CONTRADICTED = "supported", "contradicted"
 UNDISTINGUISHABLE, UNTESTABLE = "not distinguishable on this machine", "not testable here"
-OUTSIDE = "outside its conditions"
-VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, OUTSIDE, UNTESTABLE)
+OUTSIDE, NOT_COMPARABLE = "outside its conditions", "not comparable"
+VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, OUTSIDE, NOT_COMPARABLE, UNTESTABLE)
 SENSITIVITY = "without outlier runs"
 COLUMNS = ["the source says", "at", "measured here", "verdict", SENSITIVITY]
 
@@ -87,6 +93,8 @@ class Claim:
     outside: str = ""
     margin: float = float("nan")  # "no change" only: a relative change (0.1 for ±10 %)
     margin_why: str = ""
+    reference: str = ""           # the registered reference value the finding is set against
+    measured: tuple[tuple[str, str], ...] = ()  # what the finding measures: quantity, ...
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,7 @@ def load(path: Path) -> Claims:
         if unknown:
             raise InputError(path, f"{key}.{unknown[0]}", "unknown field of a claim",
                              allowed=", ".join(FIELDS))
-        for field in (f for f in FIELDS if f != "margin"):
+        for field in (f for f in FIELDS if f not in ("margin", "measured")):
             if field in REQUIRED or field in item:
                 if not isinstance(item.get(field), str) or not item[field].strip():
                     raise InputError(path, f"{key}.{field}", "missing or not text",
@@ -131,12 +139,31 @@ def load(path: Path) -> Claims:
             raise InputError(path, f"{key}.expect", f"unknown expectation {item['expect']!r}",
                              allowed=", ".join(EXPECT))
         _check_margin(path, key, item)
+        measured = _measured(path, key, item)
         if item["id"] in seen:
             raise InputError(path, f"{key}.id", f"{item['id']!r} is used twice")
         seen.add(item["id"])
-        out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS if f != "margin"},
-                         margin=float(item.get("margin", float("nan")))))
+        out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS
+                            if f not in ("margin", "measured")},
+                         margin=float(item.get("margin", float("nan"))), measured=measured))
     return Claims(doc["source"], tuple(out), doc["text"])
+
+
+def _measured(path: Path, key: str, item: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A claim set against a registered reference says what its finding measures, so that
+    the two can be compared like with like (:func:`iolab.report.reference.like`)."""
+    if "reference" not in item:
+        if "measured" in item:
+            raise InputError(path, f"{key}.measured", "only a claim with a reference says it",
+                             allowed="a 'reference' beside it")
+        return ()
+    measured = item.get("measured")
+    if not isinstance(measured, dict) or sorted(measured) != sorted(MEASURED) or \
+            not all(isinstance(v, str) and v.strip() for v in measured.values()):
+        raise InputError(path, f"{key}.measured", "what the finding measures, to set against "
+                         "the reference", allowed="a mapping of " + ", ".join(MEASURED)
+                         + " (text each, as the reference registry names them)")
+    return tuple((k, measured[k]) for k in MEASURED)
 
 
 def _check_margin(path: Path, key: str, item: dict[str, Any]) -> None:
@@ -158,13 +185,25 @@ def _check_margin(path: Path, key: str, item: dict[str, Any]) -> None:
                          allowed="the source's own words, or a stated practical reading")
 
 
-def verdict(claim: Claim, finding: Finding | None) -> tuple[str, str]:
-    """(verdict, why) of ``claim`` against its finding (see the module docstring)."""
+def verdict(claim: Claim, finding: Finding | None,
+            references: dict[str, Any] | None = None) -> tuple[str, str]:
+    """(verdict, why) of ``claim`` against its finding (see the module docstring);
+    ``references``: the reference registry (:func:`iolab.report.reference.registry`), for a
+    claim set against one of its values."""
     if finding is None or not finding.defined:
         why = (finding.undefined if finding is not None and finding.undefined
                else "this campaign has no such measurement")
         return UNTESTABLE, why + (f"; the lab run that would test it: {claim.lab}"
                                   if claim.lab else "")
+    if claim.reference:
+        entry = (references or {}).get(claim.reference)
+        if entry is None:
+            raise KeyError(f"claim {claim.id!r} names reference {claim.reference!r}, which the "
+                           "reference registry does not list")
+        apart = reference_like(dict(claim.measured), entry)
+        if apart:
+            return NOT_COMPARABLE, (f"the reference ({entry.source}) is {entry.quantity}, "
+                                    f"{entry.direction}, {entry.path}; {apart}")
     if claim.outside:
         return OUTSIDE, claim.outside + (f"; the lab run that would test it: {claim.lab}"
                                          if claim.lab else "")
@@ -195,7 +234,8 @@ def _equivalence(claim: Claim, finding: Finding) -> tuple[str, str]:
 
 
 def table(claims: Claims, findings: dict[str, Finding], experiment: str = "",
-          robust: dict[str, Finding] | None = None) -> pd.DataFrame:
+          robust: dict[str, Finding] | None = None,
+          references: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per claim: the source's words and where they are, the conditions it states,
     what was measured here (the claim as tested, and its finding), and the verdict with why
     (``_verdict`` holds the verdict alone and ``_id`` the claim's id; :func:`shown` drops them
@@ -209,13 +249,13 @@ def table(claims: Claims, findings: dict[str, Finding], experiment: str = "",
             raise KeyError(f"{experiment} claim {c.id!r} names finding {c.finding!r}, which "
                            f"its analysis does not make (it makes {', '.join(sorted(findings))})")
         f = findings[c.finding]
-        said, why = verdict(c, f)
+        said, why = verdict(c, f, references)
         measured = f"{f.statement}: {f.text()}" if f.defined else "not measured here"
         where = f"§{c.section}" if c.section[:1].isdigit() else c.section
         if robust is None:
             again = "the same (no run here is an outlier)"
         else:
-            without = verdict(c, robust.get(c.finding))[0]
+            without = verdict(c, robust.get(c.finding), references)[0]
             again = "the same" if without == said else without
         rows.append({"the source says": f"“{c.quote}” ({where})", "at": c.conditions,
                      "measured here": f"tested as: {c.claim}. {measured}",
@@ -256,13 +296,15 @@ def summary(rows: pd.DataFrame) -> str:
             "The source makes no claim listed here.")
 
 
-def family_size(claims: Claims, found: Sequence[Finding]) -> int:
-    """How many of the claims the findings can judge: those whose verdict is neither *not
-    testable here* nor *outside its conditions* (at least 1). They form the chapter's one
-    confirmatory family."""
+def family_size(claims: Claims, found: Sequence[Finding],
+                references: dict[str, Any] | None = None) -> int:
+    """How many of the claims the findings can judge: those whose verdict is none of *not
+    testable here*, *outside its conditions* and *not comparable* (at least 1). They form the
+    chapter's one confirmatory family."""
     by = {f.id: f for f in found}
     judged = [c for c in claims.claims
-              if verdict(c, by.get(c.finding))[0] not in (UNTESTABLE, OUTSIDE)]
+              if verdict(c, by.get(c.finding), references)[0]
+              not in (UNTESTABLE, OUTSIDE, NOT_COMPARABLE)]
     return max(1, len(judged))
 
 
@@ -289,7 +331,8 @@ def path_of(experiment_module_file: str | Path) -> Path:
 
 
 def confront(claims_path: Path, found: Sequence[Finding], experiment: str = "",
-             robust: Sequence[Finding] | None = None) -> pd.DataFrame:
+             robust: Sequence[Finding] | None = None,
+             references: dict[str, Any] | None = None) -> pd.DataFrame:
     """The claims table of an experiment's findings (:func:`table`)."""
     return table(load(claims_path), {f.id: f for f in found}, experiment,
-                 None if robust is None else {f.id: f for f in robust})
+                 None if robust is None else {f.id: f for f in robust}, references)
