@@ -60,11 +60,13 @@ class LockHeld(IolabError):
 
 
 def _holder_text(info: dict[str, Any]) -> str:
+    """The holder as its record names it, escaped (a line break too): the record is another
+    process's, and what a refusal or ``iolab status`` quotes from it stays on its line."""
     if not info:
         return "a process that did not say who it is"
     cmd = " ".join(map(str, info.get("argv") or [])) or "?"
     data = f", data {info['data_dir']}" if info.get("data_dir") else ""
-    return f"pid {info.get('pid')} ('{cmd}'{data}, since {info.get('since')})"
+    return printable(f"pid {info.get('pid')} ('{cmd}'{data}, since {info.get('since')})")
 
 
 def _say(line: str) -> None:

@@ -79,11 +79,16 @@ NAME_RULE = ("letters, digits, '.', '_' and '-', starting with a letter or digit
              "folder)")
 
 
+def usable_name(name: object) -> bool:
+    """Whether ``name`` is a safe folder name (:data:`NAME_RULE`; no separators, no '..')."""
+    return isinstance(name, str) and NAME.fullmatch(name) is not None and ".." not in name
+
+
 def check_name(kind: str, name: object) -> str:
     """``name`` if it is a safe folder name (no separators, no '..'); else InputError."""
     from iolab.errors import InputError
 
-    if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
+    if not usable_name(name):
         raise InputError(None, kind, f"{name!r} is not a usable {kind} name", allowed=NAME_RULE)
     return name
 

@@ -118,7 +118,10 @@ def _job_lines(exp: str, env: str, store, data_dir: Path) -> list[str]:
     from iolab.host import slurm
 
     folder = jobs.jobs_dir(store.root)
-    records = jobs.read_all(folder)
+    try:
+        records = jobs.read_all(folder)
+    except IolabError as exc:  # a bad record: named, and the campaigns after it still shown
+        return [f"its Slurm jobs cannot be read: {exc}"]
     if not records:
         return []
     try:

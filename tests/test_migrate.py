@@ -138,3 +138,14 @@ def test_two_old_runs_of_one_identity_are_not_merged_or_lost(data, capsys):
     out = capsys.readouterr().out
     assert "same id" in out and "1 left as they are" in out
     assert twin.exists() and (twin / "fio.json").exists()
+
+
+def test_a_run_folders_name_cannot_make_a_line_of_the_migration_plan(data, capsys):
+    """A version-1 run folder's name with a line break is shown escaped on its line."""
+    runs = data / "raw" / "cpu_search" / "kvm-2vcpu" / "runs"
+    (old,) = runs.iterdir()
+    old.rename(runs / f"{old.name}\nFORGED\x1b[2J")
+    assert main(["migrate", "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert rf"kvm-2vcpu/runs/{old.name}\nFORGED\x1b[2J" in out
+    assert not any(line.startswith("FORGED") for line in out.splitlines())

@@ -217,3 +217,16 @@ def test_a_design_of_too_many_points_is_refused_before_it_is_expanded(demo, para
         f"{spec.params_file}: key 'grids': the design has up to 2,002 points (conc: 2,000 "
         "points, thp: 2 points), more than a plan holds (each point is kept in memory); split "
         "it into several params files or shrink the grids (allowed: at most 1,000 points)")
+
+
+def test_a_params_string_cannot_make_a_line_of_the_plans_text(demo, params_dir):
+    """An exclusion's why (any string the params hold) with a line break and an escape
+    sequence is quoted on its own line, escaped: it cannot print a plan line of its own."""
+    why = "slow\ndemo / x: 0 points FORGED\x1b]0;title\x07"
+    text = DEMO_PARAMS.replace("why: not interesting", f"why: {why!r}".replace("'", '"'))
+    spec = specmod.load(demo, "x", params_dir=params_dir({"x": text}))
+    assert spec.exclusions[0]["why"] == why  # the params keep it as written
+    summary = plan_of(demo, spec).summary()
+    assert r"excluded (5 runs): slow\ndemo / x: 0 points FORGED\x1b]0;title\x07" in summary
+    assert not any(line.startswith("demo / x: 0 points") for line in summary.splitlines())
+    assert "\x1b" not in summary

@@ -267,3 +267,22 @@ def test_a_number_python_will_not_read_is_a_yaml_error_not_a_crash():
     with pytest.raises(yaml.YAMLError, match="a number that cannot be read"):
         load_yaml("runtime_s: " + "9" * 5000)
     assert load_yaml("runtime_s: " + "9" * 4000)["runtime_s"] == int("9" * 4000)
+
+
+def test_a_folder_with_no_environments_name_is_no_environment(demo, params_dir, monkeypatch,
+                                                               capsys):
+    """A params folder whose name check_name refuses (escape sequences, a line break) is
+    not listed: not by environments(), nor by the help that lists them, nor by 'iolab
+    experiments'; no verb could use it, and its name would reach the terminal raw."""
+    from iolab.cli import common, info
+
+    evil = "evil\x1b]0;PWNED\x07\x1b[2Jx"
+    root = params_dir({"lab": DEMO_PARAMS, evil: DEMO_PARAMS, "a\nb": DEMO_PARAMS})
+    assert specmod.environments("demo", root) == specmod.environments(params_dir=root) == ["lab"]
+    monkeypatch.setattr(specmod.environments, "__defaults__", (None, root))
+    assert "PWNED" not in common.envs_help() and "one of lab (" in common.envs_help()
+    monkeypatch.setattr(demo, "params_dir", root, raising=False)
+    monkeypatch.setattr(info.registry, "all_experiments", lambda: [demo])
+    info.cmd_experiments(type("Args", (), {"format": "text"})())
+    out = capsys.readouterr().out
+    assert "environments with params: lab" in out and "PWNED" not in out

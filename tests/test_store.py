@@ -213,3 +213,19 @@ def test_a_failed_filesystem_sync_is_an_error_not_a_silent_fallback(tmp_path, mo
     monkeypatch.setattr(durable, "_LIBC", Libc())
     with pytest.raises(OSError, match="syncfs"):
         durable.sync_filesystem(tmp_path)
+
+
+def test_a_run_folders_name_cannot_make_a_line_of_its_own(store):
+    """A folder under runs/ is named by whoever made it: a line break and an escape sequence
+    in its name are escaped where it is reported (status, verify) and where it is moved aside."""
+    commit_one(store)
+    name = "zz\ncpu_search:kvm-2vcpu: 999 complete, 0 corrupt FORGED\x1b[2J"
+    (store.runs_dir / name).mkdir()
+    _, corrupt = store.scan()
+    (bad,) = corrupt
+    shown = bad.describe()
+    assert r"runs/zz\ncpu_search:kvm-2vcpu: 999 complete, 0 corrupt FORGED\x1b[2J: " in shown
+    assert "\n" not in shown and "\x1b" not in shown
+    (moved,) = store.quarantine_corrupt(corrupt)
+    assert "\n" not in moved and "\x1b" not in moved and r"runs/zz\ncpu_search" in moved
+    assert any(p.name.startswith(name) for p in store.partial_dir.iterdir())  # as it was named

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.durable import write_json_atomic
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt, printable
 
 FOLDER = "jobs"
 
@@ -63,13 +63,33 @@ def read_all(folder: Path) -> list[JobRecord]:
         except (ValueError, TypeError) as exc:
             raise InputError(path, None, f"is not a job record ({exc})",
                              allowed="the JSON 'iolab submit' writes") from None
+        _check_record(out[-1], path)
     return sorted(out, key=lambda r: int(r.job_id))
+
+
+# each field's kind, as 'iolab submit' writes it
+_KINDS = {"job_id": str, "script": str, "submitted_at": str, "mode": str, "options": dict,
+          "resumes": (str, type(None)), "submitted_by": str}
+
+
+def _check_record(record: JobRecord, path: Path) -> None:
+    """InputError naming ``path`` and the key when a field is not of the kind ``iolab submit``
+    writes: a job id Slurm gave is digits (it sorts the records), the others text (options a
+    mapping), which a status line and ``--resume`` read as such."""
+    for key, kind in _KINDS.items():
+        value = getattr(record, key)
+        if not isinstance(value, kind) or (key in ("job_id", "resumes") and value is not None
+                                           and not (value.isascii() and value.isdigit())):
+            raise InputError(path, key, f"{excerpt(value)} is not a job record's {key}",
+                             allowed="a Slurm job id (digits)" if key in ("job_id", "resumes")
+                             else "a mapping" if kind is dict else "text")
 
 
 def describe(record: JobRecord, state: dict[str, str] | None, folder: Path,
              unknown: str = "") -> str:
     """One line: the job, its state as Slurm tells it (``unknown``: why Slurm could not be
-    asked), and where its output is."""
+    asked), and where its output is. What it quotes (the record's fields, Slurm's words) is
+    escaped, a line break too: a record's text cannot start a line of its own."""
     if unknown:
         now = f"state unknown ({unknown})"
     elif state is None:
@@ -86,5 +106,5 @@ def describe(record: JobRecord, state: dict[str, str] | None, folder: Path,
         if state.get("exit_code") and state["state"] not in ("RUNNING", "PENDING"):
             now += f", exit code {state['exit_code']}"
     resumed = f", resumes job {record.resumes}" if record.resumes else ""
-    return (f"job {record.job_id} ({record.mode}, submitted {record.submitted_at}{resumed}): "
-            f"{now}; output {record.output(folder)}")
+    return printable(f"job {record.job_id} ({record.mode}, submitted {record.submitted_at}"
+                     f"{resumed}): {now}; output {record.output(folder)}")

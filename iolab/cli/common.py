@@ -31,7 +31,12 @@ def say(text: str, file=None, flush: bool = False) -> None:
     a verb prints quotes recorded strings (a failed run's reason from a tool's stderr, a host
     name, a file's name), and an escape sequence among them must reach the terminal as text,
     not as a command to it. A line longer than :data:`LINE_MOST` characters is cut there,
-    saying how much was left out. What is stored stays as it was recorded."""
+    saying how much was left out. What is stored stays as it was recorded.
+
+    A line break is kept, so ``say`` cannot tell the verb's own from one inside a recorded
+    string: whatever makes a line that quotes a record, a folder's name or a params value
+    escapes it there (:func:`iolab.errors.printable`, a line break too), so that it cannot
+    print a line of its own."""
     print("\n".join(printable(_bounded(line), keep="\t") for line in str(text).split("\n")),
           file=file or sys.stdout, flush=flush)
 

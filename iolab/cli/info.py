@@ -45,9 +45,9 @@ def cmd_experiments(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
-        print(f"{r['name']}: {r['title']}\n  label {r['label']}; notebook {r['notebook']}; "
-              f"chapter {r['chapter']}\n  environments with params: "
-              f"{', '.join(r['environments']) or 'none'}")
+        say(f"{r['name']}: {r['title']}\n  label {r['label']}; notebook {r['notebook']}; "
+            f"chapter {r['chapter']}\n  environments with params: "
+            f"{', '.join(r['environments']) or 'none'}")
     return 0
 
 

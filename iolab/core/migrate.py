@@ -30,7 +30,7 @@ from iolab.core import manifest as mf
 from iolab.core.manifest import RunManifest
 from iolab.core.store import TMP_PREFIX, Store, sha256_file
 from iolab.durable import fsync_dir
-from iolab.errors import IolabError
+from iolab.errors import IolabError, printable
 
 V1_COPY = "run.v1.json"
 
@@ -44,7 +44,9 @@ class Migration:
     problem: str | None = None   # why this run is not migrated (it is left as it is)
 
     def describe(self) -> str:
-        where = f"{self.source.relative_to(self.source.parents[2])} -> {self.target.name}"
+        """One line: a run folder's name is whoever made it's (a line break too), escaped."""
+        where = printable(f"{self.source.relative_to(self.source.parents[2])} -> "
+                          f"{self.target.name}")
         if self.problem:
             return f"leave {where} as it is: {self.problem}"
         what = "remove the old copy of" if self.finish_only else "migrate"

@@ -41,7 +41,7 @@ from iolab.core.repetitions import REASON_TEXT, Decision, decide
 from iolab.core.search import plan as search_plan
 from iolab.core.search import record as search_record
 from iolab.core.spec import Spec
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 from iolab.paths import shown
 
 ASIS = "asis"  # a knob-backed variable left as the host has it (read back and recorded)
@@ -490,14 +490,16 @@ class Plan:
                  **p.decision.to_dict(), "blocked": p.blocked} for p in self.decisions()]
 
     def summary(self) -> str:
-        """The plan in a few lines of at most ~90 characters."""
+        """The plan in a few lines of at most ~90 characters. Each line quotes the params
+        (a grid's values, an exclusion's why, a path), so it is escaped on its own, a line
+        break in a params string too: the params cannot make a line of the plan's."""
         lines = self._design_lines()
         if self.search is not None:
             lines += self._search_lines()
         if self.spec.confirm is not None:
             lines += self._confirm_lines()
-        return "\n".join(lines + self._count_lines() + self._time_lines()
-                         + self._reason_lines() + self._needs_lines())
+        return "\n".join(printable(line) for line in lines + self._count_lines()
+                         + self._time_lines() + self._reason_lines() + self._needs_lines())
 
     def _design_lines(self) -> list[str]:
         """The points and repetitions, the rule and its points' state, and each grid."""
@@ -536,13 +538,14 @@ class Plan:
 
     def _confirm_lines(self) -> list[str]:
         choice = self.confirm or confirm_step.Choice()
-        lines = [_wrapped(f"confirm: {self.spec.confirm.text()}", 2),
+        lines = [*_wrapped(f"confirm: {self.spec.confirm.text()}", 2),
                  f"    {choice.waiting} (up to {self.confirm_waiting_max} runs)"
                  if choice.waiting else
                  f"    chose {len(choice.points)} points, run under the rule above:"]
-        return lines + [_wrapped(f"{label}: {_where_text({k: [v] for k, v in params.items()})} "
-                                 f"({why})", 4)
-                        for (params, label), why in zip(choice.points, choice.reasons)]
+        for (params, label), why in zip(choice.points, choice.reasons):
+            lines += _wrapped(f"{label}: {_where_text({k: [v] for k, v in params.items()})} "
+                              f"({why})", 4)
+        return lines
 
     def _count_lines(self) -> list[str]:
         """The --where filter, the runs by status, stored runs outside the plan or corrupt,
@@ -604,9 +607,9 @@ class Plan:
                 for r in self.runs)
 
 
-def _wrapped(text: str, indent: int) -> str:
-    """``text`` indented, in lines of at most 90 characters."""
-    return textwrap.fill(text, 90, initial_indent=" " * indent,
+def _wrapped(text: str, indent: int) -> list[str]:
+    """``text`` indented, in lines of at most 90 characters (a line break in it is a space)."""
+    return textwrap.wrap(text, 90, initial_indent=" " * indent,
                          subsequent_indent=" " * (indent + 4), break_on_hyphens=False)
 
 

@@ -41,7 +41,7 @@ from iolab.core import repetitions as reps
 from iolab.core.search import params as search_params
 from iolab.core.schema import Choice, Field, Int, Schema, in_order, type_name
 from iolab.errors import InputError
-from iolab.paths import PARAMS_DIR, check_name
+from iolab.paths import PARAMS_DIR, check_name, usable_name
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
 STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids", "exclusions",
@@ -112,9 +112,13 @@ def params_path(experiment: str, environment: str, params_dir: Path = PARAMS_DIR
 
 
 def environments(experiment: str | None = None, params_dir: Path = PARAMS_DIR) -> list[str]:
-    """Environments with a params file for ``experiment`` (or with any params file)."""
+    """Environments with a params file for ``experiment`` (or with any params file). A
+    folder whose name is no environment's (:func:`~iolab.paths.check_name` refuses it: an
+    escape sequence, a line break, a space) is none: no verb can use it, and a help text or
+    a list that names it would hand its name to the terminal."""
     pattern = f"*/{experiment}.yaml" if experiment else "*/*.yaml"
-    return sorted({p.parent.name for p in Path(params_dir).glob(pattern)})
+    return sorted({p.parent.name for p in Path(params_dir).glob(pattern)
+                   if usable_name(p.parent.name)})
 
 
 def check_environment_name(name: str) -> str:

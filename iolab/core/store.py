@@ -45,7 +45,7 @@ from iolab.core import manifest as mf
 from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, printable
 from iolab.paths import check_name
 from iolab.safefiles import append_regular, own_folder, read_regular
 
@@ -131,7 +131,8 @@ class CorruptRun:
     reason: str
 
     def describe(self) -> str:
-        return f"{self.path}: {self.reason}"
+        """One line: the folder's name is anyone's (a line break in it too), so escaped."""
+        return printable(f"{self.path}: {self.reason}")
 
 
 def corrupt_message(corrupt: list[CorruptRun], what: str, shown: int = 10) -> str:
@@ -368,8 +369,8 @@ class Store:
         own_folder(self.partial_dir, "runs set aside")
         dest = self.partial_dir / f"{folder.name.lstrip('.')}@{_stamp()}"
         os.rename(folder, dest)
-        return (f"moved {kind} {folder} to {dest} (kept there, never deleted); the next "
-                "'iolab run' measures again any run its plan still holds")
+        return printable(f"moved {kind} {folder} to {dest} (kept there, never deleted); the "
+                         "next 'iolab run' measures again any run its plan still holds")
 
     # -- writing -------------------------------------------------------------------------
     def begin(self, run_id: str) -> Path:

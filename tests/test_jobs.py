@@ -1,0 +1,58 @@
+"""A campaign's Slurm job records (iolab.batch.jobs) as ``iolab status`` reads and shows them:
+a record's strings stay on their line, and a record of the wrong kind is named in one line
+while every other campaign is still shown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iolab.batch import jobs
+from iolab.errors import InputError
+from iolab.host import slurm
+from iolab.status import status_lines
+
+RECORD = {"job_id": "7", "script": "x.sh", "submitted_at": "2026-01-01", "mode": "replay",
+          "options": {}, "resumes": None}
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    """Factory: a data folder with two campaigns of an experiment nobody registered (read
+    as they are); ``records`` are written to the first one's jobs/. Slurm knows no job."""
+    monkeypatch.setattr(slurm, "job_states", lambda ids, env=None: {})
+
+    def make(**records: dict) -> object:
+        for env in ("a-first", "b-second"):
+            (tmp_path / "raw" / "zzdemo" / env / "runs").mkdir(parents=True)
+        folder = tmp_path / "raw" / "zzdemo" / "a-first" / "jobs"
+        folder.mkdir()
+        for name, doc in records.items():
+            (folder / f"{name}.json").write_text(json.dumps(doc))
+        return tmp_path
+    return make
+
+
+def test_a_job_records_strings_cannot_make_a_status_line(data):
+    record = {**RECORD, "mode": "replay\nFORGED LINE",
+              "submitted_at": "2026-01-01\nzzdemo/a-first: 999 complete\x1b[31mRED"}
+    lines = list(status_lines(data(**{"7": record})))
+    (job,) = [line for line in lines if "job 7" in line]
+    assert (r"job 7 (replay\nFORGED LINE, submitted 2026-01-01\nzzdemo/a-first: 999 complete"
+            r"\x1b[31mRED): no longer known to Slurm (ended)") in job
+    assert not any("\n" in line or "\x1b" in line for line in lines)
+
+
+@pytest.mark.parametrize("job_id", ["abc", ["1"], 7, "٣"])
+def test_a_job_record_of_the_wrong_kind_is_named_and_the_rest_shown(data, job_id):
+    """A job id that is not Slurm's digits was an internal error (sorting by int()) that
+    hid every campaign after it."""
+    folder = data(**{"7": RECORD, "8": {**RECORD, "job_id": job_id}})
+    with pytest.raises(InputError) as info:
+        jobs.read_all(folder / "raw" / "zzdemo" / "a-first" / "jobs")
+    assert info.value.key == "job_id" and info.value.path.endswith("jobs/8.json")
+    lines = list(status_lines(folder))
+    bad = [line for line in lines if "8.json" in line]
+    assert len(bad) == 1 and "its Slurm jobs cannot be read" in bad[0] and "job_id" in bad[0]
+    assert any(line.startswith("zzdemo/b-second: 0 complete") for line in lines)
