@@ -67,7 +67,8 @@ from iolab.durable import write_json_atomic
 from iolab.errors import IolabError, excerpt
 from iolab.lockfile import Lock
 from iolab.paths import REPO_ROOT, state_dir
-from iolab.safefiles import STATE_MODE, NotOurs, make_folders, read_regular, state_folder
+from iolab.safefiles import (STATE_MODE, NotOurs, check_folder, make_folders, read_regular,
+                             state_folder)
 
 CHUNK = 1 << 20
 # a folder iolab makes for a scratch file, whatever the umask: others may read (as they may
@@ -155,6 +156,10 @@ class Registry:
     # -- reading and writing, under the lock ---------------------------------------------
 
     def _load(self) -> dict[str, dict[str, Any]]:
+        # a registry in a folder others can write into may be theirs: refused before it is
+        # read, so that no file it names is removed (clean), or called ours (plan)
+        if os.path.lexists(self.path.parent):
+            check_folder(self.path.parent)
         try:
             # a link or a FIFO put in its place is refused: never followed, never a read
             # that blocks for ever
