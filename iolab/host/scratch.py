@@ -18,7 +18,9 @@ it, and with it what it says of a file iolab wrote.
 The registry and its lock (``.scratch-<machine id>.json.lock``, a :class:`iolab.lockfile.Lock`
 that names its holder) are state: files of mode 0600 in a folder of mode 0700, whatever the
 umask, never followed through a link, and a FIFO or another special file in their place is
-refused before any read that could block (:mod:`iolab.safefiles`). A lock another process
+refused before any read that could block (:mod:`iolab.safefiles`). The registry is not even
+read from a folder that others can write into (world-writable without the sticky bit): what
+it names would otherwise be removed by ``clean`` or called iolab's by ``plan``. A lock another process
 holds is waited for: the wait names the holder once, and Ctrl-C (or a campaign's stop check)
 ends it.
 
