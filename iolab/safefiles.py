@@ -18,6 +18,10 @@ would then truncate, a FIFO that would block every read for ever, a device node.
   by this user or root (a link to one, only when made by this user or root) that others
   cannot write into: world-writable only with the sticky bit, group-writable only for this
   user's own group (a user private group: Ubuntu's umask 002 makes every folder so).
+* **Folders** of a data directory are iolab's: one that is a link is never written through
+  (:func:`own_folder`, :func:`refuse_linked`), and a folder iolab copies (a run folder that
+  ``iolab migrate`` rewrites, an environment's params) is copied without following a link or
+  opening anything but a regular file (:func:`copy_folder`).
 * **Outputs** a user names (``iolab tidy -o``, ``iolab notebook -o``, ``iolab book
   --glue-snapshot``) are written the same way, by a rename, never by an open for writing of
   the final name; a path that exists and is not a regular file (a link, a FIFO, a device, a
@@ -25,7 +29,7 @@ would then truncate, a FIFO that would block every read for ever, a device node.
 
 A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
 
-Responsible for: those checks, and the opens, reads and replacements that apply them.
+Responsible for: those checks, and the opens, reads, copies and replacements that apply them.
 Not responsible for: what the files hold or where they live (their modules), crash safety
 (:mod:`iolab.durable`) or locking (:mod:`iolab.lockfile`).
 """
@@ -35,6 +39,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
 from typing import Callable
@@ -64,12 +69,7 @@ def what_is(st: os.stat_result) -> str:
 
 
 def _refusal(path: Path, st: os.stat_result, role: str) -> NotOurs:
-    link = ""
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            link = f" to {os.readlink(path)}"
-        except OSError:
-            pass
+    link = _link_text(path, st)
     return NotOurs(path, None, f"is {what_is(st)}{link}, where iolab keeps {role}; it is never "
                    "followed, opened or replaced", allowed="a regular file, or nothing (iolab "
                    "then makes it); remove what is there if it is not yours to keep")
@@ -198,18 +198,85 @@ def linked_folder(folder: Path, depth: int = 1) -> Path | None:
     return None
 
 
+def refuse_linked(folder: Path, role: str, depth: int = 1) -> Path:
+    """``folder``; NotOurs when it, or one of its ``depth - 1`` parents, is a link (never
+    followed: what iolab writes there would land elsewhere). Makes nothing."""
+    linked = linked_folder(folder, depth)
+    if linked is not None:
+        try:
+            target = os.readlink(linked)
+        except OSError:  # removed since
+            target = "an unreadable target"
+        raise NotOurs(linked, None, f"is a symbolic link to {target}, where iolab keeps {role}; "
+                      "it is never followed", allowed="a folder, or nothing (iolab then makes it)")
+    return Path(folder)
+
+
 def own_folder(folder: Path, role: str, depth: int = 1) -> Path:
     """``folder``, made with its parents if missing; NotOurs when it, or one of its ``depth -
     1`` parents, is a link (never followed: what iolab writes there would land elsewhere)."""
-    linked = linked_folder(folder, depth)
-    if linked is None:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        linked = linked_folder(folder, depth)  # one put there since
-    if linked is not None:
-        raise NotOurs(linked, None, f"is a symbolic link to {os.readlink(linked)}, where iolab "
-                      f"keeps {role}; it is never followed", allowed="a folder, or nothing "
-                      "(iolab then makes it)")
-    return Path(folder)
+    refuse_linked(folder, role, depth)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return refuse_linked(folder, role, depth)  # one put there since
+
+
+def copy_folder(source: Path, target: Path, role: str) -> None:
+    """Copy the folder ``source`` to ``target`` (which must not exist), its regular files
+    byte for byte with their permission bits (setuid and the like dropped) and times, as
+    ``shutil.copytree`` does, but never following a link: a link, a FIFO, a device or a
+    socket anywhere in ``source`` is NotOurs naming it (``role``: what ``source`` is), and
+    what was copied until then is removed again. A link to a root-only file would have
+    copied its content; one to /dev/zero, without end."""
+    target = Path(target)
+    os.mkdir(target, 0o700)  # opened up to the source's mode once filled
+    try:
+        _copy_into(Path(source), target, role)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)  # ours alone: rmtree follows no link
+        raise
+
+
+def _copy_into(source: Path, target: Path, role: str) -> None:
+    with os.scandir(source) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        path, dest = source / entry.name, target / entry.name
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            os.mkdir(dest, 0o700)
+            _copy_into(path, dest, role)
+        elif stat.S_ISREG(st.st_mode):
+            _copy_file(path, dest, role)
+        else:
+            raise NotOurs(path, None, f"is {what_is(st)}{_link_text(path, st)}, in {role}; it is "
+                          "never followed or copied", allowed="regular files and folders only; "
+                          "remove it, or move it out of the folder")
+    st = os.stat(source)
+    os.chmod(target, stat.S_IMODE(st.st_mode) & 0o777)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _copy_file(path: Path, dest: Path, role: str) -> None:
+    fd = open_regular(path, os.O_RDONLY, role)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "removed while it was copied", str(path))
+    with os.fdopen(fd, "rb") as src:
+        st = os.fstat(src.fileno())
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+        with os.fdopen(out, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+            os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode) & 0o777)
+            dst.flush()
+            os.utime(dst.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _link_text(path: Path, st: os.stat_result) -> str:
+    if not stat.S_ISLNK(st.st_mode):
+        return ""
+    try:
+        return f" to {os.readlink(path)}"
+    except OSError:
+        return ""
 
 
 def state_folder(path: Path) -> Path:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import keyword
+import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,12 +192,18 @@ def toc_with(toc: Path, chapter: str) -> str:
     return (head if head.endswith("\n") else head + "\n") + entry + "".join(lines[end:])
 
 
-def _check_free(layout: Layout, files: dict[Path, str]) -> None:
-    if layout.package.exists():
+def params_schema_path(name: str, repo: Path = REPO_ROOT) -> Path:
+    """Where the published schema of an in-package experiment's params files goes."""
+    return Path(repo) / "iolab" / "schemas" / f"params.{name}.schema.json"
+
+
+def _check_free(layout: Layout, files: Iterable[Path]) -> None:
+    # lexists: a link (to nowhere too) is something there, never written through
+    if os.path.lexists(layout.package):
         raise InputError(layout.package, "experiment", "exists already",
                          allowed="a name without a folder of that name")
     for path in files:
-        if path.exists():
+        if os.path.lexists(path):
             raise InputError(path, "experiment", "exists already, and a new experiment never "
                              "replaces a file", allowed="a name none of whose files exist")
 
@@ -240,7 +248,8 @@ def new_experiment(name: str, *, where: str | Path | None = None,
     layout = package_layout(name, Path(repo)) if where is None else outside_layout(name,
                                                                                    Path(where))
     files = planned_files(name, layout, _environments(environment))
-    _check_free(layout, files)
+    # the params schema (written by publish_params_schema) is checked with the files
+    _check_free(layout, [*files, *([params_schema_path(name, repo)] if where is None else [])])
     toc = None
     if layout.toc is not None:
         toc = (layout.toc, toc_with(layout.toc, chapter_of(files[layout.package / "__init__.py"])))
@@ -254,5 +263,11 @@ def publish_params_schema(name: str) -> Path:
     complete; its path."""
     registry.reload()  # the experiment was not there when the registry was first filled
     path = SCHEMA_DIR / f"params.{name}.schema.json"
-    path.write_text(generate.text(generate.experiment_schema(registry.get(name))))
+    text = generate.text(generate.experiment_schema(registry.get(name)))
+    try:
+        # linked into place: whatever is at the name (a link included) is kept, never written
+        write_atomic(path, text.encode(), exclusive=True)
+    except FileExistsError:
+        raise InputError(path, "experiment", "exists already, and a new experiment never "
+                         "replaces a file", allowed="a name none of whose files exist") from None
     return path

@@ -170,6 +170,45 @@ def test_env_new_copies_a_template(tmp_path, monkeypatch):
     assert code == 2 and "environment" in err
 
 
+@pytest.mark.parametrize("plant", ["secret", "devnull", "fifo"])
+def test_env_new_never_follows_a_link_in_the_params_it_copies(tmp_path, monkeypatch, plant):
+    """copytree had copied a root-only file's content through a link, and made a link to
+    /dev/null a world-writable (0666) params file."""
+    params = tmp_path / "params"
+    (params / "src").mkdir(parents=True)
+    (params / "src" / "smt_thp.yaml").write_text("# params\n")
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET-ROOT-ONLY\n")
+    secret.chmod(0o600)
+    planted = params / "src" / "notes.yaml"
+    if plant == "secret":
+        planted.symlink_to(secret)
+    elif plant == "devnull":
+        planted.symlink_to("/dev/null")
+    else:
+        os.mkfifo(planted)
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
+    code, _, err = run(["env", "new", "box", "--from", "src"])
+    assert code == 2 and f"{planted}: is a" in err and "never followed" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (params / "box").exists(), "nothing of the copy is kept"
+
+
+def test_env_new_keeps_the_files_modes_not_more(tmp_path, monkeypatch):
+    params = tmp_path / "params"
+    (params / "src" / "sub").mkdir(parents=True)
+    (params / "src" / "smt_thp.yaml").write_text("# params\n")
+    (params / "src" / "smt_thp.yaml").chmod(0o640)
+    (params / "src" / "sub" / "x.yaml").write_text("x: 1\n")
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
+    assert run(["env", "new", "box", "--from", "src"])[0] == 0
+    copy = params / "box" / "smt_thp.yaml"
+    assert copy.read_text() == "# params\n" and copy.stat().st_mode & 0o7777 == 0o640
+    assert (params / "box" / "sub" / "x.yaml").read_text() == "x: 1\n"
+
+
 def test_status_and_restore_on_an_empty_data_folder(tmp_path):
     code, out, _ = run(["status", "--data", str(tmp_path)])
     assert code == 0 and "no campaigns" in out

@@ -617,6 +617,60 @@ def test_an_archive_named_so_that_its_extras_would_leave_their_folder_is_refused
         store.root / "extras" / "a"
 
 
+def test_a_campaign_folder_that_is_a_link_is_never_imported_into(tmp_path, capsys):
+    """raw/<exp>/<env> as a link had received the host record, the runs and the extras."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    data = tmp_path / "data"
+    (data / "raw" / "aisio-k").mkdir(parents=True)
+    (data / "raw" / "aisio-k" / "lab").symlink_to(elsewhere)
+    code = cli.main(["import-cijoe", str(folder), "--experiment", "aisio-k", "--env", "lab",
+                     "--data", str(data), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "lab: is a symbolic link to" in err and "never followed" in err
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_an_extras_folder_that_is_a_link_is_never_written_through(tmp_path):
+    """A re-import had written the archive's extras into the target of a linked extras/."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    data = tmp_path / "data"
+    import_archive(folder, "aisio-k", "lab", data, progress=False)
+    extras = data / "raw" / "aisio-k" / "lab" / "extras"
+    shutil.rmtree(extras)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    extras.symlink_to(elsewhere)
+    with pytest.raises(InputError, match="extras: is a symbolic link to .*never followed"):
+        import_archive(folder, "aisio-k", "lab", data, progress=False)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_killed_imports_leftovers_are_moved_aside_by_the_next(tmp_path):
+    """A killed import's runs/.tmp-* folders had stayed, 'interrupted' in status for ever:
+    the next import moves them to partial/, as 'iolab run' moves its own."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    data = tmp_path / "data"
+    store = Store(data, "aisio-k", "lab")
+    # of a process that has ended: its pid names no import that is still running
+    leftover = store.runs_dir / f".tmp-0123456789ab-r0-{_ended_pid()}"
+    leftover.mkdir(parents=True)
+    (leftover / "stdout").write_text("half of a run")
+    assert store.stale_tmp_dirs() == [leftover]
+    report = import_archive(folder, "aisio-k", "lab", data, progress=False)
+    assert store.stale_tmp_dirs() == [] and report.imported == 2
+    (moved,) = store.partial_dir.iterdir()
+    assert (moved / "stdout").read_text() == "half of a run"
+    assert any(f"moved interrupted run {leftover}" in n for n in report.notes)
+
+
+def _ended_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
 # --- the real AiSIO archives --------------------------------------------------------------------
 
 real = pytest.mark.skipif(not (UPCIE.exists() and PCIE.exists()),

@@ -149,3 +149,38 @@ def test_a_run_folders_name_cannot_make_a_line_of_the_migration_plan(data, capsy
     out = capsys.readouterr().out
     assert rf"kvm-2vcpu/runs/{old.name}\nFORGED\x1b[2J" in out
     assert not any(line.startswith("FORGED") for line in out.splitlines())
+
+
+@pytest.mark.parametrize("plant", ["secret", "zero", "fifo", "listed"])
+def test_a_link_or_special_file_in_a_run_folder_is_never_followed(data, tmp_path, capsys,
+                                                                  plant):
+    """copytree had copied a root-only file's content through a link into the data directory
+    and read /dev/zero until the disk was full; a raw file the manifest lists, put back as a
+    link to a file of the same content, had been read through it."""
+    import os
+
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET-ROOT-ONLY\n")
+    secret.chmod(0o600)
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    (first, *_) = migrate.plan(store)
+    run = first.source
+    if plant == "secret":
+        (run / "notes.txt").symlink_to(secret)
+    elif plant == "zero":
+        (run / "zero").symlink_to("/dev/zero")
+    elif plant == "fifo":
+        os.mkfifo(run / "pipe")
+    else:
+        shutil.copyfile(run / "fio.json", tmp_path / "fio.json")
+        (run / "fio.json").unlink()
+        (run / "fio.json").symlink_to(tmp_path / "fio.json")
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["migrate", "--data", str(data), "--apply"]) == 2
+    err = capsys.readouterr().err
+    assert str(run) in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in run.iterdir()) == before, "the run is left as it is"
+    runs = run.parent
+    assert not list(runs.glob(".tmp-*")), "nothing of the copy is kept"
+    assert not [p for p in data.rglob("*") if p.is_file() and not p.is_symlink()
+                and b"SECRET-ROOT-ONLY" in p.read_bytes()]

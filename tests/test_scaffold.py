@@ -165,3 +165,30 @@ def test_a_new_experiment_plans_runs_tidies_and_renders(tmp_path, monkeypatch, c
     # the template's one claim gets a verdict from the eight runs (which one is the machine's)
     assert "The source's one claim is " in json.dumps(claims)
     assert git_status() == before, "the scaffold wrote nothing into the repository"
+
+
+def test_a_link_at_the_params_schemas_name_is_refused_and_its_target_kept(repo, tmp_path):
+    """new-experiment had written the published params schema through a link at its name,
+    over the file the link named."""
+    victim = tmp_path / "victim"
+    victim.write_text("victim\n")
+    schema = repo / "iolab" / "schemas" / f"params.{NAME}.schema.json"
+    schema.parent.mkdir(parents=True)
+    schema.symlink_to(victim)
+    toc = (repo / "_toc.yml").read_text()
+    with pytest.raises(InputError, match=rf"{schema}: key 'experiment': exists already"):
+        new_experiment(NAME, repo=repo)
+    assert victim.read_text() == "victim\n" and (repo / "_toc.yml").read_text() == toc
+    assert not (repo / "iolab" / "experiments").exists()
+
+
+def test_the_params_schema_is_written_only_where_nothing_is(tmp_path, monkeypatch):
+    import iolab.scaffold as scaffold
+
+    victim = tmp_path / "victim"
+    victim.write_text("victim\n")
+    monkeypatch.setattr(scaffold, "SCHEMA_DIR", tmp_path)
+    (tmp_path / "params.smt_thp.schema.json").symlink_to(victim)
+    with pytest.raises(InputError, match="exists already"):
+        scaffold.publish_params_schema("smt_thp")
+    assert victim.read_text() == "victim\n"

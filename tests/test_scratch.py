@@ -484,3 +484,30 @@ def test_a_campaign_waiting_for_the_registry_lock_stops_on_its_signal(tmp_path):
         holder.wait()
     assert code != 0 and any("Interrupted" in line for line in lines), lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"], "a partial file was left"
+
+
+def test_a_registry_in_a_folder_others_can_write_into_is_refused_before_any_removal(tmp_path):
+    """Another user could write a registry into a 0777 state folder naming a file of yours:
+    'iolab clean' had removed it before refusing the folder."""
+    from iolab.safefiles import NotOurs
+
+    victim = tmp_path / "victim.dat"
+    victim.write_text("precious\n")
+    st = victim.stat()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    registry = Registry(shared / "scratch.json")
+    registry.path.write_text(json.dumps({"version": 2, "files": {str(victim): {
+        "ino": st.st_ino, "mtime_ns": st.st_mtime_ns, "size": st.st_size, "by": "smt_thp/x",
+        "created_at": "2026-11-28T19:59:04+00:00",
+        "users": [{"campaign": "smt_thp/x", "checkout": str(scratch.REPO_ROOT)}]}}}))
+    for dry_run in (True, False):
+        with pytest.raises(NotOurs, match="writable by every user .* without the sticky bit"):
+            scratch.clean(registry, dry_run=dry_run)
+    with pytest.raises(NotOurs):
+        registry.entry(victim)  # what plan says is iolab's
+    assert victim.read_text() == "precious\n"
+    shared.chmod(0o1777)  # with the sticky bit, as /tmp: trusted
+    assert scratch.clean(registry, dry_run=True) == [
+        f"would remove {victim} ({st.st_size:,} bytes, made by smt_thp/x)"]

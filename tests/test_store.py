@@ -229,3 +229,29 @@ def test_a_run_folders_name_cannot_make_a_line_of_its_own(store):
     (moved,) = store.quarantine_corrupt(corrupt)
     assert "\n" not in moved and "\x1b" not in moved and r"runs/zz\ncpu_search" in moved
     assert any(p.name.startswith(name) for p in store.partial_dir.iterdir())  # as it was named
+
+
+@pytest.mark.parametrize("linked", ["experiment", "campaign"])
+def test_a_campaign_or_experiment_folder_that_is_a_link_is_never_written_through(tmp_path,
+                                                                               linked):
+    """raw/<exp>/<env> (or raw/<exp>) as a link had received the host record, the campaign
+    log and the runs of 'iolab run' and 'iolab import-cijoe'."""
+    from iolab.safefiles import NotOurs
+
+    store = Store(tmp_path / "data", "demo", "here")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "here").mkdir(parents=True)
+    link = store.root if linked == "campaign" else store.root.parent
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere / "here" if linked == "campaign" else elsewhere)
+    writes = [lambda: store.check_or_record_host({"hostname": "h"}, "f" * 16, []),
+              lambda: store.log({"event": "quarantined", "at": "now", "run": "r", "reason": "x"}),
+              lambda: store.begin("abc123def456-r0"),
+              lambda: store.commit_failed(tmp_path, manifest()),
+              lambda: store.quarantine()]
+    for write in writes:
+        with pytest.raises(NotOurs, match=f"{link}: is a symbolic link to {elsewhere}.* never "
+                                          "followed") as info:
+            write()
+        assert "\n" not in str(info.value)
+    assert list(elsewhere.rglob("*")) == [elsewhere / "here"]

@@ -235,6 +235,69 @@ def test_resume_without_a_job_says_so(tmp_path, monkeypatch):
         submit.resume("smt_thp", ENV, tmp_path / "data", log=lambda line: None)
 
 
+def test_a_jobs_folder_that_is_a_link_is_never_written_through(tmp_path, monkeypatch):
+    """iolab submit had written its executable script and the job's record into the link's
+    target."""
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    campaign = tmp_path / "data" / "raw" / "smt_thp" / ENV
+    campaign.mkdir(parents=True)
+    (campaign / "jobs").symlink_to(elsewhere)
+    with pytest.raises(InputError, match="jobs: is a symbolic link to .*never followed"):
+        submit.submit(["smt_thp"], [ENV], submit.Request(mode="replay", data_dir=tmp_path / "data"),
+                      log=lambda line: None)
+    assert list(elsewhere.iterdir()) == [] and not log.exists()
+
+
+def test_a_campaign_folder_that_is_a_link_gets_no_job(tmp_path, monkeypatch):
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "data" / "raw" / "smt_thp").mkdir(parents=True)
+    (tmp_path / "data" / "raw" / "smt_thp" / ENV).symlink_to(elsewhere)
+    with pytest.raises(InputError, match=f"{ENV}: is a symbolic link"):
+        submit.submit(["smt_thp"], [ENV], submit.Request(mode="replay", data_dir=tmp_path / "data"),
+                      log=lambda line: None)
+    assert list(elsewhere.rglob("*")) == [] and not log.exists()
+
+
+@pytest.mark.parametrize("plant", ["fifo", "zero", "secret", "folder"])
+def test_a_job_record_that_is_no_regular_file_is_refused_unread(tmp_path, plant):
+    """A FIFO at jobs/1.json had made iolab status hang; a link to /dev/zero was read until
+    the memory ran out, one to a root-only file was read."""
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    record = folder / "1.json"
+    if plant == "fifo":
+        os.mkfifo(record)
+    elif plant == "zero":
+        record.symlink_to("/dev/zero")
+    elif plant == "secret":
+        (tmp_path / "secret").write_text('{"job_id": "1"}')
+        record.symlink_to(tmp_path / "secret")
+    else:
+        (tmp_path / "other").mkdir()
+        folder.rmdir()
+        folder.symlink_to(tmp_path / "other")
+        (tmp_path / "other" / "1.json").write_text("{}")
+    with pytest.raises(InputError, match="never followed") as info:
+        jobs.read_all(folder)
+    assert "\n" not in str(info.value)
+
+
+def test_status_names_a_fifo_job_record_and_goes_on(tmp_path, capsys):
+    from iolab.cli import main
+
+    folder = tmp_path / "raw" / "smt_thp" / ENV / "jobs"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "1.json")
+    assert main(["status", "--data", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"smt_thp/{ENV}: 0 complete" in out, "the campaign is still listed"
+    assert "its Slurm jobs cannot be read: " in out and "1.json: is a FIFO" in out
+
+
 # -- against a real Slurm ----------------------------------------------------------------------
 
 def iolab(args: list[str], env: dict, check: bool = True) -> subprocess.CompletedProcess:

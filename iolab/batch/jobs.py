@@ -5,6 +5,9 @@ folder, beside the batch script it ran, its output and error files and its execu
 (what to run again on ``--resume``) and the job it resumes, if any. A job's state is not
 stored: it is asked of Slurm when shown (``iolab.host.slurm.job_states``).
 
+Records are read only when they are regular files, and nothing is read or written through a
+``jobs/`` (or campaign) folder that is a link (:mod:`iolab.safefiles`).
+
 Responsible for: writing, reading and describing records. Not responsible for: submitting
 (``iolab.batch.submit``).
 """
@@ -18,8 +21,12 @@ from typing import Any
 
 from iolab.durable import write_json_atomic
 from iolab.errors import InputError, excerpt, printable
+from iolab.safefiles import read_regular, refuse_linked
 
 FOLDER = "jobs"
+ROLE = "the campaign's Slurm jobs (jobs/)"
+# jobs/, the campaign's folder and the experiment's: none is followed if it is a link
+DEPTH = 3
 
 
 def jobs_dir(campaign_root: Path) -> Path:
@@ -44,21 +51,29 @@ class JobRecord:
 
 
 def write(folder: Path, record: JobRecord) -> Path:
+    refuse_linked(folder, ROLE, DEPTH)
     path = folder / f"{record.job_id}.json"
     write_json_atomic(path, asdict(record))
     return path
 
 
 def read_all(folder: Path) -> list[JobRecord]:
-    """The records of ``folder``, oldest first (by job id, which Slurm counts up)."""
+    """The records of ``folder``, oldest first (by job id, which Slurm counts up). A record
+    is read only when it is a regular file: a FIFO there would block ``iolab status`` for
+    ever, a link to /dev/zero fill the memory (NotOurs, in one line); a ``folder`` that is a
+    link is refused alike."""
+    refuse_linked(folder, ROLE, DEPTH)
     if not folder.is_dir():
         return []
     out = []
     for path in folder.glob("*.json"):
         if not path.stem.isdigit():
             continue
+        raw = read_regular(path, "a Slurm job's record")
+        if raw is None:
+            continue  # removed since it was listed
         try:
-            doc = json.loads(path.read_text())
+            doc = json.loads(raw)
             out.append(JobRecord(**doc))
         except (ValueError, TypeError) as exc:
             raise InputError(path, None, f"is not a job record ({exc})",

@@ -4,7 +4,8 @@ campaign's last script again (``--resume``).
 Everything that can be known before submitting is checked before anything is written: that
 ``sbatch`` is there, the params with their ``--set`` overrides and ``--where`` filters, the
 partition (from ``sinfo``), that the data directory and the campaign's ``jobs/`` folder can be
-written, and (for ``run``) that some run is left to do. What only Slurm can judge (an account,
+written (and that neither ``jobs/`` nor a folder above it in the data directory is a link,
+which is never written through), and (for ``run``) that some run is left to do. What only Slurm can judge (an account,
 a time limit over the partition's) comes back as Slurm's own message, and the script written
 for a job that was refused is removed again.
 
@@ -27,7 +28,9 @@ from iolab.batch import jobs, script
 from iolab.core import datadir
 from iolab.errors import InputError, IolabError
 from iolab.host import slurm
+from iolab.durable import write_atomic
 from iolab.paths import REPO_ROOT, resolve_data_dir
+from iolab.safefiles import refuse_linked
 
 MODES = ("run", "replay", "plan")
 
@@ -204,21 +207,26 @@ def submit(experiments: list[str], environments: list[str], request: Request,
                          for e in experiments for v in environments) if s is not None]
     if not specs:
         return []
+    for spec in specs:  # before anything is written: a link is never written through
+        refuse_linked(spec.jobs_dir, jobs.ROLE, jobs.DEPTH)
     created = [] if data_dir.exists() else [data_dir]
     datadir.check(data_dir, write=True)
     written: list[tuple[script.JobSpec, Path]] = []
     try:
         for spec in specs:
             created += _mkdirs(spec.jobs_dir)
+            refuse_linked(spec.jobs_dir, jobs.ROLE, jobs.DEPTH)  # one put there since
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
             path = spec.jobs_dir / f"{stamp}-{spec.mode}.sh"
-            path.write_text(script.render(spec))
-            path.chmod(0o755)
+            # a new name only (linked into place: whatever is there is kept, never written)
+            write_atomic(path, script.render(spec).encode(), exclusive=True, mode=0o755)
             written.append((spec, path))
-    except OSError as exc:
+    except (OSError, IolabError) as exc:
         for _, path in written:
             path.unlink(missing_ok=True)
         _remove_new(created)
+        if isinstance(exc, IolabError):
+            raise
         raise datadir.from_os_error(exc, "cannot write a job's script; nothing was "
                                     "submitted") from None
     records: list[jobs.JobRecord] = []

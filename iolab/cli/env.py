@@ -1,17 +1,19 @@
 """``iolab env new``: a new environment, a copy of another's params files.
 
-Responsible for: its options, checking the names, and copying the params folder.
+Responsible for: its options, checking the names, and copying the params folder (its regular
+files only: a link, a FIFO or a device in it is refused in one line, never followed).
 Not responsible for: what the params files hold or how they are read (``iolab.core.spec``).
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 
 from iolab.core import spec as specmod
 from iolab.errors import InputError
 from iolab.paths import PARAMS_DIR, REPO_ROOT
+from iolab.safefiles import copy_folder
 
 DEFAULT_TEMPLATE_ENV = "kvm-2vcpu"
 
@@ -33,9 +35,11 @@ def cmd_env_new(args) -> int:
     if not source.is_dir():
         raise InputError(source, None, f"no environment '{args.source}' to copy",
                          allowed=", ".join(specmod.environments()))
-    if target.exists():
+    if os.path.lexists(target):  # a link to nowhere too: never made a folder through
         raise InputError(target, None, "exists already; edit its files, or choose another name")
-    shutil.copytree(source, target)
+    # never through a link: one to a root-only file would copy its content, one to /dev/null
+    # make a world-writable params file (copytree follows links and copies their mode)
+    copy_folder(source, target, f"the params folder of environment '{args.source}'")
     files = sorted(p.name for p in target.glob("*.yaml"))
     shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
     print(f"created {shown} from {args.source}: {', '.join(files)}")

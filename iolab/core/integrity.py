@@ -46,12 +46,12 @@ def sha256_file(path: str | Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def _sha256_regular(path: str) -> str:
+def sha256_regular(path: str | Path) -> str:
     """The sha256 of ``path`` when it is a regular file (NotOurs else; FileNotFoundError when
     nothing is there), opened without following a link or blocking on a FIFO."""
     fd = open_regular(Path(path), os.O_RDONLY, "a run's raw file")
     if fd is None:
-        raise FileNotFoundError(2, "No such file or directory", path)
+        raise FileNotFoundError(2, "No such file or directory", str(path))
     with os.fdopen(fd, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -110,7 +110,7 @@ class Checker:
                 self._new[key] = stamp
                 continue
             try:
-                sha = _sha256_regular(path)
+                sha = sha256_regular(path)
             except NotOurs as exc:  # swapped in since the lstat
                 self._bad.add(key)
                 return f"{name} {exc.problem}"

@@ -5,7 +5,9 @@ required; it makes the store uniform again: every folder named by its version-2 
 manifest carrying its identity. For each version-1 run (complete or failed) the migration
 
 1. copies the run folder to ``runs/.tmp-<new id>-<pid>/`` (raw files byte for byte, checked
-   against the hashes in the manifest), keeps the old manifest there as ``run.v1.json``,
+   against the hashes in the manifest), keeps the old manifest there as ``run.v1.json``; a
+   link, a FIFO or a device in the folder is never followed or read: the migration stops
+   there in one line, the run left as it is and nothing of its copy kept,
 2. writes the version-2 manifest (``migrated_from`` says from which id and when),
 3. renames the copy into place (the atomic step), then removes the old folder.
 
@@ -28,9 +30,11 @@ from pathlib import Path
 
 from iolab.core import manifest as mf
 from iolab.core.manifest import RunManifest
-from iolab.core.store import TMP_PREFIX, Store, sha256_file
+from iolab.core.integrity import sha256_regular
+from iolab.core.store import TMP_PREFIX, Store
 from iolab.durable import fsync_dir
 from iolab.errors import IolabError, printable
+from iolab.safefiles import NotOurs, copy_folder
 
 V1_COPY = "run.v1.json"
 
@@ -97,14 +101,22 @@ def _copy_of(target: Path, doc: dict) -> bool:
     files = doc.get("files", {})
     return ((copy.get("migrated_from") or {}).get("run_id") == doc["run_id"]
             and copy.get("files") == files
-            and all((target / n).exists() and sha256_file(target / n) == f["sha256"]
-                    for n, f in files.items()))
+            and all(_sha256(target / n) == f["sha256"] for n, f in files.items()))
+
+
+def _sha256(path: Path) -> str | None:
+    """The sha256 of the regular file ``path``; None when nothing, or something else (a
+    link, a FIFO, a device: never followed or read), is there."""
+    try:
+        return sha256_regular(path)
+    except (FileNotFoundError, NotOurs):
+        return None
 
 
 def _verify(folder: Path, manifest: RunManifest) -> None:
     for name, meta in manifest.files.items():
         path = folder / name
-        if not path.exists() or sha256_file(path) != meta["sha256"]:
+        if _sha256(path) != meta["sha256"]:
             raise IolabError(f"{path}: missing or changed since the run was stored (its sha256 is "
                              f"in {folder / mf.FILE}); not migrating this run")
 
@@ -125,7 +137,9 @@ def apply(migrations: list[Migration], log=print) -> int:
         tmp = m.source.parent / f"{TMP_PREFIX}{m.manifest.run_id}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
-        shutil.copytree(m.source, tmp)
+        # never through a link: one to a root-only file would copy its content into the data
+        # directory, one to /dev/zero fill the disk (NotOurs names it; the run is left as it is)
+        copy_folder(m.source, tmp, f"the version-1 run folder {m.source}")
         os.replace(tmp / mf.FILE, tmp / V1_COPY)
         m.manifest.migrated_from = {**(m.manifest.migrated_from or {}),
                                     "migrated_at": datetime.now(timezone.utc).isoformat(

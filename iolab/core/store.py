@@ -22,7 +22,9 @@ The host record, the campaign log and each run's ``run.json`` are read, and the 
 to, only when they are regular files (:mod:`iolab.safefiles`): a link there is not followed,
 a FIFO never blocks a command (in an open that Ctrl-C cannot end), a device is never opened.
 Such a thing in place of a run's ``run.json`` (or of one of its raw files) makes that run
-corrupt; in place of the host record or the log, the command is refused in one line.
+corrupt; in place of the host record or the log, the command is refused in one line. Nothing
+is written through a folder that is a link: the experiment's, the campaign's, or one of its
+``runs/``, ``failed/`` and ``partial/`` (refused in one line, never followed).
 
 Responsible for: layout, atomic commit, listing and checking stored runs, the host record.
 Not responsible for: running tools, parsing their output, knob handling, or the manifest's
@@ -47,11 +49,15 @@ from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError, printable
 from iolab.paths import check_name
-from iolab.safefiles import append_regular, own_folder, read_regular
+from iolab.safefiles import append_regular, own_folder, read_regular, refuse_linked
 
 TMP_PREFIX = ".tmp-"
 LOG = "campaign-log.jsonl"
 _LOG_ROLE = "the campaign log"
+_ROOT_ROLE = "a campaign (raw/<experiment>/<environment>/)"
+# runs/, failed/, partial/ (and jobs/, extras/), the campaign's folder and the experiment's:
+# a link at any of them would take what iolab writes out of the data directory
+_DEPTH = 3
 
 # The campaign log's events: {event: {field: its JSON types}}, besides "event" and "at" (a
 # time) that every line has. Store.log refuses a field not named here, so the published
@@ -217,7 +223,7 @@ class Store:
                     f"{fingerprint}. Restore host.json (e.g. from git), give this host an "
                     f"environment of its own ('iolab env new NAME --from {self.environment}'), "
                     f"or pass --allow-host-change to add to this campaign anyway.")
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.own_root()
             write_json_atomic(self.host_path, {**inventory, "fingerprint": fingerprint})
             return
         if stored.get("fingerprint") == fingerprint:
@@ -234,6 +240,7 @@ class Store:
         if fingerprint not in [h.get("fingerprint") for h in history]:
             history.append({**{k: v for k, v in inventory.items() if k != "other_hosts"},
                             "fingerprint": fingerprint})
+            self.own_root()
             write_json_atomic(self.host_path, {**stored, "other_hosts": history})
 
     # -- listing -------------------------------------------------------------------------
@@ -354,6 +361,8 @@ class Store:
     def quarantine(self) -> list[str]:
         """Move the leftovers of runs interrupted before their commit to ``partial/``; never
         delete. Returns one line per move, for the user."""
+        # a runs/ that is a link holds no leftovers of ours: nothing is moved out of it
+        refuse_linked(self.runs_dir, "the stored runs", _DEPTH)
         return [self._move_aside(d, "interrupted run") for d in self.stale_tmp_dirs()]
 
     def quarantine_corrupt(self, corrupt: list[CorruptRun]) -> list[str]:
@@ -366,15 +375,20 @@ class Store:
         return lines
 
     def _move_aside(self, folder: Path, kind: str) -> str:
-        own_folder(self.partial_dir, "runs set aside")
+        own_folder(self.partial_dir, "runs set aside", _DEPTH)
         dest = self.partial_dir / f"{folder.name.lstrip('.')}@{_stamp()}"
         os.rename(folder, dest)
         return printable(f"moved {kind} {folder} to {dest} (kept there, never deleted); the "
                          "next 'iolab run' measures again any run its plan still holds")
 
     # -- writing -------------------------------------------------------------------------
+    def own_root(self) -> Path:
+        """The campaign's folder, made if missing; NotOurs when it or its experiment's folder
+        is a link: the host record, the log and the runs would be written into its target."""
+        return own_folder(self.root, _ROOT_ROLE, _DEPTH - 1)
+
     def begin(self, run_id: str) -> Path:
-        own_folder(self.runs_dir, "the stored runs")
+        own_folder(self.runs_dir, "the stored runs", _DEPTH)
         tmp = self.runs_dir / f"{TMP_PREFIX}{run_id}-{os.getpid()}"
         if any(t == tmp for t, _ in self._pending or []):
             raise IolabError(f"{self.runs_dir / run_id}: a run with this id is already stored "
@@ -437,7 +451,7 @@ class Store:
         return final
 
     def commit_failed(self, tmp: Path, manifest: RunManifest) -> Path:
-        own_folder(self.failed_dir, "the failed runs")
+        own_folder(self.failed_dir, "the failed runs", _DEPTH)
         dest = self.failed_dir / f"{manifest.run_id}@{_stamp()}"
         self._finish(tmp, manifest, "failed", dest)
         return dest
@@ -450,7 +464,7 @@ class Store:
         if not fields or undeclared:
             raise ValueError(f"campaign log: event {record.get('event')!r} with fields "
                              f"{undeclared} is not declared in LOG_EVENTS")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.own_root()
         # only to a regular file: a link there is not followed, a FIFO never blocks the
         # campaign (with its locks held) in an open that Ctrl-C cannot end
         append_regular(self.root / LOG, (json.dumps(record, sort_keys=True) + "\n").encode(),

@@ -18,7 +18,9 @@ it, and with it what it says of a file iolab wrote.
 The registry and its lock (``.scratch-<machine id>.json.lock``, a :class:`iolab.lockfile.Lock`
 that names its holder) are state: files of mode 0600 in a folder of mode 0700, whatever the
 umask, never followed through a link, and a FIFO or another special file in their place is
-refused before any read that could block (:mod:`iolab.safefiles`). A lock another process
+refused before any read that could block (:mod:`iolab.safefiles`). The registry is not even
+read from a folder that others can write into (world-writable without the sticky bit): what
+it names would otherwise be removed by ``clean`` or called iolab's by ``plan``. A lock another process
 holds is waited for: the wait names the holder once, and Ctrl-C (or a campaign's stop check)
 ends it.
 
@@ -67,7 +69,8 @@ from iolab.durable import write_json_atomic
 from iolab.errors import IolabError, excerpt
 from iolab.lockfile import Lock
 from iolab.paths import REPO_ROOT, state_dir
-from iolab.safefiles import STATE_MODE, NotOurs, make_folders, read_regular, state_folder
+from iolab.safefiles import (STATE_MODE, NotOurs, check_folder, make_folders, read_regular,
+                             state_folder)
 
 CHUNK = 1 << 20
 # a folder iolab makes for a scratch file, whatever the umask: others may read (as they may
@@ -155,6 +158,10 @@ class Registry:
     # -- reading and writing, under the lock ---------------------------------------------
 
     def _load(self) -> dict[str, dict[str, Any]]:
+        # a registry in a folder others can write into may be theirs: refused before it is
+        # read, so that no file it names is removed (clean), or called ours (plan)
+        if os.path.lexists(self.path.parent):
+            check_folder(self.path.parent)
         try:
             # a link or a FIFO put in its place is refused: never followed, never a read
             # that blocks for ever

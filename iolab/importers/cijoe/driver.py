@@ -1,8 +1,9 @@
 """The import of one AiSIO CIJOE archive, phase by phase: open and index it, record its host,
 pair its benchmarks with their captures and AiSIO's results, and store each run.
 
-Responsible for: the order of the phases, opening the target's store, and storing the runs
-in one batch.
+Responsible for: the order of the phases, opening the target's store (moving a killed
+import's leftovers to its ``partial/``, as ``iolab run`` does), and storing the runs in one
+batch.
 Not responsible for: any phase's own work (the other modules of
 :mod:`iolab.importers.cijoe`).
 """
@@ -52,6 +53,9 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
                          allowed=f"archives with {', '.join(target.aisio_kinds)} runs on "
                                  f"the {', '.join(target.aisio_backends)} back end")
     store = open_store(target, environment, data_dir)
+    # a killed import's temporary run folders are moved to partial/, as 'iolab run' moves
+    # its own: nothing else ever would, and status would show them as interrupted for ever
+    report.notes.extend(store.quarantine())
     _record_host(store, arc, host, fingerprint, report, own_campaign=own_campaign)
     _store_extras(arc, commands, store, report)
 

@@ -7,7 +7,8 @@ beside its other extras under ``extras/<archive>/``, with the p2pBandwidthLatenc
 and its ``.state``.
 
 Responsible for: the host record and its fingerprint; writing it and the extras, never
-overwriting a stored file, never through a link, and never outside the campaign's
+overwriting a stored file, never through a link (at a file's name or in place of a folder:
+``extras/``, ``extras/<archive>/`` or the campaign's), and never outside the campaign's
 ``extras/<archive>/`` (an archive named ``..`` is refused).
 Not responsible for: parsing ``lscpu -e`` or the p2p output (``iolab.parsers``), comparing
 the p2p value with AiSIO's (:mod:`iolab.importers.cijoe.crosscheck`), or the store's own
@@ -33,7 +34,7 @@ from iolab.importers.cijoe.kinds import LSCPU, P2P
 from iolab.importers.cijoe.report import ImportReport
 from iolab.parsers.lscpu import offline_cpus, parse_lscpu_e
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
-from iolab.safefiles import NotOurs, read_regular
+from iolab.safefiles import NotOurs, own_folder, read_regular
 
 SOURCE = "aisio-cijoe-import"
 
@@ -133,7 +134,6 @@ def _record_host(store: Store, arc: _Archive, host: dict[str, Any], fingerprint:
 def _write_host_extra(store: Store, arc: _Archive, host: dict[str, Any], fingerprint: str,
                       report: ImportReport) -> None:
     folder = _extras_folder(store, arc)
-    folder.mkdir(parents=True, exist_ok=True)
     data = json.dumps({**host, "fingerprint": fingerprint}, indent=2, sort_keys=True)
     _write_once(folder / "host.json", (data + "\n").encode(), report)
 
@@ -149,7 +149,6 @@ def _store_extras(arc: _Archive, commands: list[Command], store: Store,
     if not p2p:
         return
     folder = _extras_folder(store, arc)
-    folder.mkdir(parents=True, exist_ok=True)
     for command in p2p:
         name = f"{P2P}-{command.step}-cmd_{command.number:02d}"
         for suffix, data in ((".output", command.output_bytes), (".state", command.state_bytes)):
@@ -171,7 +170,8 @@ def _extras_folder(store: Store, arc: _Archive) -> Path:
         raise InputError(arc.name, None, f"the archive's name gives no folder for its extras "
                          f"(extras/{stem})", allowed="an archive or folder with a name of its "
                          "own (not . or ..)")
-    return store.root / "extras" / stem
+    # made here, never through a link (at extras/, at it or above: the campaign's folders)
+    return own_folder(store.root / "extras" / stem, "an archive's raw extras (extras/)", 4)
 
 
 def _stem(name: str) -> str:
