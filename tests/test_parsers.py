@@ -108,3 +108,58 @@ def test_within_float_lets_every_number_a_float_holds_through():
     with pytest.raises(ParseError, match=r"^s: k: an integer of about 309 digits, beyond the "
                                          r"largest number a measurement can hold \(1.8e\+308\)$"):
         within_float(largest + 2**971, "k", "s")
+
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+def with_key(name: str, key: str, value: str) -> str:
+    """The fixture (one JSON object) with ``"key": value`` added at its end."""
+    text = (FIX / name).read_text().rstrip()
+    return f'{text[:-1]}, "{key}": {value}}}'
+
+
+def deep_bpftrace() -> str:
+    return (FIX / "bpftrace/json_maps.ndjson").read_text() + '{"type": "printf", "data": ' + \
+        DEEP + "}\n"
+
+
+JSON_PARSERS = {
+    "fio": (parse_fio_json, "fio/psync_randread_4k_nj4_group.json"),
+    "bdevperf": (parse_bdevperf_json, "bdevperf/perform_tests_2jobs.json"),
+    "uring_reader": (parse_uring_reader, "uring_reader/coop-2cpus.json"),
+    "gpu_pcie_probe": (parse_gpu_pcie_probe, "gpu_pcie_probe/copy_h2d.json"),
+}
+
+
+@pytest.mark.parametrize("case", [*JSON_PARSERS, "bpftrace"])
+def test_json_nested_deeper_than_any_report_is_a_parse_error(case):
+    """50,000 nested arrays raised RecursionError (no ParseError), which ended the campaign
+    even with --keep-going."""
+    if case == "bpftrace":
+        parse, text = parse_bpftrace_json, deep_bpftrace()
+    else:
+        parse, name = JSON_PARSERS[case]
+        text = with_key(name, "zz", DEEP)
+    with pytest.raises(ParseError, match=r"^out: .*nested more than 100 levels deep "
+                                         r"\(at most 100 allowed\)"):
+        parse(text, "out")
+
+
+def test_json_nesting_a_report_can_have_is_read():
+    """Brackets inside strings are text, and 100 levels are allowed."""
+    parse, name = JSON_PARSERS["uring_reader"]
+    assert parse(with_key(name, "zz", '"' + "[" * 500 + '"'), "out")["iops"] == 56588.0
+    assert parse(with_key(name, "zz", "[" * 99 + "]" * 99), "out")["iops"] == 56588.0
+
+
+@pytest.mark.parametrize("case", ["bdevperf", "uring_reader", "gpu_pcie_probe"])
+def test_json_key_given_twice_is_a_parse_error(case):
+    """json keeps the last of two equal keys silently: a second 'iops' (or any key) stood for
+    the measured one; fio's report was refused already."""
+    parse, name = JSON_PARSERS[case]
+    key = {"bdevperf": "results", "uring_reader": "iops", "gpu_pcie_probe": "mode"}[case]
+    doc = json.loads((FIX / name).read_text())
+    text = with_key(name, key, json.dumps(doc[key]))
+    with pytest.raises(ParseError, match=rf"^out: key '{key}' is given twice in one object"):
+        parse(text, "out")

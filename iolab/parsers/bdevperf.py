@@ -47,7 +47,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import int_within_float, within_float
+from iolab.parsers import int_within_float, load_json, within_float
 
 FORMAT_TEXT = "text"
 FORMAT_JSON = "json"
@@ -457,12 +457,10 @@ def _json_response(text: str, source: str) -> dict[str, Any]:
     if first_line.startswith(_RPC_CLIENT_ERRORS):
         raise ParseError(source, f"the RPC client gave up: {shortened(first_line)}")
     try:
-        doc = json.loads(text)
+        doc = load_json(text, source)
     except json.JSONDecodeError as exc:
         raise ParseError(source, f"not a JSON document ({exc.msg} at line {exc.lineno}); "
                                  f"it starts with {excerpt(first_line[:80])}") from None
-    except ValueError as exc:  # an integer of more digits than Python reads (4,300)
-        raise ParseError(source, f"a number that cannot be read: {excerpt(str(exc))}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ParseError(source, "no 'results' array at the top level")
     if not doc["results"]:

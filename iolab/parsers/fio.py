@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import int_within_float, within_float
+from iolab.parsers import decode_json, int_within_float, within_float
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -138,22 +138,6 @@ def _timestamp_ms(report: dict, source: str) -> int | float | None:
     return value
 
 
-class _KeyTwice(Exception):
-    def __init__(self, key: str):
-        self.key = key
-
-
-def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict:
-    """An object of the report, refused when a key is given twice: json keeps the last one
-    silently, and a second 'iops' would stand for the measured one."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise _KeyTwice(key)
-        out[key] = value
-    return out
-
-
 def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
     """Find the JSON report(s) in the text; return the last one and any warnings."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -163,7 +147,6 @@ def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
     if match is None:
         raise ParseError(source, "no JSON object found: no line starts with '{'")
 
-    decoder = json.JSONDecoder(object_pairs_hook=_no_key_twice)
     reports: list[dict] = []
     warnings: list[str] = []
     pos = match.start()
@@ -174,15 +157,10 @@ def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
                             f"the JSON report (from line {line})")
             break
         try:
-            report, pos = decoder.raw_decode(text, pos)
+            report, pos = decode_json(text, source, pos)
         except json.JSONDecodeError as exc:
             raise ParseError(source, f"truncated or invalid JSON at line {exc.lineno} "
                                      f"col {exc.colno} ({exc.msg})") from None
-        except _KeyTwice as exc:  # fio writes each key once: which one would be meant?
-            raise ParseError(source, f"key {excerpt(exc.key)} is given twice in one object, "
-                                     "so the report is not fio's own") from None
-        except ValueError as exc:  # an integer of more digits than Python reads (4,300)
-            raise ParseError(source, f"a number that cannot be read: {exc}") from None
         reports.append(report)
         pos = _WHITESPACE.match(text, pos).end()
     if len(reports) > 1:

@@ -15,13 +15,12 @@ Responsible for: the format. Not responsible for: running the reader (its adapte
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import within_float
+from iolab.parsers import load_json, within_float
 
 _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, "file": str,
            "bytes": int, "bs": int, "qdepth": int, "runtime_s": (int, float),
@@ -34,7 +33,7 @@ _LATENCIES = ("mean", "p50", "p90", "p99", "p999", "max")
 
 def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = load_json(text, source)
     except ValueError as exc:
         raise ParseError(source, f"not valid JSON (cut off?): {exc}") from None
     if not isinstance(doc, dict):
