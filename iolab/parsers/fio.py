@@ -208,7 +208,9 @@ def _direction(jobs: list[dict], d: str, source: str) -> dict:
         if _field(clat, "N", _INT, f"{where}.clat_ns", source) > 0:
             clats.append((f"{where}.clat_ns", clat))
 
-    n_total = sum(clat["N"] for _, clat in clats)
+    # each N holds in a float, their sum need not: weighted / n_total would overflow
+    n_total = within_float(sum(clat["N"] for _, clat in clats),
+                           f"{d}: the sum of the jobs' clat_ns.N", source)
     weighted = sum(_field(clat, "mean", _NUMBER, where, source) * clat["N"]
                    for where, clat in clats)
     out = {
