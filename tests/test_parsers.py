@@ -230,3 +230,14 @@ def test_gnu_time_cpu_share_is_checked_against_times_cut_to_what_it_prints():
         text = GNU_TIME.replace("10.02user 0.79system 0:10.99elapsed 98%CPU",
                                 f"0.01user 0.00system 0:00.01elapsed {cpu}%CPU")
         assert parse_gnu_time_default(text, "out")["cpu_percent"] == cpu
+
+
+@pytest.mark.parametrize("stamp", [0, -5, 100 * 4_102_444_800_000])
+def test_fio_timestamp_no_clock_read_is_a_parse_error(stamp):
+    """A report stamped 0, or centuries ahead, placed the measurement window (and every
+    collector's numbers) where no run was, and was stored as a sample."""
+    text = in_json("fio/psync_randread_4k_nj4_group.json", _set(["timestamp_ms"], stamp))
+    with pytest.raises(ParseError, match=r"^out: report.timestamp_ms is .*; allowed: a time "
+                                         r"from 1104537600000 \(2005, fio's first release\) to "
+                                         r"4102444800000 \(2100\)"):
+        parse_fio_json(text, "out")

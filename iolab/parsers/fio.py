@@ -58,6 +58,12 @@ _PERCENTILES = {"p50": 50.0, "p99": 99.0, "p999": 99.9}
 _FIRST_BRACE_LINE = re.compile(r"^\{", flags=re.MULTILINE)
 _WHITESPACE = re.compile(r"\s*")
 
+# The times a report's timestamp_ms can hold, ms since the epoch: none before fio existed
+# (2005-01-01) and none past 2100-01-01; a 0, or a date far ahead, would place the measurement
+# window (and every collector's numbers) where no run was
+EARLIEST_MS = 1_104_537_600_000
+LATEST_MS = 4_102_444_800_000
+
 _NUMBER = ((int, float), "a number")
 _INT = (int, "an integer")
 _OBJECT = (dict, "an object")
@@ -135,6 +141,10 @@ def _timestamp_ms(report: dict, source: str) -> int | float | None:
     value = _field(report, "timestamp_ms", _NUMBER, "report", source)
     if not math.isfinite(value):
         raise ParseError(source, f"report.timestamp_ms must be a finite number, got {value}")
+    if not EARLIEST_MS <= value <= LATEST_MS:
+        raise ParseError(source, f"report.timestamp_ms is {value:g}; allowed: a time from "
+                                 f"{EARLIEST_MS} (2005, fio's first release) to {LATEST_MS} "
+                                 "(2100): fio's clock read no other")
     return value
 
 
