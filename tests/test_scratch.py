@@ -484,3 +484,14 @@ def test_a_campaign_waiting_for_the_registry_lock_stops_on_its_signal(tmp_path):
         holder.wait()
     assert code != 0 and any("Interrupted" in line for line in lines), lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"], "a partial file was left"
+
+
+def test_a_file_larger_than_the_free_space_is_refused_before_a_byte(tmp_path, registry):
+    """No free-space check: a size the plan accepted would be written until the file system
+    was full."""
+    f = ScratchFile("target_path", tmp_path / "sub" / "t.dat", 2**62)
+    with pytest.raises(IolabError, match=rf"^key 'target_path': {f.path} would take "
+                                         r"4,611,686,018,427,387,904 bytes, but its file system "
+                                         r"has [0-9,]+ free; nothing was written"):
+        lay_out(f, registry, by="test")
+    assert list((tmp_path / "sub").iterdir()) == [] and registry.ours() == []

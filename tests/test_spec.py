@@ -267,3 +267,25 @@ def test_a_number_python_will_not_read_is_a_yaml_error_not_a_crash():
     with pytest.raises(yaml.YAMLError, match="a number that cannot be read"):
         load_yaml("runtime_s: " + "9" * 5000)
     assert load_yaml("runtime_s: " + "9" * 4000)["runtime_s"] == int("9" * 4000)
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("99999999999999999999999T", "'99999999999999999999999T' is out of range"),
+    ("9" * 5000 + "G", "'" + "9" * 15),
+    ("8192P", "'8192P' is out of range"),
+    (2**63, "a whole number of about 20 digits is out of range"),
+    (10**5000, "a whole number of about 5001 digits is out of range"),
+], ids=["23 digits T", "5,000 digits G", "8192P", "2**63", "5,001 digits"])
+def test_a_size_beyond_any_file_is_out_of_range(value, problem):
+    """A target_size of 1.1e35 bytes was planned (and would have been written until the disk
+    was full); 5,000 digits with a unit were an internal error (int() refuses 4,300)."""
+    from iolab.core.schema import MAX_SIZE, Size
+
+    field = Size()
+    with pytest.raises(InputError) as info:
+        field.check(value, "p.yaml", "target_size")
+    message = str(info.value)
+    assert message.startswith(f"p.yaml: key 'target_size': {problem}"), message
+    assert message.endswith(f"at most {MAX_SIZE} bytes)") and len(message) < 500
+    assert field.check("8191P", "p.yaml", "target_size") == "8191P"
+    assert field.check(MAX_SIZE, "p.yaml", "target_size") == MAX_SIZE
