@@ -101,6 +101,8 @@ def _check_depth(text: str, source: str, pos: int) -> None:
     """ParseError when arrays and objects nest deeper than :data:`JSON_DEPTH_MOST` in the
     value at ``pos`` (strings, whose brackets are text, are skipped; the count stops where the
     value's outermost bracket closes)."""
+    if text.count("[", pos) + text.count("{", pos) <= JSON_DEPTH_MOST:
+        return  # too few brackets to nest that deep: no need to scan (most reports)
     depth = 0
     for match in _BRACKETS.finditer(text, pos):
         char = match.group()
