@@ -19,8 +19,9 @@ The default format (GNU time 1.7–1.9; samples in tests/fixtures/aisio_formats/
 Elapsed is ``m:ss.cc`` below one hour and ``h:mm:ss`` (no fraction) from one hour on. ``%CPU``
 is ``(user + system) / elapsed`` as a whole percent of one CPU, over the command's whole
 lifetime (start-up and teardown included), and is ``?`` when elapsed is zero; it is then
-returned as None. GNU time writes the report last, after the command has exited, so the
-*last* report in the text is the one read.
+returned as None; a ``%CPU`` the printed times cannot give, or minutes or seconds of 60 or
+more, is a ParseError (the report is not GNU time's own). GNU time writes the report last,
+after the command has exited, so the *last* report in the text is the one read.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 The report (``schema_version`` 1; ``window_ns`` since reader version 2) holds the arguments, the ring setup flags the kernel
 accepted, per-thread I/O counts, totals, read errors and completion latency in ns (mean and
 percentiles of a log-linear histogram). The parser checks that every field is present with
-its type, that the threads' I/Os add up to the total, and converts latencies to µs.
+its type (a boolean is no number), that the block size, queue depth and runtime are above 0, that
+the latencies are in order (p50 <= p90 <= p99 <= p999 <= max, mean <= max), that the threads'
+I/Os add up to the total, and converts latencies to µs.
 
 Result: ``window_ns`` (CLOCK_REALTIME start and end of the measurement), ``iops``, ``mibs``, ``ios``, ``threads`` (number), ``cpus`` (their CPU ids),
 ``setup_flags`` (list), ``clat_mean_us``, ``clat_p50_us``, ``clat_p90_us``, ``clat_p99_us``,
