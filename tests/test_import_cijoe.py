@@ -1000,3 +1000,28 @@ def test_spdk_runs_with_thread_siblings_are_paired_and_cross_checked(tmp_path, t
         name = PurePosixPath(m.extra["imported_from"]["aisio_result"]).name
         assert name == (f"d2-c2-o512-q64-be_upcie-tool_{m.tool}-thrsib{m.point['thr_sib']}-"
                         f"freq_performance-stress0-SMT1-turbo1-{m.rep}.out")
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("inf", "device rows add up to inf IOPS, but the Total row says inf"),
+    ("nan", "device rows add up to nan IOPS, but the Total row says nan"),
+    ("2e10", "metric iops reads 2.00011e+10 op/s, above what any device this package can measure "
+             "does (1e+10 operations per second)"),
+], ids=["inf", "nan", "beyond any device"])
+def test_an_imported_run_gets_the_sample_check_of_a_measured_one(tmp_path, value, reason):
+    """An IOPS of inf was imported as a complete, intact run (the sum check let inf - inf, a
+    NaN, through, and the importer applied no sample check); NaN was only a disagreement."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output = folder / "003_run" / "cmd_04.output"
+    text = output.read_text()
+    device, total = " 1100000.50 ", " 2100000.50 "
+    assert device in text and total in text
+    if value == "2e10":  # the rows still add up
+        text = text.replace(" 1000000.00 ", " 20000000000.00 ").replace(
+            total, " 20001100000.50 ")
+    else:
+        text = text.replace(device, f" {value} ").replace(total, f" {value} ")
+    output.write_text(text)
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes

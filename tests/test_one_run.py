@@ -300,3 +300,120 @@ def test_a_detached_child_of_the_tool_is_ended_before_the_run_is_sealed(campaign
     time.sleep(2.5)  # past the child's write, had it lived
     runs, corrupt = camp.store.scan(rehash=True)
     assert len(runs) == 3 and not corrupt
+
+
+def _clat(**fields) -> dict:
+    """The fake fio's read latencies (its fixture's clat_ns) with ``fields`` set, without the
+    json+ histogram when a percentile map is given (fio then reads its map)."""
+    from test_rounds import FIXTURE
+
+    clat = json.loads(FIXTURE.read_text())["jobs"][0]["read"]["clat_ns"]
+    if "percentile" in fields:
+        del clat["bins"]
+    return {**clat, **fields}
+
+
+def test_json_nested_too_deeply_fails_only_its_run(campaign, fake_fio):
+    """A report nested 50,000 deep raised RecursionError, which ended the campaign, with
+    --keep-going, recording neither a run nor a failure; 200 levels are beyond any report."""
+    camp = campaign("data")
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    fake_fio(camp, {1: [1000, {"zz": deep}, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [reason] = reasons(camp)
+    assert reason.startswith("output could not be parsed: ")
+    assert reason.endswith("fio.json: line 1: arrays or objects nested more than 100 levels "
+                           "deep (at most 100 allowed)")
+
+
+@pytest.mark.parametrize("clat, reason", [
+    (_clat(mean=1e300), "fio.clat_mean_us reads 1e+297 µs, longer than the whole run"),
+    (_clat(percentile={"50.000000": 9_000_000, "99.000000": 90_000, "99.900000": 95_000}),
+     "fio.clat_p50_us reads 9000, above fio.clat_p99_us at 90: a higher percentile "
+     "is never below a lower one"),
+], ids=["mean latency of 1e300 ns", "p50 above p99"])
+def test_a_latency_no_run_can_have_fails_the_run_naming_it(campaign, fake_fio, clat, reason):
+    """A mean latency of 3e279 years, and a median above the 99th percentile, were stored as
+    samples."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, {"clat_ns": clat}, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [got] = reasons(camp)
+    assert got.startswith(reason), got
+    assert list(camp.tidy()["iops"]) == [1000.0, 1000.0]
+
+
+def test_a_latency_is_bounded_by_the_longest_account_of_the_run(demo):
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "run.duration_s": 0.05,
+           "fio.runtime_ms": 3000, "fio.clat_mean_us": 2_900_000.0}
+    assert demo.sample_problem(row) == "", "fio's own runtime is longer than the wall time"
+    assert demo.sample_problem({**row, "fio.clat_mean_us": 3_100_000.0}) == (
+        "fio.clat_mean_us reads 3.1e+06 µs, longer than the whole run (3 s), within which "
+        "every timed operation began and ended")
+    assert demo.sample_problem({**row, "config.runtime_s": 4, "config.ramp_s": 1,
+                                "fio.clat_mean_us": 4_900_000.0}) == ""
+    assert demo.sample_problem({"run.tool": "fio", "fio.clat_mean_us": 1e300}) == "", \
+        "no account of the run's time: no bound"
+
+
+def test_percentiles_of_one_quantity_must_not_decrease(demo):
+    row = {"run.tool": "uring_reader", "uring_reader.clat_p50_us": 10.0,
+           "uring_reader.clat_p90_us": 20.0, "uring_reader.clat_p99_us": 30.0,
+           "uring_reader.clat_p999_us": 40.0, "uring_reader.clat_max_us": 50.0,
+           "nvml.rx_p50_bytes_per_s": 5.0, "nvml.rx_p95_bytes_per_s": 9.0}
+    assert demo.sample_problem(row) == ""
+    assert demo.sample_problem({**row, "uring_reader.clat_max_us": 39.0}).startswith(
+        "uring_reader.clat_p999_us reads 40, above uring_reader.clat_max_us at 39")
+    assert demo.sample_problem({**row, "nvml.rx_p50_bytes_per_s": 10.0}).startswith(
+        "nvml.rx_p50_bytes_per_s reads 10, above nvml.rx_p95_bytes_per_s at 9")
+    assert demo.sample_problem({**row, "uring_reader.clat_p90_us": None}) == "", \
+        "a value not there is not ordered"
+
+
+def test_a_rate_beside_a_runtime_of_0_makes_no_sample(demo):
+    """fio's runtime 0 beside bytes moved was stored as a sample."""
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "fio.bw_bytes": 4_096_000, "iops": 1000.0,
+           "fio.runtime_ms": 0}
+    assert demo.sample_problem(row) == ("fio.runtime_ms reads 0 while metric iops (from "
+                                        "fio.iops) reads 1000 op/s: a rate needs time to move "
+                                        "anything in")
+    assert demo.sample_problem({**row, "fio.iops": 0.0, "fio.bw_bytes": 0, "iops": 0.0}) == ""
+
+
+def test_a_cpu_share_above_every_cpu_of_the_host_makes_no_sample():
+    """4,000,000 % of one CPU on a 2-CPU host was stored as a sample."""
+    from iolab.core import registry
+
+    exp = registry.get("smt_thp")
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "fio.usr_cpu": 12.0,
+           "usr_cpu": 12.0, "fio.sys_cpu": 195.0, "sys_cpu": 195.0}
+    assert exp.sample_problem(row, 2) == "", "a tick or two over 200 % on 2 CPUs is allowed"
+    assert exp.sample_problem({**row, "fio.usr_cpu": 4e6, "usr_cpu": 4e6}, 2) == (
+        "metric usr_cpu (from fio.usr_cpu) reads 4e+06 % of one CPU, above 210 %, all of this "
+        "host's 2 CPUs with a margin of 5%")
+    assert exp.sample_problem({**row, "fio.sys_cpu": 300.0, "sys_cpu": 300.0}, 2) != ""
+    assert exp.sample_problem({**row, "fio.sys_cpu": 300.0, "sys_cpu": 300.0}) == "", \
+        "the host's CPUs not known: up to the most a host has"
+    assert "8192 CPUs, the most a host has" in exp.sample_problem(
+        {**row, "fio.usr_cpu": 4e6, "usr_cpu": 4e6})
+    assert exp.sample_problem({**row, "procstat.host_busy_pct": 106.0,
+                               "host_busy_pct": 106.0}, 2).startswith(
+        "metric host_busy_pct (from procstat.host_busy_pct) reads 106 % of all CPUs, above 105 %")
+
+
+def test_a_run_is_judged_against_the_cpus_of_this_host(campaign, fake_fio, monkeypatch):
+    from iolab.core.experiment import Experiment
+    from iolab.host.inventory import topology
+
+    seen = []
+    judge = Experiment.sample_problem
+    monkeypatch.setattr(Experiment, "sample_problem",
+                        lambda self, row, cpus=None: seen.append(cpus) or judge(self, row, cpus))
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, 1000, 1000]})
+    assert run(camp).completed == 3
+    assert seen == [len(topology())] * 3

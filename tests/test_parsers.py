@@ -108,3 +108,136 @@ def test_within_float_lets_every_number_a_float_holds_through():
     with pytest.raises(ParseError, match=r"^s: k: an integer of about 309 digits, beyond the "
                                          r"largest number a measurement can hold \(1.8e\+308\)$"):
         within_float(largest + 2**971, "k", "s")
+
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+def with_key(name: str, key: str, value: str) -> str:
+    """The fixture (one JSON object) with ``"key": value`` added at its end."""
+    text = (FIX / name).read_text().rstrip()
+    return f'{text[:-1]}, "{key}": {value}}}'
+
+
+def deep_bpftrace() -> str:
+    return (FIX / "bpftrace/json_maps.ndjson").read_text() + '{"type": "printf", "data": ' + \
+        DEEP + "}\n"
+
+
+JSON_PARSERS = {
+    "fio": (parse_fio_json, "fio/psync_randread_4k_nj4_group.json"),
+    "bdevperf": (parse_bdevperf_json, "bdevperf/perform_tests_2jobs.json"),
+    "uring_reader": (parse_uring_reader, "uring_reader/coop-2cpus.json"),
+    "gpu_pcie_probe": (parse_gpu_pcie_probe, "gpu_pcie_probe/copy_h2d.json"),
+}
+
+
+@pytest.mark.parametrize("case", [*JSON_PARSERS, "bpftrace"])
+def test_json_nested_deeper_than_any_report_is_a_parse_error(case):
+    """50,000 nested arrays raised RecursionError (no ParseError), which ended the campaign
+    even with --keep-going."""
+    if case == "bpftrace":
+        parse, text = parse_bpftrace_json, deep_bpftrace()
+    else:
+        parse, name = JSON_PARSERS[case]
+        text = with_key(name, "zz", DEEP)
+    with pytest.raises(ParseError, match=r"^out: .*nested more than 100 levels deep "
+                                         r"\(at most 100 allowed\)"):
+        parse(text, "out")
+
+
+def test_json_nesting_a_report_can_have_is_read():
+    """Brackets inside strings are text, and 100 levels are allowed."""
+    parse, name = JSON_PARSERS["uring_reader"]
+    assert parse(with_key(name, "zz", '"' + "[" * 500 + '"'), "out")["iops"] == 56588.0
+    assert parse(with_key(name, "zz", "[" * 99 + "]" * 99), "out")["iops"] == 56588.0
+
+
+@pytest.mark.parametrize("case", ["bdevperf", "uring_reader", "gpu_pcie_probe"])
+def test_json_key_given_twice_is_a_parse_error(case):
+    """json keeps the last of two equal keys silently: a second 'iops' (or any key) stood for
+    the measured one; fio's report was refused already."""
+    parse, name = JSON_PARSERS[case]
+    key = {"bdevperf": "results", "uring_reader": "iops", "gpu_pcie_probe": "mode"}[case]
+    doc = json.loads((FIX / name).read_text())
+    text = with_key(name, key, json.dumps(doc[key]))
+    with pytest.raises(ParseError, match=rf"^out: key '{key}' is given twice in one object"):
+        parse(text, "out")
+
+
+def test_fio_sample_counts_that_sum_past_a_float_are_a_parse_error_naming_the_key():
+    """Each N held in a float, their sum did not: the mean latency's division raised
+    OverflowError, which named no key."""
+    def edit(doc):
+        for job in doc["jobs"]:
+            job["read"]["clat_ns"]["N"] = 10**308
+    text = in_json("fio/psync_randread_4k_nj4.jsonplus.json", edit)
+    with pytest.raises(ParseError, match=r"read: the sum of the jobs' clat_ns.N: an integer "
+                                         r"of about 309 digits"):
+        parse_fio_json(text, "out")
+
+
+URING = "uring_reader/coop-2cpus.json"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_set(["iops"], True), r"key 'iops': True has the wrong type"),
+    (_set(["bs"], 0), r"key 'bs': 0, must be above 0"),
+    (_set(["qdepth"], -1), r"key 'qdepth': -1, must be above 0"),
+    (_set(["lat_ns", "p50"], 9e18), r"key 'lat_ns': p50 9e\+18 is above p90 .*allowed: "
+                                    r"p50 <= p90 <= p99 <= p999 <= max"),
+    (_set(["lat_ns", "mean"], 9e18), r"key 'lat_ns': mean 9e\+18 is above max"),
+], ids=["iops a boolean", "bs 0", "qdepth -1", "p50 above p99", "mean above max"])
+def test_uring_reader_refuses_values_no_run_has(edit, message):
+    with pytest.raises(ParseError, match=rf"^out: {message}"):
+        parse_uring_reader(in_json(URING, edit), "out")
+
+
+@pytest.mark.parametrize("key, value", [("runtime", -1), ("queue_depth", -5), ("io_size", 0),
+                                        ("io_failed", -1)])
+def test_bdevperf_json_refuses_values_no_job_has(key, value):
+    """A runtime of -1 made the per-second rates None silently; a queue depth of -5 and
+    I/Os of 0 bytes were returned as they were."""
+    text = in_json("bdevperf/perform_tests_2jobs.json", _set(["results", 0, key], value))
+    with pytest.raises(ParseError, match=rf"^out: results\[0\]\.{key} is {value}; allowed: "
+                                         r"[01] or more$"):
+        parse_bdevperf_json(text, "out")
+
+
+GNU_TIME = (FIX / "aisio_formats/gnu_time_default.txt").read_text()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("98%CPU", "99999999999999999999999999%CPU", r"99999999999999999999999999%CPU "
+                                                 r"does not match its times \(10\.81 s of CPU "
+                                                 r"in 10\.99 s elapsed allow 98% to 98%\)"),
+    ("98%CPU", "9%CPU", r"9%CPU does not match its times"),
+    ("0:10.99elapsed", "0:99.99elapsed", r"elapsed '0:99.99': minutes and seconds must be "
+                                         r"below 60"),
+    ("0:10.99elapsed", "1:75:00elapsed", r"elapsed '1:75:00': minutes and seconds must be "
+                                         r"below 60"),
+])
+def test_gnu_time_refuses_a_cpu_share_or_elapsed_time_it_does_not_print(old, new, message):
+    assert old in GNU_TIME
+    with pytest.raises(ParseError, match=rf"^out: line 1: {message}"):
+        parse_gnu_time_default(GNU_TIME.replace(old, new), "out")
+
+
+def test_gnu_time_cpu_share_is_checked_against_times_cut_to_what_it_prints():
+    """GNU time prints the times cut to 0.01 s and %CPU from the uncut ones: 0.01 s of CPU
+    in 0.01 s elapsed can print anything from 50 to 300 %."""
+    for cpu in (50, 100, 300):
+        text = GNU_TIME.replace("10.02user 0.79system 0:10.99elapsed 98%CPU",
+                                f"0.01user 0.00system 0:00.01elapsed {cpu}%CPU")
+        assert parse_gnu_time_default(text, "out")["cpu_percent"] == cpu
+
+
+@pytest.mark.parametrize("stamp", [0, -5, 100 * 4_102_444_800_000])
+def test_fio_timestamp_no_clock_read_is_a_parse_error(stamp):
+    """A report stamped 0, or centuries ahead, placed the measurement window (and every
+    collector's numbers) where no run was, and was stored as a sample."""
+    text = in_json("fio/psync_randread_4k_nj4_group.json", _set(["timestamp_ms"], stamp))
+    with pytest.raises(ParseError, match=r"^out: report.timestamp_ms is .*; allowed: a time "
+                                         r"from 1104537600000 \(2005, fio's first release\) to "
+                                         r"4102444800000 \(2100\)"):
+        parse_fio_json(text, "out")

@@ -511,3 +511,14 @@ def test_a_registry_in_a_folder_others_can_write_into_is_refused_before_any_remo
     shared.chmod(0o1777)  # with the sticky bit, as /tmp: trusted
     assert scratch.clean(registry, dry_run=True) == [
         f"would remove {victim} ({st.st_size:,} bytes, made by smt_thp/x)"]
+
+
+def test_a_file_larger_than_the_free_space_is_refused_before_a_byte(tmp_path, registry):
+    """No free-space check: a size the plan accepted would be written until the file system
+    was full."""
+    f = ScratchFile("target_path", tmp_path / "sub" / "t.dat", 2**62)
+    with pytest.raises(IolabError, match=rf"^key 'target_path': {f.path} would take "
+                                         r"4,611,686,018,427,387,904 bytes, but its file system "
+                                         r"has [0-9,]+ free; nothing was written"):
+        lay_out(f, registry, by="test")
+    assert list((tmp_path / "sub").iterdir()) == [] and registry.ours() == []

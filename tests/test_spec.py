@@ -286,3 +286,25 @@ def test_a_folder_with_no_environments_name_is_no_environment(demo, params_dir, 
     info.cmd_experiments(type("Args", (), {"format": "text"})())
     out = capsys.readouterr().out
     assert "environments with params: lab" in out and "PWNED" not in out
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("99999999999999999999999T", "'99999999999999999999999T' is out of range"),
+    ("9" * 5000 + "G", "'" + "9" * 15),
+    ("8192P", "'8192P' is out of range"),
+    (2**63, "a whole number of about 20 digits is out of range"),
+    (10**5000, "a whole number of about 5001 digits is out of range"),
+], ids=["23 digits T", "5,000 digits G", "8192P", "2**63", "5,001 digits"])
+def test_a_size_beyond_any_file_is_out_of_range(value, problem):
+    """A target_size of 1.1e35 bytes was planned (and would have been written until the disk
+    was full); 5,000 digits with a unit were an internal error (int() refuses 4,300)."""
+    from iolab.core.schema import MAX_SIZE, Size
+
+    field = Size()
+    with pytest.raises(InputError) as info:
+        field.check(value, "p.yaml", "target_size")
+    message = str(info.value)
+    assert message.startswith(f"p.yaml: key 'target_size': {problem}"), message
+    assert message.endswith(f"at most {MAX_SIZE} bytes)") and len(message) < 500
+    assert field.check("8191P", "p.yaml", "target_size") == "8191P"
+    assert field.check(MAX_SIZE, "p.yaml", "target_size") == MAX_SIZE

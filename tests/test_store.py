@@ -106,6 +106,25 @@ def test_a_truncated_manifest_makes_the_run_corrupt(store):
     assert store.complete_ids() == set()
 
 
+@pytest.mark.parametrize("key, value, reason", [
+    ("experiment", "smt_thp\nsmt_thp/kvm-2vcpu: FORGED",
+     "run.json names experiment 'smt_thp\\nsmt_thp/kvm-2vcpu: FORGED', not this folder's 'demo'"),
+    ("environment", "there", "run.json names environment 'there', not this folder's 'here'"),
+    ("failure", "x\nFORGED-FAILURE", "run.json records a failure ('x\\nFORGED-FAILURE'); only "
+                                    "a failed run has one, and it belongs under failed/"),
+])
+def test_a_manifest_that_contradicts_its_folder_makes_the_run_corrupt(store, key, value, reason):
+    """A run.json edited to name another experiment, or to hold a failure reason, was a
+    complete and intact sample."""
+    final = commit_one(store)
+    doc = json.loads((final / "run.json").read_text())
+    doc[key] = value
+    (final / "run.json").write_text(json.dumps(doc))
+    [corrupt] = store.corrupt_runs()
+    assert corrupt.reason == reason and corrupt.path == final
+    assert store.complete_ids() == set()
+
+
 @pytest.mark.parametrize("damage, reason", [
     (lambda f: f.unlink(), "stdout is missing (run.json records it)"),
     (lambda f: f.write_bytes(b"raw OUTPUT\n"), "differs from what run.json records"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,16 @@ ZERO_BYTES_BESIDE_OPERATIONS_PER_S = 1000.0
 # 1e-300 operations per second beside 300 MB/s (a rate that rounds to nothing, which the rule
 # for 0 missed) implies operations of astronomical size
 MAX_BYTES_PER_OPERATION = 2.0**34
+# The most CPUs a host has when the caller does not say (Linux's largest NR_CPUS): a CPU share
+# is at most 100 % of each of them
+MAX_CPUS = 8192
+# the units of a CPU share: percent of one CPU, or of the whole host
+CPU_SHARES = {"% of one CPU": None, "% of all CPUs": 1}
+# A share counted in clock ticks over a window can overshoot its ceiling by a tick or two
+# (the committed runs reach 198.1 % on 2 CPUs); a share beyond this margin was not measured
+CPU_SHARE_SLACK = 1.05
+# a percentile column: <what>_p<digits>_<unit>, p50 the 0.50 quantile, p999 the 0.999 one
+_PERCENTILE = re.compile(r"^(?P<what>.+)_p(?P<digits>[0-9]+)_(?P<unit>[a-z_]+)$")
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,28 @@ def missing_value(value: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _percentiles_out_of_order(row: dict[str, Any]) -> str:
+    """Why the row's percentiles cannot be measured ("" when they can): of one quantity
+    (``<what>_p<digits>_<unit>`` columns, and ``<what>_max_<unit>``), a higher percentile below
+    a lower one, or the maximum below a percentile, which no distribution has."""
+    groups: dict[tuple[str, str], list[tuple[float, str]]] = {}
+    for column, value in row.items():
+        match = _PERCENTILE.match(column)
+        if match and _present(value):
+            key = (match["what"], match["unit"])
+            groups.setdefault(key, []).append((float("0." + match["digits"]), column))
+    for (what, unit), found in groups.items():
+        found.sort()
+        highest = f"{what}_max_{unit}"
+        if _present(row.get(highest)):
+            found.append((1.0, highest))
+        for (_, low), (_, high) in zip(found, found[1:]):
+            if row[low] > row[high]:
+                return (f"{low} reads {row[low]:g}, above {high} at {row[high]:g}: a higher "
+                        "percentile is never below a lower one")
+    return ""
 
 
 def _present(value: Any) -> bool:
@@ -304,7 +337,7 @@ class Experiment:
     def tidy_row(self, run: StoredRun) -> dict[str, Any]:
         return standard_row(run, self.derive, list(self.variables))
 
-    def sample_problem(self, row: dict[str, Any]) -> str:
+    def sample_problem(self, row: dict[str, Any], cpus: int | None = None) -> str:
         """Why a run's row is no sample ("" when it is one): one of the experiment's metrics,
         or a column it is read from, is infinite or negative, or a number of the tool's own
         output (``<tool>.*``) is NaN, infinite or negative. No quantity measured here (rates, times, counts, shares) can be any of
@@ -312,7 +345,12 @@ class Experiment:
         value are not problems: they are how a collector says it has no value (no samples in
         the window, no cpufreq on this host). Nor can a rate be above what any device here
         does, or at 0 beside another rate of the tool that says it moved something
-        (:meth:`_implausible_rate`)."""
+        (:meth:`_implausible_rate`). Nor can a bound that no measurement exceeds be crossed:
+        a latency longer than the run (:meth:`_latency_beyond_run`), a CPU share above 100 %
+        of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS` when the caller
+        does not know them; :meth:`_cpu_share_beyond_host`), a higher percentile below a lower
+        one (:func:`_percentiles_out_of_order`), or a rate beside a reported runtime of 0
+        (:meth:`_rate_without_runtime`)."""
         tool = f"{row.get('run.tool')}."
         for name, metric in self.metrics.items():
             for column in (*metric.sources, name):
@@ -332,7 +370,81 @@ class Experiment:
                     math.isnan(value) or math.isinf(value) or value < 0):
                 return (f"{column} reads {value!r}, which no measurement the tool reports can "
                         "be")
-        return self._implausible_rate(row)
+        return (self._latency_beyond_run(row) or self._cpu_share_beyond_host(row, cpus)
+                or _percentiles_out_of_order(row) or self._rate_without_runtime(row)
+                or self._implausible_rate(row))
+
+    def _latencies(self, row: dict[str, Any]) -> dict[str, float]:
+        """The run's latencies in µs, column -> value: the tool's own (its columns ending in
+        ``_us``, the unit in the name) and each metric's in µs, with their sources."""
+        tool = f"{row.get('run.tool')}."
+        columns = [c for c in row if c.startswith(tool) and c.endswith("_us")]
+        columns += [column for name, metric in self.metrics.items() if metric.unit == "µs"
+                    for column in (*metric.sources, name)]
+        return {c: row[c] for c in dict.fromkeys(columns) if _present(row.get(c))}
+
+    @staticmethod
+    def _run_span_s(row: dict[str, Any]) -> float | None:
+        """The longest the run took by any of its own accounts, in s (None: none says): the
+        tool's wall time (``run.duration_s``), the ramp and runtime it was given, and the
+        runtime the tool reports (``<tool>.runtime_s``, ``<tool>.runtime_ms``)."""
+        tool = row.get("run.tool")
+        spans = [row.get("run.duration_s"), row.get(f"{tool}.runtime_s")]
+        if _present(row.get(f"{tool}.runtime_ms")):
+            spans.append(row[f"{tool}.runtime_ms"] / 1000)
+        if _present(row.get("config.runtime_s")):
+            ramp = row.get("config.ramp_s")
+            spans.append(row["config.runtime_s"] + (ramp if _present(ramp) else 0))
+        known = [s for s in spans if _present(s) and s > 0]
+        return max(known) if known else None
+
+    def _latency_beyond_run(self, row: dict[str, Any]) -> str:
+        """Why a latency cannot be measured ("" when it can): it is longer than the whole run
+        (:meth:`_run_span_s`), within which every I/O it times began and ended."""
+        span_s = self._run_span_s(row)
+        if span_s is None:
+            return ""
+        for column, value in self._latencies(row).items():
+            if value > span_s * 1e6:
+                return (f"{self._named(column)} reads {value:g} µs, longer than the whole run "
+                        f"({span_s:g} s), within which every timed operation began and ended")
+        return ""
+
+    def _cpu_share_beyond_host(self, row: dict[str, Any], cpus: int | None) -> str:
+        """Why a CPU share cannot be measured ("" when it can): one above 100 % of each of the
+        host's ``cpus`` (:data:`MAX_CPUS` when not known), or a share of the whole host above
+        100 %."""
+        most_cpus = cpus if cpus else MAX_CPUS
+        for name, metric in self.metrics.items():
+            if metric.unit not in CPU_SHARES:
+                continue
+            ceiling = 100.0 * (CPU_SHARES[metric.unit] or most_cpus) * CPU_SHARE_SLACK
+            for column in (*metric.sources, name):
+                value = row.get(column)
+                if _present(value) and value > ceiling:
+                    whose = (f"this host's {cpus} CPUs" if cpus else f"{MAX_CPUS} CPUs, the most "
+                             "a host has") if CPU_SHARES[metric.unit] is None else "the host"
+                    return (f"{self._named(column)} reads {value:g} {metric.unit}, above "
+                            f"{ceiling:g} %, all of {whose} with a margin of "
+                            f"{CPU_SHARE_SLACK - 1:.0%}")
+        return ""
+
+    def _rate_without_runtime(self, row: dict[str, Any]) -> str:
+        """Why the tool's rates cannot be measured ("" when they can): the tool reports a
+        runtime of 0 (``<tool>.runtime_s`` or ``runtime_ms``) beside a rate above 0, which
+        something moved over some time."""
+        tool = row.get("run.tool")
+        zero = next((f"{tool}.{key}" for key in ("runtime_s", "runtime_ms")
+                     if _present(row.get(f"{tool}.{key}")) and row[f"{tool}.{key}"] == 0), None)
+        if zero is None:
+            return ""
+        moving = next(((c, unit, v) for c, (unit, v) in self._tool_rates(row).items() if v > 0),
+                      None)
+        if moving is None:
+            return ""
+        column, unit, value = moving
+        return (f"{zero} reads 0 while {self._named(column)} reads {value:g} {unit}: a rate "
+                "needs time to move anything in")
 
     def _named(self, column: str) -> str:
         """A column as a message names it: the metric read from it, if any."""

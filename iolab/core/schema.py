@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 
 
 class _Required:
@@ -36,6 +36,10 @@ _SIZE = re.compile(SIZE_PATTERN)
 
 
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+# The largest file Linux can hold (off_t, 2**63 - 1 bytes, 8 EiB): a size beyond it is no
+# file's, and its digits need not be read (int() of 4,300 digits and more raises ValueError)
+MAX_SIZE = 2**63 - 1
+_MAX_SIZE_DIGITS = len(str(MAX_SIZE))
 
 
 def size_bytes(value: str | int) -> int:
@@ -91,7 +95,8 @@ class Field:
         if self.kind == "flag":
             return "true, false"
         if self.kind == "size":
-            return "a size such as 1G, 256M, 4096 (bytes; K, M, G, T, P are powers of 1024)"
+            return ("a size such as 1G, 256M, 4096 (bytes; K, M, G, T, P are powers of 1024), "
+                    f"at most {MAX_SIZE} bytes")
         if self.kind == "list":
             return f"a list of at least {self.min_items}: {self.item.allowed()}"
         if self.kind == "text":
@@ -141,9 +146,15 @@ class Field:
             return value
         if self.kind == "size":
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                if value > MAX_SIZE:  # no repr: it raises ValueError from 4,300 digits on
+                    digits = int(value.bit_length() * math.log10(2)) + 1
+                    raise bad(f"a whole number of about {digits} digits is out of range")
                 return value
             if not isinstance(value, str) or not _SIZE.fullmatch(value):
-                raise bad(f"{value!r} is not a size")
+                raise bad(f"{excerpt(value)} is not a size")
+            digits = len(value) - len(value.lstrip("0123456789"))
+            if digits > _MAX_SIZE_DIGITS or size_bytes(value) > MAX_SIZE:
+                raise bad(f"{excerpt(value)} is out of range")
             return value
         if self.kind == "list":
             if not isinstance(value, list):

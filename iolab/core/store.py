@@ -47,7 +47,7 @@ from iolab.core import manifest as mf
 from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
-from iolab.errors import InputError, IolabError, printable
+from iolab.errors import InputError, IolabError, excerpt, printable
 from iolab.paths import check_name
 from iolab.safefiles import append_regular, own_folder, read_regular, refuse_linked
 
@@ -313,7 +313,8 @@ class Store:
                 corrupt.append(CorruptRun(run_dir, f"run.json is not a valid manifest{key}: "
                                           f"{exc.problem}"))
                 continue
-            problem = checker.check(run_dir, run.manifest.files) if checker else None
+            problem = (self._contradiction(run.manifest)
+                       or (checker.check(run_dir, run.manifest.files) if checker else None))
             if problem:
                 corrupt.append(CorruptRun(run_dir, problem))
                 continue
@@ -327,6 +328,19 @@ class Store:
         if checker:
             checker.save()
         return out, corrupt
+
+    def _contradiction(self, manifest: RunManifest) -> str | None:
+        """Why a committed run's manifest contradicts where it lies (None when it does not): it
+        names another experiment or environment than its campaign's folder, or holds a failure
+        reason, which only a run under failed/ has."""
+        for key, own in (("experiment", self.experiment), ("environment", self.environment)):
+            recorded = getattr(manifest, key)
+            if recorded != own:
+                return f"run.json names {key} {excerpt(recorded)}, not this folder's {own!r}"
+        if manifest.failure:
+            return (f"run.json records a failure ({excerpt(manifest.failure)}); only a failed "
+                    "run has one, and it belongs under failed/")
+        return None
 
     def complete_runs(self, verify: bool = True) -> list[StoredRun]:
         """Every committed, intact run (see :meth:`scan`)."""

@@ -286,7 +286,7 @@ class RunMaker:
             if metrics.get("problem"):
                 return metrics, metrics["problem"]
             row = self.exp.tidy_row(StoredRun(tmp, manifest))
-            return metrics, self.exp.sample_problem(row)
+            return metrics, self.exp.sample_problem(row, len(self.topo) or None)
         except FileNotFoundError as exc:  # a tool that exits without writing its report
             return {}, (f"no output: {_in_run(exc, tmp)} was not written ({adapter.name} "
                         f"exited with status {manifest.exit_code})")

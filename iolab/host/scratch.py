@@ -58,6 +58,7 @@ import datetime as dt
 import json
 import os
 import secrets
+import shutil
 import socket
 import stat
 from contextlib import contextmanager
@@ -415,6 +416,11 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
     for path, rec in registry.ours():  # a killed campaign's half-written copy: ours to remove
         if rec.get("final") == str(f.path):
             path.unlink(missing_ok=True)
+    free = shutil.disk_usage(f.path.parent).free
+    if f.size > free:  # the writing would fill the file system, and every other user's writes
+        raise IolabError(f"key '{f.key}': {f.path} would take {f.size:,} bytes, but its file "
+                         f"system has {free:,} free; nothing was written (allowed: a size "
+                         "that fits)")
     # a name no other process and no earlier campaign of a reused pid can have
     tmp = f.path.with_name(f".{f.path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

@@ -15,7 +15,9 @@ Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
 * ``run_problem``: why the run is not usable (the tool adapter's ``problem``: failed
   commands or error lines for xnvmeperf, a controller without I/O for spdk_nvme_perf; for
   bdevperf its parser's problems, e.g. Fail/s > 0), else empty. As for native experiments,
-  the importer stores a run with a problem as failed.
+  the importer stores a run with a problem as failed, and one whose metrics no measurement
+  can have (:func:`sample_problem`, the check of a measured run: NaN, inf, a rate beyond any
+  device, ...).
 * ``cpu_usage``: GNU time's ``%CPU`` in percent of one CPU over the tool's whole lifetime
   (start-up and teardown included, as in AiSIO); None where GNU time printed ``?``.
 * ``dcgm_p95_bytes_per_s``: AiSIO's ``dcgm``, the p95 of all 100 ms samples of DCGM field
@@ -50,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.collectors import dcgmi
+from iolab.core.experiment import Experiment, Metric
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
 from iolab.core.store import StoredRun
@@ -125,6 +128,36 @@ class ImportedCampaign:
 
     def code_files(self) -> list[Path]:
         return [Path(__file__)]
+
+
+class _Samples(Experiment):
+    """The sample check of measured runs (:meth:`Experiment.sample_problem`) over an imported
+    run's metrics: the tool's numbers are also put under ``<tool>.<key>``, as a measured
+    run's are, so that a NaN the tool printed is no sample either; a collector's (DCGM, the
+    frequency log) is its missing value."""
+
+    name = "aisio"
+    metrics = {"iops": Metric("IOPS", (), "op/s"), "mibs": Metric("bandwidth", (), "MiB/s"),
+               "failed": Metric("failed commands", ()),
+               "elapsed_s": Metric("the tool's own timer", (), "s"),
+               "cpu_usage": Metric("CPU over the tool's lifetime (GNU time)", (),
+                                   "% of one CPU"),
+               "dcgm_p95_bytes_per_s": Metric("PCIe receive traffic, p95", (), "B/s"),
+               "dcgm_mean_bytes_per_s": Metric("PCIe receive traffic, mean", (), "B/s"),
+               "cpufreq_mean_khz": Metric("mean CPU frequency", (), "kHz"),
+               "cpufreq_window_mean_khz": Metric("mean CPU frequency in the window", (), "kHz")}
+
+
+_TOOL_KEYS = ("iops", "mibs", "failed", "elapsed_s", "cpu_usage")
+
+
+def sample_problem(metrics: dict[str, Any], tool: str, cpus: int | None) -> str:
+    """Why an imported run's :func:`derive` metrics are no sample ("" when they are), by the
+    rules of a measured run (:meth:`Experiment.sample_problem`); ``tool`` is the run's tool,
+    ``cpus`` the host's logical CPUs (None: not known)."""
+    row = {**metrics, "run.tool": tool,
+           **{f"{tool}.{key}": metrics.get(key) for key in _TOOL_KEYS}}
+    return _Samples().sample_problem(row, cpus)
 
 
 def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) -> Derived:

@@ -13,13 +13,18 @@ of failing with its reason. :func:`within_float` names the key of such a number.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import sys
 from typing import Any
 
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
 
 FLOAT_MAX = sys.float_info.max
+# The deepest a report's arrays and objects nest: the tools' reports nest 5 levels at most;
+# Python's reader fails somewhat below its recursion limit (1,000), whatever the limit says
+JSON_DEPTH_MOST = 100
 
 
 def within_float(value: Any, key: str, source: str) -> Any:
@@ -35,3 +40,82 @@ def within_float(value: Any, key: str, source: str) -> Any:
 def int_within_float(text: str, key: str, source: str) -> int:
     """``int(text)``, checked by :func:`within_float`."""
     return within_float(int(text), key, source)
+
+
+class _KeyTwice(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict:
+    """An object of a report, refused when a key is given twice (see the module docstring)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _KeyTwice(key)
+        out[key] = value
+    return out
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_key_twice)
+
+
+def decode_json(text: str, source: str, pos: int = 0) -> tuple[Any, int]:
+    """The JSON value that starts at ``pos`` of ``text`` and where it ends, as
+    ``json.JSONDecoder.raw_decode`` gives them; ParseError naming ``source`` for a key given
+    twice in one object, nesting deeper than :data:`JSON_DEPTH_MOST` or a number Python cannot
+    read. json.JSONDecodeError (malformed JSON) is left to the caller, whose message says what
+    the tool writes."""
+    _check_depth(text, source, pos)
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except _KeyTwice as exc:
+        raise ParseError(source, f"key {excerpt(exc.key)} is given twice in one object (a "
+                                 "tool writes each key once), so the report is not the "
+                                 "tool's own") from None
+    except RecursionError:  # below JSON_DEPTH_MOST when the caller's stack is deep already
+        raise ParseError(source, f"arrays or objects nested too deeply (at most "
+                                 f"{JSON_DEPTH_MOST} levels allowed)") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # an integer of more digits than Python reads (4,300)
+        raise ParseError(source, f"a number that cannot be read: {excerpt(str(exc))}") from None
+
+
+def load_json(text: str, source: str) -> Any:
+    """The one JSON value ``text`` holds (``json.loads``, checked as :func:`decode_json`
+    checks); json.JSONDecodeError for malformed JSON or text after the value."""
+    start = _SPACE.match(text).end()
+    value, end = decode_json(text, source, start)
+    end = _SPACE.match(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _check_depth(text: str, source: str, pos: int) -> None:
+    """ParseError when arrays and objects nest deeper than :data:`JSON_DEPTH_MOST` in the
+    value at ``pos`` (strings, whose brackets are text, are skipped; the count stops where the
+    value's outermost bracket closes)."""
+    if text.count("[", pos) + text.count("{", pos) <= JSON_DEPTH_MOST:
+        return  # too few brackets to nest that deep: no need to scan (most reports)
+    depth = 0
+    for match in _BRACKETS.finditer(text, pos):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > JSON_DEPTH_MOST:
+                line = text.count("\n", 0, match.start()) + 1
+                raise ParseError(source, f"line {line}: arrays or objects nested more than "
+                                         f"{JSON_DEPTH_MOST} levels deep (at most "
+                                         f"{JSON_DEPTH_MOST} allowed)")
+        elif char in "]}":
+            depth -= 1
+            if depth <= 0:
+                return
+        elif depth == 0:
+            return  # a string at the top level: no brackets to count

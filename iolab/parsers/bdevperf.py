@@ -47,7 +47,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import int_within_float, within_float
+from iolab.parsers import int_within_float, load_json, within_float
 
 FORMAT_TEXT = "text"
 FORMAT_JSON = "json"
@@ -401,6 +401,10 @@ _JSON_JOB_KEYS = {
     "avg_latency_us": ((int, float), "a number"), "min_latency_us": ((int, float), "a number"),
     "max_latency_us": ((int, float), "a number"),
 }
+# No job has a negative runtime or count, a queue of depth 0 or I/Os of 0 bytes
+_JSON_JOB_LEAST = {"queue_depth": 1, "io_size": 1, "runtime": 0, "iops": 0, "mibps": 0,
+                   "io_failed": 0, "io_timeout": 0, "avg_latency_us": 0, "min_latency_us": 0,
+                   "max_latency_us": 0}
 _STATUSES = ("finished", "failed", "terminated")
 _RPC_CLIENT_ERRORS = ("Timeout while waiting for response",
                       "Connection closed with partial response")
@@ -457,12 +461,10 @@ def _json_response(text: str, source: str) -> dict[str, Any]:
     if first_line.startswith(_RPC_CLIENT_ERRORS):
         raise ParseError(source, f"the RPC client gave up: {shortened(first_line)}")
     try:
-        doc = json.loads(text)
+        doc = load_json(text, source)
     except json.JSONDecodeError as exc:
         raise ParseError(source, f"not a JSON document ({exc.msg} at line {exc.lineno}); "
                                  f"it starts with {excerpt(first_line[:80])}") from None
-    except ValueError as exc:  # an integer of more digits than Python reads (4,300)
-        raise ParseError(source, f"a number that cannot be read: {excerpt(str(exc))}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ParseError(source, "no 'results' array at the top level")
     if not doc["results"]:
@@ -531,6 +533,10 @@ def _json_job(entry: Any, i: int, source: str) -> dict[str, Any]:
             raise ParseError(source, f"{where}.{key} must be {description}, "
                                      f"got {excerpt(entry[key])}")
         within_float(entry[key], f"{where}.{key}", source)
+    for key, least in _JSON_JOB_LEAST.items():
+        if entry[key] < least:
+            raise ParseError(source, f"{where}.{key} is {excerpt(entry[key])}; allowed: "
+                                     f"{least} or more")
     percentage = entry.get("percentage")
     if percentage is not None and (isinstance(percentage, bool)
                                    or not isinstance(percentage, int)):

@@ -39,12 +39,11 @@ Ambiguities that are reported rather than guessed:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import within_float
+from iolab.parsers import load_json, within_float
 
 _STATS_KEYS = ("count", "average", "total")
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -162,7 +161,7 @@ def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
         if not line.strip():
             continue  # bpftrace writes blank lines between events
         try:
-            event = json.loads(line)
+            event = load_json(line, f"{source}: line {number}")
         except ValueError:
             raise ParseError(source, f"line {number}: not a JSON object (truncated output?): "
                              f"{excerpt(line[:80])}") from None

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import int_within_float, within_float
+from iolab.parsers import decode_json, int_within_float, within_float
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -57,6 +57,12 @@ _PERCENTILES = {"p50": 50.0, "p99": 99.0, "p999": 99.9}
 
 _FIRST_BRACE_LINE = re.compile(r"^\{", flags=re.MULTILINE)
 _WHITESPACE = re.compile(r"\s*")
+
+# The times a report's timestamp_ms can hold, ms since the epoch: none before fio existed
+# (2005-01-01) and none past 2100-01-01; a 0, or a date far ahead, would place the measurement
+# window (and every collector's numbers) where no run was
+EARLIEST_MS = 1_104_537_600_000
+LATEST_MS = 4_102_444_800_000
 
 _NUMBER = ((int, float), "a number")
 _INT = (int, "an integer")
@@ -135,23 +141,11 @@ def _timestamp_ms(report: dict, source: str) -> int | float | None:
     value = _field(report, "timestamp_ms", _NUMBER, "report", source)
     if not math.isfinite(value):
         raise ParseError(source, f"report.timestamp_ms must be a finite number, got {value}")
+    if not EARLIEST_MS <= value <= LATEST_MS:
+        raise ParseError(source, f"report.timestamp_ms is {value:g}; allowed: a time from "
+                                 f"{EARLIEST_MS} (2005, fio's first release) to {LATEST_MS} "
+                                 "(2100): fio's clock read no other")
     return value
-
-
-class _KeyTwice(Exception):
-    def __init__(self, key: str):
-        self.key = key
-
-
-def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict:
-    """An object of the report, refused when a key is given twice: json keeps the last one
-    silently, and a second 'iops' would stand for the measured one."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise _KeyTwice(key)
-        out[key] = value
-    return out
 
 
 def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
@@ -163,7 +157,6 @@ def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
     if match is None:
         raise ParseError(source, "no JSON object found: no line starts with '{'")
 
-    decoder = json.JSONDecoder(object_pairs_hook=_no_key_twice)
     reports: list[dict] = []
     warnings: list[str] = []
     pos = match.start()
@@ -174,15 +167,10 @@ def _last_report(text: str, source: str) -> tuple[dict, list[str]]:
                             f"the JSON report (from line {line})")
             break
         try:
-            report, pos = decoder.raw_decode(text, pos)
+            report, pos = decode_json(text, source, pos)
         except json.JSONDecodeError as exc:
             raise ParseError(source, f"truncated or invalid JSON at line {exc.lineno} "
                                      f"col {exc.colno} ({exc.msg})") from None
-        except _KeyTwice as exc:  # fio writes each key once: which one would be meant?
-            raise ParseError(source, f"key {excerpt(exc.key)} is given twice in one object, "
-                                     "so the report is not fio's own") from None
-        except ValueError as exc:  # an integer of more digits than Python reads (4,300)
-            raise ParseError(source, f"a number that cannot be read: {exc}") from None
         reports.append(report)
         pos = _WHITESPACE.match(text, pos).end()
     if len(reports) > 1:
@@ -230,7 +218,9 @@ def _direction(jobs: list[dict], d: str, source: str) -> dict:
         if _field(clat, "N", _INT, f"{where}.clat_ns", source) > 0:
             clats.append((f"{where}.clat_ns", clat))
 
-    n_total = sum(clat["N"] for _, clat in clats)
+    # each N holds in a float, their sum need not: weighted / n_total would overflow
+    n_total = within_float(sum(clat["N"] for _, clat in clats),
+                           f"{d}: the sum of the jobs' clat_ns.N", source)
     weighted = sum(_field(clat, "mean", _NUMBER, where, source) * clat["N"]
                    for where, clat in clats)
     out = {

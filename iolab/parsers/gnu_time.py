@@ -19,12 +19,14 @@ The default format (GNU time 1.7–1.9; samples in tests/fixtures/aisio_formats/
 Elapsed is ``m:ss.cc`` below one hour and ``h:mm:ss`` (no fraction) from one hour on. ``%CPU``
 is ``(user + system) / elapsed`` as a whole percent of one CPU, over the command's whole
 lifetime (start-up and teardown included), and is ``?`` when elapsed is zero; it is then
-returned as None. GNU time writes the report last, after the command has exited, so the
-*last* report in the text is the one read.
+returned as None; a ``%CPU`` the printed times cannot give, or minutes or seconds of 60 or
+more, is a ParseError (the report is not GNU time's own). GNU time writes the report last,
+after the command has exited, so the *last* report in the text is the one read.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from iolab.errors import ParseError, excerpt
@@ -38,6 +40,7 @@ _LINE1 = re.compile(
 _LINE2 = re.compile(
     r"^(?P<inputs>[0-9]+)inputs\+(?P<outputs>[0-9]+)outputs \((?P<major>[0-9]+)major\+"
     r"(?P<minor>[0-9]+)minor\)pagefaults (?P<swaps>[0-9]+)swaps$")
+_NUMBER = re.compile(_NUM)
 _EXITED = re.compile(r"^Command exited with non-zero status (?P<n>[0-9]+)$")
 _SIGNALLED = re.compile(r"^Command terminated by signal (?P<n>[0-9]+)$")
 
@@ -70,11 +73,17 @@ def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
     def whole(match: re.Match, group: str, key: str) -> int:
         return int_within_float(match.group(group), f"line {at + 1}: {key}", source)
 
+    user_s, system_s = float(first.group("user")), float(first.group("system"))
+    elapsed = first.group("elapsed")
+    elapsed_s = _elapsed_s(elapsed, at + 1, source)
+    cpu_percent = None if first.group("cpu") == "?" else whole(first, "cpu", "%CPU")
+    _check_cpu(cpu_percent, user_s + system_s, elapsed_s, 0.01 if "." in elapsed else 1.0,
+               at + 1, source)
     return {
-        "user_s": float(first.group("user")),
-        "system_s": float(first.group("system")),
-        "elapsed_s": _elapsed_s(first.group("elapsed"), at + 1, source),
-        "cpu_percent": None if first.group("cpu") == "?" else whole(first, "cpu", "%CPU"),
+        "user_s": user_s,
+        "system_s": system_s,
+        "elapsed_s": elapsed_s,
+        "cpu_percent": cpu_percent,
         "avgtext_kib": whole(first, "avgtext", "avgtext"),
         "avgdata_kib": whole(first, "avgdata", "avgdata"),
         "maxresident_kib": whole(first, "maxresident", "maxresident"),
@@ -88,9 +97,28 @@ def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
     }
 
 
+def _check_cpu(cpu_percent: int | None, cpu_s: float, elapsed_s: float, step_s: float,
+               number: int, source: str) -> None:
+    """ParseError when %CPU is not what GNU time computes from the times beside it: the whole
+    part of (user + system) / elapsed in percent, from times it prints cut to ``step_s``
+    (0.01 s; 1 s for h:mm:ss), so each printed time is at most one step below the real one."""
+    if cpu_percent is None or elapsed_s <= 0:
+        return
+    least = math.floor(cpu_s * 100 / (elapsed_s + step_s))
+    most = math.floor((cpu_s + 0.02) * 100 / elapsed_s)
+    if not least <= cpu_percent <= most:
+        raise ParseError(source, f"line {number}: {cpu_percent}%CPU does not match its times "
+                         f"({cpu_s:.2f} s of CPU in {elapsed_s:g} s elapsed allow "
+                         f"{least}% to {most}%)")
+
+
 def _elapsed_s(value: str, number: int, source: str) -> float:
-    """``m:ss.cc`` (below one hour) or ``h:mm:ss`` (from one hour on) in seconds."""
+    """``m:ss.cc`` (below one hour) or ``h:mm:ss`` (from one hour on) in seconds; seconds and
+    minutes (of hours) below 60."""
     parts = value.split(":")
+    if len(parts) in (2, 3) and any(_NUMBER.fullmatch(p) and float(p) >= 60 for p in parts[1:]):
+        raise ParseError(source, f"line {number}: elapsed {excerpt(value[:40])}: minutes and "
+                         "seconds must be below 60 (allowed: m:ss.cc or h:mm:ss)")
     try:
         if len(parts) == 2:
             return int(parts[0]) * 60 + float(parts[1])

@@ -18,13 +18,12 @@ naming the file and the key) and those derivations. Not responsible for: running
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import within_float
+from iolab.parsers import load_json, within_float
 
 SCHEMA_VERSION = 1
 MODES = ("copy", "read", "write")
@@ -45,7 +44,7 @@ def _whole(doc: dict, key: str, source: str, *, positive: bool = True,
 def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
     """The checked report with the derived figures (see the module docstring)."""
     try:
-        doc = json.loads(text)
+        doc = load_json(text, source)
     except ValueError as exc:
         raise ParseError(source, f"not JSON ({exc}); the probe writes its report only when "
                          "it finished") from None

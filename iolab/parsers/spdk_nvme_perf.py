@@ -75,7 +75,7 @@ def parse_spdk_nvme_perf(text: str, source: str = "<string>") -> dict:
     for key in ("iops", "mibs"):
         summed = sum(r[key] for r in rows)
         allowed = _ROUNDING * (len(rows) + 1) + 1e-9 * abs(total[key])
-        if abs(summed - total[key]) > allowed:
+        if not abs(summed - total[key]) <= allowed:  # NaN or inf (inf - inf) too
             raise ParseError(source, f"rows add up to {summed:.2f} {key}, but the Total row "
                              f"says {total[key]:.2f} (allowed rounding ±{allowed:.3f})")
     return {"rows": rows, "total": total}

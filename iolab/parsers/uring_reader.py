@@ -3,7 +3,9 @@
 The report (``schema_version`` 1; ``window_ns`` since reader version 2) holds the arguments, the ring setup flags the kernel
 accepted, per-thread I/O counts, totals, read errors and completion latency in ns (mean and
 percentiles of a log-linear histogram). The parser checks that every field is present with
-its type, that the threads' I/Os add up to the total, and converts latencies to µs.
+its type (a boolean is no number), that the block size, queue depth and runtime are above 0, that
+the latencies are in order (p50 <= p90 <= p99 <= p999 <= max, mean <= max), that the threads'
+I/Os add up to the total, and converts latencies to µs.
 
 Result: ``window_ns`` (CLOCK_REALTIME start and end of the measurement), ``iops``, ``mibs``, ``ios``, ``threads`` (number), ``cpus`` (their CPU ids),
 ``setup_flags`` (list), ``clat_mean_us``, ``clat_p50_us``, ``clat_p90_us``, ``clat_p99_us``,
@@ -15,13 +17,12 @@ Responsible for: the format. Not responsible for: running the reader (its adapte
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import within_float
+from iolab.parsers import load_json, within_float
 
 _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, "file": str,
            "bytes": int, "bs": int, "qdepth": int, "runtime_s": (int, float),
@@ -30,11 +31,15 @@ _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, 
            "errors": int, "first_errno": int, "first_error": str, "short_reads": int,
            "lat_ns": dict, "window_ns": list}
 _LATENCIES = ("mean", "p50", "p90", "p99", "p999", "max")
+# what the reader was asked to do: a read of 0 bytes, a ring of depth 0 or no time is no run
+_POSITIVE = ("bs", "qdepth", "runtime_s")
+# percentiles of one histogram cannot decrease, and none is above the slowest read
+_ORDERED = ("p50", "p90", "p99", "p999", "max")
 
 
 def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = load_json(text, source)
     except ValueError as exc:
         raise ParseError(source, f"not valid JSON (cut off?): {exc}") from None
     if not isinstance(doc, dict):
@@ -46,14 +51,19 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     for key, kind in _FIELDS.items():
         if key not in doc:
             raise ParseError(source, f"key '{key}' is missing")
-        if not isinstance(doc[key], kind) or (kind is int and isinstance(doc[key], bool)):
+        if not isinstance(doc[key], kind) or (kind is not bool and isinstance(doc[key], bool)):
             raise ParseError(source, f"key '{key}': {excerpt(doc[key])} has the wrong type")
         within_float(doc[key], f"key '{key}'", source)
+    for key in _POSITIVE:
+        if not doc[key] > 0:
+            raise ParseError(source, f"key '{key}': {excerpt(doc[key])}, must be above 0")
     lat = doc["lat_ns"]
-    if any(not isinstance(lat.get(k), (int, float)) for k in _LATENCIES):
+    if any(isinstance(lat.get(k), bool) or not isinstance(lat.get(k), (int, float))
+           for k in _LATENCIES):
         raise ParseError(source, f"key 'lat_ns' needs numbers {', '.join(_LATENCIES)}")
     for k in _LATENCIES:
         within_float(lat[k], f"key 'lat_ns.{k}'", source)
+    _check_order(lat, source)
     threads = doc["threads"]
     if not threads or any(not isinstance(t, dict) or not isinstance(t.get("ios"), int)
                           or not isinstance(t.get("cpu"), int) for t in threads):
@@ -78,6 +88,17 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     out["cpus"] = [t["cpu"] for t in threads]
     out.update({f"clat_{k}_us": lat[k] / 1000.0 for k in _LATENCIES})
     return out
+
+
+def _check_order(lat: dict, source: str) -> None:
+    """ParseError when the latencies are out of order: p50 <= p90 <= p99 <= p999 <= max, and
+    the mean at most the max."""
+    pairs = [*zip(_ORDERED, _ORDERED[1:]), ("mean", "max")]
+    for low, high in pairs:
+        if lat[low] > lat[high]:
+            raise ParseError(source, f"key 'lat_ns': {low} {excerpt(lat[low])} is above {high} "
+                             f"{excerpt(lat[high])} (allowed: p50 <= p90 <= p99 <= p999 <= max, "
+                             "mean <= max)")
 
 
 def parse_uring_reader_file(path: Path) -> dict[str, Any]:

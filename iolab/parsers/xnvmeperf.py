@@ -184,11 +184,12 @@ def _numbers(tokens: list[str], number: int, source: str) -> tuple[float, float,
 
 
 def _check_sums(devices: list[dict], totals: dict, source: str) -> None:
-    """Device rows must add up to the Total, within the rounding of the printed values."""
+    """Device rows must add up to the Total, within the rounding of the printed values (a
+    NaN or an infinite rate, whose difference is NaN, does not)."""
     for key, unit in (("iops", "IOPS"), ("mibs", "MiB/s")):
         summed = sum(d[key] for d in devices)
         allowed = _ROUNDING * (len(devices) + 1) + 1e-9 * abs(totals[key])
-        if abs(summed - totals[key]) > allowed:
+        if not abs(summed - totals[key]) <= allowed:  # NaN or inf (inf - inf) too
             raise ParseError(source, f"device rows add up to {summed:.2f} {unit}, but the Total "
                              f"row says {totals[key]:.2f} (allowed rounding ±{allowed:.3f})")
     failed = sum(d["failed"] for d in devices)

@@ -7,7 +7,7 @@ archive's order). A run id already stored with the same raw output is skipped; w
 raw output it counts as failed, with a note; nothing stored is ever overwritten.
 
 Responsible for: a repetition's identity, its raw files and manifest, committing it (as failed
-when its benchmark failed or its output cannot be derived), and what the store already holds.
+when its benchmark failed, its output cannot be derived or is no sample), and what the store already holds.
 Not responsible for: turning a run folder into metrics (:mod:`iolab.importers.aisio`, shared
 with ``iolab tidy``), the cross-checks themselves (:mod:`iolab.importers.cijoe.crosscheck`),
 or the store's layout (:class:`~iolab.core.store.Store`).
@@ -170,7 +170,9 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
     except ParseError as exc:
         problem, derived = str(exc), None
     if derived is not None:
-        problem = derived.metrics["run_problem"] or None
+        # the same check as a measured run's: an infinite IOPS or a NaN is no sample
+        problem = derived.metrics["run_problem"] or exp.sample_problem(
+            derived.metrics, run.params["tool"], len(batch.topology) or None) or None
         _cross_check(run.rep, run.label, run.rid, run.cmd_params, derived, run.aisio,
                      run.name_fields, batch.topology, report)
         _check_log_clock(run.rep, run.label, derived, report)
