@@ -15,9 +15,13 @@ from typing import Any
 
 from iolab.errors import IolabError, ParseError, excerpt
 from iolab.host.knobs import SmtKnob, SysRoot, TurboKnob
+from iolab.parsers import is_digits
 from iolab.tools.base import Collector
 
 CPUFREQ_HEADER = "cpu,timestamp_ns,khz"
+# The frequencies a CPU can run at, in kHz: a sample outside (0 kHz, or 10^23 kHz) is no
+# reading of a clock, and would pass into the mean as a good sample
+KHZ_LEAST, KHZ_MOST = 1_000, 100_000_000  # 1 MHz and 100 GHz
 
 
 def _optional_text(path: Path) -> str | None:
@@ -174,7 +178,7 @@ class CpufreqSampler(Collector):
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return int(text) if text is not None and is_digits(text) and len(text) < 20 else None
 
 
 def parse_cpufreq_samples(csv_text: str, window_start_ns: int, window_end_ns: int,
@@ -195,10 +199,15 @@ def parse_cpufreq_samples(csv_text: str, window_start_ns: int, window_end_ns: in
     per_cpu: dict[int, list[int]] = {}
     for number, line in enumerate(lines[1:], 2):
         fields = line.split(",")
-        if len(fields) != 3 or not all(f.strip().isdigit() for f in fields):
-            raise ParseError(source, f"line {number}: expected three whole numbers "
-                             f"'{CPUFREQ_HEADER}', got {excerpt(line)}")
+        # digits 0-9 only (isdigit takes '²', which int refuses), and few enough that int
+        # reads them (it refuses 4,300 and more)
+        if len(fields) != 3 or not all(is_digits(f.strip()) and len(f) <= 40 for f in fields):
+            raise ParseError(source, f"line {number}: expected three whole numbers (digits "
+                             f"0-9) '{CPUFREQ_HEADER}', got {excerpt(line)}")
         cpu, stamp, khz = (int(f) for f in fields)
+        if not KHZ_LEAST <= khz <= KHZ_MOST:
+            raise ParseError(source, f"line {number}: khz is {khz} (allowed: {KHZ_LEAST} to "
+                             f"{KHZ_MOST} kHz, 1 MHz to 100 GHz: no CPU runs outside)")
         if window_start_ns <= stamp <= window_end_ns:
             per_cpu.setdefault(cpu, []).append(khz)
     cpus = {str(cpu): {"mean_khz": sum(v) / len(v), "min_khz": min(v), "max_khz": max(v),

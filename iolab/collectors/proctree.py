@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
+from iolab.parsers import load_json
 from iolab.tools.base import Collector
 
 PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
@@ -103,21 +104,45 @@ class ProcTreeCpu(Collector):
         csv = Path(run_dir) / "proctree-cpu.csv"
         if window is None or not csv.exists():
             return {"cpu_pct": float("nan")}
-        cpu = parse_proctree_cpu(csv.read_text(), (Path(run_dir) / "proctree-cpu.json").read_text(),
-                                 *window, str(csv))
+        meta = Path(run_dir) / "proctree-cpu.json"
+        cpu = parse_proctree_cpu(csv.read_text(), meta.read_text(), *window, str(csv), str(meta))
         return {"cpu_pct": cpu["cpu_pct"], "utime_s": cpu["utime_s"], "stime_s": cpu["stime_s"]}
 
 
+CLK_TCK_MOST = 1_000_000  # ticks per second: Linux's USER_HZ is 100; more is no clock we know
+
+
+def clock_ticks(meta_text: str, source: str = "proctree-cpu.json") -> int:
+    """``clk_tck`` of the collector's record: a whole number of ticks per second, 1 to
+    :data:`CLK_TCK_MOST`; ParseError naming ``source`` and the key otherwise (the CPU times
+    are divided by it)."""
+    try:
+        meta = load_json(meta_text, source)
+    except ValueError:
+        raise ParseError(source, "not JSON (cut off?); the collector writes an object with "
+                                 "'clk_tck'") from None
+    ticks = meta.get("clk_tck") if isinstance(meta, dict) else None
+    if isinstance(ticks, bool) or not isinstance(ticks, int) or not 1 <= ticks <= CLK_TCK_MOST:
+        got = excerpt(ticks) if isinstance(meta, dict) else f"a JSON {type(meta).__name__}"
+        raise ParseError(source, f"clk_tck is {got} (allowed: an object whose clk_tck is a "
+                                 f"whole number of ticks per second, 1 to {CLK_TCK_MOST})")
+    return ticks
+
+
 def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, window_end_ns: int,
-                       source: str = "proctree-cpu.csv") -> dict[str, Any]:
+                       source: str = "proctree-cpu.csv",
+                       meta_source: str = "proctree-cpu.json") -> dict[str, Any]:
     """CPU use of the process tree inside [window_start_ns, window_end_ns], in % of one CPU.
 
     For every process, the growth of utime + stime between its first and last sample inside
     the window; the sum over processes is divided by the span of those samples. Returns
     ``{"cpu_pct", "utime_s", "stime_s", "span_s", "processes"}``; ``cpu_pct`` is NaN when
-    fewer than two samples fall inside the window.
+    fewer than two samples fall inside the window. ParseError for a record without a usable
+    ``clk_tck`` (:func:`clock_ticks`) and for CPU times that go down, or a time that goes
+    back, between a process's samples: utime and stime only grow, so a drop is no share of a
+    CPU (it gave negative percentages).
     """
-    ticks = json.loads(meta_text)["clk_tck"]
+    ticks = clock_ticks(meta_text, meta_source)
     lines = csv_text.splitlines()
     if not lines or lines[0].strip() != PROCTREE_HEADER:
         raise ParseError(source, f"line 1: expected the header '{PROCTREE_HEADER}'")
@@ -133,6 +158,7 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
             raise ParseError(source, f"line {number}: expected whole numbers, got "
                                      f"{excerpt(line)}") from None
         if window_start_ns <= stamp <= window_end_ns:
+            _check_growth(last.get(pid), (stamp, utime, stime), pid, number, source)
             first.setdefault(pid, (stamp, utime, stime))
             last[pid] = (stamp, utime, stime)
     stamps = sorted({v[0] for v in first.values()} | {v[0] for v in last.values()})
@@ -144,3 +170,16 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
     stime_s = sum(last[p][2] - first[p][2] for p in first) / ticks
     return {"cpu_pct": 100.0 * (utime_s + stime_s) / span_s, "utime_s": utime_s,
             "stime_s": stime_s, "span_s": span_s, "processes": len(first)}
+
+
+def _check_growth(before: tuple[int, int, int] | None, now: tuple[int, int, int], pid: int,
+                  number: int, source: str) -> None:
+    """ParseError when a process's sample has an earlier time, or a smaller utime or stime,
+    than its sample before (a pid reused by a new process, or samples out of order)."""
+    if before is None:
+        return
+    for index, key in enumerate(("timestamp_ns", "utime", "stime")):
+        if now[index] < before[index]:
+            raise ParseError(source, f"line {number}: pid {pid}'s {key} went down from "
+                                     f"{before[index]} to {now[index]} (allowed: a value that "
+                                     f"never decreases between a process's samples)")

@@ -22,6 +22,7 @@ from typing import Any
 from iolab.errors import ParseError, excerpt
 
 FLOAT_MAX = sys.float_info.max
+FLOAT_DIGITS_MOST = 400  # more digits than FLOAT_MAX's 309, fewer than int()'s limit (4,300)
 # The deepest a report's arrays and objects nest: the tools' reports nest 5 levels at most;
 # Python's reader fails somewhat below its recursion limit (1,000), whatever the limit says
 JSON_DEPTH_MOST = 100
@@ -38,8 +39,20 @@ def within_float(value: Any, key: str, source: str) -> Any:
 
 
 def int_within_float(text: str, key: str, source: str) -> int:
-    """``int(text)``, checked by :func:`within_float`."""
+    """``int(text)``, checked by :func:`within_float`; ValueError, as ``int`` gives, for text
+    that is no integer, and ParseError naming ``key`` for a run of digits longer than any
+    float holds (``int`` refuses 4,300 digits and more with a ValueError that names no key)."""
+    if len(text) > FLOAT_DIGITS_MOST and is_digits(text.strip().lstrip("+-")):
+        raise ParseError(source, f"{key}: an integer of {len(text.strip().lstrip('+-'))} "
+                                 f"digits, beyond the largest number a measurement can hold "
+                                 f"({FLOAT_MAX:.3g})")
     return within_float(int(text), key, source)
+
+
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is one or more of the ASCII digits 0-9: ``str.isdigit`` accepts
+    superscripts such as '²', which ``int`` then refuses with a ValueError that names no file."""
+    return text.isascii() and text.isdigit()
 
 
 class _KeyTwice(Exception):

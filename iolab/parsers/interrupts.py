@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import int_within_float
+from iolab.parsers import int_within_float, is_digits
 
 SYSTEM_WIDE = ("ERR", "MIS")  # rows with one count for the whole system
 
@@ -31,10 +31,10 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
     if not lines or not lines[0].split():
         raise ParseError(source, "empty: no CPU header line")
     header = lines[0].split()
-    if not all(h.startswith("CPU") and h[3:].isdigit() for h in header):
+    if not all(h.startswith("CPU") and is_digits(h[3:]) for h in header):
         raise ParseError(source, f"first line is not a CPU header: "
                                  f"{excerpt(lines[0].strip()[:60])}")
-    cpus = [int(h[3:]) for h in header]
+    cpus = [int_within_float(h[3:], "CPU header", source) for h in header]
     rows: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(lines[1:], 2):
         if not line.strip():
@@ -47,11 +47,12 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
         fields = rest.split()
         counts = []
         for field in fields[:len(cpus) if name not in SYSTEM_WIDE else 1]:
-            if not field.isdigit():
+            if not is_digits(field):
                 break
             counts.append(int_within_float(field, f"line {number} ({name})", source))
         if not counts:
-            raise ParseError(source, f"line {number} ({shortened(name)}): no count")
+            raise ParseError(source, f"line {number} ({shortened(name)}): no count "
+                                     "(allowed: whole numbers, digits 0-9)")
         if name in rows:
             raise ParseError(source, f"line {number}: row {shortened(name)} appears twice")
         per_cpu = name not in SYSTEM_WIDE

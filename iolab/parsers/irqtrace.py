@@ -28,6 +28,7 @@ import json
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
+from iolab.parsers import int_within_float, is_digits
 from iolab.parsers.bpftrace import parse_bpftrace_json
 
 TICK = "@@tick "
@@ -43,9 +44,10 @@ def _snapshots(text: str, source: str) -> tuple[list[tuple[int, str]], dict[str,
         event = json.loads(line)
         if event["type"] == "printf" and str(event.get("data", "")).startswith(TICK):
             stamp = event["data"][len(TICK):].strip()
-            if not stamp.isdigit():
-                raise ParseError(source, f"a tick without a time: {excerpt(event['data'])}")
-            snaps.append((int(stamp), []))
+            if not is_digits(stamp):
+                raise ParseError(source, f"a tick without a time: {excerpt(event['data'])} "
+                                         "(allowed: '@@tick' and whole nanoseconds, 0-9)")
+            snaps.append((int_within_float(stamp, "tick", source), []))
         elif event["type"] in ("map", "hist", "stats") and snaps:
             snaps[-1][1].append(line)
     return [(t, "\n".join(lines)) for t, lines in snaps], summary

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Mapping
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.inventory import pick_cpus, version_output
 from iolab.host.knobs import format_cpulist
+from iolab.parsers import int_within_float, is_digits
 from iolab.paths import DRIVERS_DIR, REPO_ROOT
 
 
@@ -386,9 +387,10 @@ def stamped(text: str, source: str) -> tuple[int, str]:
     """(time_ns, the copied text) of one :class:`Snapshots` file; ParseError without a stamp."""
     first, _, rest = text.partition("\n")
     parts = first.split()
-    if len(parts) != 3 or parts[:2] != ["#", "time_ns"] or not parts[2].isdigit():
-        raise ParseError(source, "missing '# time_ns' header line")
-    return int(parts[2]), rest
+    if len(parts) != 3 or parts[:2] != ["#", "time_ns"] or not is_digits(parts[2]):
+        raise ParseError(source, "missing '# time_ns' header line (allowed: '# time_ns' and "
+                                 "whole nanoseconds, 0-9)")
+    return int_within_float(parts[2], "time_ns", source), rest
 
 
 def end_process_group(proc: subprocess.Popen, grace_s: float) -> dict[str, Any]:
