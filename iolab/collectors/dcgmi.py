@@ -90,12 +90,14 @@ def read_argv(cmd_or_argv: str | list[str]) -> dict[str, Any]:
         value = args[at + 1]
         key = _OPTIONS[flag]
         if key == "interval_ms":
-            if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
-                raise InputError(None, flag, f"{value!r} is not a delay in whole ms >= 1")
+            # at most 9 digits: int() refuses 4,300 and more with a ValueError naming no option
+            if not re.fullmatch(r"[0-9]{1,9}", value) or int(value) < 1:
+                raise InputError(None, flag, f"{excerpt(value)} is not a delay in whole ms",
+                                 allowed="1 to 999999999")
             found[key] = int(value)
         else:
-            if not re.fullmatch(r"[0-9]+(?:,[0-9]+)*", value):
-                raise InputError(None, flag, f"{value!r} is not a comma list of ids",
+            if not re.fullmatch(r"[0-9]{1,9}(?:,[0-9]{1,9})*", value):
+                raise InputError(None, flag, f"{excerpt(value)} is not a comma list of ids",
                                  allowed="e.g. 1009,1010 or 0,1 (entity names such as "
                                          "gpu:0 are not read)")
             found[key] = [int(v) for v in value.split(",")]
@@ -123,6 +125,15 @@ def _dmon_args(words: list[str]) -> list[str] | None:
             if inner is not None:
                 return inner
     return None
+
+
+def _no_negative_rate(values: list, name: str, rows: list[int], source: str) -> None:
+    """ParseError naming the line of a negative byte rate: no link moves fewer than 0 bytes,
+    and one such row among normal ones still gave a mean that passed as a sample."""
+    for value, row in zip(values, rows):
+        if value is not None and value < 0:
+            raise ParseError(source, f"line {row + 1}: {name} is {value} bytes/s (allowed: 0 "
+                                     "or more, or N/A)")
 
 
 def read_capture(text: str, source: str, dmon: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,6 +165,8 @@ def read_capture(text: str, source: str, dmon: Mapping[str, Any]) -> dict[str, A
     # the parser keeps every full row of the entity, in order, and drops a partial last one
     rows = [i for i, line in enumerate(text.split("\n"))
             if line.split()[:2] == entity.split() and len(line.split()) == width]
+    _no_negative_rate(rx, "PCIe RX", rows, source)
+    _no_negative_rate(field(TX_FIELD) or [], "PCIe TX", rows, source)
     return {"rx": rx, "tx": field(TX_FIELD), "rows": rows, "notes": parsed["notes"]}
 
 

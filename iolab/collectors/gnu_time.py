@@ -7,11 +7,13 @@ the pure parser of that format. Not responsible for: GNU time's default two-line
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
+from iolab.parsers import within_float
 from iolab.tools.base import Collector, Program
 
 GNU_TIME = "/usr/bin/time"
@@ -54,10 +56,27 @@ _TIME_EXITED = re.compile(r"Command exited with non-zero status (\d+)")
 _TIME_SIGNALLED = re.compile(r"Command terminated by signal (\d+)")
 
 
+def _value(key: str, kind: type, raw: str, number: int, source: str) -> int | float:
+    """The value of one line: a finite number of 0 or more that a float can hold, as GNU time
+    prints it (float() takes nan, -inf and 1e999; int() takes -1; neither is a time, a count
+    or a size that GNU time gives); ParseError naming the line and key otherwise."""
+    allowed = "a number of 0 or more" if kind is float else "a whole number of 0 or more"
+    try:
+        value = kind(raw.removesuffix("%") if key == "cpu_pct" else raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(within_float(value, f"line {number}: '{key}'", source)) \
+            or value < 0:
+        raise ParseError(source, f"line {number}: '{key}' has the value {excerpt(raw)} "
+                                 f"(allowed: {allowed})")
+    return value
+
+
 def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
     """Parse a file written with ``gnu_time_prefix``.
 
-    Returns every key of ``GNU_TIME_FORMAT`` plus ``signal``. ``cpu_pct`` is None when GNU
+    Returns every key of ``GNU_TIME_FORMAT`` plus ``signal``; ParseError for a value that
+    is not a finite number of 0 or more (NaN, -inf, a negative time, count or size). ``cpu_pct`` is None when GNU
     time printed ``?%`` (elapsed time of zero); ``exit`` is None and ``signal`` the signal
     number when a signal ended the command.
     """
@@ -81,11 +100,7 @@ def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
         if key == "cpu_pct" and raw == "?%":
             values[key] = None
             continue
-        try:
-            values[key] = types[key](raw.removesuffix("%") if key == "cpu_pct" else raw)
-        except ValueError:
-            raise ParseError(source, f"line {number}: '{key}' has the value "
-                                     f"{excerpt(raw)}") from None
+        values[key] = _value(key, types[key], raw, number, source)
     missing = [key for key in types if key not in values]
     if missing:
         raise ParseError(source, f"missing {', '.join(missing)} (empty or cut-off file: was "

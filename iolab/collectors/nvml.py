@@ -48,12 +48,14 @@ are held to the link's line rate), or DCGM (``iolab.collectors.dcgmi``).
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import InputError, ParseError, ToolError
+from iolab.errors import InputError, ParseError, ToolError, excerpt
+from iolab.parsers import load_json, within_float
 from iolab.parsers.dcgm_dmon import window_stats
 from iolab.tools.base import Collector, pci_address
 
@@ -217,6 +219,17 @@ def unwrapped_rate(readings: list[tuple[int, int]]) -> tuple[float | None, float
     return moved / span, max(gaps)
 
 
+def _check_reading(value: Any, key: str, number: int, source: str) -> None:
+    """ParseError unless ``value`` is None or a finite number of 0 or more that a float can
+    hold: NVML gives no NaN or infinity (one NaN reading made the window's mean NaN, which
+    reads as "no value"), and JSON's true is no number."""
+    within_float(value, f"line {number}: {key}", source)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value) or value < 0):
+        raise ParseError(source, f"line {number}: {key} is {excerpt(value)} (allowed: a "
+                                 "finite number of 0 or more, or null)")
+
+
 def parse_samples(text: str, window: tuple[int, int] | None,
                   source: str = SAMPLES) -> dict[str, Any]:
     """The metrics of ``nvml.jsonl`` inside ``window`` (every reading when None)."""
@@ -224,19 +237,20 @@ def parse_samples(text: str, window: tuple[int, int] | None,
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            sample = json.loads(line)
+        try:  # depth-checked: a line nested 100,000 deep raised RecursionError
+            sample = load_json(line, source)
         except ValueError:
             raise ParseError(source, f"line {number}: not JSON (cut off?)") from None
-        if not isinstance(sample, dict) or not isinstance(sample.get("t_ns"), int):
-            raise ParseError(source, f"line {number}: a sample without its time 't_ns'")
-        for key in ("rx_bytes", "tx_bytes", "rx_kb_per_s", "tx_kb_per_s", "rx_bytes_per_s",
-                    "tx_bytes_per_s", "t_end_ns"):
-            value = sample.get(key)
-            if value is not None and (isinstance(value, bool) or
-                                      not isinstance(value, (int, float)) or value < 0):
-                raise ParseError(source, f"line {number}: {key} is {value!r} (allowed: a "
-                                         "number of 0 or more, or null)")
+        except ParseError as exc:  # its line is 1, of the one line it was given
+            raise ParseError(source, f"line {number}: "
+                                     f"{exc.problem.removeprefix('line 1: ')}") from None
+        t_ns = sample.get("t_ns") if isinstance(sample, dict) else None
+        if isinstance(t_ns, bool) or not isinstance(t_ns, int) or t_ns < 0:
+            raise ParseError(source, f"line {number}: a sample without its time 't_ns' "
+                                     "(allowed: an object whose t_ns is whole nanoseconds)")
+        for key in ("t_ns", "rx_bytes", "tx_bytes", "rx_kb_per_s", "tx_kb_per_s",
+                    "rx_bytes_per_s", "tx_bytes_per_s", "t_end_ns"):
+            _check_reading(sample.get(key), key, number, source)
         samples.append(sample)
 
     def inside(s: dict[str, Any]) -> bool:

@@ -1,7 +1,8 @@
 """Parser for the text output of ``dcgmi dmon`` (NVIDIA DCGM), and AiSIO's summary of it.
 
 Responsible for: turning a dmon capture into per-entity sample lists per field, with field
-names from the header and field ids where known; AiSIO's p95 (:func:`aisio_p95`) and a
+names from the header and field ids where known (a value is a finite number or N/A:
+``nan``, ``inf`` and ``1e999`` are refused); AiSIO's p95 (:func:`aisio_p95`) and a
 window summary (:func:`window_stats`); raising :class:`~iolab.errors.ParseError` (naming the
 source and the problem) for malformed captures.
 
@@ -26,6 +27,7 @@ stopped with ``pkill``, so a partial last row is dropped with a note.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from iolab.errors import ParseError, excerpt
@@ -102,10 +104,14 @@ def _value(token: str, number: int, source: str) -> int | float | None:
     except ValueError:
         pass
     try:
-        return float(token)
+        value = float(token)
     except ValueError:
         raise ParseError(source, f"line {number}: value {excerpt(token)} is neither a number nor "
                          f"N/A") from None
+    if not math.isfinite(value):  # float() takes nan, inf and 1e999; dmon prints N/A instead
+        raise ParseError(source, f"line {number}: value {excerpt(token)} is not a finite number "
+                         f"(allowed: a number, or N/A for a missing value)")
+    return value
 
 
 def aisio_p95(values: list[int | float | None]) -> float:
