@@ -123,10 +123,21 @@ def test_parse_cpufreq_cuts_to_the_window_inclusively():
     ("cpu,timestamp_ns,khz\n\n0,100,1000\n", 2),
     ("2026-04-22_14:23:48 3196599 985488\n", 1),
     ("", 1),
+    ("cpu,timestamp_ns,khz\n0,5,²\n", 2),  # str.isdigit takes '²', int() does not
+    ("cpu,timestamp_ns,khz\n0,5" + "9" * 5000 + ",1000\n", 2),  # int() refuses 4,300 digits
 ])
 def test_parse_cpufreq_rejects_malformed_lines(text, line):
     with pytest.raises(ParseError, match=rf"^run1/cpufreq.csv: line {line}:"):
         parse_cpufreq_samples(text, 0, 10**19, "run1/cpufreq.csv")
+
+
+@pytest.mark.parametrize("khz", ["0", "999", "100000001", "99999999999999999999999"])
+def test_parse_cpufreq_refuses_frequencies_no_cpu_runs_at(khz):
+    """0 kHz and 10^23 kHz were stored as good samples (the mean is a metric)."""
+    with pytest.raises(ParseError, match=rf"^c.csv: line 3: khz is {khz} \(allowed: 1000 to "
+                                         r"100000000 kHz, 1 MHz to 100 GHz"):
+        parse_cpufreq_samples(f"cpu,timestamp_ns,khz\n0,5,1000\n0,6,{khz}\n", 0, 10, "c.csv")
+    assert parse_cpufreq_samples("cpu,timestamp_ns,khz\n0,5,100000000\n", 0, 10)["n"] == 1
 
 
 # --- CPU time of the driver's process tree, and output markers -----------------------------
@@ -177,6 +188,73 @@ def test_parse_proctree_cpu_cuts_to_the_window():
 def test_parse_proctree_cpu_rejects_malformed_lines():
     with pytest.raises(ParseError, match="line 2"):
         parse_proctree_cpu("timestamp_ns,pid,comm,utime,stime\n1,2,x,3\n", '{"clk_tck": 100}', 0, 10)
+
+
+@pytest.mark.parametrize("meta, problem", [
+    ("{", "not JSON \\(cut off\\?\\); the collector writes an object with 'clk_tck'"),
+    ('{"clk_tck": 0}', "clk_tck is 0 \\(allowed: an object whose clk_tck is a whole number"),
+    ("[]", "clk_tck is a JSON list \\(allowed"),
+    ('{"clk_tck": "100"}', "clk_tck is '100' \\(allowed"),
+    ('{"clk_tck": true}', "clk_tck is True \\(allowed"),
+    ('{"clk_tck": 1e999}', "clk_tck is inf \\(allowed"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 100 levels deep"),
+])
+def test_parse_proctree_cpu_refuses_a_record_without_a_clock_rate(meta, problem):
+    """The CPU times are divided by clk_tck: 0 raised ZeroDivisionError, another shape a
+    TypeError and broken JSON a JSONDecodeError naming no file, none of which fails the run
+    with its reason."""
+    csv = "timestamp_ns,pid,comm,utime,stime\n1,5,x,1,1\n5,5,x,9,9\n"
+    with pytest.raises(ParseError, match=f"^run/proctree-cpu.json: .*{problem}"):
+        parse_proctree_cpu(csv, meta, 0, 10, "run/proctree-cpu.csv", "run/proctree-cpu.json")
+
+
+@pytest.mark.parametrize("second, key", [("9,5,x,1,100", "utime"), ("9,5,x,100,1", "stime"),
+                                         ("0,5,x,100,100", "timestamp_ns")])
+def test_parse_proctree_cpu_refuses_times_that_go_down(second, key):
+    """A CPU share from times that went down was negative (-2.5e10 %)."""
+    csv = f"timestamp_ns,pid,comm,utime,stime\n1,5,x,100,100\n{second}\n"
+    with pytest.raises(ParseError, match=f"^p.csv: line 3: pid 5's {key} went down"):
+        parse_proctree_cpu(csv, '{"clk_tck": 100}', 0, 10, "p.csv")
+
+
+def test_proctree_parse_names_the_record_it_could_not_read(tmp_path):
+    (tmp_path / "proctree-cpu.csv").write_text("timestamp_ns,pid,comm,utime,stime\n1,5,x,1,1\n")
+    (tmp_path / "proctree-cpu.json").write_text('{"clk_tck": 0}\n')
+    with pytest.raises(ParseError, match=f"^{tmp_path}/proctree-cpu.json: clk_tck is 0"):
+        ProcTreeCpu.parse(tmp_path, (0, 10))
+
+
+# --- host CPU use from /proc/stat -------------------------------------------------------------
+
+def test_parse_procstat_gives_the_busy_share():
+    from iolab.collectors.procstat import parse_procstat
+
+    res = parse_procstat("# time_ns 1000\ncpu 1 0 1 6 2 0 0 0 0 0\n",
+                         "# time_ns 3000\ncpu 3 0 3 12 1 0 0 0 0 0\n")  # iowait may go down
+    assert res == {"host_busy_pct": 100.0 * 4 / 9, "host_window_s": 2e-06}
+
+
+@pytest.mark.parametrize("before, after, problem", [
+    # every counter down gave a plausible 75 % busy
+    ("# time_ns 1000\ncpu 9 9 9 9 9 9 9 9\n", "# time_ns 2000\ncpu 1 1 1 1 1 1 1 1\n",
+     "s: field 1 \\(user\\) of the aggregate cpu line went down between the snapshots "
+     "\\(9 -> 1; allowed: counters that never decrease\\)"),
+    ("# time_ns 1000\ncpu 1 1 1 9 1 1 1 1\n", "# time_ns 2000\ncpu 2 2 2 1 2 2 2 2\n",
+     "s: field 4 \\(idle\\)"),
+    ("# time_ns 1000\ncpu 9 x 9 9 9\n", "# time_ns 2000\ncpu 9 9 9 9 9\n",
+     "s.before: line 2 \\(cpu\\): expected whole numbers of ticks \\(digits 0-9\\), got"),
+    ("# time_ns 1000\ncpu 9 9 9 9 9\n", "# time_ns 2000\ncpu 9 9 9 9 ²\n",
+     "s.after: line 2 \\(cpu\\): expected whole numbers"),
+    ("# time_ns 5000\ncpu 0 0 0 0 0\n", "# time_ns 1000\ncpu 5 0 0 5 0\n",
+     "s: time_ns of the after snapshot \\(1000\\) is before the before snapshot's \\(5000\\)"),
+    ("# time_ns ²\ncpu 0 0 0 0 0\n", "# time_ns 1000\ncpu 5 0 0 5 0\n",
+     "s.before: missing '# time_ns' header line"),
+])
+def test_parse_procstat_refuses_what_no_snapshot_pair_gives(before, after, problem):
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match=f"^{problem}"):
+        parse_procstat(before, after, "s")
 
 
 def test_output_marker_timestamps_the_announcement(tmp_path):
@@ -347,6 +425,17 @@ def test_parse_gnu_time_values_and_unknown_cpu():
     (GOOD.replace("exit=0\n", ""), "missing exit"),
     (GOOD + "exit=0\n", "line 14: 'exit' appears twice"),
     (GOOD.replace("maxrss_kib=0", "maxrss_kib=12k"), "line 5: 'maxrss_kib'"),
+    # float() takes nan, -inf and 1e999, int() a minus: GNU time prints none of them
+    (GOOD.replace("user_s=0", "user_s=nan"),
+     "line 1: 'user_s' has the value 'nan' \\(allowed: a number of 0 or more\\)"),
+    (GOOD.replace("sys_s=0", "sys_s=-inf"), "line 2: 'sys_s' has the value '-inf'"),
+    (GOOD.replace("user_s=0", "user_s=1e999"), "line 1: 'user_s' has the value '1e999'"),
+    (GOOD.replace("elapsed_s=0", "elapsed_s=-3"), "line 3: 'elapsed_s' has the value '-3'"),
+    (GOOD.replace("cpu_pct=0", "cpu_pct=-7%"), "line 4: 'cpu_pct' has the value '-7%'"),
+    (GOOD.replace("maxrss_kib=0", "maxrss_kib=-1"),
+     "line 5: 'maxrss_kib' has the value '-1' \\(allowed: a whole number of 0 or more\\)"),
+    (GOOD.replace("maxrss_kib=0", "maxrss_kib=1" + "0" * 400),
+     "line 5: 'maxrss_kib': an integer of about 401 digits"),
     ("10.02user 0.79system 0:10.99elapsed 98%CPU\n", "line 1: not a GNU time line"),
     ("Command exited with non-zero status 3\n" + GOOD, "disagrees"),
 ])

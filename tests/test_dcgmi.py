@@ -90,7 +90,10 @@ def test_read_argv_round_trip_and_defaults():
     ("dcgmi dmon -e 1009,1010 -c 10", "-c", "not a dcgmi dmon option"),
     ("dcgmi dmon -e PCIRX", "-e", "not a comma list of ids"),
     ("dcgmi dmon -i gpu:0", "-i", "not a comma list of ids"),
-    ("dcgmi dmon -d 0", "-d", "delay in whole ms >= 1"),
+    ("dcgmi dmon -d 0", "-d", "not a delay in whole ms.*1 to 999999999"),
+    # an archive's recorded line: int() refuses 4,300 digits with a ValueError naming no option
+    ("dcgmi dmon -e 1009,1010 -i 0 -d 9" + "9" * 5000, "-d", "not a delay in whole ms"),
+    ("dcgmi dmon -e 1009,1010 -i 0" + "0" * 5000, "-i", "not a comma list of ids"),
     ("dcgmi dmon -e 1010 -d", "-d", "has no value"),
 ])
 def test_read_argv_refuses_what_it_cannot_read(cmd, key, message):
@@ -127,6 +130,21 @@ def test_read_capture_without_tx():
 def test_read_capture_refuses_what_it_cannot_use(cmd, message):
     with pytest.raises(ParseError, match=f"d.txt: .*{message}"):
         read_capture((FIX / "dcgm_dmon.txt").read_text(), "d.txt", read_argv(cmd))
+
+
+@pytest.mark.parametrize("row, problem", [
+    ("GPU 0     nan       5", "line 4: value 'nan' is not a finite number"),
+    ("GPU 0     5         inf", "line 4: value 'inf' is not a finite number"),
+    ("GPU 0     5         1e999", "line 4: value '1e999' is not a finite number"),
+    ("GPU 0     5         -5", "line 4: PCIe RX is -5 bytes/s \\(allowed: 0 or more, or N/A\\)"),
+    ("GPU 0     -5.5      5", "line 4: PCIe TX is -5.5 bytes/s"),
+])
+def test_read_capture_refuses_byte_rates_no_link_has(row, problem):
+    """dmon prints N/A for a missing value; a negative rate among normal rows still gave a
+    positive mean that passed as a sample."""
+    text = f"#Entity   PCITX     PCIRX\nID\nGPU 0     10        10\n{row}\nGPU 0     10        10\n"
+    with pytest.raises(ParseError, match=f"^d.txt: {problem}"):
+        read_capture(text, "d.txt", read_argv("dcgmi dmon -e 1009,1010 -i 0"))
 
 
 # --- window statistics from stored files ------------------------------------------------------

@@ -73,6 +73,7 @@ def test_counts_are_cut_to_whole_ticks_around_the_window():
     (trace((100, {"@irq": {"0,1": 5}}), (200, {"@irq": {"0,1": 4}})), None, None),
     (trace((100, {"@irq": {"0,1": 5}})) + '{"type": "map", "da', None, "not a JSON object"),
     ('{"type": "printf", "data": "@@tick soon\\n"}\n', None, "a tick without a time"),
+    ('{"type": "printf", "data": "@@tick ²\\n"}\n', None, "a tick without a time"),  # isdigit
 ])
 def test_malformed_traces_are_refused(text, window, problem):
     if problem is None:  # a count that went down only shows inside a window

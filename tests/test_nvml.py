@@ -168,11 +168,26 @@ def test_the_pcie_capability_is_read_from_the_configuration_space(tmp_path):
 
 @pytest.mark.parametrize("text, problem", [
     ('{"t_ns": 1, "rx_bytes_per_s": 5}\n{"t_ns": 2, "rx_by', "line 2: not JSON (cut off?)"),
-    ('{"rx_bytes_per_s": 5}\n', "line 1: a sample without its time 't_ns'"),
+    ('{"rx_bytes_per_s": 5}\n', "line 1: a sample without its time 't_ns' "
+     "(allowed: an object whose t_ns is whole nanoseconds)"),
     ('{"t_ns": 1, "rx_bytes": -5}\n',
-     "line 1: rx_bytes is -5 (allowed: a number of 0 or more, or null)"),
+     "line 1: rx_bytes is -5 (allowed: a finite number of 0 or more, or null)"),
     ('{"t_ns": 1, "rx_kb_per_s": "5"}\n',
-     "line 1: rx_kb_per_s is '5' (allowed: a number of 0 or more, or null)"),
+     "line 1: rx_kb_per_s is '5' (allowed: a finite number of 0 or more, or null)"),
+    # one NaN reading made the window's mean NaN ("no value"); NVML gives none
+    ('{"t_ns": 2, "rx_kb_per_s": 1}\n{"t_ns": 1, "rx_kb_per_s": NaN}\n',
+     "line 2: rx_kb_per_s is nan (allowed: a finite number of 0 or more, or null)"),
+    ('{"t_ns": 1, "tx_kb_per_s": Infinity}\n',
+     "line 1: tx_kb_per_s is inf (allowed: a finite number of 0 or more, or null)"),
+    ('{"t_ns": 1, "rx_bytes": -Infinity}\n',
+     "line 1: rx_bytes is -inf (allowed: a finite number of 0 or more, or null)"),
+    ('{"t_ns": true, "rx_bytes": 1}\n', "line 1: a sample without its time 't_ns' "
+     "(allowed: an object whose t_ns is whole nanoseconds)"),
+    ('{"t_ns": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n",
+     "line 2: arrays or objects nested more than 100 levels deep (at most 100 allowed)"),
+    ('{"t_ns": 1, "rx_kb_per_s": 1' + "0" * 400 + "}\n",
+     "line 1: rx_kb_per_s: an integer of about 401 digits, beyond the largest number a "
+     "measurement can hold (1.8e+308)"),
 ])
 def test_malformed_samples_are_refused(text, problem):
     with pytest.raises(ParseError) as info:
