@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import ParseError
-from iolab.parsers import within_float
+from iolab.parsers import int_within_float, within_float
 from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text
 from iolab.parsers.bpftrace import parse_bpftrace_json, parse_bpftrace_text
 from iolab.parsers.cpufreq_log import aisio_cpu_freqs
@@ -241,3 +241,13 @@ def test_fio_timestamp_no_clock_read_is_a_parse_error(stamp):
                                          r"from 1104537600000 \(2005, fio's first release\) to "
                                          r"4102444800000 \(2100\)"):
         parse_fio_json(text, "out")
+
+
+def test_a_run_of_digits_int_refuses_is_a_parse_error_naming_its_key():
+    """int() refuses 4,300 digits and more with a ValueError that names no file or key;
+    leading zeros count towards that limit, but not towards the number's size."""
+    with pytest.raises(ParseError, match=r"^out: line 3: an integer of about 5000 digits, "
+                                         r"beyond the largest number"):
+        int_within_float("9" * 5000, "line 3", "out")
+    assert int_within_float("0" * 5000 + "17", "k", "out") == 17
+    assert int_within_float("-" + "0" * 500 + "5", "k", "out") == -5

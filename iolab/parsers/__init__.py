@@ -42,10 +42,16 @@ def int_within_float(text: str, key: str, source: str) -> int:
     """``int(text)``, checked by :func:`within_float`; ValueError, as ``int`` gives, for text
     that is no integer, and ParseError naming ``key`` for a run of digits longer than any
     float holds (``int`` refuses 4,300 digits and more with a ValueError that names no key)."""
-    if len(text) > FLOAT_DIGITS_MOST and is_digits(text.strip().lstrip("+-")):
-        raise ParseError(source, f"{key}: an integer of {len(text.strip().lstrip('+-'))} "
-                                 f"digits, beyond the largest number a measurement can hold "
-                                 f"({FLOAT_MAX:.3g})")
+    if len(text) > FLOAT_DIGITS_MOST:
+        word = text.strip()
+        sign, body = (word[0], word[1:]) if word[:1] in ("+", "-") else ("", word)
+        if is_digits(body):
+            digits = body.lstrip("0") or "0"
+            if len(digits) > FLOAT_DIGITS_MOST:
+                raise ParseError(source, f"{key}: an integer of about {len(digits)} digits, "
+                                         f"beyond the largest number a measurement can hold "
+                                         f"({FLOAT_MAX:.3g})")
+            text = sign + digits  # int() counts leading zeros towards its 4,300 digits
     return within_float(int(text), key, source)
 
 
