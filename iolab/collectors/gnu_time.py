@@ -76,7 +76,8 @@ def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
     """Parse a file written with ``gnu_time_prefix``.
 
     Returns every key of ``GNU_TIME_FORMAT`` plus ``signal``; ParseError for a value that
-    is not a finite number of 0 or more (NaN, -inf, a negative time, count or size). ``cpu_pct`` is None when GNU
+    is not a finite number of 0 or more (NaN, -inf, a negative time, count or size).
+    ``cpu_pct`` is None when GNU
     time printed ``?%`` (elapsed time of zero); ``exit`` is None and ``signal`` the signal
     number when a signal ended the command.
     """
