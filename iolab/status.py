@@ -43,7 +43,8 @@ def status_lines(data_dir: Path) -> Iterator[str]:
     jobs ask Slurm, which can take a while)."""
     found = list(stores(data_dir))
     if not found:
-        yield f"no campaigns under {data_dir / 'raw'}"
+        # the folder's name is the user's ($IOLAB_DATA): a line break in it is not a line
+        yield f"no campaigns under {printable(str(data_dir / 'raw'))}"
     for exp, env, store in found:
         yield from _campaign_lines(exp, env, store, data_dir)
     yield from _leftover_lines(data_dir)

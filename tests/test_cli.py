@@ -216,6 +216,19 @@ def test_status_and_restore_on_an_empty_data_folder(tmp_path):
     assert code == 0 and "nothing to restore" in out
 
 
+
+@pytest.mark.parametrize("verb", [["status"], ["verify", "--fast"]])
+def test_a_line_break_in_the_data_folders_name_is_printed_as_text(tmp_path, verb):
+    """The folder is the user's ($IOLAB_DATA): a line break in its name made a line of its
+    own in 'no campaigns under ...'."""
+    data = tmp_path / "no\x1b[31mpe\nFAKE LINE"
+    data.mkdir()
+    code, out, err = run([*verb, "--data", str(data)])
+    assert code == 0, err
+    shown = str(tmp_path / r"no\x1b[31mpe\nFAKE LINE" / "raw")
+    assert f"no campaigns under {shown}" in out.splitlines()[0]
+    assert not any(line.startswith("FAKE") for line in out.splitlines())
+
 def test_output_into_a_closed_pipe_is_quiet():
     """`iolab tidy ... | head` ends without a traceback."""
     proc = subprocess.run(f"{sys.executable} -m iolab plan cpu_search --env hpc-server "

@@ -4,7 +4,12 @@ claims file that names a reference without saying what its finding measures is r
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
+
 import pytest
+import yaml
 
 from iolab.analysis import findings as fd
 from iolab.errors import InputError
@@ -70,3 +75,79 @@ def test_a_reference_needs_what_the_finding_measures(tmp_path, extra, key):
     with pytest.raises(InputError) as info:
         cl.load(path)
     assert info.value.key == key
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A copy of the committed reference folder, in a data folder of its own."""
+    shutil.copytree(DATA / "reference", tmp_path / "reference")
+    return tmp_path / "reference"
+
+
+def _planted(path, kind, victim):
+    """A FIFO at ``path``, or a link there to a device or to ``victim`` (a good copy). The
+    device is /dev/null, not /dev/zero: a link followed would read /dev/zero until memory ran
+    out (the probe's case), and a test that failed so would take the machine with it."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/null" if kind == "link to a device" else victim)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to a device", "link to a good copy"])
+@pytest.mark.parametrize("which", ["registry", "a reference's YAML", "a reference's table"])
+def test_a_reference_file_that_is_not_a_regular_file_is_refused_in_one_line(folder, kind,
+                                                                          which):
+    """Never followed, never a read that blocks (a FIFO) or runs out of memory (a link to
+    /dev/zero)."""
+    from test_not_ours import ends
+
+    from iolab.safefiles import NotOurs
+
+    path = folder / {"registry": reference.REGISTRY, "a reference's YAML": "aisio_cpu_search.yaml",
+                     "a reference's table": "aisio_cpu_search.csv"}[which]
+    victim = folder.parent / "good-copy"
+    shutil.copy(path, victim)
+    _planted(path, kind, victim)
+    read = (lambda: reference.registry(folder.parent)) if which == "registry" else \
+        (lambda: reference.load(folder.parent, "aisio_cpu_search"))
+    error = ends(read, path if kind == "fifo" else None).get("error")
+    assert isinstance(error, NotOurs), error
+    assert str(error).startswith(f"{path}: is ") and "never followed, opened" in str(error)
+    assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../reference/aisio_cpu_search.csv",
+                                  "..", "sub/aisio_cpu_search.csv", "", 3])
+def test_a_reference_table_outside_the_reference_folder_is_refused(folder, name):
+    """``table: /etc/shadow`` was loaded into a chapter as a 27-row table."""
+    path = folder / "aisio_cpu_search.yaml"
+    meta = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**meta, "table": name}))
+    with pytest.raises(InputError) as info:
+        reference.load(folder.parent, "aisio_cpu_search")
+    assert info.value.key == "table" and info.value.path == str(path)
+    assert "a file beside it in the same folder" in str(info.value)
+
+
+def test_a_registry_location_outside_the_reference_folder_is_refused(folder):
+    entry = reference.registry(folder.parent)["aisio_p2p_bidirectional"]
+    for location in ("/etc/passwd#x", "../reference/aisio_pcie_saturation.yaml#p2p_bidir_gbs"):
+        planted = dataclasses.replace(entry, location=location)
+        with pytest.raises(InputError, match="key 'values.aisio_p2p_bidirectional.location'"):
+            reference.stored_value(folder.parent, planted)
+
+
+@pytest.mark.parametrize("value", ["fast", "true", ".nan", "[1]", "1e999"])
+def test_a_registry_value_that_is_not_a_number_names_its_key(folder, value):
+    path = folder / reference.REGISTRY
+    doc = yaml.safe_load(path.read_text())
+    text = path.read_text().replace(f"value: {doc['values']['aisio_p2p_write']['value']}",
+                                    f"value: {value}", 1)
+    assert text != path.read_text()
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        reference.registry(folder.parent)
+    assert info.value.key == "values.aisio_p2p_write.value" and info.value.path == str(path)
+    assert "is not a number (allowed: a finite number" in str(info.value)

@@ -228,6 +228,25 @@ def test_an_unreadable_registry_is_an_error_not_an_empty_one(tmp_path, registry)
     assert f.path.exists()
 
 
+
+def test_a_registry_nested_too_deeply_is_named_in_one_line_and_loses_nothing(
+        tmp_path, capsys, monkeypatch):
+    """100,000 nested brackets were a RecursionError: an internal error of 'iolab clean'."""
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    Registry().path.write_text("[" * 100_000 + "]" * 100_000)
+    before = Registry().path.read_text()
+    for argv in (["clean", "--dry-run"], ["clean"]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"iolab: error: {Registry().path}: the registry of the scratch "
+                              "files iolab wrote cannot be read ("), err
+        assert "nested more than 100 levels deep" in err and "repair it, or remove it" in err
+        assert len(err.splitlines()) == 1 and "internal error" not in err
+    assert Registry().path.read_text() == before and f.path.exists()
+
 @pytest.mark.parametrize("entry, said", [
     ("x", "entry '/tmp/x': 'x' is not a mapping of the file's inode, size and users"),
     ([1], "entry '/tmp/x': [1] is not a mapping"),

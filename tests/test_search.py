@@ -474,3 +474,34 @@ def test_search_replay_refuses_its_outputs_before_the_replays(tmp_path, monkeypa
     code = main(["search-replay", "cpu_search", "--env", "epyc-2vcpu-v782-grid", "--data",
                  str(data), "--seeds", "1", "--no-progress"])
     assert code == 2 and not (tmp_path / "victim").exists()
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--seeds", "99999999999", "1 to 100,000"),
+    ("--seeds", "-5", "1 to 100,000"),
+    ("--jobs", "99999", "1 to 8 (4 per CPU of this host)"),
+    ("--jobs", "0", "1 to 8 (4 per CPU of this host)"),
+])
+def test_seeds_and_jobs_beyond_their_bounds_are_refused_before_any_replay(
+        tmp_path, capsys, monkeypatch, flag, value, allowed):
+    """99,999,999,999 seeds ran out of memory (an internal error); --jobs 99999 started
+    99,999 worker processes."""
+    from iolab.cli import main
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(replaymod, "derive", lambda *a, **k: pytest.fail("replayed"))
+    argv = ["search-replay", "cpu_search", "--env", "epyc-2vcpu-v782-grid", "--data",
+            str(tmp_path / "data"), "--seeds", "3", "--no-progress", flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (f"iolab: error: iolab search-replay: key '{flag}': {value} "
+                   f"(allowed: {allowed})\n")
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_bounds_of_seeds_and_jobs_themselves_are_allowed(monkeypatch):
+    from iolab.cli import search as cli_search
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    cli_search.check_bounds(cli_search.SEEDS_MOST, 8)
+    cli_search.check_bounds(1, 1)

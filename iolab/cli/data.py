@@ -15,7 +15,7 @@ import contextlib
 from pathlib import Path
 
 from iolab.cli.common import add_common, data_dir_of, say
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,7 +77,7 @@ def cmd_verify(args) -> int:
         bad = 0
         chosen = list(stores(data_dir, args.experiment, args.env))
         if not chosen:
-            say(f"no campaigns under {data_dir / 'raw'}"
+            say(f"no campaigns under {printable(str(data_dir / 'raw'))}"
                 + (f" matching {args.experiment or ''}/{args.env or ''}"
                      if args.experiment or args.env else ""))
         for exp, env, store in chosen:

@@ -67,8 +67,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from iolab.durable import write_json_atomic
-from iolab.errors import IolabError, excerpt
+from iolab.errors import IolabError, ParseError, excerpt
 from iolab.lockfile import Lock
+from iolab.parsers import load_json
 from iolab.paths import REPO_ROOT, state_dir
 from iolab.safefiles import (STATE_MODE, NotOurs, check_folder, make_folders, read_regular,
                              state_folder)
@@ -167,10 +168,11 @@ class Registry:
             # a link or a FIFO put in its place is refused: never followed, never a read
             # that blocks for ever
             raw = read_regular(self.path, "its registry of scratch files")
-            doc = json.loads(raw) if raw is not None else None
+            # depth-checked: a registry nested 100,000 deep is malformed, not a RecursionError
+            doc = load_json(raw.decode("utf-8"), self.path.name) if raw is not None else None
         except NotOurs:
             raise
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ParseError) as exc:
             raise IolabError(f"{self.path}: the registry of the scratch files iolab wrote "
                              f"cannot be read ({exc}); repair it, or remove it (iolab then "
                              "knows none of those files as its own, and 'iolab clean' leaves "

@@ -3,6 +3,11 @@
 A chapter shows published numbers beside its measurements, always labelled as published.
 They are read from the data folder the notebook was given, like every other input.
 
+A reference's files are the data folder's own: each is read only when it is a regular file
+in ``<data>/reference/`` itself (a YAML's ``table:`` and a registry ``location:`` name a file
+there, never a path), never through a link, never from a FIFO or a device, and only up to
+:data:`FILE_MOST` bytes (:func:`_read`).
+
 The registry (``<data>/reference/registry.yaml``, :func:`registry`) lists every reference
 value the book sets a measurement against, with what it measures (payload or total traffic,
 one way or both ways, on which path) and where in the folder its value is kept; :func:`like`
@@ -15,6 +20,9 @@ responsible for: comparing numbers (the experiment's analysis does) or what the 
 
 from __future__ import annotations
 
+import io
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +30,15 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
+from iolab.safefiles import open_regular
 
 REGISTRY = "registry.yaml"
 KIND = ("quantity", "direction", "path")
 ENTRY_KEYS = ("value", "unit", *KIND, "source", "location")
+FILE_MOST = 16 << 20  # bytes of one reference file: the published tables are a few kB
+_ROLE = "a reference's published values"
+_NAME_ALLOWED = "the name of a file beside it in the same folder (no '/', not '.' or '..')"
 
 
 @dataclass(frozen=True)
@@ -55,28 +67,27 @@ class Reference:
 def load(data_dir: Path, name: str) -> Reference | None:
     """The reference ``name`` in ``data_dir/reference/``, or None when that folder lacks it."""
     path = Path(data_dir) / "reference" / f"{name}.yaml"
-    if not path.exists():
+    raw = _read(path)
+    if raw is None:
         return None
-    try:
-        meta = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"malformed YAML: {exc}") from exc
+    meta = _yaml(path, raw)
     if not isinstance(meta, dict) or "source" not in meta or "table" not in meta:
         raise InputError(path, "source", "a reference names its source and its table",
                          allowed="a mapping with 'source' and 'table' (a CSV file beside it)")
-    table = path.parent / meta["table"]
-    if not table.exists():
+    table = path.parent / _file_name(path, "table", meta["table"])
+    raw_table = _read(table)
+    if raw_table is None:
         raise InputError(path, "table", f"{table} does not exist")
-    return Reference(meta, pd.read_csv(table), path)
+    return Reference(meta, pd.read_csv(io.BytesIO(raw_table)), path)
 
 
 def registry(data_dir: Path) -> dict[str, Entry]:
     """The registered reference values of ``data_dir/reference/registry.yaml``, by id."""
     path = Path(data_dir) / "reference" / REGISTRY
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"malformed YAML: {exc}") from exc
+    raw = _read(path)
+    if raw is None:
+        raise FileNotFoundError(2, "no reference registry", str(path))
+    doc = _yaml(path, raw)
     values = doc.get("values") if isinstance(doc, dict) else None
     if not isinstance(values, dict):
         raise InputError(path, "values", "the registry lists its values under 'values'",
@@ -87,7 +98,8 @@ def registry(data_dir: Path) -> dict[str, Entry]:
         if missing:
             raise InputError(path, f"values.{key}.{missing[0]}", "each value says it",
                              allowed=", ".join(ENTRY_KEYS))
-        out[key] = Entry(key, float(item["value"]), str(item["unit"]),
+        value = _number(path, f"values.{key}.value", item["value"])
+        out[key] = Entry(key, value, str(item["unit"]),
                          *(str(item[k]) for k in KIND), str(item["source"]),
                          str(item["location"]))
     return out
@@ -98,13 +110,18 @@ def stored_value(data_dir: Path, entry: Entry) -> float:
     nested ones) or ``file.csv#column@key=value`` (the cell of the row whose key column holds
     that value)."""
     name, _, where = entry.location.partition("#")
-    path = Path(data_dir) / "reference" / name
+    folder = Path(data_dir) / "reference"
+    path = folder / _file_name(folder / REGISTRY, f"values.{entry.id}.location", name)
+    raw = _read(path)
+    if raw is None:
+        raise InputError(folder / REGISTRY, f"values.{entry.id}.location",
+                         f"{path} does not exist")
     if name.endswith(".csv"):
         column, _, row = where.partition("@")
         key, _, value = row.partition("=")
-        table = pd.read_csv(path)
+        table = pd.read_csv(io.BytesIO(raw))
         return float(table.loc[table[key].astype(str) == value, column].iloc[0])
-    node: Any = yaml.safe_load(path.read_text())
+    node: Any = _yaml(path, raw)
     for part in where.split("."):
         node = node[part]
     return float(node)
@@ -116,3 +133,52 @@ def like(measured: dict[str, str], entry: Entry) -> str:
     apart = [f"{key}: {measured.get(key)} here, {getattr(entry, key)} in the reference"
              for key in KIND if measured.get(key) != getattr(entry, key)]
     return "; ".join(apart)
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of the reference file ``path``, None when nothing is there; NotOurs for a
+    link, a FIFO, a device or a folder (never followed, never a read that blocks), InputError
+    for a file of more than :data:`FILE_MOST` bytes."""
+    fd = open_regular(path, os.O_RDONLY, _ROLE)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        raw = fh.read(FILE_MOST + 1)
+    if len(raw) > FILE_MOST:
+        raise InputError(path, None, f"is larger than {FILE_MOST >> 20} MiB, which no table of "
+                         "published values is", allowed=f"a file of at most {FILE_MOST} bytes")
+    return raw
+
+
+def _yaml(path: Path, raw: bytes) -> Any:
+    try:
+        return yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not UTF-8 text ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(path, None, f"malformed YAML: {exc}") from exc
+
+
+def _file_name(path: Path, key: str, name: Any) -> str:
+    """``name`` when it names a file beside ``path`` (in the reference folder itself);
+    InputError naming ``path`` and ``key`` for anything else: an absolute path or a ``..``
+    would read any file on the host into a chapter."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name \
+            or "\\" in name or "\0" in name:
+        raise InputError(path, key, f"{excerpt(name)} is not a file of the reference folder",
+                         allowed=_NAME_ALLOWED)
+    return name
+
+
+def _number(path: Path, key: str, value: Any) -> float:
+    """``value`` as a finite float; InputError naming ``path`` and ``key`` otherwise."""
+    number = math.nan  # a bool (YAML's yes) is not a published value
+    if not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    if not math.isfinite(number):
+        raise InputError(path, key, f"{excerpt(value)} is not a number",
+                         allowed="a finite number (the published value, in its unit)")
+    return number
