@@ -13,9 +13,9 @@ value the book sets a measurement against, with what it measures (payload or tot
 one way or both ways, on which path) and where in the folder its value is kept; :func:`like`
 says whether a measurement and a reference are like with like, and why not.
 
-Responsible for: reading a reference and its table, the registry, and like-with-like. Not
-responsible for: comparing numbers (the experiment's analysis does) or what the values mean
-(the YAML files say where they come from).
+Responsible for: reading a reference and its table, the registry, and like-with-like.
+Not responsible for: comparing numbers (the experiment's analysis does) or what the values
+mean (the YAML files say where they come from).
 """
 
 from __future__ import annotations
