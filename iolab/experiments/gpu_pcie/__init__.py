@@ -105,22 +105,14 @@ class GpuPcie(Experiment):
         "latency_us": Metric("response time of one request (Little's law)",
                              ("gpu_pcie_probe.latency_us",), "µs", "lognormal"),
         "requests_per_s": Metric("requests per second", ("gpu_pcie_probe.requests_per_s",)),
-        "gpu_pcie_rx_mean_bytes_per_s": Metric("GPU PCIe receive traffic, NVML's throughput "
-                                               "readings in the measurement window (mean)",
-                                               ("nvml.rx_mean_bytes_per_s",), "B/s",
-                                               ceiling="link"),
-        "gpu_pcie_tx_mean_bytes_per_s": Metric("GPU PCIe transmit traffic, NVML's throughput "
-                                               "readings in the measurement window (mean)",
-                                               ("nvml.tx_mean_bytes_per_s",), "B/s",
-                                               ceiling="link"),
-        "gpu_pcie_rx_counter_bytes_per_s": Metric("GPU PCIe receive traffic, NVML's byte "
-                                                  "counter over the measurement window",
-                                                  ("nvml.rx_counter_bytes_per_s",), "B/s",
-                                                  ceiling="link"),
-        "gpu_pcie_tx_counter_bytes_per_s": Metric("GPU PCIe transmit traffic, NVML's byte "
-                                                  "counter over the measurement window",
-                                                  ("nvml.tx_counter_bytes_per_s",), "B/s",
-                                                  ceiling="link"),
+        # NVML's two interfaces, each direction: the sampled throughput and the byte counter
+        **{f"gpu_pcie_{d}_{kind}_bytes_per_s": Metric(
+            f"GPU PCIe {'receive' if d == 'rx' else 'transmit'} traffic, {what}",
+            (f"nvml.{d}_{kind}_bytes_per_s",), "B/s", ceiling="link")
+           for kind, what in (("mean", "NVML's throughput readings in the measurement window "
+                                       "(mean)"),
+                              ("counter", "NVML's byte counter over the measurement window"))
+           for d in ("rx", "tx")},
         "total_over_payload": Metric("PCIe traffic in the payload's direction (NVML's byte "
                                      "counter) over payload", (), ""),
         "requests_over_payload": Metric("PCIe traffic against the payload's direction (NVML's "
