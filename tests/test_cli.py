@@ -367,6 +367,22 @@ def test_a_tools_escape_sequences_in_a_failed_run_are_printed_as_text(garbled):
     assert len(failures(camp)) == 1 and GARBLE in failures(camp)[0]  # recorded as it was
 
 
+def test_a_failed_runs_reason_is_printed_on_one_line(monkeypatch):
+    """A reason may quote what a tool or a parser read (a job's name, a line of stderr): its
+    line breaks are printed as text, so that it cannot print a line of its own."""
+    from iolab.execution.runner import CampaignResult
+
+    class Recorded:
+        def run(self, **options):
+            return CampaignResult(completed=1, failed=["r1"],
+                                  messages=["run r1 (c=1) failed: fio said\ncompleted 9 runs"])
+    monkeypatch.setattr(cli_campaign, "_campaign", lambda args: Recorded())
+    code, out, err = run(["run", "demo", "--env", ENV, "--keep-going", "--no-progress"])
+    assert code == 1
+    assert out.splitlines() == [r"run r1 (c=1) failed: fio said\ncompleted 9 runs",
+                                "completed 1 runs, 1 failed"]
+
+
 def test_a_failure_that_ends_the_campaign_is_printed_as_text(garbled):
     camp = garbled("data")
     code, out, err = run(["run", "demo", "--env", ENV, "--no-progress"])

@@ -117,8 +117,8 @@ def cmd_run(args) -> int:
                       progress=not args.no_progress, allow_host_change=args.allow_host_change,
                       max_runs=args.max_runs, allow_shared_node=args.allow_shared_node,
                       show_plan=lambda plan: say(plan.summary(), flush=True))
-    for line in result.messages:
-        say(line)
+    for line in result.messages:  # one line each: a reason may quote a tool's stderr
+        say(printable(line))
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
     if result.unrestored:  # an interrupted campaign's knobs left changed
         say(f"iolab: error: {result.unrestored}", file=sys.stderr)
