@@ -47,7 +47,18 @@ def status_lines(data_dir: Path) -> Iterator[str]:
         yield f"no campaigns under {printable(str(data_dir / 'raw'))}"
     for exp, env, store in found:
         yield from _campaign_lines(exp, env, store, data_dir)
+    yield from unusable_lines(data_dir)
     yield from _leftover_lines(data_dir)
+
+
+def unusable_lines(data_dir: Path) -> Iterator[str]:
+    """A line for each folder at a campaign's place under raw/ that iolab leaves alone."""
+    from iolab.core.store import unusable_folders
+
+    for folder in unusable_folders(data_dir):
+        name = printable(str(folder.relative_to(data_dir)))  # a line break in it is text
+        yield (f"not a campaign: {name} (no experiment or environment has such a name; "
+               "iolab neither reads nor changes it)")
 
 
 def _campaign_lines(exp: str, env: str, store, data_dir: Path) -> Iterator[str]:

@@ -391,6 +391,22 @@ def test_a_failure_that_ends_the_campaign_is_printed_as_text(garbled):
     assert GARBLE in failures(camp)[0]
 
 
+@pytest.mark.parametrize("verb", [["status"], ["verify", "--fast"]])
+def test_a_folder_no_campaign_can_be_named_is_reported_and_the_others_still_are(garbled, verb):
+    """A folder under raw/ named as no experiment or environment can be (a line break, a
+    space) stopped status and verify with an error on its name, hiding every campaign."""
+    camp = garbled("data")
+    run(["run", "demo", "--env", ENV, "--keep-going", "--no-progress"])
+    raw = camp.data_dir / "raw"
+    (raw / "demo" / "bad\nname").mkdir()
+    (raw / "not mine").mkdir()
+    code, out, err = run([*verb, "--data", str(camp.data_dir)])
+    assert code == 0 and err == ""
+    assert any(line.startswith(f"demo/{ENV}: 2 ") for line in out.splitlines())
+    assert r"not a campaign: raw/demo/bad\nname (" in out and "not a campaign: raw/not mine (" in out
+    assert not any(line.startswith("name") for line in out.splitlines())
+
+
 def test_status_prints_a_recorded_host_name_as_text(garbled):
     camp = garbled("data")
     run(["run", "demo", "--env", ENV, "--keep-going", "--no-progress"])

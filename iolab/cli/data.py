@@ -67,7 +67,7 @@ def cmd_status(args) -> int:
 def cmd_verify(args) -> int:
     from iolab.core import locks, tidy
     from iolab.schemas import verify as schemas
-    from iolab.status import stores
+    from iolab.status import stores, unusable_lines
 
     data_dir = data_dir_of(args, write=args.quarantine)
     lock = locks.data_lock(data_dir) if args.quarantine else None
@@ -95,6 +95,8 @@ def cmd_verify(args) -> int:
             if not corrupt:
                 for line in _implausible_lines(data_dir, exp, env):
                     say(f"  {line}")
+        for line in unusable_lines(data_dir):
+            say(line)
         if chosen and args.fast:
             say("--fast: a file whose size and modification time match its last "
                 "verification was not read again; an alteration that kept both is not seen")

@@ -48,7 +48,7 @@ from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError, excerpt, printable
-from iolab.paths import check_name
+from iolab.paths import check_name, usable_name
 from iolab.safefiles import append_regular, own_folder, read_regular, refuse_linked
 
 TMP_PREFIX = ".tmp-"
@@ -533,10 +533,28 @@ def note_read(part: str) -> None:
 
 
 def campaigns(data_dir: Path) -> list[tuple[str, str]]:
-    """(experiment, environment) pairs that have a folder under ``data/raw``."""
+    """(experiment, environment) pairs that have a folder under ``data/raw``, both named as
+    iolab names folders (:func:`unusable_folders` lists the others)."""
+    return sorted((e.name, v.name) for e, v in _campaign_folders(data_dir)
+                  if usable_name(e.name) and usable_name(v.name))
+
+
+def unusable_folders(data_dir: Path) -> list[Path]:
+    """Folders under ``data/raw`` at a campaign's place whose name no experiment or
+    environment can have (a line break, a space): not iolab's, so never read or changed, and
+    one of them must not stop a report on the others."""
+    raw = Path(data_dir) / "raw"
+    found = {e for e, _ in _campaign_folders(data_dir) if not usable_name(e.name)}
+    found |= {v for e, v in _campaign_folders(data_dir)
+              if usable_name(e.name) and not usable_name(v.name)}
+    if raw.is_dir():  # an experiment's folder with no environment in it yet
+        found |= {e for e in raw.iterdir() if e.is_dir() and not usable_name(e.name)}
+    return sorted(found)
+
+
+def _campaign_folders(data_dir: Path) -> list[tuple[Path, Path]]:
     note_read("*")
     raw = Path(data_dir) / "raw"
-    if not raw.exists():
+    if not raw.is_dir():
         return []
-    return sorted((e.name, v.name) for e in raw.iterdir() if e.is_dir()
-                  for v in e.iterdir() if v.is_dir())
+    return [(e, v) for e in raw.iterdir() if e.is_dir() for v in e.iterdir() if v.is_dir()]
