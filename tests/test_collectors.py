@@ -372,6 +372,37 @@ def test_stress_runs_pinned_and_stops(tmp_path):
     assert _group_affinities(pgid) == []
 
 
+GOOD_STRESS = {"cpulist": "1", "ended_before_stop": False, "killed": False, "exit_status": 0}
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"killed": "no"}, "killed is 'no' (allowed: true or false)"),
+    ({"ended_before_stop": None}, "ended_before_stop is None (allowed: true or false)"),
+    ({"exit_status": -1}, "exit_status is -1 (allowed: null or a whole number 0 to 255)"),
+    ({"exit_status": True}, "exit_status is True (allowed: null or a whole number 0 to 255)"),
+    ({"cpulist": "0-99999999999,x"}, "cpulist is '0-99999999999,x' (allowed: a CPU list such "
+     "as 1,3-5)"),
+    ({"cpulist": "\u00b2"}, "cpulist is '\u00b2' (allowed: a CPU list such as 1,3-5)"),
+    ({"cpulist": ...}, "has no cpulist (allowed: a CPU list such as 1,3-5)"),
+])
+def test_stress_parse_refuses_a_record_it_did_not_write(tmp_path, change, problem):
+    """stress-ng.json is read back as any output is: a missing key was a KeyError and a
+    wrong type went into the run's metrics. (``...`` leaves the key out.)"""
+    record = {k: v for k, v in {**GOOD_STRESS, **change}.items() if v is not ...}
+    (tmp_path / "stress-ng.json").write_text(json.dumps(record))
+    with pytest.raises(ParseError) as info:
+        StressNg.parse(tmp_path, None)
+    assert str(info.value) == f"{tmp_path}/stress-ng.json: {problem}"
+
+
+def test_stress_parse_names_a_record_that_is_not_json(tmp_path):
+    (tmp_path / "stress-ng.json").write_text('{"cpulist": "1"')
+    with pytest.raises(ParseError, match="stress-ng.json: not JSON"):
+        StressNg.parse(tmp_path, None)
+    (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
+    assert StressNg.parse(tmp_path, None) == GOOD_STRESS
+
+
 # --- GNU time --------------------------------------------------------------------------------
 
 needs_gnu_time = pytest.mark.skipif(not os.access(GNU_TIME, os.X_OK),

@@ -207,3 +207,24 @@ def test_bad_gpus_and_missing_nvml_are_named(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
     with pytest.raises(ToolError, match="pip install nvidia-ml-py"):
         NvmlPcie(0).start(tmp_path)
+
+
+@pytest.mark.parametrize("record, problem", [
+    ('{"gpu": 0', "not JSON (cut off?); the collector writes one object"),
+    ('[]', "holds list, not the object the collector writes"),
+    ('{"gpu": 0}', "has no gpu_pci (allowed: the GPU's PCI address, such as 0000:4b:00.0)"),
+    ('{"gpu_pci": 7}', "gpu_pci is 7 (allowed: the GPU's PCI address, such as 0000:4b:00.0)"),
+    ('{"gpu_pci": "0000:C1:00.0"}', "gpu_pci is '0000:C1:00.0' (allowed: the GPU's PCI "
+     "address, such as 0000:4b:00.0)"),
+    ('{"gpu_pci": "0000:c1:00.0", "pcie": {"max_payload_bytes": 8192}}',
+     "pcie.max_payload_bytes is 8192 (allowed: null or one of 128, 256, 512, 1024, 2048, 4096)"),
+])
+def test_a_record_the_collector_did_not_write_fails_the_parse_naming_it(tmp_path, record,
+                                                                         problem):
+    """The collector's own record is read back like any output: a cut-off or altered one
+    gave a KeyError or a JSON error naming no file, which ended the campaign."""
+    (tmp_path / "nvml.json").write_text(record)
+    (tmp_path / "nvml.jsonl").write_text('{"t_ns": 1, "rx_kb_per_s": 1}\n')
+    with pytest.raises(ParseError) as info:
+        NvmlPcie.parse(tmp_path, None)
+    assert str(info.value) == f"{tmp_path}/nvml.json: {problem}"

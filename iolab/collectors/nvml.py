@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import InputError, ParseError, ToolError, excerpt
-from iolab.parsers import load_json, within_float
+from iolab.parsers import load_json, record_object, record_value, within_float
 from iolab.parsers.dcgm_dmon import window_stats
 from iolab.tools.base import Collector, pci_address
 
@@ -191,11 +191,29 @@ class NvmlPcie(Collector):
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         run_dir = Path(run_dir)
-        record = json.loads((run_dir / RECORD).read_text())
+        source = str(run_dir / RECORD)
+        record = record_object((run_dir / RECORD).read_text(), source)
+        gpu_pci = record_value(record, "gpu_pci", source, _is_pci_address,
+                               "the GPU's PCI address, such as 0000:4b:00.0")
         pcie = record.get("pcie") if isinstance(record.get("pcie"), dict) else {}
+        payload = record_value({"pcie.max_payload_bytes": pcie.get("max_payload_bytes")},
+                               "pcie.max_payload_bytes", source,
+                               lambda v: v is None or v in PAYLOAD_SIZES,
+                               "null or one of " + ", ".join(map(str, PAYLOAD_SIZES)))
         return {**parse_samples((run_dir / SAMPLES).read_text(), window,
-                                str(run_dir / SAMPLES)), "gpu_pci": record["gpu_pci"],
-                "max_payload_bytes": pcie.get("max_payload_bytes")}
+                                str(run_dir / SAMPLES)), "gpu_pci": gpu_pci,
+                "max_payload_bytes": payload}
+
+
+# the sizes PCIe's Device Control register can set (128 << 0..5; 6 and 7 are reserved)
+PAYLOAD_SIZES = tuple(128 << n for n in range(6))
+
+
+def _is_pci_address(value: Any) -> bool:
+    try:
+        return pci_address(value) == value
+    except InputError:
+        return False
 
 
 def _throughput(sample: dict[str, Any], name: str) -> float | None:

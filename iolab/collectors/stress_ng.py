@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
 
 from iolab.errors import InputError, IolabError, ToolError
 from iolab.host.knobs import format_cpulist
+from iolab.parsers import record_object, record_value
 from iolab.tools.base import Collector, Program, end_process_group
 
 # stress-ng prints its metrics on SIGTERM; this is how long it gets before SIGKILL.
@@ -114,6 +116,30 @@ class StressNg(Collector):
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict:
         """What the load was and whether it lasted the whole run, from ``stress-ng.json``."""
-        record = json.loads((Path(run_dir) / "stress-ng.json").read_text())
-        return {key: record[key] for key in ("cpulist", "ended_before_stop", "killed",
-                                             "exit_status")}
+        path = Path(run_dir) / "stress-ng.json"
+        record = record_object(path.read_text(), str(path))
+        return {key: record_value(record, key, str(path), usable, allowed)
+                for key, (usable, allowed) in RECORDED.items()}
+
+
+# a kernel CPU list in ASCII digits; read by its form, not expanded (0-999999999 would be a
+# billion CPUs)
+_CPULIST = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
+
+
+def _is_cpulist(value: object) -> bool:
+    return isinstance(value, str) and _CPULIST.fullmatch(value) is not None
+
+
+def _is_status(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool)
+                             and 0 <= value <= 255)
+
+
+# what a run takes from the record, each with the check it must pass and what that allows
+RECORDED = {
+    "cpulist": (_is_cpulist, "a CPU list such as 1,3-5"),
+    "ended_before_stop": (lambda v: isinstance(v, bool), "true or false"),
+    "killed": (lambda v: isinstance(v, bool), "true or false"),
+    "exit_status": (_is_status, "null or a whole number 0 to 255"),
+}

@@ -17,7 +17,7 @@ import json
 import math
 import re
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from iolab.errors import ParseError, excerpt
 
@@ -138,3 +138,30 @@ def _check_depth(text: str, source: str, pos: int) -> None:
                 return
         elif depth == 0:
             return  # a string at the top level: no brackets to count
+
+
+def record_object(text: str, source: str) -> dict:
+    """The JSON object of a collector's own record (what it wrote beside the run's output);
+    ParseError naming ``source`` for anything else. The record is read back by the run's
+    parse like any output: a cut-off or replaced one fails the run with this reason rather
+    than a KeyError or a JSON error that names no file."""
+    try:
+        record = load_json(text, source)
+    except ValueError:
+        raise ParseError(source, "not JSON (cut off?); the collector writes one object") from None
+    if not isinstance(record, dict):
+        raise ParseError(source, f"holds {type(record).__name__}, not the object the "
+                                 "collector writes")
+    return record
+
+
+def record_value(record: dict, key: str, source: str, usable: Callable[[Any], bool],
+                 allowed: str) -> Any:
+    """``record[key]`` when ``usable`` says it is; ParseError naming ``source``, ``key`` and
+    what is ``allowed`` when it is missing or is not."""
+    if key not in record:
+        raise ParseError(source, f"has no {key} (allowed: {allowed})")
+    value = record[key]
+    if not usable(value):
+        raise ParseError(source, f"{key} is {excerpt(value)} (allowed: {allowed})")
+    return value
