@@ -151,3 +151,40 @@ def test_a_registry_value_that_is_not_a_number_names_its_key(folder, value):
         reference.registry(folder.parent)
     assert info.value.key == "values.aisio_p2p_write.value" and info.value.path == str(path)
     assert "is not a number (allowed: a finite number" in str(info.value)
+
+
+def test_a_link_to_nowhere_at_the_registry_is_refused_not_taken_for_none(folder):
+    """A chapter asks for the registry "where there is one": a link to nowhere read as no
+    registry, and every claim set against a reference quietly became not comparable."""
+    from iolab.safefiles import NotOurs
+
+    path = folder / reference.REGISTRY
+    path.unlink()
+    assert reference.registry(folder.parent, missing_ok=True) == {}
+    path.symlink_to(folder / "gone.yaml")
+    with pytest.raises(NotOurs, match="is a symbolic link"):
+        reference.registry(folder.parent, missing_ok=True)
+
+
+@pytest.mark.parametrize("location, problem", [
+    ("aisio_pcie_saturation.yaml#no_such_key", "has no key 'no_such_key'"),
+    ("aisio_pcie_saturation.yaml#p2p_bidir_gbs.deeper", "has no key 'p2p_bidir_gbs.deeper'"),
+    ("aisio_cpu_search.csv#no_column@x=1", "has no column 'no_column'"),
+])
+def test_a_registry_location_that_names_no_value_says_so(folder, location, problem):
+    """A location that names no key, column or row was a bare KeyError or IndexError."""
+    entry = reference.registry(folder.parent)["aisio_p2p_bidirectional"]
+    planted = dataclasses.replace(entry, location=location)
+    with pytest.raises(InputError) as info:
+        reference.stored_value(folder.parent, planted)
+    assert info.value.key == "values.aisio_p2p_bidirectional.location"
+    assert problem in str(info.value) and "allowed: file.yaml#key.subkey" in str(info.value)
+
+
+def test_a_registry_location_whose_row_is_not_one_says_how_many(folder):
+    table = (folder / "aisio_cpu_search.csv").read_text().splitlines()
+    column = table[0].split(",")[0]
+    entry = reference.registry(folder.parent)["aisio_p2p_bidirectional"]
+    planted = dataclasses.replace(entry, location=f"aisio_cpu_search.csv#{column}@{column}=none")
+    with pytest.raises(InputError, match="has 0 rows whose .* is 'none', not one"):
+        reference.stored_value(folder.parent, planted)

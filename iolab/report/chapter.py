@@ -411,9 +411,7 @@ class Chapter:
 
     def references(self) -> dict[str, Any]:
         """The reference registry of the chapter's data folder (empty where it has none)."""
-        if not (Path(self.data_dir) / "reference" / reference.REGISTRY).exists():
-            return {}
-        return reference.registry(self.data_dir)
+        return reference.registry(self.data_dir, missing_ok=True)
 
     def claims_table(self, make=None, why: str = "") -> pd.DataFrame:
         """:meth:`claims_rows` as the chapter shows them, from ``make(chapter)``, the

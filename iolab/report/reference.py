@@ -81,10 +81,14 @@ def load(data_dir: Path, name: str) -> Reference | None:
     return Reference(meta, pd.read_csv(io.BytesIO(raw_table)), path)
 
 
-def registry(data_dir: Path) -> dict[str, Entry]:
-    """The registered reference values of ``data_dir/reference/registry.yaml``, by id."""
+def registry(data_dir: Path, missing_ok: bool = False) -> dict[str, Entry]:
+    """The registered reference values of ``data_dir/reference/registry.yaml``, by id;
+    ``missing_ok``: none (an empty registry) when nothing is at that name. Anything else
+    there, a link to nowhere included, is refused (NotOurs), never taken for none."""
     path = Path(data_dir) / "reference" / REGISTRY
     raw = _read(path)
+    if raw is None and missing_ok:
+        return {}
     if raw is None:
         raise FileNotFoundError(2, "no reference registry", str(path))
     doc = _yaml(path, raw)
@@ -116,15 +120,36 @@ def stored_value(data_dir: Path, entry: Entry) -> float:
     if raw is None:
         raise InputError(folder / REGISTRY, f"values.{entry.id}.location",
                          f"{path} does not exist")
+    place = f"values.{entry.id}.location"
     if name.endswith(".csv"):
         column, _, row = where.partition("@")
         key, _, value = row.partition("=")
-        table = pd.read_csv(io.BytesIO(raw))
-        return float(table.loc[table[key].astype(str) == value, column].iloc[0])
+        try:
+            table = pd.read_csv(io.BytesIO(raw))
+        except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+            raise InputError(path, None, f"not a CSV table: {excerpt(str(exc))}") from None
+        if column not in table.columns or key not in table.columns:
+            raise InputError(folder / REGISTRY, place, f"{name} has no column "
+                             f"{excerpt(column if column not in table.columns else key)}",
+                             allowed=_LOCATION_ALLOWED)
+        cells = table.loc[table[key].astype(str) == value, column]
+        if len(cells) != 1:
+            raise InputError(folder / REGISTRY, place, f"{name} has {len(cells)} rows whose "
+                             f"{excerpt(key)} is {excerpt(value)}, not one",
+                             allowed=_LOCATION_ALLOWED)
+        return _number(path, f"{column}@{key}={value}", cells.iloc[0])
     node: Any = _yaml(path, raw)
-    for part in where.split("."):
+    for depth, part in enumerate(where.split(".")):
+        if not isinstance(node, dict) or part not in node:
+            raise InputError(folder / REGISTRY, place, f"{name} has no key "
+                             f"{excerpt('.'.join(where.split('.')[:depth + 1]))}",
+                             allowed=_LOCATION_ALLOWED)
         node = node[part]
-    return float(node)
+    return _number(path, where, node)
+
+
+_LOCATION_ALLOWED = ("file.yaml#key.subkey (a key of the YAML) or file.csv#column@key=value (the "
+                     "cell of the one row whose key column holds that value)")
 
 
 def like(measured: dict[str, str], entry: Entry) -> str:
