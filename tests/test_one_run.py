@@ -405,6 +405,36 @@ def test_a_cpu_share_above_every_cpu_of_the_host_makes_no_sample():
         "metric host_busy_pct (from procstat.host_busy_pct) reads 106 % of all CPUs, above 105 %")
 
 
+def test_user_and_system_cpu_together_above_the_host_make_no_sample():
+    """fio's usr_cpu and sys_cpu are parts of one share: 150 % + 150 % on 2 CPUs was stored
+    as a sample because each part alone was below 210 %."""
+    from iolab.core import registry
+
+    exp = registry.get("smt_thp")
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "fio.usr_cpu": 150.0,
+           "usr_cpu": 150.0, "fio.sys_cpu": 150.0, "sys_cpu": 150.0}
+    assert exp.sample_problem(row, 2) == (
+        "fio.usr_cpu + fio.sys_cpu reads 300 % of one CPU, above 210 %, all of this host's 2 "
+        "CPUs with a margin of 5%")
+    assert exp.sample_problem(row, 4) == ""
+    assert exp.sample_problem({**row, "fio.sys_cpu": 55.0, "sys_cpu": 55.0}, 2) == ""
+
+
+@pytest.mark.parametrize("khz", [0.0, 999.0, 1e23])
+def test_a_mean_frequency_no_cpu_runs_at_makes_no_sample(khz):
+    """A cpufreq mean of 0 kHz or 10^23 kHz was stored as a sample; NaN is the collector's
+    "no value" and stays one."""
+    from iolab.core import registry
+
+    exp = registry.get("cpu_search")
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0}
+    assert exp.sample_problem({**row, "cpufreq.mean_khz": khz}) == (
+        f"metric cpufreq_mean_khz (from cpufreq.mean_khz) reads {khz:g} kHz, outside 1000 to 1e+08 kHz (1 MHz to 100 GHz: no "
+        "CPU runs outside)")
+    assert exp.sample_problem({**row, "cpufreq.mean_khz": 2.4e6}) == ""
+    assert exp.sample_problem({**row, "cpufreq.mean_khz": float("nan")}) == ""
+
+
 def test_a_run_is_judged_against_the_cpus_of_this_host(campaign, fake_fio, monkeypatch):
     from iolab.core.experiment import Experiment
     from iolab.host.inventory import topology

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from iolab.collectors.cpufreq import KHZ_LEAST, KHZ_MOST
 from iolab.core import tool_registry
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest, from_v1
@@ -89,6 +90,12 @@ MAX_BYTES_PER_OPERATION = 2.0**34
 MAX_CPUS = 8192
 # the units of a CPU share: percent of one CPU, or of the whole host
 CPU_SHARES = {"% of one CPU": None, "% of all CPUs": 1}
+# The parts of one CPU share a tool reports apart (fio's user and system time, each in % of
+# one CPU): together they are the tool's share, bounded as one (a process cannot use more
+# than every CPU there is, however its time is split)
+CPU_PARTS = ("usr_cpu", "sys_cpu")
+# A unit whose measurements lie in a physical range: (least, most, why)
+UNIT_RANGES = {"kHz": (KHZ_LEAST, KHZ_MOST, "1 MHz to 100 GHz: no CPU runs outside")}
 # A share counted in clock ticks over a window can overshoot its ceiling by a tick or two
 # (the committed runs reach 198.1 % on 2 CPUs); a share beyond this margin was not measured
 CPU_SHARE_SLACK = 1.05
@@ -349,8 +356,10 @@ class Experiment:
         a latency longer than the run (:meth:`_latency_beyond_run`), a CPU share above 100 %
         of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS` when the caller
         does not know them; :meth:`_cpu_share_beyond_host`), a higher percentile below a lower
-        one (:func:`_percentiles_out_of_order`), or a rate beside a reported runtime of 0
-        (:meth:`_rate_without_runtime`)."""
+        one (:func:`_percentiles_out_of_order`), a rate beside a reported runtime of 0
+        (:meth:`_rate_without_runtime`), the tool's user and system CPU together above the
+        host (:func:`_cpu_parts_beyond_host`), or a frequency no CPU runs at
+        (:meth:`_outside_unit_range`)."""
         tool = f"{row.get('run.tool')}."
         for name, metric in self.metrics.items():
             for column in (*metric.sources, name):
@@ -372,7 +381,7 @@ class Experiment:
                         "be")
         return (self._latency_beyond_run(row) or self._cpu_share_beyond_host(row, cpus)
                 or _percentiles_out_of_order(row) or self._rate_without_runtime(row)
-                or self._implausible_rate(row))
+                or self._implausible_rate(row) or self._outside_unit_range(row))
 
     def _latencies(self, row: dict[str, Any]) -> dict[str, float]:
         """The run's latencies in µs, column -> value: the tool's own (its columns ending in
@@ -427,6 +436,21 @@ class Experiment:
                     return (f"{self._named(column)} reads {value:g} {metric.unit}, above "
                             f"{ceiling:g} %, all of {whose} with a margin of "
                             f"{CPU_SHARE_SLACK - 1:.0%}")
+        return _cpu_parts_beyond_host(row, cpus)
+
+    def _outside_unit_range(self, row: dict[str, Any]) -> str:
+        """Why a metric in a unit with a physical range (:data:`UNIT_RANGES`) cannot be
+        measured ("" when it can): it lies outside that range. A collector's NaN is no value,
+        not a problem."""
+        for name, metric in self.metrics.items():
+            if metric.unit not in UNIT_RANGES:
+                continue
+            least, most, what = UNIT_RANGES[metric.unit]
+            for column in (*metric.sources, name):
+                value = row.get(column)
+                if _present(value) and not least <= value <= most:
+                    return (f"{self._named(column)} reads {value:g} {metric.unit}, outside "
+                            f"{least:g} to {most:g} {metric.unit} ({what})")
         return ""
 
     def _rate_without_runtime(self, row: dict[str, Any]) -> str:
@@ -589,3 +613,20 @@ class Experiment:
             return (f"the recorded argv differs from what this version runs for the same "
                     f"point: recorded {recorded}, today {today}")
         return None
+
+
+def _cpu_parts_beyond_host(row: dict[str, Any], cpus: int | None) -> str:
+    """Why the tool's CPU share, its :data:`CPU_PARTS` together, cannot be measured ("" when
+    it can): their sum is above 100 % of each of the host's ``cpus`` (:data:`MAX_CPUS` when
+    not known), with the margin of :data:`CPU_SHARE_SLACK`; each part alone may be below."""
+    tool = row.get("run.tool")
+    parts = {f"{tool}.{part}": row.get(f"{tool}.{part}") for part in CPU_PARTS}
+    if not all(_present(v) for v in parts.values()):
+        return ""
+    total = sum(parts.values())
+    ceiling = 100.0 * (cpus or MAX_CPUS) * CPU_SHARE_SLACK
+    if total <= ceiling:
+        return ""
+    whose = f"this host's {cpus} CPUs" if cpus else f"{MAX_CPUS} CPUs, the most a host has"
+    return (f"{' + '.join(parts)} reads {total:g} % of one CPU, above {ceiling:g} %, all of "
+            f"{whose} with a margin of {CPU_SHARE_SLACK - 1:.0%}")
