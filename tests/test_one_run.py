@@ -212,6 +212,19 @@ def test_every_adapters_rates_have_a_unit_of_rate():
         assert set(adapter.rates.values()) <= set(PER_S), adapter.name
 
 
+def test_another_jobs_report_is_a_failed_run_and_keep_going_goes_on(campaign, fake_fio):
+    """A report whose job ran with another name, file or options (one left by another job)
+    was stored as this run's sample."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, "foreign", 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [reason] = reasons(camp)
+    assert reason == ("fio.json is not this run's report: its jobs[0] ran with filename "
+                      "'/var/tmp/fiowork/data', the run gave fio '/tmp/demo.dat'")
+    assert len(camp.tidy()) == 2
+
+
 def test_a_target_replaced_during_a_run_fails_it_and_stops_the_campaign(params_dir, tmp_path,
                                                                       fake_fio):
     target = tmp_path / "target.dat"

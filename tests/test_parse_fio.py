@@ -34,7 +34,7 @@ EXPECTED_KEYS = (
      "clat_mean_us", "clat_p50_us", "clat_p99_us", "usr_cpu", "sys_cpu", "ctx", "runtime_ms",
      "timestamp_ms"]
     + [f"{d}_{k}" for d in ("read", "write", "trim") for k in DIRECTION_KEYS]
-    + ["warnings"]
+    + ["warnings", "job_options"]
 )
 
 

@@ -12,7 +12,9 @@ its target file (``--filename``) and makes a new one of the same size, as fio do
 that is gone, and then reports 1000 IOPS; ``"garble"``, one that fails with terminal escape
 sequences (clear the screen, set the window's title) on its stderr; ``"shout"``, one that
 fails after a 10 MB line on its stderr; ``"devzero"``, one that leaves its report as a link
-to /dev/zero; ``"late"``, one whose detached child appends to the report after fio exits; an
+to /dev/zero; ``"late"``, one whose detached child appends to the report after fio exits;
+``"foreign"``, one that leaves the golden file's report of another job (its name and options
+as fio ran them then) and 1000 IOPS; an
 object, fields of the report's read section written as they are (``{"iops": 10**400}``, an
 integer literal no float holds).
 """
@@ -82,8 +84,16 @@ FAKE_FIO = textwrap.dedent("""\
     if value == "devzero":
         os.symlink("/dev/zero", out)
         sys.exit(0)
+    def as_given(report):  # the report of the job it was given, as fio's is
+        given = dict(a[2:].split("=", 1) for a in sys.argv if a.startswith("--") and "=" in a)
+        name = given.pop("name", "job")
+        for key in ("output", "output-format"):
+            given.pop(key, None)
+        for job in report["jobs"]:
+            job["jobname"], job["job options"] = name, given
+        return report
     if value == "late":  # a detached child that appends to the report after fio has exited
-        report = json.load(open({fixture!r}))
+        report = as_given(json.load(open({fixture!r})))
         json.dump(report, open(out, "w"))
         if os.fork() == 0:
             os.setsid()
@@ -93,6 +103,10 @@ FAKE_FIO = textwrap.dedent("""\
             os._exit(0)
         sys.exit(0)
     report = json.load(open({fixture!r}))
+    if value == "foreign":  # the golden file's report as it is: another job's
+        value = 1000
+    else:
+        report = as_given(report)
     if isinstance(value, dict):  # fields of the report's read section, as they are
         report["jobs"][0]["read"].update(value)
     else:

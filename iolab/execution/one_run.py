@@ -285,6 +285,9 @@ class RunMaker:
             metrics = adapter.parse(tmp)
             if metrics.get("problem"):
                 return metrics, metrics["problem"]
+            foreign = adapter.foreign_report(tmp, manifest.argv)
+            if foreign:
+                return metrics, foreign
             row = self.exp.tidy_row(StoredRun(tmp, manifest))
             return metrics, self.exp.sample_problem(row, len(self.topo) or None)
         except FileNotFoundError as exc:  # a tool that exits without writing its report

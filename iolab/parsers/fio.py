@@ -82,7 +82,9 @@ def parse_fio_json(text: str, source: str = "<string>") -> dict:
     a direction that did no I/O):
 
     * ``fio_version`` (str), ``njobs`` (job objects in the report), ``error`` (first
-      non-zero job errno, else 0), ``warnings`` (list of str; empty for a clean report).
+      non-zero job errno, else 0), ``warnings`` (list of str; empty for a clean report),
+      ``job_options`` (per job object, the options fio reports it ran with and its
+      ``jobname`` as ``name``; None for a job whose report does not list them).
     * Totals over directions: ``iops``, ``bw_bytes`` (B/s), ``mibs`` (``bw_bytes / 2**20``).
     * ``direction``: the direction that moved the most bytes (``None`` if none did; a tie
       goes to the first of read, write, trim), and its ``clat_mean_us``, ``clat_p50_us``, ``clat_p99_us``.
@@ -130,7 +132,22 @@ def parse_fio_json(text: str, source: str = "<string>") -> dict:
         for key, value in per_dir[d].items():
             result[f"{d}_{key}"] = value
     result["warnings"] = warnings
+    result["job_options"] = [_job_options(job, f"jobs[{i}]", source)
+                             for i, job in enumerate(jobs)]
     return result
+
+
+def _job_options(job: dict, where: str, source: str) -> dict[str, str] | None:
+    """The options fio says a job ran with, its ``jobname`` as ``name``; None for a report
+    that does not list them (fio writes ``job options`` since 2.x)."""
+    options = job.get("job options")
+    if options is None:
+        return None
+    if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
+        raise ParseError(source, f"{where}['job options'] must be an object of strings, got "
+                                 f"{_kind(options)}")
+    name = _field(job, "jobname", (str, "a string"), where, source)
+    return {**options, "name": name}
 
 
 def _timestamp_ms(report: dict, source: str) -> int | float | None:

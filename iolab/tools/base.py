@@ -331,6 +331,11 @@ class ToolAdapter:
         a measurement) and ``note`` (said once per campaign) are always present."""
         raise NotImplementedError
 
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """Why the output in ``run_dir`` is not the report of the run launched with ``argv``
+        (another job's, say), "" when it is or the tool's output cannot tell; default ""."""
+        return ""
+
     def window(self, run_dir: Path) -> tuple[int, int] | None:
         """When the tool measured (CLOCK_REALTIME ns), from its own output, if it says."""
         return None

@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 from iolab.parsers.fio import parse_fio_file
 from iolab.tools.base import CpuCount, CpuRequest, Invocation, Launch, Program, ToolAdapter
 
@@ -85,6 +85,22 @@ class Fio(ToolAdapter):
         metrics["problem"] = f"fio reported error {fio['error']}" if fio["error"] else None
         metrics["note"] = None
         return metrics
+
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """A job of the report whose name or options differ from the ``--key=value`` options
+        the run gave fio (bar the report's own format and file) ran something else: a report
+        left by another job, or written there by something that is not this run."""
+        given = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+        for key in ("output", *FORMAT_OPTIONS):
+            given.pop(key, None)
+        for i, job in enumerate(_report(run_dir)["job_options"]):
+            if job is None:
+                continue
+            for key, value in given.items():
+                if job.get(key) != value:
+                    return (f"{OUTPUT} is not this run's report: its jobs[{i}] ran with "
+                            f"{key} {excerpt(job.get(key))}, the run gave fio {excerpt(value)}")
+        return ""
 
     def window(self, run_dir: Path) -> tuple[int, int] | None:
         """fio stamps its report when the measurement ends and says how long it measured."""
