@@ -41,6 +41,7 @@ __all__ = [
     "design_table",         # the params file's design as a table
     "table",                # a DataFrame as the book's tables show it: every string escaped
     "figures",              # the figure helpers a small chapter draws with
+    "forest",               # the forest plot of a chapter's findings across machines
     "lab_design",           # a lab-only GPU chapter's design and lab plan
     "lab_answer",           # a lab-only GPU chapter's answer and claims
     "benchmarks",           # the benchmarks appendix's page
@@ -58,3 +59,10 @@ def page(experiment: str, part: str = "page") -> ModuleType:
     that fill its chapter; the CPU search's adaptive sections are ``page("cpu_search",
     "adaptive")``. An unknown experiment or part is an error that names what exists."""
     return registry.part(registry.get(experiment), part)
+
+
+def forest(ch: Chapter):
+    """The forest plot of the chapter's findings across machines, which its "Across
+    environments" table drew (``iolab.report.compare.across``); None, so nothing is shown,
+    where fewer than two environments estimate any finding."""
+    return ch.figures.get("fig_forest")

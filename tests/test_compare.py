@@ -106,3 +106,32 @@ def test_a_replication_with_a_very_wide_interval_says_how_little_it_shows():
     assert said == compare.REPLICATES and why.endswith("says little (more repetitions would)")
     tight = fd.change("x", "p99", [116, 117, 115], [100, 101, 99])
     assert "says little" not in compare.verdict(tight, tight)[1]
+
+
+def test_three_environments_give_a_pooled_estimate_and_two_do_not():
+    """Constructed findings (not measurements): with three machines or more, each finding's
+    row gives its random-effects pooled estimate (iolab.analysis.pooling)."""
+    one = [fd.change("a", "one", [110, 111, 109], A), fd.undefined("b", "two", "no runs")]
+    two = [fd.change("a", "one", [104, 106, 105], A), fd.change("b", "two", A, A)]
+    three = [fd.change("a", "one", [112, 113, 111], A), fd.change("b", "two", A, A)]
+    assert "pooled across the machines" not in compare.table({"x": one, "y": two}).columns
+    shown = compare.table({"x": one, "y": two, "z": three})
+    assert shown.loc[0, "pooled across the machines"].startswith("+")
+    assert " over 3 machines; tau² " in shown.loc[0, "pooled across the machines"]
+    assert shown["pooled across the machines"].isna()[1], "b has two machines: not pooled"
+
+
+def test_the_forest_plot_draws_what_two_machines_share_and_pools_three():
+    from matplotlib.patches import Polygon
+
+    from iolab.report import forest
+
+    one = [fd.change("a", "one", [110, 111, 109], A), fd.undefined("b", "two", "no runs")]
+    two = [fd.change("a", "one", [104, 106, 105], A), fd.change("b", "two", A, A)]
+    assert forest.figure({"x": one}) is None
+    assert [id_ for id_, _ in forest.shared({"x": one, "y": two})] == ["a"]
+    fig = forest.figure({"x$1$": one, "y": two, "z": two})
+    a, b = fig.axes
+    assert [t.get_text() for t in a.get_yticklabels()][:3] == [r"x\$1\$", "y", "z"]
+    assert any(isinstance(p, Polygon) for p in a.patches), "three machines: a pooled diamond"
+    assert not any(isinstance(p, Polygon) for p in b.patches), "two machines: none"

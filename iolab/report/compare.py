@@ -21,9 +21,13 @@ share by id:
 A finding that replicates this way may still be significant in one environment and not in
 the other; the table shows both values so the reader sees that too.
 
+With three environments or more, each finding's row also gives its random-effects pooled
+estimate across them (:mod:`iolab.analysis.pooling`), and the chapter gets a forest plot
+(:mod:`iolab.report.forest`) of every finding two or more environments estimate.
+
 Responsible for: the rule, the table, and finding the environments with stored runs of an
-experiment. Not responsible for: computing the findings (each experiment's ``page.findings``)
-or where the table is shown.
+experiment. Not responsible for: computing the findings (each experiment's ``page.findings``),
+the pooling, or where the table and the plot are shown.
 """
 
 from __future__ import annotations
@@ -31,12 +35,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 from scipy import stats as sps
 
+from iolab.analysis import pooling
 from iolab.analysis.findings import Finding
 from iolab.core import spec as specmod
 from iolab.core.store import note_read
+from iolab.report import forest
 
 REPLICATES, DIFFERS, INCOMPARABLE = "replicates", "differs", "cannot be compared"
 WIDE = 4.0  # a ratio's interval wider than this factor (say 0.5 to 2) is called too wide
@@ -128,6 +135,10 @@ def table(found: dict[str, list[Finding]]) -> pd.DataFrame:
             said, why = verdict(f, g) if g is not None else (INCOMPARABLE, "no such finding")
             row[f"{env} against {first}" if len(others) > 1 else "across the environments"] = \
                 f"{said}: {why}"
+        pooled = pooling.pool({env: by_env[env][f.id] for env in envs if f.id in by_env[env]},
+                              f.confidence) if len(envs) >= pooling.PREDICTION_LEAST else None
+        if pooled is not None and pooled.k >= pooling.PREDICTION_LEAST:
+            row["pooled across the machines"] = pooling.text(pooled)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -187,5 +198,25 @@ def across(ch, findings_of) -> pd.DataFrame | None:
     ch.text["across"] = (f"Besides {ch.environment}, {who} stored runs of this experiment "
                          f"(each environment has its own page under the chapter); the table "
                          f"sets each finding of {ch.environment} against theirs. "
-                         f"{summary(shown)}")
+                         f"{summary(shown)}" + _forest(ch, found))
     return shown
+
+
+def _forest(ch, found: dict[str, list[Finding]]) -> str:
+    """The forest plot of the findings two or more environments estimate, into the chapter's
+    figures (``fig_forest``), and the sentences that say what it shows."""
+    fig = forest.figure(found, ch.confidence)
+    if fig is None:
+        return ""
+    plt.close(fig)  # shown where the notebook asks for it (iolab.api.forest), not here
+    ch.figures["fig_forest"] = fig
+    machines = max(len(per) for _, per in forest.shared(found))
+    pooled = (" With three machines or more, the orange diamond is the pooled estimate ("
+              f"{pooling.METHOD}), its label gives I², the share of the spread between "
+              "machines beyond what their own intervals explain, and the grey line is where "
+              "a new machine's effect would fall.")
+    return (" The forest plot below draws each finding that two or more environments "
+            "estimate, each machine's value with its interval." +
+            (pooled if machines >= pooling.PREDICTION_LEAST else
+             f" With {machines} machines no pooled estimate is shown: how much an effect "
+             "varies from machine to machine needs a third one to be estimated."))
