@@ -2,7 +2,8 @@
 functions, and how many functions pass 60 lines.
 
 Responsible for: measuring, the same way at any commit (``git worktree add`` an old one and
-run this from its root), what issue 29's before/after table reports.
+run this script of that checkout, from any folder), what issue 29's before/after table
+reports.
 Not responsible for: judging it; the layer rules are ``tests/test_layout.py``'s.
 """
 
@@ -12,8 +13,9 @@ import ast
 import sys
 from pathlib import Path
 
-ROOT = Path.cwd()
-sys.path.insert(0, str(ROOT / "tests"))
+# the checkout this script lies in, whatever the working folder: its package and its tests
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from test_layout import folder_of, graph  # noqa: E402  (the test's own import graph)
 
 

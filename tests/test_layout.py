@@ -144,3 +144,16 @@ def test_experiments_never_parse_tool_output():
                    if source.startswith("iolab.experiments") for target in targets
                    if target.startswith("iolab.parsers"))
     assert not found, "experiments importing parsers: " + ", ".join(found)
+
+
+def test_the_shape_script_runs_from_any_folder_without_a_python_path(tmp_path):
+    """scripts/code_shape.py measured only when run from the checkout with PYTHONPATH set."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "code_shape.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("folder-level two-way imports: ")
