@@ -27,8 +27,9 @@ Files in the run folder:
 importer uses both.
 
 Responsible for: the argv, starting and stopping dmon (its own process group: SIGTERM to the
-group, SIGKILL after a grace period), the timestamps, and the RX/TX statistics (mean, p50,
-p95 over the window; AiSIO's p95 over the whole capture). Not responsible for: parsing dmon's
+group, SIGKILL after a grace period), the timestamps, the RX/TX statistics (mean, p50,
+p95 over the window; AiSIO's p95 over the whole capture), and reading ``dcgm.json`` and the
+stamps back checked (:func:`read_record`, :func:`read_times`). Not responsible for: parsing dmon's
 table (:mod:`iolab.parsers.dcgm_dmon`) or choosing the GPU a benchmark uses.
 """
 

@@ -17,7 +17,8 @@ Metrics (per CPU as JSON ``{"cpu": n}``, and totals): ``irqs``/``irqs_total`` (t
 interrupts handled), ``resched_ipis``, ``call_ipis``, ``call_mask_ipis`` (by sending CPU),
 ``task_add``, ``task_run``, ``local_run``; ``probes``, ``lost_events``, ``missing_probes``.
 
-Responsible for: the program, running bpftrace beside the driver, and the metrics.
+Responsible for: the program, running bpftrace beside the driver, the metrics, and reading
+``irqtrace.meta.json`` back checked (:func:`read_meta`).
 Not responsible for: the output format (``iolab.parsers.irqtrace``), or which IRQs a device
 has (``iolab.host.irqs``).
 """

@@ -9,6 +9,13 @@ A number a report holds must be one a float can hold: Python reads a JSON intege
 a run of digits, at any size, but ``float()`` of one beyond about 1.8e308, and a division of
 it, raise OverflowError, which is no ParseError; the run would then end the campaign instead
 of failing with its reason. :func:`within_float` names the key of such a number.
+
+Tools print numbers in ASCII digits, so text is read in those only (:func:`is_digits`,
+:func:`int_within_float`, :func:`decimal_within_float`, ``[0-9]`` or ``re.ASCII`` in a
+pattern): ``int()``, ``float()``, ``str.isdigit`` and ``\\d`` also take other scripts' digits
+('١٩٣'), and ``float()`` '1_000', 'nan' and 'inf', which would be stored as numbers.
+A collector's own record (JSON written beside a run) is read back with :func:`record_object`
+and :func:`record_value`; times in one must be times a clock gives (:func:`is_clock_ns`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ from iolab.parsers import decimal_within_float, int_within_float, is_digits
 _DEVICE = re.compile(r"^Device: (?P<id>\d+), (?P<name>.+), pciBusID: (?P<bus>[0-9a-fA-F]+), "
                      r"pciDeviceID: (?P<dev>[0-9a-fA-F]+), pciDomainID:\s*(?P<dom>[0-9a-fA-F]+)$",
                      re.ASCII)  # ASCII: \d and \s take other scripts' digits and spaces
-_ACCESS = re.compile(r"^Device=(?P<a>\d+) (?P<can>CAN|CANNOT) Access Peer Device=(?P<b>\d+)$", re.ASCII)
+_ACCESS = re.compile(r"^Device=(?P<a>\d+) (?P<can>CAN|CANNOT) Access Peer Device=(?P<b>\d+)$",
+                     re.ASCII)
 _TITLE = re.compile(r"^(?:P2P Connectivity Matrix|.*Matrix \((?P<unit>GB/s|us)\))$")
 _BLOCK_HEADER = re.compile(r"^\s*(?P<label>D\\D|GPU|CPU)(?P<ids>(?:\s+\d+)+)\s*$", re.ASCII)
 
@@ -90,7 +91,8 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
         if header is None:
             break
         label = header.group("label")
-        col_ids = [int(i) for i in header.group("ids").split()]
+        col_ids = [int_within_float(i, f"line {at + 1}: column id", source)
+                   for i in header.group("ids").split()]
         at += 1
         row_ids, values = [], []
         while at < len(lines) and lines[at].strip() and not _BLOCK_HEADER.match(lines[at]) \
@@ -105,7 +107,7 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
             except ValueError:
                 raise ParseError(source, f"line {at + 1}: section {excerpt(title)}: non-numeric "
                                  f"value in {excerpt(lines[at])}") from None
-            row_ids.append(int(tokens[0]))
+            row_ids.append(int_within_float(tokens[0], f"line {at + 1}: row id", source))
             values.append(row)
             at += 1
         if not values:
