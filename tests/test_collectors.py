@@ -514,3 +514,7 @@ def test_interrupts_refuses_snapshots_it_cannot_read():
         parse_snapshots("   CPU0\n 40: 1 nvme0q1\n", good, ["40"])
     with pytest.raises(ParseError, match="IRQ\\(s\\) 41 of the device are not in both snapshots"):
         parse_snapshots(good, good, ["40", "41"])
+    # a stamp no clock gives was taken: window_s 1e+290 stored as the snapshots' span
+    with pytest.raises(ParseError, match=r"interrupts.after: time_ns is '10+… \(allowed: "
+                                         r"whole nanoseconds 0 to 9223372036854775807\)"):
+        parse_snapshots(good, good.replace("# time_ns 1", "# time_ns 1" + "0" * 299), ["40"])

@@ -184,6 +184,46 @@ def test_parse_refuses_stamps_that_do_not_match_the_lines(tmp_path):
         DcgmDmon.parse(folder, None)
 
 
+@pytest.mark.parametrize("change, problem", [
+    ("{}", "has no argv (allowed: the dcgmi dmon command line, a list of texts)"),
+    ("[" * 100_000, "line 1: arrays or objects nested more than 100 levels deep"),
+    ({"argv": "dcgmi dmon -i 0"}, "argv is 'dcgmi dmon -i 0' (allowed: the dcgmi dmon command "
+     "line, a list of texts)"),
+    ({"argv": ["dcgmi", "dmon", "-d", "\u0661\u0660\u0660"]}, "argv is not the dmon command "
+     "this collector runs: "),
+    ({"argv": ["sleep", "1"]}, "argv is not the dmon command this collector runs: "),
+    ({"killed": "no"}, "killed is 'no' (allowed: true or false)"),
+    ({"ended_before_stop": ...}, "has no ended_before_stop (allowed: true or false)"),
+    ({"gpu_pci": 7}, "gpu_pci is 7 (allowed: null or the GPU's PCI address"),
+])
+def test_parse_refuses_a_record_the_collector_did_not_write(tmp_path, change, problem):
+    """dcgm.json is read back as any output is: a missing key was a KeyError, and an argv
+    read_argv refuses an InputError, each of which ended the campaign. (``...`` leaves the key
+    out; a str replaces the whole file.)"""
+    folder = stored_capture(tmp_path, [1, 2, 3], [10, 20, 30])
+    if isinstance(change, str):
+        (folder / dcgmi.RECORD).write_text(change)
+    else:
+        record = json.loads((folder / dcgmi.RECORD).read_text())
+        record = {k: v for k, v in {**record, **change}.items() if v is not ...}
+        (folder / dcgmi.RECORD).write_text(json.dumps(record))
+    with pytest.raises(ParseError) as info:
+        DcgmDmon.parse(folder, None)
+    assert str(info.value).startswith(f"{folder}/{dcgmi.RECORD}: {problem}")
+
+
+@pytest.mark.parametrize("stamp", ["\u0661\u0662", "1_000", "+5", "-5", "9" * 5000,
+                                   str(2**63)])
+def test_parse_refuses_a_stamp_no_clock_gives(tmp_path, stamp):
+    """int() took '١٢', '1_000' and '+5' as stamps, and a 5,000-digit one raised a ValueError
+    naming no file; a stamp beyond any clock put its sample outside every window."""
+    folder = stored_capture(tmp_path, [1, 2, 3], [10, 20, 30])
+    (folder / dcgmi.TIMES).write_text(f"10\n10\n10\n{stamp}\n30\n")
+    with pytest.raises(ParseError, match=r"dcgm-times.txt: stamp 4 is .* \(allowed: whole "
+                                         r"nanoseconds 0 to 9223372036854775807, in digits"):
+        DcgmDmon.parse(folder, None)
+
+
 # --- starting and stopping a fake dcgmi --------------------------------------------------------
 
 def test_start_and_stop_a_fake_dmon(tmp_path, monkeypatch):

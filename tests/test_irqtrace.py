@@ -129,3 +129,52 @@ def test_a_real_trace_counts_interrupts_of_real_reads(tmp_path):
     # tracefs is left as it was found (mounted or not)
     assert (sorted(os.listdir(irqtrace.TRACING)) if irqtrace.TRACING.exists() else None) \
         == tracing_before
+
+
+def _meta_run(tmp_path: Path, change: dict) -> Path:
+    """A copy of the committed trace whose irqtrace.meta.json has ``change`` (``...`` leaves a
+    key out; a str replaces the whole file)."""
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES, run)
+    if isinstance(change, str):
+        (run / irqtrace.META).write_text(change)
+        return run
+    meta = json.loads((FIXTURES / irqtrace.META).read_text())
+    meta = {k: v for k, v in {**meta, **change}.items() if v is not ...}
+    (run / irqtrace.META).write_text(json.dumps(meta))
+    return run
+
+
+OFFSET = "CLOCK_REALTIME minus CLOCK_MONOTONIC, whole nanoseconds 0 to 9223372036854775807"
+
+
+@pytest.mark.parametrize("change, problem", [
+    ("{}", "has no traced (allowed: true or false)"),
+    ('{"traced": false}', "has no why (allowed: a text)"),
+    ('{"traced": "yes"}', "traced is 'yes' (allowed: true or false)"),
+    ("[" * 100_000, "line 1: arrays or objects nested more than 100 levels deep (at most 100 "
+     "allowed)"),
+    ("[1]", "holds list, not the object the collector writes"),
+    ({"offset_ns": ...}, f"has no offset_ns (allowed: {OFFSET})"),
+    ({"offset_ns": "5"}, f"offset_ns is '5' (allowed: {OFFSET})"),
+    ({"offset_ns": 1e300}, f"offset_ns is 1e+300 (allowed: {OFFSET})"),
+    ({"offset_ns": 2**63}, f"offset_ns is {2**63} (allowed: {OFFSET})"),
+    ({"offset_ns": float("nan")}, f"offset_ns is nan (allowed: {OFFSET})"),
+    ({"missing": 5}, "missing is 5 (allowed: a sorted list, without repeats, of the tracepoints "),
+    ({"missing": ["sched:sched_switch"]}, "missing is ['sched:sched_switch'] (allowed: "),
+])
+def test_a_meta_record_the_collector_did_not_write_fails_the_parse_naming_it(tmp_path, change,
+                                                                          problem):
+    """irqtrace.meta.json is read back as any output is: a missing key or a wrong type was a
+    KeyError or TypeError, and 100,000 nested '[' a RecursionError, each of which ended the
+    campaign; an offset of 1e300 placed every tick at one instant, so the counts were stored
+    wrong (irqs_total 5,676 read as 152)."""
+    run = _meta_run(tmp_path, change)
+    with pytest.raises(ParseError) as info:
+        IrqTrace.parse(run, (1, 2))
+    assert str(info.value).startswith(f"{run}/irqtrace.meta.json: {problem}")
+
+
+def test_an_untraced_run_says_why(tmp_path):
+    run = _meta_run(tmp_path, '{"traced": false, "why": "bpftrace not found"}')
+    assert IrqTrace.parse(run, None) == {"traced": False, "why_not_traced": "bpftrace not found"}

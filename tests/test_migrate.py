@@ -47,6 +47,27 @@ def test_version_1_runs_count_as_stored(data, experiment, n):
     assert run.manifest.run_id != run.path.name and "v1_mismatch" not in run.manifest.extra
 
 
+@pytest.mark.parametrize("text, problem", [
+    ("[" * 100_000, "nested more than 100 levels"),
+    ("{}", "has no cpus (allowed: a list of CPU ids 0 to 4194303, each once)"),
+    ('{"cpus": "0"}', "cpus is '0' (allowed: a list of CPU ids"),
+    ('{"cpus": [0, 0]}', "cpus is [0, 0] (allowed: a list of CPU ids"),
+    ('{"cpus": [1e300]}', "cpus is [1e+300] (allowed: a list of CPU ids"),
+])
+def test_a_damaged_cpus_record_of_a_version_1_run_makes_it_corrupt(data, text, problem):
+    """cpus.json was read with a bare json.loads and indexed: a KeyError or a RecursionError
+    ended every listing of the campaign's runs (status, tidy, run), and a list of another
+    shape was stored as the run's CPUs. Now the run alone is corrupt, its reason naming the
+    file."""
+    runs = data / "raw" / "cpu_search" / "kvm-2vcpu" / "runs"
+    [run_dir] = runs.iterdir()
+    (run_dir / "cpus.json").write_text(text)
+    store = open_store(get("cpu_search"), "kvm-2vcpu", data)
+    good, corrupt = store.scan(verify=False)
+    assert good == [] and [c.path for c in corrupt] == [run_dir]
+    assert f"{run_dir}/cpus.json: " in corrupt[0].reason and problem in corrupt[0].reason
+
+
 def test_a_run_whose_argv_today_differs_is_not_reused(data):
     """A changed option (here: the ramp the run recorded) means a different run, not a stored one."""
     path = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs" / "01c5ea7fda6e-r0" / "run.json"

@@ -460,3 +460,97 @@ def test_a_run_is_judged_against_the_cpus_of_this_host(campaign, fake_fio, monke
     fake_fio(camp, {1: [1000, 1000, 1000]})
     assert run(camp).completed == 3
     assert seen == [len(topology())] * 3
+
+
+def _edit_json(name: str, **change):
+    """An edit of a run folder: its record ``name`` with the keys of ``change`` set."""
+    def edit(run: Path) -> None:
+        (run / name).write_text(json.dumps({**json.loads((run / name).read_text()), **change}))
+    return edit
+
+
+def _write(name: str, text: str):
+    return lambda run: (run / name).write_text(text)
+
+
+def _no_marker_and(name: str, text: str):
+    def edit(run: Path) -> None:
+        (run / "marker.json").unlink()
+        (run / name).write_text(text)
+    return edit
+
+
+NESTED = "[" * 100_000
+RUN_RECORDS = [  # (experiment, environment, edit, the file named, what the message says)
+    ("irq_affinity", "xeon-2vcpu-v657", _write("irqtrace.meta.json", "{}"),
+     "irqtrace.meta.json", "has no traced"),
+    ("irq_affinity", "xeon-2vcpu-v657", _write("irqtrace.meta.json", NESTED),
+     "irqtrace.meta.json", "nested more than 100 levels"),
+    ("irq_affinity", "xeon-2vcpu-v657", _edit_json("irqtrace.meta.json", offset_ns="5"),
+     "irqtrace.meta.json", "offset_ns is '5'"),
+    ("irq_affinity", "xeon-2vcpu-v657", _edit_json("irqtrace.meta.json", offset_ns=1e300),
+     "irqtrace.meta.json", "offset_ns is 1e+300"),
+    ("irq_affinity", "xeon-2vcpu-v657", _write("irqs.json", "{}"), "irqs.json",
+     "has no vectors"),
+    ("irq_affinity", "xeon-2vcpu-v657", _write("irqs.json", '{"vectors": [{}]}'), "irqs.json",
+     "has no vectors[0].irq"),
+    ("irq_affinity", "xeon-2vcpu-v657", _write("irqs.json", NESTED), "irqs.json",
+     "nested more than 100 levels"),
+    ("irq_affinity", "xeon-2vcpu-v657", _edit_json("irqs.json", irq_cpus="1"), "irqs.json",
+     "irq_cpus is '1'"),
+    ("cpu_search", "kvm-2vcpu", _write("marker.json", "{}"), "marker.json", "has no line"),
+    ("cpu_search", "kvm-2vcpu", _edit_json("marker.json", line="Starting I/O"), "marker.json",
+     "line is 'Starting I/O' (allowed: bdevperf's 'Running I/O for T seconds'"),
+    ("cpu_search", "kvm-2vcpu", _edit_json("marker.json", time_ns="1"), "marker.json",
+     "time_ns is '1'"),
+    ("cpu_search", "kvm-2vcpu", _edit_json("marker.json", time_ns=1e300), "marker.json",
+     "time_ns is 1e+300"),
+    ("cpu_search", "kvm-2vcpu", _write("marker.json", NESTED), "marker.json",
+     "nested more than 100 levels"),
+    ("cpu_search", "kvm-2vcpu",
+     _edit_json("marker.json", line="Running I/O for \u0662 seconds..."), "marker.json",
+     "line is 'Running I/O for \u0662 seconds...'"),
+    ("cpu_search", "kvm-2vcpu", _no_marker_and("driver-window.json", "{}"),
+     "driver-window.json", "has no start_ns"),
+    ("cpu_search", "kvm-2vcpu", _no_marker_and("driver-window.json", "[1]"),
+     "driver-window.json", "holds list"),
+    ("cpu_search", "kvm-2vcpu", _no_marker_and("driver-window.json", NESTED),
+     "driver-window.json", "nested more than 100 levels"),
+    ("cpu_search", "kvm-2vcpu",
+     _no_marker_and("driver-window.json", '{"start_ns": 1e300, "end_ns": 1e301}'),
+     "driver-window.json", "start_ns is 1e+300"),
+    ("cpu_search", "kvm-2vcpu",
+     _no_marker_and("driver-window.json", '{"start_ns": 5, "end_ns": 4}'),
+     "driver-window.json", "end_ns 4 is before start_ns 5"),
+]
+
+
+@pytest.mark.parametrize("experiment, environment, edit, name, problem", RUN_RECORDS)
+def test_a_damaged_record_beside_a_run_fails_it_naming_the_file(tmp_path, experiment,
+                                                                 environment, edit, name,
+                                                                 problem):
+    """What a run's output is judged by (the adapter's parse, then the experiment's row, as
+    OneRun._read_output does) on a committed run with one of the records the collectors and
+    the runner write beside it damaged. A KeyError, TypeError, AttributeError or
+    RecursionError escaped and ended the campaign as an internal error; a time no clock
+    gives (1e300) was stored as a sample with wrong counts, or a NaN metric. Now each is a
+    ParseError naming the file, which fails only that run."""
+    import shutil
+
+    from iolab.core import registry
+    from iolab.core.store import Store, StoredRun
+    from iolab.errors import ParseError
+    from iolab.paths import default_data_dir
+
+    exp = registry.get(experiment)
+    stored_run = Store(default_data_dir(), experiment, environment).complete_runs()[0]
+    run = tmp_path / "run"
+    shutil.copytree(stored_run.path, run)
+    tool_registry.adapter(stored_run.manifest.tool).parse(run)
+    exp.tidy_row(StoredRun(run, stored_run.manifest))  # as committed: a sample
+    edit(run)
+    with pytest.raises(ParseError) as info:
+        tool_registry.adapter(stored_run.manifest.tool).parse(run)
+        exp.tidy_row(StoredRun(run, stored_run.manifest))
+    assert str(info.value).startswith(f"{run}/{name}: ")
+    assert problem in str(info.value)

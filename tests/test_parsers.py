@@ -26,7 +26,9 @@ from iolab.parsers.gnu_time import parse_gnu_time_default
 from iolab.parsers.gpu_pcie_probe import parse_gpu_pcie_probe
 from iolab.parsers.interrupts import parse_interrupts
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
+from iolab.parsers.spdk_nvme_perf import parse_spdk_nvme_perf
 from iolab.parsers.uring_reader import parse_uring_reader
+from iolab.parsers.xnvmeperf import parse_xnvmeperf
 
 FIX = Path(__file__).parent / "fixtures"
 HUGE = 10**400
@@ -251,3 +253,95 @@ def test_a_run_of_digits_int_refuses_is_a_parse_error_naming_its_key():
         int_within_float("9" * 5000, "line 3", "out")
     assert int_within_float("0" * 5000 + "17", "k", "out") == 17
     assert int_within_float("-" + "0" * 500 + "5", "k", "out") == -5
+
+
+def arabic(text: str) -> str:
+    """``text`` with its digits in Arabic-Indic digits ('12' -> '١٢'): str.isdigit,
+    str.isdecimal, int(), float() and the regex \\d all take them as digits, and no tool
+    prints them."""
+    return text.translate({ord("0") + d: 0x0660 + d for d in range(10)})
+
+
+def _fixture(path: str, old: str, new: str) -> str:
+    text = (FIX / path).read_text()
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+def _proctree(stamp: str) -> None:
+    from iolab.collectors.proctree import PROCTREE_HEADER, parse_proctree_cpu
+    parse_proctree_cpu(f"{PROCTREE_HEADER}\n{stamp},1,x,0,0\n2,1,x,1,1\n", '{"clk_tck": 100}',
+                       0, 10, "p.csv", "p.json")
+
+
+def _lscpu(cpu: str) -> None:
+    from iolab.parsers.lscpu import parse_lscpu_e
+    parse_lscpu_e(f"CPU NODE SOCKET CORE\n{cpu} 0 0 0\n", "lscpu")
+
+
+def _clocks(index: str) -> None:
+    from iolab.tools.gpu_pcie_probe import CLOCKS_LINE, read_clocks
+    read_clocks(f"{CLOCKS_LINE}{index}, 0000:4b:00.0, 1, 2, 3, 4, 5, 16\n", 0, "stdout")
+
+
+def _line_times(stamp: str) -> None:
+    from iolab.tools.xnvmeperf import measurement_window
+    stdout = (FIX / "aisio_formats/xnvmeperf_run.txt").read_text()
+    stamps = ["1000"] * len(stdout.splitlines())
+    stamps[0] = stamp
+    measurement_window(stdout, "\n".join(stamps), "line-times")
+
+
+def _gnu_time(signal: str) -> None:
+    from iolab.collectors.gnu_time import GNU_TIME_FORMAT, parse_gnu_time_kv
+    values = "".join(f"{line.split('=')[0]}=0\n" for line in GNU_TIME_FORMAT.splitlines())
+    parse_gnu_time_kv(f"Command terminated by signal {signal}\n{values}", "time.out")
+
+
+# (where, how it is read): each reads a number a tool or a collector wrote in Arabic-Indic
+# digits, which int(), float(), str.isdigit and \d took as the number (P6, P19)
+OTHER_DIGITS = {
+    "xnvmeperf total": lambda: parse_xnvmeperf(
+        _fixture("aisio_formats/xnvmeperf_run.txt", "3100000.75", arabic("3100000.75")), "x"),
+    "spdk_nvme_perf row": lambda: parse_spdk_nvme_perf(
+        _fixture("aisio_formats/spdk_nvme_perf.txt", "976.56", arabic("976.56")), "x"),
+    "p2p_bandwidth cell": lambda: parse_p2p_bandwidth(
+        _fixture("aisio_formats/p2p_bandwidth.txt", "21.25", arabic("21.25")), "x"),
+    "dcgm dmon value": lambda: parse_dcgm_dmon(
+        f"#Entity PCITX PCIRX\nID\nGPU 0 1 {arabic('2.5')}\n", "x"),
+    "bdevperf table row": lambda: parse_bdevperf_text(
+        _fixture("bdevperf/v25.09_randread_4jobs.txt", "4515975.66", arabic("4515975.66")),
+        "x"),
+    "bpftrace map value": lambda: parse_bpftrace_text(
+        _fixture("bpftrace/text_maps.txt", "@[kick]: 2", "@[kick]: 1" + arabic("2")), "x"),
+    "proctree stamp": lambda: _proctree(arabic("1")),
+    "lscpu CPU": lambda: _lscpu(arabic("0")),
+    "gpu clocks index": lambda: _clocks(arabic("0")),
+    "xnvmeperf line time": lambda: _line_times(arabic("1000")),
+    "gnu time signal": lambda: _gnu_time(arabic("9")),
+}
+
+
+@pytest.mark.parametrize("case", OTHER_DIGITS)
+def test_a_number_in_other_scripts_digits_is_a_parse_error(case):
+    with pytest.raises(ParseError):
+        OTHER_DIGITS[case]()
+
+
+@pytest.mark.parametrize("text", [arabic("12"), "1_000", " 1_0", "\u00b2", "12\u0663"])
+def test_int_within_float_reads_ascii_digits_only(text):
+    """Every caller gets the same rule: int() took these as numbers."""
+    with pytest.raises(ValueError, match="allowed: digits 0-9"):
+        int_within_float(text, "k", "out")
+    assert int_within_float("+12", "k", "out") == 12 and int_within_float("-3", "k", "out") == -3
+
+
+def test_versions_and_flags_in_other_scripts_digits_are_not_read():
+    from iolab.collectors.hugepages import _int_or_none
+    from iolab.parsers.bdevperf import spdk_supports_json
+    from iolab.tools.xnvmeperf import VERSION_PATTERN
+
+    assert spdk_supports_json("v25.09") and not spdk_supports_json(arabic("v25.09"))
+    assert re.search(VERSION_PATTERN, "ver: {major: 0, minor: 7, patch: 1}")
+    assert not re.search(VERSION_PATTERN, arabic("ver: {major: 0, minor: 7, patch: 1}"))
+    assert _int_or_none("12") == 12 and _int_or_none(arabic("12")) is None

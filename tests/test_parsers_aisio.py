@@ -80,11 +80,33 @@ def test_xnvmeperf_error_output_quotes_the_error():
     (lambda t: t.replace("        0\n", "       x0\n", 1), "Failed must be a whole count"),
     (lambda t: t + t, "2 result tables"),
     (lambda t: "", "empty input"),
+    # float() and int() read other scripts' digits, '1_000', nan and inf: xnvmeperf prints
+    # none of them, and the totals were stored as if it had (P6)
+    (lambda t: t.replace("3100000.75", ARABIC("3100000.75")), "IOPS and MiB/s must be numbers"),
+    (lambda t: t.replace("1513.67", "1_513.67"), "IOPS and MiB/s must be numbers"),
+    (lambda t: t.replace("488.28", "nan"), "IOPS and MiB/s must be numbers"),
+    (lambda t: t.replace("900000.25", "inf"), "IOPS and MiB/s must be numbers"),
+    (lambda t: t.replace("439.45        2", "439.45        " + ARABIC("2")),
+     "Failed must be a whole count"),
+    (lambda t: t.replace("     0,1 ", "     0," + ARABIC("1") + " "), "CPUs column"),
 ])
 def test_xnvmeperf_malformed(edit, message):
     with pytest.raises(ParseError, match=message) as info:
         parse_xnvmeperf(edit(text("xnvmeperf_run.txt")), "bad.txt")
     assert info.value.source == "bad.txt"
+
+
+def ARABIC(text: str) -> str:
+    """``text`` with its digits in Arabic-Indic digits ('12' -> '١٢'), which str.isdigit,
+    int(), float() and the regex \\d all take as digits."""
+    return text.translate({ord("0") + d: 0x0660 + d for d in range(10)})
+
+
+def test_xnvmeperf_echo_reads_only_ascii_digits():
+    """An echo value in other digits stays text, not a number."""
+    r = parse_xnvmeperf(text("xnvmeperf_run.txt").replace("- queue depth: 64",
+                                                          "- queue depth: " + ARABIC("64")))
+    assert r["echo"]["queue_depth"] == ARABIC("64")
 
 
 # --- spdk_nvme_perf ----------------------------------------------------------------------------

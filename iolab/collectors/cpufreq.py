@@ -73,7 +73,7 @@ class CpufreqSampler(Collector):
         dirs = {}
         for cpu_dir in self.root.cpu_dir.glob("cpu[0-9]*"):
             cpu = cpu_dir.name[3:]
-            if cpu.isdigit() and (cpu_dir / "cpufreq/scaling_cur_freq").exists():
+            if is_digits(cpu) and (cpu_dir / "cpufreq/scaling_cur_freq").exists():
                 dirs[int(cpu)] = cpu_dir / "cpufreq"
         return dict(sorted(dirs.items()))
 

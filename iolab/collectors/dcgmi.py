@@ -27,8 +27,9 @@ Files in the run folder:
 importer uses both.
 
 Responsible for: the argv, starting and stopping dmon (its own process group: SIGTERM to the
-group, SIGKILL after a grace period), the timestamps, and the RX/TX statistics (mean, p50,
-p95 over the window; AiSIO's p95 over the whole capture). Not responsible for: parsing dmon's
+group, SIGKILL after a grace period), the timestamps, the RX/TX statistics (mean, p50,
+p95 over the window; AiSIO's p95 over the whole capture), and reading ``dcgm.json`` and the
+stamps back checked (:func:`read_record`, :func:`read_times`). Not responsible for: parsing dmon's
 table (:mod:`iolab.parsers.dcgm_dmon`) or choosing the GPU a benchmark uses.
 """
 
@@ -46,6 +47,8 @@ from typing import Any, BinaryIO, Mapping, TextIO
 
 from iolab.errors import (InputError, IolabError, ParseError, ToolError, excerpt,
                           shortened)
+from iolab.parsers import (CLOCK_NS_ALLOWED, is_clock_ns, is_digits, record_object,
+                           record_value)
 from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
 from iolab.tools.base import Collector, Program, end_process_group, pci_address
 
@@ -63,7 +66,7 @@ PROGRAM = Program("dcgmi", "dcgmi", ("--version",),
 
 _OPTIONS = {"-e": "field_ids", "-i": "gpu_ids", "-d": "interval_ms"}
 # where a shell line goes on after the command: redirections, pipes, ';', '&&'
-_SHELL_OPERATOR = re.compile(r"^(?:\d*[<>]|[|;&])")
+_SHELL_OPERATOR = re.compile(r"^(?:[0-9]*[<>]|[|;&])")
 
 
 def read_argv(cmd_or_argv: str | list[str]) -> dict[str, Any]:
@@ -259,11 +262,11 @@ class DcgmDmon(Collector):
         """RX and TX statistics (bytes/s) of the samples taken inside ``window`` (every sample
         when None), AiSIO's p95 of RX over the whole capture, and whether dmon lasted."""
         run_dir = Path(run_dir)
-        record = json.loads((run_dir / RECORD).read_text())
+        record = read_record(run_dir)
         path = run_dir / CAPTURE
         text = path.read_text(encoding="utf-8", errors="replace")
-        capture = read_capture(text, str(path), read_argv(record["argv"]))
-        stamps = [int(s) for s in (run_dir / TIMES).read_text().split()]
+        capture = read_capture(text, str(path), record["dmon"])
+        stamps = read_times((run_dir / TIMES).read_text(), str(run_dir / TIMES))
         lines = text.split("\n")
         if len(stamps) != len(lines) - (lines[-1] == ""):
             raise ParseError(run_dir / TIMES, f"{len(stamps)} stamps for the {len(lines)} lines "
@@ -279,9 +282,54 @@ class DcgmDmon(Collector):
         measured = [v for v in capture["rx"] if v is not None]
         # AiSIO's figure, for comparison with its archives: every sample, idle ones included
         out["rx_aisio_p95_bytes_per_s"] = aisio_p95(measured) if len(measured) >= 2 else None
-        out.update({key: record[key] for key in ("ended_before_stop", "killed")})
-        out["gpu_pci"] = record.get("gpu_pci")  # records made before it was recorded: None
+        out.update({key: record[key] for key in ("ended_before_stop", "killed", "gpu_pci")})
         return out
+
+
+def _is_pci_address(value: Any) -> bool:
+    try:
+        return pci_address(value) == value
+    except InputError:
+        return False
+
+
+def read_record(run_dir: Path) -> dict[str, Any]:
+    """What :meth:`DcgmDmon.parse` takes from ``dcgm.json``, each key checked: the collector's
+    own record, read back as any output is, so a cut-off or altered one fails the run naming
+    the file, the key and what is allowed, never a KeyError that ends the campaign. ``dmon``
+    is :func:`read_argv` of the recorded argv."""
+    path = Path(run_dir) / RECORD
+    source = str(path)
+    record = record_object(path.read_text(), source)
+    argv = record_value(record, "argv", source,
+                        lambda v: isinstance(v, list) and bool(v)
+                        and all(isinstance(w, str) for w in v),
+                        "the dcgmi dmon command line, a list of texts")
+    try:
+        dmon = read_argv(argv)
+    except InputError as exc:
+        raise ParseError(source, f"argv is not the dmon command this collector runs: {exc}") \
+            from None
+    flags = {key: record_value(record, key, source, lambda v: isinstance(v, bool),
+                               "true or false") for key in ("ended_before_stop", "killed")}
+    # records made before the GPU's address was recorded have none: None
+    gpu = record_value({"gpu_pci": record.get("gpu_pci")}, "gpu_pci", source,
+                       lambda v: v is None or _is_pci_address(v),
+                       "null or the GPU's PCI address, such as 0000:4b:00.0")
+    return {"dmon": dmon, **flags, "gpu_pci": gpu}
+
+
+def read_times(text: str, source: str) -> list[int]:
+    """The stamps of ``dcgm-times.txt``, one CLOCK_REALTIME ns per line as the copier writes
+    them; ParseError for anything else (``int`` would take '+1', '1_000' and any script's
+    digits, and a stamp beyond any clock would put every sample outside the window)."""
+    stamps = []
+    for number, line in enumerate(text.split(), start=1):
+        if not (is_digits(line) and len(line) <= 19 and is_clock_ns(int(line))):
+            raise ParseError(source, f"stamp {number} is {excerpt(line)} (allowed: "
+                                     f"{CLOCK_NS_ALLOWED}, in digits 0-9)")
+        stamps.append(int(line))
+    return stamps
 
 
 def gpu_pci(gpu_id: int) -> dict[str, str | None]:

@@ -52,8 +52,9 @@ def gnu_time_prefix(out_file: str | Path) -> list[str]:
     return [GNU_TIME, "-o", str(out_file), "-f", GNU_TIME_FORMAT]
 
 
-_TIME_EXITED = re.compile(r"Command exited with non-zero status (\d+)")
-_TIME_SIGNALLED = re.compile(r"Command terminated by signal (\d+)")
+# [0-9]{1,3}: \d and int() take any script's digits; a status or signal is below 256
+_TIME_EXITED = re.compile(r"Command exited with non-zero status ([0-9]{1,3})")
+_TIME_SIGNALLED = re.compile(r"Command terminated by signal ([0-9]{1,3})")
 
 
 def _value(key: str, kind: type, raw: str, number: int, source: str) -> int | float:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.host.knobs import SysRoot
+from iolab.parsers import is_digits
 from iolab.tools.base import Collector
 
 
@@ -22,7 +23,7 @@ def _optional_text(path: Path) -> str | None:
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return int(text) if text is not None and is_digits(text) and len(text) < 20 else None
 
 
 class Hugepages(Collector):

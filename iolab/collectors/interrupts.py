@@ -13,7 +13,8 @@ Metrics (per CPU as a JSON object ``{"cpu": count}``, and totals):
 (function-call IPIs, ``CAL``), ``window_s`` (between the snapshots: the driver's whole
 lifetime, not only the measurement window).
 
-Responsible for: the snapshots and their metrics. Not responsible for: the text format
+Responsible for: the snapshots and their metrics, and reading ``irqs.json`` back checked
+(:func:`read_placement`). Not responsible for: the text format
 (``iolab.parsers.interrupts``) or which vectors a device has (``iolab.host.irqs``).
 """
 
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError
+from iolab.parsers import (CPU_ID_MOST, CPU_IDS_ALLOWED, is_cpu_ids, record_object,
+                           record_value)
 from iolab.parsers.interrupts import delta, parse_interrupts
 from iolab.tools.base import Snapshots, stamped
 
@@ -39,11 +42,56 @@ class Interrupts(Snapshots):
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         run_dir = Path(run_dir)
         placement = run_dir / PLACEMENT_FILE
-        queues = ([str(v["irq"]) for v in json.loads(placement.read_text())["vectors"] if v["queue"]]
+        queues = ([str(v["irq"]) for v in read_placement(run_dir)["vectors"] if v["queue"]]
                   if placement.exists() else None)
         return parse_snapshots((run_dir / "interrupts.before").read_text(),
                                (run_dir / "interrupts.after").read_text(), queues,
                                str(run_dir / "interrupts"))
+
+
+IRQ_MOST = 2**22 - 1  # far above any kernel's interrupt count (NR_IRQS)
+# each key of a stored vector (iolab.host.irqs.Vector), its check and what that allows: those
+# this collector counts by, and those the rest of the layout (an experiment's row) shows
+COUNTED_KEYS = {
+    "irq": (lambda v: type(v) is int and 0 <= v <= IRQ_MOST, f"an IRQ number 0 to {IRQ_MOST}"),
+    "queue": (lambda v: isinstance(v, bool), "true or false"),
+}
+LAYOUT_KEYS = {
+    "description": (lambda v: isinstance(v, str) and v.strip() != "",
+                    "the vector's text from /proc/interrupts"),
+    "cpus": (is_cpu_ids, CPU_IDS_ALLOWED),
+    "allowed": (is_cpu_ids, CPU_IDS_ALLOWED),
+}
+
+
+def read_placement(run_dir: Path, layout: bool = False) -> dict[str, Any]:
+    """``irqs.json`` (what :func:`iolab.host.irqs.placement` found, stored as a run input),
+    its vectors' ``irq`` and ``queue`` checked (with ``layout``, every other key a row shows
+    too): a cut-off or altered file fails the run naming the file and the key, never a
+    KeyError that ends the campaign, and no IRQ is counted twice. The object is returned as
+    stored (its vectors are a column of the tidy table)."""
+    path = Path(run_dir) / PLACEMENT_FILE
+    source = str(path)
+    found = record_object(path.read_text(), source)
+    vectors = record_value(found, "vectors", source,
+                           lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+                           "a list of objects, one per interrupt vector")
+    checks = {**COUNTED_KEYS, **(LAYOUT_KEYS if layout else {})}
+    for i, vector in enumerate(vectors):
+        named = {f"vectors[{i}].{key}": value for key, value in vector.items()}
+        for key, (usable, allowed) in checks.items():
+            record_value(named, f"vectors[{i}].{key}", source, usable, allowed)
+    irqs = [v["irq"] for v in vectors]
+    if len(set(irqs)) != len(irqs):
+        raise ParseError(source, f"vectors: an IRQ is listed twice (IRQs {irqs}); discovery "
+                                 "lists each once")
+    if layout:
+        for key in ("irq_cpus", "other_cpus"):
+            record_value(found, key, source, is_cpu_ids, CPU_IDS_ALLOWED)
+        record_value(found, "numa_node", source,
+                     lambda v: v is None or (type(v) is int and 0 <= v <= CPU_ID_MOST),
+                     f"null or a NUMA node 0 to {CPU_ID_MOST}")
+    return found
 
 
 def _stamped(text: str, source: str) -> tuple[int, dict[str, Any]]:

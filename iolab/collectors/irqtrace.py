@@ -17,7 +17,8 @@ Metrics (per CPU as JSON ``{"cpu": n}``, and totals): ``irqs``/``irqs_total`` (t
 interrupts handled), ``resched_ipis``, ``call_ipis``, ``call_mask_ipis`` (by sending CPU),
 ``task_add``, ``task_run``, ``local_run``; ``probes``, ``lost_events``, ``missing_probes``.
 
-Responsible for: the program, running bpftrace beside the driver, and the metrics.
+Responsible for: the program, running bpftrace beside the driver, the metrics, and reading
+``irqtrace.meta.json`` back checked (:func:`read_meta`).
 Not responsible for: the output format (``iolab.parsers.irqtrace``), or which IRQs a device
 has (``iolab.host.irqs``).
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import InputError, ToolError
+from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, record_object, record_value
 from iolab.parsers.irqtrace import TICK, parse_irqtrace
 from iolab.tools import bpftrace
 from iolab.tools.base import Collector, Program, end_process_group
@@ -171,7 +173,7 @@ class IrqTrace(Collector):
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         run_dir = Path(run_dir)
-        meta = json.loads((run_dir / META).read_text())
+        meta = read_meta(run_dir)
         out: dict[str, Any] = {"traced": meta["traced"]}
         if not meta["traced"]:
             return {**out, "why_not_traced": meta["why"]}
@@ -194,3 +196,31 @@ class IrqTrace(Collector):
             out[metric] = json.dumps({str(key[0]): n for key, n in sorted(counts.items())})
             out[f"{metric}_total"] = sum(counts.values())
         return out
+
+
+TRACEPOINTS = sorted({tp for tp, _, _ in PROBES.values()})
+
+
+def _is_missing(value: Any) -> bool:
+    return (isinstance(value, list) and all(isinstance(v, str) for v in value)
+            and value == sorted(set(value)) and set(value) <= set(TRACEPOINTS))
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """What :meth:`IrqTrace.parse` takes from ``irqtrace.meta.json``, each key checked. The
+    collector's own record is read back as any output is: a cut-off or altered one fails the
+    run naming the file and the key (not a KeyError that ends the campaign), and a clock
+    offset no clock gives (1e300) never places the ticks, where it would change every count."""
+    path = Path(run_dir) / META
+    source = str(path)
+    meta = record_object(path.read_text(), source)
+    traced = record_value(meta, "traced", source, lambda v: isinstance(v, bool), "true or false")
+    if not traced:
+        return {"traced": False,
+                "why": record_value(meta, "why", source, lambda v: isinstance(v, str), "a text")}
+    return {"traced": True,
+            "offset_ns": record_value(meta, "offset_ns", source, is_clock_ns,
+                                      f"CLOCK_REALTIME minus CLOCK_MONOTONIC, {CLOCK_NS_ALLOWED}"),
+            "missing": record_value(meta, "missing", source, _is_missing,
+                                    "a sorted list, without repeats, of the tracepoints "
+                                    + ", ".join(TRACEPOINTS))}

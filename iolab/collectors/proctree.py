@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import load_json
+from iolab.parsers import is_digits, load_json
 from iolab.tools.base import Collector
 
 PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
@@ -152,11 +152,13 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
         fields = line.split(",")
         if len(fields) != 5:
             raise ParseError(source, f"line {number}: expected 5 fields, got {excerpt(line)}")
-        try:
-            stamp, pid, utime, stime = int(fields[0]), int(fields[1]), int(fields[3]), int(fields[4])
-        except ValueError:
-            raise ParseError(source, f"line {number}: expected whole numbers, got "
-                                     f"{excerpt(line)}") from None
+        numbers = (fields[0], fields[1], fields[3], fields[4])
+        # digits 0-9, few enough for int (int() also takes '+1', '1_000' and any script's
+        # digits, and refuses 4,300 digits with a ValueError naming no file)
+        if not all(is_digits(f) and len(f) <= 40 for f in numbers):
+            raise ParseError(source, f"line {number}: expected whole numbers (digits 0-9), got "
+                                     f"{excerpt(line)}")
+        stamp, pid, utime, stime = (int(f) for f in numbers)
         if window_start_ns <= stamp <= window_end_ns:
             _check_growth(last.get(pid), (stamp, utime, stime), pid, number, source)
             first.setdefault(pid, (stamp, utime, stime))

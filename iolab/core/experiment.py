@@ -30,12 +30,13 @@ from typing import Any, ClassVar
 from iolab.collectors.cpufreq import KHZ_LEAST, KHZ_MOST
 from iolab.core import tool_registry
 from iolab.core.identity import config_id
-from iolab.core.manifest import RunManifest, from_v1
+from iolab.core.manifest import DamagedManifest, RunManifest, from_v1
 from iolab.core.rows import standard_row
 from iolab.core.schema import Choice, Field, Int, Number, Schema, Text, in_order
 from iolab.core.store import StoredRun
-from iolab.errors import ToolError
+from iolab.errors import ParseError, ToolError
 from iolab.host.scratch import ScratchFile
+from iolab.parsers import CPU_IDS_ALLOWED, is_cpu_ids, record_object, record_value
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
 from iolab.tools.base import Collector, Invocation, Launch, Program, ToolAdapter, link_gbs
 
@@ -589,7 +590,7 @@ class Experiment:
         return from_v1(doc, identity=identity, settings=settings,
                        config_id=config_id(self.name, environment,
                                            self.config_settings(settings)),
-                       cpus=json.loads(cpus_file.read_text())["cpus"] if cpus_file.exists() else None,
+                       cpus=_v1_cpus(cpus_file),
                        collectors=collectors, extra=extra)
 
     def _v1_problem(self, doc: dict[str, Any], identity: dict[str, Any], settings: dict[str, Any],
@@ -613,6 +614,19 @@ class Experiment:
             return (f"the recorded argv differs from what this version runs for the same "
                     f"point: recorded {recorded}, today {today}")
         return None
+
+
+def _v1_cpus(path: Path) -> list[int] | None:
+    """The CPUs a version-1 run was pinned to, from its ``cpus.json`` (None without one).
+    The runner's own record, read back checked: a cut-off or altered one makes the run
+    corrupt, naming the file and the key, instead of ending the listing of every run."""
+    if not path.exists():
+        return None
+    try:
+        return record_value(record_object(path.read_text(), str(path)), "cpus", str(path),
+                            is_cpu_ids, CPU_IDS_ALLOWED)
+    except ParseError as exc:
+        raise DamagedManifest(path, "cpus", str(exc)) from None
 
 
 def _cpu_parts_beyond_host(row: dict[str, Any], cpus: int | None) -> str:

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 from iolab.core import tool_registry
 from iolab.core.store import StoredRun
+from iolab.errors import ParseError
+from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, record_object, record_value
 
 WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
 
@@ -25,11 +27,21 @@ def _flat(value: Any) -> Any:
 
 
 def driver_window(run_dir: Path) -> tuple[int, int] | None:
+    """When the driver ran (CLOCK_REALTIME ns), from the runner's ``driver-window.json``; None
+    without one. Read back as any output is: a cut-off or altered file fails the run naming
+    the file and the key, and a time no clock gives (1e300, which ``int`` once took and every
+    collector's window then missed) is never a window."""
     path = Path(run_dir) / WINDOW_FILE
     if not path.exists():
         return None
-    w = json.loads(path.read_text())
-    return int(w["start_ns"]), int(w["end_ns"])
+    source = str(path)
+    w = record_object(path.read_text(), source)
+    start, end = (record_value(w, key, source, is_clock_ns, CLOCK_NS_ALLOWED)
+                  for key in ("start_ns", "end_ns"))
+    if end < start:
+        raise ParseError(source, f"end_ns {end} is before start_ns {start} (the driver ends "
+                                 "after it starts)")
+    return start, end
 
 
 def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, Any]],

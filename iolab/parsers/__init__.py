@@ -9,6 +9,13 @@ A number a report holds must be one a float can hold: Python reads a JSON intege
 a run of digits, at any size, but ``float()`` of one beyond about 1.8e308, and a division of
 it, raise OverflowError, which is no ParseError; the run would then end the campaign instead
 of failing with its reason. :func:`within_float` names the key of such a number.
+
+Tools print numbers in ASCII digits, so text is read in those only (:func:`is_digits`,
+:func:`int_within_float`, :func:`decimal_within_float`, ``[0-9]`` or ``re.ASCII`` in a
+pattern): ``int()``, ``float()``, ``str.isdigit`` and ``\\d`` also take other scripts' digits
+('١٩٣'), and ``float()`` '1_000', 'nan' and 'inf', which would be stored as numbers.
+A collector's own record (JSON written beside a run) is read back with :func:`record_object`
+and :func:`record_value`; times in one must be times a clock gives (:func:`is_clock_ns`).
 """
 
 from __future__ import annotations
@@ -39,26 +46,48 @@ def within_float(value: Any, key: str, source: str) -> Any:
 
 
 def int_within_float(text: str, key: str, source: str) -> int:
-    """``int(text)``, checked by :func:`within_float`; ValueError, as ``int`` gives, for text
-    that is no integer, and ParseError naming ``key`` for a run of digits longer than any
-    float holds (``int`` refuses 4,300 digits and more with a ValueError that names no key)."""
-    if len(text) > FLOAT_DIGITS_MOST:
-        word = text.strip()
-        sign, body = (word[0], word[1:]) if word[:1] in ("+", "-") else ("", word)
-        if is_digits(body):
-            digits = body.lstrip("0") or "0"
-            if len(digits) > FLOAT_DIGITS_MOST:
-                raise ParseError(source, f"{key}: an integer of about {len(digits)} digits, "
-                                         f"beyond the largest number a measurement can hold "
-                                         f"({FLOAT_MAX:.3g})")
-            text = sign + digits  # int() counts leading zeros towards its 4,300 digits
-    return within_float(int(text), key, source)
+    """``int(text)`` of an integer in ASCII digits (an optional sign, then 0-9), checked by
+    :func:`within_float`; ValueError, as ``int`` gives, for any other text (``int`` itself
+    takes any script's digits, such as '١٩٣', and '1_000': no tool writes those), and
+    ParseError naming ``key`` for a run of digits longer than any float holds (``int``
+    refuses 4,300 digits and more with a ValueError that names no key)."""
+    word = text.strip()
+    sign, body = (word[0], word[1:]) if word[:1] in ("+", "-") else ("", word)
+    if not is_digits(body):
+        raise ValueError(f"invalid literal for int() with base 10: {excerpt(text)} (allowed: "
+                         "digits 0-9)")
+    if len(body) > FLOAT_DIGITS_MOST:
+        digits = body.lstrip("0") or "0"
+        if len(digits) > FLOAT_DIGITS_MOST:
+            raise ParseError(source, f"{key}: an integer of about {len(digits)} digits, "
+                                     f"beyond the largest number a measurement can hold "
+                                     f"({FLOAT_MAX:.3g})")
+        body = digits  # int() counts leading zeros towards its 4,300 digits
+    return within_float(int(sign + body), key, source)
 
 
 def is_digits(text: str) -> bool:
     """Whether ``text`` is one or more of the ASCII digits 0-9: ``str.isdigit`` accepts
     superscripts such as '²', which ``int`` then refuses with a ValueError that names no file."""
     return text.isascii() and text.isdigit()
+
+
+# a decimal number as C's printf writes one with %d or %f: ASCII digits and at most one point.
+# float() takes more ('nan', 'inf', '1e999', '1_000', '+1', any script's digits), none of
+# which such a tool prints
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_SIGNED_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+
+
+def decimal_within_float(text: str, signed: bool = False) -> float | None:
+    """``float(text)`` when ``text`` is a decimal as printf writes it (see :data:`_DECIMAL`;
+    with ``signed``, a leading '-' too) and the float is finite; None for anything else (the
+    caller's ParseError names the column: this helper knows no source)."""
+    pattern = _SIGNED_DECIMAL if signed else _DECIMAL
+    if len(text) > FLOAT_DIGITS_MOST or pattern.fullmatch(text) is None:
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 class _KeyTwice(Exception):
@@ -138,6 +167,32 @@ def _check_depth(text: str, source: str, pos: int) -> None:
                 return
         elif depth == 0:
             return  # a string at the top level: no brackets to count
+
+
+# A clock's nanoseconds (CLOCK_REALTIME, CLOCK_MONOTONIC) are a signed 64-bit count: a record
+# time outside 0 .. 2**63 - 1, or one that is not a whole number, no clock gave
+CLOCK_NS_MOST = 2**63 - 1
+
+
+def is_clock_ns(value: Any) -> bool:
+    """Whether ``value`` is a time in nanoseconds a clock gives: a whole number 0 to
+    :data:`CLOCK_NS_MOST` (not a float, which loses nanoseconds and may be 1e300, nor a bool)."""
+    return type(value) is int and 0 <= value <= CLOCK_NS_MOST
+
+
+CLOCK_NS_ALLOWED = f"whole nanoseconds 0 to {CLOCK_NS_MOST}"
+
+
+CPU_ID_MOST = 2**22 - 1  # far above the kernel's largest NR_CPUS (8,192)
+CPU_IDS_ALLOWED = f"a list of CPU ids 0 to {CPU_ID_MOST}, each once"
+
+
+def is_cpu_ids(value: Any) -> bool:
+    """Whether ``value`` is a list of CPU ids (whole numbers 0 to :data:`CPU_ID_MOST`, not
+    bools), each at most once, as a record of CPUs a run used or an IRQ is delivered to."""
+    return (isinstance(value, list)
+            and all(type(c) is int and 0 <= c <= CPU_ID_MOST for c in value)
+            and len(set(value)) == len(value))
 
 
 def record_object(text: str, source: str) -> dict:

@@ -47,7 +47,8 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import int_within_float, load_json, within_float
+from iolab.parsers import (decimal_within_float, int_within_float, is_digits, load_json,
+                           within_float)
 
 FORMAT_TEXT = "text"
 FORMAT_JSON = "json"
@@ -60,7 +61,8 @@ _ROW_KEYS = ["runtime_s", "iops", "mibs", "fail_per_s", "timeout_per_s", "avg_la
 
 _STARTING = re.compile(r"Starting SPDK (?P<version>v\S+)(?: git sha1 (?P<sha>\S+))?"
                        r"(?: / DPDK (?P<dpdk>\S+?))?(?: initialization\.\.\.)?\s*$")
-_SHUTDOWN = re.compile(r"Received shutdown signal, test time was about (?P<s>[0-9.]+) seconds")
+_SHUTDOWN = re.compile(r"Received shutdown signal, test time was about "
+                       r"(?P<s>[0-9]{1,12}(?:\.[0-9]{1,12})?) seconds")
 # Greedy name: a bdev name may itself contain " (".
 _JOB = re.compile(r"^Job: (?P<name>.+) \(Core Mask (?P<mask>0x[0-9a-fA-F]+)(?P<rest>,[^()]*)?\)$")
 _ENDED = re.compile(r"^Job: (?P<name>.+) ended in about (?P<s>[0-9.]+) seconds with error$")
@@ -79,7 +81,7 @@ def spdk_supports_json(version: str | None) -> bool:
     A ``-pre`` version of 24.09 itself is a development snapshot from before the release and
     may lack the feature, so it counts as unsupported; so does an unreadable version.
     """
-    match = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?(-pre)?", version or "")
+    match = re.match(r"^v?([0-9]{1,9})\.([0-9]{1,9})(\.[0-9]+)?(-pre)?", version or "")
     if not match:
         return False
     release = (int(match.group(1)), int(match.group(2)))
@@ -272,7 +274,7 @@ def _job_line(table: _Table, line: str, number: int, source: str) -> None:
         field = _JOB_FIELDS[key]
         if field == "workload":
             job[field] = value
-        elif value.isdigit():
+        elif is_digits(value):
             job[field] = int_within_float(value, f"line {number}: '{key}'", source)
         else:
             raise ParseError(source, f"line {number}: '{key}' is not a whole number in "
@@ -285,11 +287,13 @@ def _numbers(text: str, count: int, what: str, number: int, source: str) -> list
     if len(tokens) != count:
         raise ParseError(source, f"line {number}: {what} has {len(tokens)} numbers, expected "
                                  f"{count}: {excerpt(text.strip())}")
-    try:
-        return [float(token) for token in tokens]
-    except ValueError:
-        raise ParseError(source, f"line {number}: {what} holds a non-number: "
-                                 f"{excerpt(text.strip())}") from None
+    # printf's decimals in ASCII digits: float() also takes nan, inf, 1e999, '1_000' and any
+    # script's digits, none of which bdevperf prints
+    numbers = [decimal_within_float(token) for token in tokens]
+    if None in numbers:
+        raise ParseError(source, f"line {number}: {what} holds a non-number (allowed: decimals "
+                                 f"in digits 0-9): {excerpt(text.strip())}")
+    return numbers
 
 
 def _data_row(table: _Table, line: str, number: int, source: str) -> None:

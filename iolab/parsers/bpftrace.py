@@ -48,17 +48,19 @@ from iolab.parsers import load_json, within_float
 _STATS_KEYS = ("count", "average", "total")
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
-_ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$")
-_LOST = re.compile(r"^Lost (\d+) events$")
-_MAP_LINE = re.compile(r"^(?P<name>@\w*)(?:\[(?P<key>.*)\])?:(?: (?P<value>.*))?$")
+# re.ASCII throughout: \d, \w and \s would take other scripts' digits, letters and spaces,
+# and int() reads such digits as numbers; bpftrace prints ASCII
+_ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$", re.ASCII)
+_LOST = re.compile(r"^Lost (\d+) events$", re.ASCII)
+_MAP_LINE = re.compile(r"^(?P<name>@\w*)(?:\[(?P<key>.*)\])?:(?: (?P<value>.*))?$", re.ASCII)
 # Canonical decimal integers only: a string key such as "007" stays a string.
-_INT = re.compile(r"^-?(?:0|[1-9]\d*)$")
-_STATS = re.compile(r"^count (-?\d+), average (-?\d+), total (-?\d+)$")
+_INT = re.compile(r"^-?(?:0|[1-9]\d*)$", re.ASCII)
+_STATS = re.compile(r"^count (-?\d+), average (-?\d+), total (-?\d+)$", re.ASCII)
 _LABEL = r"-?\d+[KMGT]?"
 _BUCKET = re.compile(
     rf"^(?:\[(?P<one>{_LABEL})\]|\[(?P<lo>{_LABEL}), (?P<hi>{_LABEL})\)"
     rf"|\[(?P<above>{_LABEL}), \.\.\.\)|\(\.\.\., (?P<below>{_LABEL})\))"
-    r"\s+(?P<count>\d+) \|@* *\|$")
+    r"\s+(?P<count>\d+) \|@* *\|$", re.ASCII)
 
 
 def parse_bpftrace(text: str, source: str = "<string>") -> dict[str, Any]:

@@ -27,11 +27,10 @@ stopped with ``pkill``, so a partial last row is dropped with a note.
 
 from __future__ import annotations
 
-import math
 import statistics
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import int_within_float
+from iolab.parsers import decimal_within_float, int_within_float
 
 # Short names dmon prints in its header for the fields AiSIO samples (-e 1009,1010).
 KNOWN_FIELD_IDS = {"PCITX": 1009, "PCIRX": 1010}
@@ -103,15 +102,18 @@ def _value(token: str, number: int, source: str) -> int | float | None:
         return int_within_float(token, f"line {number}: value", source)
     except ValueError:
         pass
+    # float() takes nan, inf, 1e999, '1_000' and any script's digits; dmon prints N/A for a
+    # missing value and decimals in ASCII digits
+    value = decimal_within_float(token, signed=True)
+    if value is not None:
+        return value
     try:
-        value = float(token)
+        float(token)
     except ValueError:
         raise ParseError(source, f"line {number}: value {excerpt(token)} is neither a number nor "
                          f"N/A") from None
-    if not math.isfinite(value):  # float() takes nan, inf and 1e999; dmon prints N/A instead
-        raise ParseError(source, f"line {number}: value {excerpt(token)} is not a finite number "
-                         f"(allowed: a number, or N/A for a missing value)")
-    return value
+    raise ParseError(source, f"line {number}: value {excerpt(token)} is not a finite number in "
+                     f"digits 0-9 (allowed: a decimal such as 12.5, or N/A for a missing value)")
 
 
 def aisio_p95(values: list[int | float | None]) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ParseError, excerpt
+from . import is_digits
 
 
 def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]:
@@ -41,7 +42,7 @@ def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]
         cpu, core, package = (fields[col[name]] for name in ("CPU", "CORE", "SOCKET"))
         if core == "-" or package == "-":
             continue
-        if not (cpu.isdigit() and core.isdigit() and package.isdigit()):
+        if not all(is_digits(v) and len(v) <= 9 for v in (cpu, core, package)):
             raise ParseError(source, f"line {number}: CPU, CORE and SOCKET must be whole "
                                      f"numbers: {excerpt(line.strip())}")
         out.append({"cpu": int(cpu), "core": int(core), "package": int(package)})

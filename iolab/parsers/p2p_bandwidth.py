@@ -28,13 +28,15 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import int_within_float
+from iolab.parsers import decimal_within_float, int_within_float, is_digits
 
 _DEVICE = re.compile(r"^Device: (?P<id>\d+), (?P<name>.+), pciBusID: (?P<bus>[0-9a-fA-F]+), "
-                     r"pciDeviceID: (?P<dev>[0-9a-fA-F]+), pciDomainID:\s*(?P<dom>[0-9a-fA-F]+)$")
-_ACCESS = re.compile(r"^Device=(?P<a>\d+) (?P<can>CAN|CANNOT) Access Peer Device=(?P<b>\d+)$")
+                     r"pciDeviceID: (?P<dev>[0-9a-fA-F]+), pciDomainID:\s*(?P<dom>[0-9a-fA-F]+)$",
+                     re.ASCII)  # ASCII: \d and \s take other scripts' digits and spaces
+_ACCESS = re.compile(r"^Device=(?P<a>\d+) (?P<can>CAN|CANNOT) Access Peer Device=(?P<b>\d+)$",
+                     re.ASCII)
 _TITLE = re.compile(r"^(?:P2P Connectivity Matrix|.*Matrix \((?P<unit>GB/s|us)\))$")
-_BLOCK_HEADER = re.compile(r"^\s*(?P<label>D\\D|GPU|CPU)(?P<ids>(?:\s+\d+)+)\s*$")
+_BLOCK_HEADER = re.compile(r"^\s*(?P<label>D\\D|GPU|CPU)(?P<ids>(?:\s+\d+)+)\s*$", re.ASCII)
 
 
 def parse_p2p_bandwidth(text: str, source: str = "<string>") -> dict:
@@ -89,22 +91,23 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
         if header is None:
             break
         label = header.group("label")
-        col_ids = [int(i) for i in header.group("ids").split()]
+        col_ids = [int_within_float(i, f"line {at + 1}: column id", source)
+                   for i in header.group("ids").split()]
         at += 1
         row_ids, values = [], []
         while at < len(lines) and lines[at].strip() and not _BLOCK_HEADER.match(lines[at]) \
                 and not _TITLE.match(lines[at].strip()):
             tokens = lines[at].split()
-            if len(tokens) != len(col_ids) + 1 or not tokens[0].isdigit():
+            if len(tokens) != len(col_ids) + 1 or not is_digits(tokens[0]):
                 raise ParseError(source, f"line {at + 1}: section {excerpt(title)}: expected a "
                                  f"row id and {len(col_ids)} values, got {excerpt(lines[at])}")
             try:
                 row = [int_within_float(t, f"line {at + 1}: section {title!r}", source)
-                       if unit is None else float(t) for t in tokens[1:]]
+                       if unit is None else _decimal(t) for t in tokens[1:]]
             except ValueError:
                 raise ParseError(source, f"line {at + 1}: section {excerpt(title)}: non-numeric "
                                  f"value in {excerpt(lines[at])}") from None
-            row_ids.append(int(tokens[0]))
+            row_ids.append(int_within_float(tokens[0], f"line {at + 1}: row id", source))
             values.append(row)
             at += 1
         if not values:
@@ -119,3 +122,12 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
         raise ParseError(source, f"line {at + 1}: section {excerpt(title)} has no matrix "
                                  f"(truncated?)")
     return at
+
+
+def _decimal(token: str) -> float:
+    """A bandwidth or latency cell: a decimal in ASCII digits (``float`` also takes nan, inf,
+    '1_000' and other scripts' digits); ValueError otherwise, as ``float`` gives."""
+    value = decimal_within_float(token)
+    if value is None:
+        raise ValueError(token)
+    return value

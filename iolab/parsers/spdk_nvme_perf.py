@@ -30,11 +30,12 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
+from iolab.parsers import decimal_within_float
 
 _HEADER = re.compile(r"^\s*Device Information\s*:\s*IOPS\s+MiB/s\s+Average\s+min\s+max\s*$")
 _SEPARATOR = re.compile(r"^\s*=+\s*$")
 _PCIE_NAME = re.compile(r"^PCIE \((?P<bdf>[^)]+)\) \[(?P<vid>[0-9a-fA-F]+):(?P<did>[0-9a-fA-F]+)\] "
-                        r"NSID (?P<nsid>\d+) from core\s+(?P<core>\d+)$")
+                        r"NSID (?P<nsid>[0-9]{1,9}) from core\s+(?P<core>[0-9]{1,9})$")
 _COLUMNS = ("iops", "mibs", "avg_us", "min_us", "max_us")
 _ROUNDING = 0.005
 
@@ -88,10 +89,11 @@ def _split_row(line: str, number: int, source: str) -> tuple[str, dict]:
     if not colon or len(tokens) != len(_COLUMNS):
         raise ParseError(source, f"line {number}: expected '<name> : IOPS MiB/s Average min "
                          f"max', got {excerpt(line)}")
-    try:
-        numbers = [float(t) for t in tokens]
-    except ValueError:
-        raise ParseError(source, f"line {number}: non-numeric values {excerpt(tokens)}") from None
+    # printf's decimals in ASCII digits: float() also takes nan, inf, '1_000' and any script's
+    numbers = [decimal_within_float(t) for t in tokens]
+    if None in numbers:
+        raise ParseError(source, f"line {number}: non-numeric values {excerpt(tokens)} (allowed: "
+                                 "decimals in digits 0-9)")
     return name.strip(), dict(zip(_COLUMNS, numbers))
 
 

@@ -39,14 +39,17 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
+from iolab.parsers import decimal_within_float, int_within_float, is_digits
 
-TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: (?P<elapsed>[0-9.]+)s\)\s*$")
+# numbers in ASCII digits only ([0-9]: \d, str.isdigit and int() take any script's digits)
+TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: "
+                   r"(?P<elapsed>[0-9]{1,12}(?:\.[0-9]{1,12})?)s\)\s*$")
 _RULE_EQ = re.compile(r"^\s*=+\s*$")
 _RULE_DASH = re.compile(r"^\s*-+\s*$")
 _ECHO_START = "Running xnvmeperf with arguments:"
 _ECHO_LINE = re.compile(r"^- (?P<key>[^:]+): (?P<value>.*)$")
-_ECHO_LIST = re.compile(r"^\[(?P<items>.*)\] \(total: (?P<total>\d+)\)$")
-_ECHO_BYTES = re.compile(r"^(?P<n>\d+) bytes$")
+_ECHO_LIST = re.compile(r"^\[(?P<items>.*)\] \(total: (?P<total>[0-9]+)\)$")
+_ECHO_BYTES = re.compile(r"^(?P<n>[0-9]+) bytes$")
 
 # Header columns as printed, per subcommand.
 _HEADERS = {"run": ["Device", "CPUs", "IOPS", "MiB/s", "Failed"],
@@ -125,12 +128,13 @@ def _echo(lines: list[str], source: str) -> dict:
         listed = _ECHO_LIST.match(value)
         if listed:
             items = [item.strip() for item in listed.group("items").split(",") if item.strip()]
-            echo[key] = [int(i) for i in items] if all(i.isdigit() for i in items) else items
-            echo[f"{key}_total"] = int(listed.group("total"))
+            echo[key] = ([int_within_float(i, key, source) for i in items]
+                         if all(is_digits(i) for i in items) else items)
+            echo[f"{key}_total"] = int_within_float(listed.group("total"), f"{key} total", source)
         elif _ECHO_BYTES.match(value):
-            echo[key] = int(_ECHO_BYTES.match(value).group("n"))
-        elif value.isdigit():
-            echo[key] = int(value)
+            echo[key] = int_within_float(_ECHO_BYTES.match(value).group("n"), key, source)
+        elif is_digits(value):
+            echo[key] = int_within_float(value, key, source)
         else:
             echo[key] = value
     return echo
@@ -151,11 +155,11 @@ def _device_row(line: str, kind: str, number: int, source: str) -> dict:
     uri = tokens[0]
     cpus = None
     if kind == "run":
-        try:
-            cpus = [int(c) for c in tokens[1].split(",")]
-        except ValueError:
+        cpus = tokens[1].split(",")
+        if not all(is_digits(c) and len(c) <= 9 for c in cpus):
             raise ParseError(source, f"line {number}: CPUs column {excerpt(tokens[1])} is not a "
-                             f"comma list of CPU ids") from None
+                             f"comma list of CPU ids (digits 0-9)")
+        cpus = [int(c) for c in cpus]
     iops, mibs, failed = _numbers(tokens[-3:], number, source)
     return {"uri": uri, "cpus": cpus, "iops": iops, "mibs": mibs, "failed": failed}
 
@@ -172,15 +176,15 @@ def _total_row(line: str, number: int, source: str) -> dict:
 
 
 def _numbers(tokens: list[str], number: int, source: str) -> tuple[float, float, int]:
-    try:
-        iops, mibs = float(tokens[0]), float(tokens[1])
-    except ValueError:
-        raise ParseError(source, f"line {number}: IOPS and MiB/s must be numbers, got "
-                         f"{excerpt(tokens[0])} and {excerpt(tokens[1])}") from None
-    if not tokens[2].isdigit():
-        raise ParseError(source, f"line {number}: Failed must be a whole count, got "
-                                 f"{excerpt(tokens[2])}")
-    return iops, mibs, int(tokens[2])
+    iops, mibs = decimal_within_float(tokens[0]), decimal_within_float(tokens[1])
+    if iops is None or mibs is None:
+        raise ParseError(source, f"line {number}: IOPS and MiB/s must be numbers as xnvmeperf "
+                         f"prints them (digits 0-9 and a point), got {excerpt(tokens[0])} and "
+                         f"{excerpt(tokens[1])}")
+    if not is_digits(tokens[2]):
+        raise ParseError(source, f"line {number}: Failed must be a whole count (digits 0-9), "
+                                 f"got {excerpt(tokens[2])}")
+    return iops, mibs, int_within_float(tokens[2], "Failed", source)
 
 
 def _check_sums(devices: list[dict], totals: dict, source: str) -> None:

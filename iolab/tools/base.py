@@ -29,10 +29,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from iolab.errors import InputError, ParseError, ToolError
+from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.host.inventory import pick_cpus, version_output
 from iolab.host.knobs import format_cpulist
-from iolab.parsers import int_within_float, is_digits
+from iolab.parsers import CLOCK_NS_ALLOWED, int_within_float, is_clock_ns, is_digits
 from iolab.paths import DRIVERS_DIR, REPO_ROOT
 
 
@@ -395,7 +395,10 @@ def stamped(text: str, source: str) -> tuple[int, str]:
     if len(parts) != 3 or parts[:2] != ["#", "time_ns"] or not is_digits(parts[2]):
         raise ParseError(source, "missing '# time_ns' header line (allowed: '# time_ns' and "
                                  "whole nanoseconds, 0-9)")
-    return int_within_float(parts[2], "time_ns", source), rest
+    stamp = int_within_float(parts[2], "time_ns", source)
+    if not is_clock_ns(stamp):  # 10**300 would be stored as the snapshots' window
+        raise ParseError(source, f"time_ns is {excerpt(parts[2])} (allowed: {CLOCK_NS_ALLOWED})")
+    return stamp, rest
 
 
 def end_process_group(proc: subprocess.Popen, grace_s: float) -> dict[str, Any]:

@@ -46,14 +46,15 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError, ParseError, ToolError
+from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.host.binding import check_free
+from iolab.parsers import CLOCK_NS_MOST
 from iolab.parsers.bdevperf import (parse_bdevperf_json, parse_bdevperf_text, spdk_start,
                                    spdk_supports_json)
 from iolab.tools import builds
 from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
                               cpu_mask)
-from iolab.tools.marker import OutputMarker
+from iolab.tools.marker import OutputMarker, read_marker
 
 CONFIG = "bdev.json"
 JSON_RESULTS = "bdevperf-results.json"
@@ -61,7 +62,9 @@ BUILD_RECORD = "spdk-build.json"
 BDEVS = ("nvme", "aio", "uring", "malloc")
 _FILE_METHODS = {"aio": "bdev_aio_create", "uring": "bdev_uring_create"}
 OPTIONAL = {"bdev": "nvme", "block_size": 512, "all_cores": False, "memory_mib": None}
-START = r"Running I/O for (\d+) seconds"  # bdevperf's announcement of its measurement
+# bdevperf's announcement of its measurement: ASCII digits ([0-9]: \d and int() take any
+# script's), at most 12 (a longer run of digits is no run time and int() refuses 4,300)
+START = r"Running I/O for ([0-9]{1,12}) seconds"
 
 # Domain, bus, device, function; SPDK's traddr wants the full form with the domain.
 _BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$")
@@ -348,6 +351,13 @@ class Bdevperf(ToolAdapter):
         marker = Path(run_dir) / OutputMarker.FILE
         if not marker.exists():
             return None
-        mark = json.loads(marker.read_text())
-        seconds = int(re.search(START, mark["line"]).group(1))
-        return mark["time_ns"], mark["time_ns"] + seconds * 10**9
+        line, start_ns = read_marker(run_dir)
+        found = re.search(START, line)
+        if found is None:
+            raise ParseError(marker, f"line is {excerpt(line)} (allowed: bdevperf's "
+                                     "'Running I/O for T seconds', T in digits 0-9)")
+        end_ns = start_ns + int(found.group(1)) * 10**9
+        if end_ns > CLOCK_NS_MOST:
+            raise ParseError(marker, f"line is {excerpt(line)}: the window would end past any "
+                                     f"clock's time ({CLOCK_NS_MOST} ns)")
+        return start_ns, end_ns

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError
+from iolab.parsers import is_digits
 from iolab.parsers.gpu_pcie_probe import DIRECTIONS, MODES, parse_gpu_pcie_probe_file
 from iolab.paths import DRIVERS_DIR
 from iolab.tools.base import (Invocation, Launch, Program, ToolAdapter, pci_address,
@@ -88,11 +89,12 @@ def read_clocks(stdout: str, device: int, source: str) -> dict[str, Any]:
         if not line.startswith(CLOCKS_LINE) or "unavailable" in line:
             continue
         fields = [f.strip() for f in line[len(CLOCKS_LINE):].split(",")]
-        if len(fields) != 8 or not fields[0].isdigit():
+        if len(fields) != 8 or not (is_digits(fields[0]) and len(fields[0]) <= 9):
             raise ParseError(source, f"line {number}: expected '{CLOCKS_LINE}<index>, <pci>, "
                              f"<6 numbers>', got {line!r}")
         if int(fields[0]) == device:
-            out.update(zip(out, (int(f) if f.isdigit() else None for f in fields[2:])))
+            out.update(zip(out, (int(f) if is_digits(f) and len(f) <= 9 else None
+                                 for f in fields[2:])))
     return out
 
 

@@ -1,7 +1,8 @@
 """The output marker: a timestamp for the line where a tool announces its measurement.
 
-Responsible for: watching the driver's stdout for a pattern and writing ``marker.json``.
-Not responsible for: what the line means (the tool adapter reads the window from it).
+Responsible for: watching the driver's stdout for a pattern, writing ``marker.json``, and
+reading it back checked (:func:`read_marker`). Not responsible for: what the line means (the
+tool adapter reads the window from it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, record_object, record_value
 from iolab.tools.base import Collector
 
 
@@ -55,3 +57,15 @@ class OutputMarker(Collector):
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def read_marker(run_dir: Path) -> tuple[str, int]:
+    """The marked line and when it was seen (CLOCK_REALTIME ns), from ``marker.json``: the
+    marker's own record, read back as any output is, so a cut-off or altered one fails the
+    run naming the file and the key, and a time no clock gives is never a window's start."""
+    path = Path(run_dir) / OutputMarker.FILE
+    source = str(path)
+    mark = record_object(path.read_text(), source)
+    line = record_value(mark, "line", source, lambda v: isinstance(v, str),
+                        "the text of the line the pattern matched")
+    return line, record_value(mark, "time_ns", source, is_clock_ns, CLOCK_NS_ALLOWED)

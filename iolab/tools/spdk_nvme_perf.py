@@ -51,7 +51,7 @@ _LONG = {"--io-depth": "-q", "--io-size": "-o", "--io-pattern": "-w", "--time": 
          "--rwmixread": "-M", "--core-mask": "-c", "--transport": "-r"}
 _BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$")
 _BDF_ALLOWED = "DDDD:BB:DD.F, e.g. 0000:4a:00.0"
-_SIZE = re.compile(r"^(\d+)([kKmMgG]?)$")
+_SIZE = re.compile(r"^([0-9]+)([kKmMgG]?)$")
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _STARTING = re.compile(r"Starting SPDK (v\S+)")
 _ATTACHED = re.compile(r"^Attached to NVMe Controller at PCIE \((\S+)\)", re.M)

@@ -58,6 +58,7 @@ from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError
 from iolab.host.binding import check_free
+from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, is_digits
 from iolab.parsers.xnvmeperf import TITLE, parse_xnvmeperf
 from iolab.tools import builds
 from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
@@ -83,7 +84,7 @@ _FLAGS = {"--iopattern": "iopattern", "--qdepth": "qdepth", "--iosize": "iosize"
           "--gpu_id": "gpu_id"}
 _INTEGER = ("qdepth", "iosize", "runtime", "nqueues", "gpu_id")
 # xnvmeperf prints its version only in the footer of its usage text (--help)
-VERSION_PATTERN = r"ver: \{major: (\d+), minor: (\d+), patch: (\d+)\}"
+VERSION_PATTERN = r"ver: \{major: ([0-9]+), minor: ([0-9]+), patch: ([0-9]+)\}"
 _VERSION = re.compile(VERSION_PATTERN)
 # xnvmeperf's own failure lines (stderr), e.g. "Failed: xnvme_dev_open(...)", "Error: ...".
 _ERROR_LINE = re.compile(r"^(?:Failed|Error): ")
@@ -310,9 +311,10 @@ def measurement_window(stdout: str, times: str, source: str) -> tuple[int, int]:
         at += 1
     own = lines[at:]
     stamps = times.split()
-    if len(stamps) != len(own) or not all(s.isdigit() for s in stamps):
+    if len(stamps) != len(own) or not all(is_digits(s) and len(s) <= 19 and is_clock_ns(int(s))
+                                          for s in stamps):
         raise ParseError(source, f"{len(stamps)} stamps for the {len(own)} lines xnvmeperf "
-                         "printed (or a stamp that is not a whole number of ns)")
+                         f"printed (or a stamp that is not {CLOCK_NS_ALLOWED}, in digits 0-9)")
     for index, line in enumerate(own):
         title = TITLE.match(line)
         if title:

@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from iolab.collectors.interrupts import PLACEMENT_FILE, Interrupts
+from iolab.collectors.interrupts import PLACEMENT_FILE, Interrupts, read_placement
 from iolab.collectors.irqtrace import BPFTRACE, IrqTrace
 from iolab.core.experiment import Experiment, Metric
 from iolab.core.schema import Choice, Flag, Int, ListOf, Size, Text, size_bytes
@@ -115,7 +115,7 @@ class IrqAffinity(Experiment):
     def tidy_row(self, run) -> dict[str, Any]:
         """The standard row, and the device's interrupt layout the run recorded."""
         row = super().tidy_row(run)
-        found = json.loads((run.path / PLACEMENT_FILE).read_text())
+        found = read_placement(run.path, layout=True)
         row.update({"layout.irq_cpus": ",".join(map(str, found["irq_cpus"])),
                     "layout.other_cpus": ",".join(map(str, found["other_cpus"])),
                     "layout.numa_node": found["numa_node"],
