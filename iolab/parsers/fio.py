@@ -2,7 +2,13 @@
 
 Responsible for: turning the text of one fio report into one flat dict of metrics with
 explicit units, aggregating over every job object in the report, and raising
-:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed input.
+:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed input,
+and for a report whose numbers contradict each other, which no run of fio writes: a rate
+that is not its count over the runtime (iops and total_ios, bw_bytes and io_bytes), bytes
+that are not the I/Os of the job's block size, a mean latency outside its min and max, a
+percentile or histogram bin beyond them, or bins that do not add up to N. Each is held with
+the slack of fio's own rounding (the ``*_SLACK`` constants say how much, and why). A rate that
+is NaN, infinite or negative is left to ``Experiment.sample_problem``, which names it.
 
 Not responsible for: running fio (``scripts/drivers/fio.sh`` does that), reading fio's exit
 status or stderr, deciding whether a job's non-zero ``error`` makes the run unusable (the
