@@ -358,12 +358,15 @@ def test_numbers_within_fios_own_rounding_agree():
     """The slack of each check, at its edge: total_ios the whole number nearest iops over
     the runtime; bw_bytes io_bytes per second cut to whole bytes; io_bytes up to twice the
     iodepth's I/Os off total_ios blocks (counters zeroed after ramp_time and read at the end
-    with I/Os in flight); a percentile within one bin (1/64) of the max."""
+    with I/Os in flight), and a block for each short I/O; a bin within one bin width (1/64)
+    of the max."""
     iops = 75294 * 1000 / 1001
     agree = [{"iops": iops + 0.49 * 1000 / 1001}, {"bw_bytes": 308096127},
              {"bw_bytes": 308096128},
              {"io_bytes": (75294 + 32) * 4096, "bw_bytes": (75294 + 32) * 4096 * 1000 // 1001},
              {"clat_ns": {"max": 3_600_000, "bins": {"143": 75293, "3656250": 1}}}]
+    agree.append({"short_ios": 10, "io_bytes": (75294 - 42) * 4096,  # 10 read 0 bytes
+                  "bw_bytes": (75294 - 42) * 4096 * 1000 // 1001})
     for fields in agree:
         parse_fio_json(_read_edited(**fields))
     disagree = [{"iops": iops + 0.51 * 1000 / 1001}, {"bw_bytes": 308096126},

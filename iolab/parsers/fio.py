@@ -86,7 +86,8 @@ _OBJECT = (dict, "an object")
 #   inside it, so a percentile or bin may lie up to one bin (1/64) beyond the min and max.
 # * io_bytes counts the bytes of completed I/Os, total_ios the I/Os issued: they part by
 #   the I/Os in flight when fio zeroes its counters after ramp_time and when it stops (the
-#   committed runs reach one iodepth of each job), so bs * (2 * iodepth * numjobs) bytes.
+#   committed runs reach one iodepth of each job), so bs * (2 * iodepth * numjobs) bytes,
+#   and by the I/Os that moved less than bs (short_ios), up to bs each.
 IOS_SLACK = 0.5
 BW_BYTES_SLACK = 1.0
 MEAN_SLACK = 1e-6
@@ -326,13 +327,14 @@ def _check_counts(section: dict, sizes: tuple[int, int] | None, where: str,
                                  f"{BW_BYTES_SLACK:g} B/s): the report contradicts itself")
     if sizes is not None:
         bs, in_flight = sizes
-        slack = 2 * in_flight
+        short = _count(section, "short_ios", where, source) if "short_ios" in section else 0
+        slack = 2 * in_flight + short
         if abs(io_bytes - total_ios * bs) > slack * bs:
             raise ParseError(source, f"{where}: io_bytes {io_bytes} is {io_bytes / bs:.1f} "
                                      f"blocks of the job's bs {bs}, but total_ios is "
                                      f"{total_ios} (allowed: {slack} I/Os apart, twice what "
-                                     "its iodepth and numjobs keep in flight): the report "
-                                     "contradicts itself")
+                                     "its iodepth and numjobs keep in flight, and its "
+                                     "short_ios): the report contradicts itself")
 
 
 def _check_means(section: dict, where: str, source: str) -> None:
