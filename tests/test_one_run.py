@@ -207,6 +207,66 @@ def test_a_rate_that_rounds_to_nothing_beside_bytes_moved_makes_no_sample(demo):
                                 "fio.mibs": 256.0, "iops": 1.0}) == ""
 
 
+@pytest.mark.parametrize("experiment, row", [
+    ("smt_thp", {"run.tool": "fio", "bs": 4096, "fio.iops": 25530.156614,
+                 "fio.bw_bytes": 104572886, "fio.mibs": 99.728}),
+    ("irq_affinity", {"run.tool": "uring_reader", "bs": 4096, "uring_reader.iops": 60083.3,
+                      "uring_reader.mibs": 234.701}),
+    ("tool_comparison", {"run.tool": "bdevperf", "iosize": 4096, "bdevperf.iops": 14042.51,
+                         "bdevperf.mibs": 54.85}),
+], ids=["fio", "uring_reader", "bdevperf"])
+def test_bytes_per_operation_other_than_the_runs_block_size_makes_no_sample(experiment, row):
+    """A bandwidth 100 times what the IOPS of the run's 4 KiB reads give (P9, P10 of probe 6)
+    was stored as a sample; only 2**34 bytes per operation was a limit. Within 25 % of the
+    block size (the I/Os a tool has in flight when it stops, rates printed with 2 decimals)
+    the rates agree."""
+    from iolab.core import registry
+
+    exp = registry.get(experiment)
+    assert exp.sample_problem(row) == ""
+    op = next(c for c in row if c.endswith(".iops"))
+    for factor, refused in ((1.2, False), (0.8, False), (1.3, True), (0.7, True), (0.5, True),
+                            (100, True)):
+        got = exp.sample_problem({**row, op: row[op] / factor})
+        assert bool(got) == refused, (factor, got)
+    got = exp.sample_problem({**row, op: row[op] / 100})
+    assert f"per operation, where each of the run's moves 4096 bytes ({exp.operation_size}; " \
+           "allowed: within 25%)" in got, got
+
+
+def test_every_operation_size_is_a_variable_of_its_experiment():
+    from iolab.core import registry
+
+    sized = [exp for exp in registry.all_experiments() if exp.operation_size]
+    assert {exp.name for exp in sized} >= {"smt_thp", "irq_affinity", "tool_comparison",
+                                           "cpu_search"}
+    for exp in sized:
+        assert exp.operation_size in exp.variables, exp.name
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"total_ios": 5}, "jobs[0].read: iops 75218.8 over runtime 1001 ms makes 75294.0 I/Os, "
+                       "but total_ios is 5"),
+    ({"bw_bytes": 30809612700, "io_bytes": 308404224},
+     "jobs[0].read: io_bytes 308404224 over runtime 1001 ms is 308096128 B/s, but bw_bytes "
+     "is 30809612700"),
+    ({"clat_ns": {**json.loads(Path(__file__).with_name("fixtures").joinpath(
+        "fio", "io_uring_randread_4k_qd16.jsonplus.json").read_text())["jobs"][0]["read"][
+        "clat_ns"], "mean": 5e6, "max": 200_000}},
+     "jobs[0].read.clat_ns: mean 5e+06 with min 143 and max 200000"),
+], ids=["total_ios 5", "bw_bytes x100", "mean above max"])
+def test_a_report_that_contradicts_itself_fails_its_run(campaign, fake_fio, fields, reason):
+    """P7-P9 of probe 6: each of these reports was stored as a sample; the run now fails with
+    the contradiction, and --keep-going goes on."""
+    camp = campaign("data")
+    fake_fio(camp, {1: [1000, fields, 1000]})
+    result = run(camp, keep_going=True)
+    assert result.completed == 2 and len(result.failed) == 1
+    [got] = reasons(camp)
+    assert got.startswith("output could not be parsed: ") and f"fio.json: {reason}" in got, got
+    assert list(camp.tidy()["iops"]) == [1000.0, 1000.0]
+
+
 def test_every_adapters_rates_have_a_unit_of_rate():
     for adapter in tool_registry.ADAPTERS.values():
         assert set(adapter.rates.values()) <= set(PER_S), adapter.name
@@ -343,8 +403,9 @@ def test_json_nested_too_deeply_fails_only_its_run(campaign, fake_fio):
 
 
 @pytest.mark.parametrize("clat, reason", [
-    (_clat(mean=1e300), "fio.clat_mean_us reads 1e+297 µs, longer than the whole run"),
-    (_clat(percentile={"50.000000": 9_000_000, "99.000000": 90_000, "99.900000": 95_000}),
+    (_clat(mean=1e300, max=1e300), "fio.clat_mean_us reads 1e+297 µs, longer than the whole run"),
+    (_clat(percentile={"50.000000": 9_000_000, "99.000000": 90_000, "99.900000": 95_000},
+           max=9_000_000),
      "fio.clat_p50_us reads 9000, above fio.clat_p99_us at 90: a higher percentile "
      "is never below a lower one"),
 ], ids=["mean latency of 1e300 ns", "p50 above p99"])

@@ -293,6 +293,122 @@ def test_wrong_shapes_and_types_raise(edit, problem):
     assert problem in str(info.value)
 
 
+def test_bin_latencies_in_other_digits_than_fios_are_refused():
+    """fio writes a bin's latency in ASCII digits; '١٩٣٥٣٦' (Arabic-Indic) was read as 193536
+    ns, so p50 and p99 came from keys fio never wrote (P5 of probe 6)."""
+    doc = raw(URING)
+    clat = doc["jobs"][0]["read"]["clat_ns"]
+    other = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    clat["bins"] = {key.translate(other): count for key, count in clat["bins"].items()}
+    with pytest.raises(ParseError, match=r"b.json: jobs\[0\].read.clat_ns.bins: expected "
+                                         "integer latency keys"):
+        parse_fio_json(json.dumps(doc), source="b.json")
+
+
+def _read_edited(**fields) -> str:
+    """The io_uring job's report (bs 4k, iodepth 16, read runtime 1001 ms) with fields of its
+    read section set; a dict value updates that sub-object."""
+    doc = raw(URING)
+    read = doc["jobs"][0]["read"]
+    for key, value in fields.items():
+        if isinstance(value, dict):
+            read[key].update(value)
+        else:
+            read[key] = value
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("fields, problem", [
+    # P7 of probe 6: a mean latency 25 times the slowest one
+    ({"clat_ns": {"mean": 5e6, "max": 200_000}},
+     "jobs[0].read.clat_ns: mean 5e+06 with min 143 and max 200000 (allowed: min <= mean <= "
+     "max)"),
+    ({"clat_ns": {"min": 10**9}}, "jobs[0].read.clat_ns: mean 208805 with min 1e+09"),
+    ({"lat_ns": {"mean": 1.0}}, "jobs[0].read.lat_ns: mean 1 with min 53698"),
+    ({"slat_ns": {"mean": 10**6}}, "jobs[0].read.slat_ns: mean 1e+06 with min 1490"),
+    # P8: 5 I/Os beside 75,218 IOPS over 1 s
+    ({"total_ios": 5}, "jobs[0].read: iops 75218.8 over runtime 1001 ms makes 75294.0 I/Os, "
+                       "but total_ios is 5"),
+    ({"runtime": 3}, "jobs[0].read: iops 75218.8 over runtime 3 ms makes 225.7 I/Os"),
+    # P9: bandwidth 100 times what the bytes give
+    ({"bw_bytes": 30809612700}, "jobs[0].read: io_bytes 308404224 over runtime 1001 ms is "
+                                "308096128 B/s, but bw_bytes is 30809612700"),
+    # bytes and bandwidth agreeing with each other, but not with 4 KiB reads
+    ({"io_bytes": 30840422400, "bw_bytes": 30809612787},
+     "jobs[0].read: io_bytes 30840422400 is 7529400.0 blocks of the job's bs 4096, but "
+     "total_ios is 75294 (allowed: 32 I/Os apart"),
+    ({"clat_ns": {"bins": {"193536": 75295}}},
+     "jobs[0].read.clat_ns: the bins count 75295 latencies, N says 75294"),
+    ({"clat_ns": {"bins": {"193536": 75293, "99000000": 1}}},
+     "jobs[0].read.clat_ns.bins: a latency is 9.9e+07 ns, outside the min 143 and max "
+     "3.61004e+06 ns that clat_ns reports"),
+    ({"total_ios": -5}, "jobs[0].read.total_ios is -5 (allowed: a count, 0 or more)"),
+], ids=["mean above max", "min above max", "lat mean below min", "slat mean above max",
+        "total_ios 5", "runtime 3 ms", "bw_bytes x100", "bytes x100", "bins beside N",
+        "bin beyond max", "negative count"])
+def test_a_report_whose_numbers_contradict_each_other_is_refused(fields, problem):
+    """Each number here is one fio computes from others of the same report: a report where
+    they disagree is not what fio measured (damaged, or made up), and was stored as a sample."""
+    with pytest.raises(ParseError) as info:
+        parse_fio_json(_read_edited(**fields), source="c.json")
+    assert str(info.value).startswith(f"c.json: {problem}")
+
+
+def test_numbers_within_fios_own_rounding_agree():
+    """The slack of each check, at its edge: total_ios the whole number nearest iops over
+    the runtime; bw_bytes io_bytes per second cut to whole bytes; io_bytes up to twice the
+    iodepth's I/Os off total_ios blocks (counters zeroed after ramp_time and read at the end
+    with I/Os in flight), and a block for each short I/O; a bin within one bin width (1/64)
+    of the max."""
+    iops = 75294 * 1000 / 1001
+    agree = [{"iops": iops + 0.49 * 1000 / 1001}, {"bw_bytes": 308096127},
+             {"bw_bytes": 308096128},
+             {"io_bytes": (75294 + 32) * 4096, "bw_bytes": (75294 + 32) * 4096 * 1000 // 1001},
+             {"clat_ns": {"max": 3_600_000, "bins": {"143": 75293, "3656250": 1}}}]
+    agree.append({"short_ios": 10, "io_bytes": (75294 - 42) * 4096,  # 10 read 0 bytes
+                  "bw_bytes": (75294 - 42) * 4096 * 1000 // 1001})
+    for fields in agree:
+        parse_fio_json(_read_edited(**fields))
+    disagree = [{"iops": iops + 0.51 * 1000 / 1001}, {"bw_bytes": 308096126},
+                {"bw_bytes": 308096129}, {"clat_ns": {"bins": {"143": 75293, "3656300": 1},
+                                                      "max": 3_600_000}},
+                {"io_bytes": (75294 + 33) * 4096,
+                 "bw_bytes": (75294 + 33) * 4096 * 1000 // 1001}]
+    for fields in disagree:
+        with pytest.raises(ParseError, match="the report contradicts itself"):
+            parse_fio_json(_read_edited(**fields))
+
+
+def test_a_percentile_of_fios_map_beyond_the_slowest_latency_is_refused():
+    """Without json+ bins the percentiles come from fio's own map; one beyond clat_ns.max
+    by more than a bin (1/64) was not measured with it."""
+    doc = raw(MIXED)
+    clat = doc["jobs"][0]["write"]["clat_ns"]
+    clat["percentile"]["99.000000"] = clat["max"] * 2
+    with pytest.raises(ParseError, match=r"m.json: write: clat p99 is .* ns, outside the min"):
+        parse_fio_json(json.dumps(doc), source="m.json")
+
+
+def test_a_rate_no_measurement_has_is_left_to_the_sample_check():
+    """A NaN or negative rate contradicts its count too; the sample check names it as a
+    metric no measurement can have, which says more than a contradiction."""
+    assert parse_fio_json(_read_edited(iops=-5.0))["iops"] == -5.0
+    assert math.isinf(parse_fio_json(_read_edited(iops=float("inf")))["iops"])
+
+
+@pytest.mark.parametrize("bs", ["4k-64k", "4k,8k", "64k", "4096"])
+def test_the_block_size_is_held_only_where_the_job_fixes_one(bs):
+    """A range or one size per direction fixes no size to hold io_bytes to; a plain size
+    does (64k: 16 times the report's 4 KiB reads)."""
+    doc = raw(URING)
+    doc["jobs"][0]["job options"]["bs"] = bs
+    if bs == "64k":
+        with pytest.raises(ParseError, match="blocks of the job's bs 65536"):
+            parse_fio_json(json.dumps(doc))
+    else:
+        assert parse_fio_json(json.dumps(doc))["read_io_bytes"] == 308404224
+
+
 def test_top_level_array_is_not_a_report():
     with pytest.raises(ParseError, match="s.json: no JSON object found"):
         parse_fio_json('[{"fio version": "fio-3.33", "jobs": []}]\n', source="s.json")

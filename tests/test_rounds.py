@@ -107,10 +107,20 @@ FAKE_FIO = textwrap.dedent("""\
         value = 1000
     else:
         report = as_given(report)
-    if isinstance(value, dict):  # fields of the report's read section, as they are
-        report["jobs"][0]["read"].update(value)
-    else:
-        report["jobs"][0]["read"]["iops"] = float(value)
+    read = report["jobs"][0]["read"]
+    def counted(rate):  # what fio counts over the runtime to print a rate, as fio does
+        return rate != rate or not 0 <= rate < 1e300 or round(rate * read["runtime"] / 1000)
+    if isinstance(value, dict):  # fields of the report's read section, as they are; a rate
+        for rate, count in (("iops", "total_ios"), ("bw_bytes", "io_bytes")):  # without its
+            if rate in value and count not in value and counted(value[rate]) is not True:
+                read[count] = counted(value[rate])  # count: the count fio computes it from
+        read.update(value)
+    else:  # IOPS, and the I/Os, bytes and bandwidth that fio reports beside them
+        read["iops"] = float(value)
+        if counted(float(value)) is not True:
+            read["total_ios"] = counted(float(value))
+            read["io_bytes"] = read["total_ios"] * 4096
+            read["bw_bytes"] = read["io_bytes"] * 1000 // read["runtime"]
     json.dump(report, open(out, "w"))
 """)
 

@@ -56,11 +56,76 @@ def _broken(**changes) -> str:
     (_broken(threads=[]), "key 'threads': needs at least one {cpu, ios} object"),
     (_broken(ios=5), "the threads' I/Os add up to 56588, not to the total 5"),
     (_broken(window_ns=[2, 1]), "key 'window_ns': [2, 1] is not [start, end]"),
+    # reports whose numbers contradict each other: the reader computes its rates from its
+    # counts, over the runtime it was given (P10 of probe 6: mibs 100 times the reads)
+    (_broken(mibs=22104.7), "key 'mibs': 22104.7, but 56588 reads of 4096 bytes over "
+                            "runtime_s 1 make 221.047"),
+    (_broken(iops=5658800.0), "key 'iops': 5658800.0, but 56588 reads over runtime_s 1 make"),
+    (_broken(threads=[{"cpu": 0, "ios": 28268, "iops": 1.0}, {"cpu": 1, "ios": 28320,
+                                                              "iops": 28320.0}]),
+     "key 'threads[0].iops': 1.0, but 28268 reads over runtime_s 1 make 28268.000"),
+    (_broken(short_reads=56589), "key 'short_reads': 56589 of 56588 reads"),
+    (_broken(bytes=0), "key 'bytes': a file of 0 bytes holds no read of bs 4096 bytes"),
+    (_broken(window_ns=[1795464072504435200, 1795464072504435201]),
+     "key 'window_ns': [1795464072504435200, 1795464072504435201] is 1e-09 s long, shorter "
+     "than runtime_s 1"),
 ])
 def test_malformed_reports_are_refused(text, problem):
     with pytest.raises(ParseError) as info:
         parse_uring_reader(text, "r.json")
     assert str(info.value).startswith(f"r.json: {problem}")
+
+
+def test_rates_within_the_rounding_of_the_printed_numbers_are_the_readers_own():
+    """The reader prints iops with 1 decimal, mibs with 3 and runtime_s with 6 significant
+    digits: a rate within half a last digit and 1e-5 of what the counts give is its own (56588
+    reads in 1 s: 0.62 IOPS, 0.0027 MiB/s), a little more is not; a NaN or negative rate is
+    left to the sample check, which names it as no measurement."""
+    assert parse_uring_reader(_broken(iops=56588.6, mibs=221.0495), "r.json")["mibs"] == 221.0495
+    for changes in ({"iops": 56588.7}, {"mibs": 221.0499}, {"iops": 56587.3}):
+        with pytest.raises(ParseError, match="the report contradicts itself"):
+            parse_uring_reader(_broken(**changes), "r.json")
+    assert parse_uring_reader(_broken(mibs=-1.0), "r.json")["mibs"] == -1.0
+
+
+def _stored(tmp_path: Path, **changes) -> Path:
+    (tmp_path / "uring.json").write_text(_broken(**changes))
+    return tmp_path
+
+
+def test_short_reads_make_the_run_no_measurement(tmp_path):
+    """The reader counts a short read as a read of bs bytes in mibs: 100,000 short reads of
+    180,250 were stored as a sample, mibs unchanged (P11 of probe 6)."""
+    reader = UringReader()
+    assert reader.parse(_stored(tmp_path))["problem"] is None
+    assert reader.parse(_stored(tmp_path, short_reads=1))["problem"] == (
+        "1 of 56588 reads returned fewer than the 4096 bytes asked for (short reads), which "
+        "mibs counts as whole blocks: the bandwidth is not what was read")
+    assert reader.parse(_stored(tmp_path, short_reads=1, errors=3, first_error="EIO"))[
+        "problem"] == "3 reads failed (EIO)"
+
+
+GIVEN = ["scripts/drivers/uring_reader.sh", "--output", "uring.json", "--file",
+         "/var/tmp/iolab/irq.dat", "--bs", "4096", "--qdepth", "16", "--runtime", "1",
+         "--ramp", "0", "--cpus", "0,1", "--coop-taskrun", "--direct"]
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (GIVEN, ""),
+    ([a.replace("4096", "512") for a in GIVEN], "it read with bs 4096, the run gave the reader "
+                                                 "--bs '512'"),
+    ([a.replace("irq.dat", "other.dat") for a in GIVEN], "it read with file "
+                                                         "'/var/tmp/iolab/irq.dat'"),
+    ([a.replace("0,1", "2,3") for a in GIVEN], "it read with cpus [0, 1]"),
+    ([a for a in GIVEN if a != "--direct"], "its direct is true, the run did not give the "
+                                            "reader --direct"),
+])
+def test_a_report_of_another_run_is_not_this_runs(tmp_path, argv, reason):
+    """A report left by a run of another block size, file, CPUs or buffered reads: its
+    numbers are not this run's."""
+    got = UringReader().foreign_report(_stored(tmp_path), argv)
+    assert got == (f"uring.json is not this run's report: {reason}" if reason else "") or \
+        got.startswith(f"uring.json is not this run's report: {reason}")
 
 
 def test_the_argv_carries_flags_and_cpus():

@@ -10,7 +10,8 @@ lives beside it (``analysis.py`` in its package) as pure functions over the tidy
 From these the base class derives what the rest of the package needs: the schema, a point's
 identity and launch, the programs a plan needs, the metrics of a row and whether they are a
 sample (no metric NaN, infinite or negative; no rate above what any device here does, or at
-0 beside another rate of its tool that says it moved something), and the reading of manifests
+0 beside another rate of its tool that says it moved something, or of other bytes per
+operation than the run's block size), and the reading of manifests
 written before this interface existed (version 1).
 
 Responsible for: the interface and those derivations. Not responsible for: any one
@@ -86,6 +87,16 @@ ZERO_BYTES_BESIDE_OPERATIONS_PER_S = 1000.0
 # 1e-300 operations per second beside 300 MB/s (a rate that rounds to nothing, which the rule
 # for 0 missed) implies operations of astronomical size
 MAX_BYTES_PER_OPERATION = 2.0**34
+# How far the bytes per operation that a tool's own rates give (a rate of bytes over its rate
+# of operations) may stray from the size each operation of the run moves (its block or I/O
+# size, :attr:`Experiment.operation_size`). The rates come from counts that part: fio counts
+# the bytes of completed I/Os and the I/Os issued, which differ by those in flight when it
+# zeroes its counters and when it stops (0.17 % in the committed runs, but a short run on a
+# slow device at a deep queue has few I/Os beside those in flight; its parser holds that
+# part exactly), and bdevperf and xnvmeperf print both rates with 2 decimals (under 0.01 %
+# here). 25 % takes any run that completed 4 times the I/Os it keeps in flight, and refuses
+# a report of half or twice the run's size, or a bandwidth 100 times its operations.
+OPERATION_SIZE_SLACK = 0.25
 # The most CPUs a host has when the caller does not say (Linux's largest NR_CPUS): a CPU share
 # is at most 100 % of each of them
 MAX_CPUS = 8192
@@ -187,6 +198,10 @@ class Experiment:
     # The tidy columns of the PCIe link a run recorded (generation, width), which the metrics
     # with ceiling "link" are held to (see recorded_link); None: none records it.
     link_columns: ClassVar[tuple[str, str] | None] = None
+    # The tidy column that holds the bytes each operation of the run's tool moves (its block
+    # or I/O size), which the tool's rates of bytes and of operations are held to
+    # (:meth:`_size_beside_rates`); None: the run fixes no one size (copies of whole buffers).
+    operation_size: ClassVar[str | None] = None
     # Where the notebook and the params files are (tests give an example experiment its own).
     notebook_dir: ClassVar[Path] = NOTEBOOKS_DIR
     params_dir: ClassVar[Path] = PARAMS_DIR
@@ -359,7 +374,8 @@ class Experiment:
         does not know them; :meth:`_cpu_share_beyond_host`), a higher percentile below a lower
         one (:func:`_percentiles_out_of_order`), a rate beside a reported runtime of 0
         (:meth:`_rate_without_runtime`), the tool's user and system CPU together above the
-        host (:func:`_cpu_parts_beyond_host`), or a frequency no CPU runs at
+        host (:func:`_cpu_parts_beyond_host`), bytes per operation other than the size the
+        run's operations move (:meth:`_size_beside_rates`), or a frequency no CPU runs at
         (:meth:`_outside_unit_range`)."""
         tool = f"{row.get('run.tool')}."
         for name, metric in self.metrics.items():
@@ -382,7 +398,8 @@ class Experiment:
                         "be")
         return (self._latency_beyond_run(row) or self._cpu_share_beyond_host(row, cpus)
                 or _percentiles_out_of_order(row) or self._rate_without_runtime(row)
-                or self._implausible_rate(row) or self._outside_unit_range(row))
+                or self._implausible_rate(row) or self._size_beside_rates(row)
+                or self._outside_unit_range(row))
 
     def _latencies(self, row: dict[str, Any]) -> dict[str, float]:
         """The run's latencies in µs, column -> value: the tool's own (its columns ending in
@@ -534,6 +551,31 @@ class Experiment:
                             f"{self._named(column)} at {own[column][1]:g} {own[column][0]}: "
                             f"more than {MAX_BYTES_PER_OPERATION:.3g} bytes per operation, "
                             "which no operation here moves")
+        return ""
+
+    def _size_beside_rates(self, row: dict[str, Any]) -> str:
+        """Why the tool's rates cannot be a measurement of this run ("" when they can): its
+        rate of bytes over its rate of operations is not the size each of the run's operations
+        moves (the row's :attr:`operation_size`), within :data:`OPERATION_SIZE_SLACK`. A
+        report whose bandwidth is 100 times its IOPS of 4 KiB reads, or that a run of another
+        block size wrote, says nothing of this one."""
+        size = row.get(self.operation_size) if self.operation_size else None
+        if not _present(size) or size <= 0:
+            return ""
+        own = self._tool_rates(row)
+        ops = [(column, value) for column, (unit, value) in own.items()
+               if unit == "op/s" and value > 0]
+        moved = [(column, unit, value) for column, (unit, value) in own.items()
+                 if unit != "op/s" and value > 0]
+        for op, count in ops:
+            for column, unit, value in moved:
+                per_operation = value * PER_S[unit] / count
+                if abs(per_operation / size - 1) > OPERATION_SIZE_SLACK:
+                    return (f"{self._named(column)} reads {value:g} {unit} beside "
+                            f"{self._named(op)} at {count:g} op/s: {per_operation:.6g} bytes "
+                            f"per operation, where each of the run's moves {size:g} bytes "
+                            f"({self.operation_size}; allowed: within "
+                            f"{OPERATION_SIZE_SLACK:.0%})")
         return ""
 
     def code_files(self) -> list[Path]:

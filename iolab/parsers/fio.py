@@ -2,7 +2,13 @@
 
 Responsible for: turning the text of one fio report into one flat dict of metrics with
 explicit units, aggregating over every job object in the report, and raising
-:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed input.
+:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed input,
+and for a report whose numbers contradict each other, which no run of fio writes: a rate
+that is not its count over the runtime (iops and total_ios, bw_bytes and io_bytes), bytes
+that are not the I/Os of the job's block size, a mean latency outside its min and max, a
+percentile or histogram bin beyond them, or bins that do not add up to N. Each is held with
+the slack of fio's own rounding (the ``*_SLACK`` constants say how much, and why). A rate that
+is NaN, infinite or negative is left to ``Experiment.sample_problem``, which names it.
 
 Not responsible for: running fio (``scripts/drivers/fio.sh`` does that), reading fio's exit
 status or stderr, deciding whether a job's non-zero ``error`` makes the run unusable (the
@@ -48,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import decode_json, int_within_float, within_float
+from iolab.parsers import decode_json, int_within_float, is_digits, within_float
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -67,6 +73,27 @@ LATEST_MS = 4_102_444_800_000
 _NUMBER = ((int, float), "a number")
 _INT = (int, "an integer")
 _OBJECT = (dict, "an object")
+
+# How far a report's numbers may stray from what fio computes them from before the report
+# contradicts itself (no run of fio writes such a report; a damaged or made-up one does):
+# * fio computes a direction's iops as total_ios * 1000 / runtime (ms) and prints it to 6
+#   decimals, so total_ios is the whole number nearest iops * runtime / 1000: half an I/O.
+# * bw_bytes is io_bytes * 1000 / runtime in whole bytes per second, cut down (integer
+#   division): at most 1 B/s below, never above; 1 B/s either way.
+# * a mean of whole nanoseconds lies within its min and max; fio accumulates it in floating
+#   point and prints 6 decimals: a millionth of the max either way.
+# * fio's latency histogram has 64 bins for each power of two and reports a bin by a value
+#   inside it, so a percentile or bin may lie up to one bin (1/64) beyond the min and max.
+# * io_bytes counts the bytes of completed I/Os, total_ios the I/Os issued: they part by
+#   the I/Os in flight when fio zeroes its counters after ramp_time and when it stops (the
+#   committed runs reach one iodepth of each job), so bs * (2 * iodepth * numjobs) bytes,
+#   and by the I/Os that moved less than bs (short_ios), up to bs each.
+IOS_SLACK = 0.5
+BW_BYTES_SLACK = 1.0
+MEAN_SLACK = 1e-6
+HISTOGRAM_SLACK = 1 / 64
+LATENCIES = ("slat_ns", "clat_ns", "lat_ns")
+_SIZE = re.compile(r"([0-9]+)([kmg]?)(?:i?b)?", flags=re.IGNORECASE)
 
 
 def parse_fio_file(path: str | Path) -> dict:
@@ -124,7 +151,7 @@ def parse_fio_json(text: str, source: str = "<string>") -> dict:
         "clat_p99_us": top.get("clat_p99_us"),
         "usr_cpu": usr_cpu,
         "sys_cpu": sys_cpu,
-        "ctx": sum(_field(job, "ctx", _INT, f"jobs[{i}]", source) for i, job in enumerate(jobs)),
+        "ctx": sum(_count(job, "ctx", f"jobs[{i}]", source) for i, job in enumerate(jobs)),
         "runtime_ms": runtime_ms,
         "timestamp_ms": _timestamp_ms(report, source),
     }
@@ -229,11 +256,13 @@ def _direction(jobs: list[dict], d: str, source: str) -> dict:
         section = _field(job, d, _OBJECT, f"jobs[{i}]", source)
         iops += _field(section, "iops", _NUMBER, where, source)
         bw_bytes += _field(section, "bw_bytes", _INT, where, source)
-        io_bytes += _field(section, "io_bytes", _INT, where, source)
-        total_ios += _field(section, "total_ios", _INT, where, source)
+        io_bytes += _count(section, "io_bytes", where, source)
+        total_ios += _count(section, "total_ios", where, source)
         clat = _field(section, "clat_ns", _OBJECT, where, source)
-        if _field(clat, "N", _INT, f"{where}.clat_ns", source) > 0:
+        if _count(clat, "N", f"{where}.clat_ns", source) > 0:
             clats.append((f"{where}.clat_ns", clat))
+        _check_counts(section, _job_sizes(job), where, source)
+        _check_means(section, where, source)
 
     # each N holds in a float, their sum need not: weighted / n_total would overflow
     n_total = within_float(sum(clat["N"] for _, clat in clats),
@@ -248,8 +277,104 @@ def _direction(jobs: list[dict], d: str, source: str) -> dict:
         "clat_mean_us": weighted / n_total / 1000 if n_total else None,
     }
     for name, value_ns in _percentiles_ns(clats, d, source).items():
+        _check_within_extremes(value_ns, f"{d}: clat {name}", clats, source)
         out[f"clat_{name}_us"] = value_ns / 1000 if value_ns is not None else None
     return out
+
+
+def _job_sizes(job: dict) -> tuple[int, int] | None:
+    """(bs, iodepth * numjobs) by the options the job's report lists, None where they do not
+    fix one block size (a range, a split, one per direction, another kb_base) or say none."""
+    options = job.get("job options")
+    if not isinstance(options, dict) or "kb_base" in options or "bs" not in options:
+        return None
+    match = _SIZE.fullmatch(str(options["bs"]))
+    if match is None or not is_digits(match[1]):
+        return None
+    bs = int(match[1]) * 1024 ** " kmg".index(match[2].lower() or " ")
+    depth = [str(options.get(key, "1")) for key in ("iodepth", "numjobs")]
+    if not all(is_digits(v) and len(v) < 10 for v in depth) or bs == 0:
+        return None
+    return bs, int(depth[0]) * int(depth[1])
+
+
+def _measured(*values) -> bool:
+    """Whether the values are counts and rates a run can have: finite and not negative (a NaN,
+    infinite or negative one is no measurement, and ``Experiment.sample_problem`` says so
+    naming its metric; nothing is set against it here)."""
+    return all(math.isfinite(v) and v >= 0 for v in values)
+
+
+def _check_counts(section: dict, sizes: tuple[int, int] | None, where: str,
+                  source: str) -> None:
+    """ParseError when a direction's rates contradict its counts over its runtime: iops is
+    not total_ios per runtime, bw_bytes not io_bytes per runtime, or io_bytes not total_ios
+    of the job's block size (see the slack constants for how far each may stray)."""
+    runtime = _count(section, "runtime", where, source)
+    iops, total_ios = section["iops"], section["total_ios"]
+    bw_bytes, io_bytes = section["bw_bytes"], section["io_bytes"]
+    if runtime == 0 or not _measured(iops, bw_bytes):
+        return  # no time to measure a rate over; a rate beside it is Experiment's to judge
+    if abs(total_ios - iops * runtime / 1000) > IOS_SLACK:
+        raise ParseError(source, f"{where}: iops {iops:g} over runtime {runtime} ms makes "
+                                 f"{iops * runtime / 1000:.1f} I/Os, but total_ios is {total_ios}"
+                                 f" (fio computes one from the other; allowed: within "
+                                 f"{IOS_SLACK:g} I/O): the report contradicts itself")
+    if abs(bw_bytes - io_bytes * 1000 / runtime) > BW_BYTES_SLACK:
+        raise ParseError(source, f"{where}: io_bytes {io_bytes} over runtime {runtime} ms is "
+                                 f"{io_bytes * 1000 / runtime:.0f} B/s, but bw_bytes is "
+                                 f"{bw_bytes} (fio computes one from the other; allowed: within "
+                                 f"{BW_BYTES_SLACK:g} B/s): the report contradicts itself")
+    if sizes is not None:
+        bs, in_flight = sizes
+        short = _count(section, "short_ios", where, source) if "short_ios" in section else 0
+        slack = 2 * in_flight + short
+        if abs(io_bytes - total_ios * bs) > slack * bs:
+            raise ParseError(source, f"{where}: io_bytes {io_bytes} is {io_bytes / bs:.1f} "
+                                     f"blocks of the job's bs {bs}, but total_ios is "
+                                     f"{total_ios} (allowed: {slack} I/Os apart, twice what "
+                                     "its iodepth and numjobs keep in flight, and its "
+                                     "short_ios): the report contradicts itself")
+
+
+def _check_means(section: dict, where: str, source: str) -> None:
+    """ParseError when a latency summary's mean lies outside its min and max, or its min is
+    above its max: no mean of samples does."""
+    for name in LATENCIES:
+        summary = section.get(name)
+        if not isinstance(summary, dict) or not summary.get("N"):
+            continue
+        at = f"{where}.{name}"
+        low, mean, high = (_field(summary, key, _NUMBER, at, source)
+                           for key in ("min", "mean", "max"))
+        if not _measured(low, mean, high):
+            continue
+        slack = MEAN_SLACK * high
+        if low > high or not low - slack <= mean <= high + slack:
+            raise ParseError(source, f"{at}: mean {mean:g} with min {low:g} and max {high:g} "
+                                     "(allowed: min <= mean <= max): the report contradicts "
+                                     "itself")
+
+
+def _check_within_extremes(value_ns: float | None, what: str, clats: list[tuple[str, dict]],
+                           source: str) -> None:
+    """ParseError when a percentile, or a bin that counted latencies, lies beyond the
+    latencies' min and max by more than one bin of fio's histogram (:data:`HISTOGRAM_SLACK`)."""
+    if value_ns is None or not _measured(value_ns):
+        return
+    extremes = [(clat.get("min"), clat.get("max")) for _, clat in clats]
+    if not all(_number(v) and _measured(v) for pair in extremes for v in pair):
+        return
+    low, high = min(lo for lo, _ in extremes), max(hi for _, hi in extremes)
+    if not low * (1 - HISTOGRAM_SLACK) <= value_ns <= high * (1 + HISTOGRAM_SLACK):
+        raise ParseError(source, f"{what} is {value_ns:g} ns, outside the min {low:g} and "
+                                 f"max {high:g} ns that clat_ns reports (allowed: within one "
+                                 f"bin of fio's histogram, {HISTOGRAM_SLACK:.4g} of the value): "
+                                 "the report contradicts itself")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
@@ -257,13 +382,22 @@ def _percentiles_ns(clats: list[tuple[str, dict]], d: str, source: str) -> dict:
     if clats and all("bins" in clat for _, clat in clats):
         merged: dict[int, int] = {}
         for where, clat in clats:
+            binned = 0
             for value, count in _field(clat, "bins", _OBJECT, where, source).items():
-                if not value.isdecimal() or isinstance(count, bool) or not isinstance(count, int):
+                if not is_digits(value) or isinstance(count, bool) or not isinstance(count, int):
                     raise ParseError(source, f"{where}.bins: expected integer latency keys and "
                                              f"counts, got {excerpt(value)}: {excerpt(count)}")
                 bin_ns = int_within_float(value, f"{where}.bins (a latency)", source)
                 within_float(count, f"{where}.bins['{bin_ns}']", source)
                 merged[bin_ns] = merged.get(bin_ns, 0) + count
+                binned += count
+                if count:
+                    _check_within_extremes(bin_ns, f"{where}.bins: a latency", [(where, clat)],
+                                           source)
+            if binned != clat["N"]:  # fio adds each completion to both, so exactly
+                raise ParseError(source, f"{where}: the bins count {binned} latencies, N says "
+                                         f"{clat['N']} (fio counts each in both): the report "
+                                         "contradicts itself")
         if not any(merged.values()):
             raise ParseError(source, f"{d}: 'clat_ns.bins' holds no samples although N > 0")
         return {name: _from_histogram(merged, p) for name, p in _PERCENTILES.items()}
@@ -320,6 +454,15 @@ def _wall_ms(job: dict, job_runtime: int, where: str, source: str) -> int:
                          f"{where}.{d}", source)
                   for d in DIRECTIONS if d in job)
     return min(job_runtime, longest) if longest > 0 else job_runtime
+
+
+def _count(obj: dict, key: str, where: str, source: str) -> int:
+    """obj[key], a count (I/Os, bytes, samples, context switches, milliseconds): an integer,
+    and never negative in any report fio writes."""
+    value = _field(obj, key, _INT, where, source)
+    if value < 0:
+        raise ParseError(source, f"{where}.{key} is {value} (allowed: a count, 0 or more)")
+    return value
 
 
 def _field(obj: dict, key: str, kind: tuple, where: str, source: str):

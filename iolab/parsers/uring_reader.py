@@ -5,12 +5,15 @@ accepted, per-thread I/O counts, totals, read errors and completion latency in n
 percentiles of a log-linear histogram). The parser checks that every field is present with
 its type (a boolean is no number), that the block size, queue depth and runtime are above 0, that
 the latencies are in order (p50 <= p90 <= p99 <= p999 <= max, mean <= max), that the threads'
-I/Os add up to the total, and converts latencies to µs.
+I/Os add up to the total, that the rates are what its counts give over its runtime (iops
+``ios / runtime_s``, mibs ``ios * bs / runtime_s / 2**20``, each thread's iops, within the
+rounding of the printed numbers) and that no more reads were short than were made, and
+converts latencies to µs.
 
 Result: ``window_ns`` (CLOCK_REALTIME start and end of the measurement), ``iops``, ``mibs``, ``ios``, ``threads`` (number), ``cpus`` (their CPU ids),
 ``setup_flags`` (list), ``clat_mean_us``, ``clat_p50_us``, ``clat_p90_us``, ``clat_p99_us``,
 ``clat_p999_us``, ``clat_max_us``, ``errors``, ``first_error``, ``short_reads``, ``bs``,
-``qdepth``, ``runtime_s``, ``direct``, ``version``, ``liburing``.
+``qdepth``, ``runtime_s``, ``ramp_s``, ``seed``, ``file``, ``direct``, ``version``, ``liburing``.
 
 Responsible for: the format. Not responsible for: running the reader (its adapter).
 """
@@ -35,6 +38,19 @@ _LATENCIES = ("mean", "p50", "p90", "p99", "p999", "max")
 _POSITIVE = ("bs", "qdepth", "runtime_s")
 # percentiles of one histogram cannot decrease, and none is above the slowest read
 _ORDERED = ("p50", "p90", "p99", "p999", "max")
+# The reader computes its rates from its counts, over the runtime it was given: iops as
+# ios / runtime_s (printed with 1 decimal), mibs as ios * bs / runtime_s / 2**20 (3 decimals),
+# and writes runtime_s with %g (6 significant digits). A rate recomputed from the printed
+# numbers differs by at most half its last digit, and 5e-6 of its value for runtime_s (allowed:
+# twice that). A rate beyond that contradicts the counts (no reader writes such a report; a
+# damaged one does).
+# (rate key, its last printed digit, bytes per unit of the rate: None for I/Os)
+_RATES = (("iops", 0.1, None), ("mibs", 0.001, 2**20))
+RUNTIME_SLACK = 1e-5
+# Each thread measures for exactly runtime_s, and the window runs from the earliest thread's
+# start to the latest's end, so it is no shorter than runtime_s; each end is printed in ns
+# from a double of seconds since the epoch, whose step there is 256 ns: 1 µs either way.
+WINDOW_SLACK_NS = 1000
 
 
 def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
@@ -73,9 +89,10 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     if sum(t["ios"] for t in threads) != doc["ios"]:
         raise ParseError(source, f"the threads' I/Os add up to {sum(t['ios'] for t in threads)}, "
                          f"not to the total {doc['ios']}")
+    _check_rates(doc, source)
     out = {key: doc[key] for key in ("iops", "mibs", "ios", "setup_flags", "errors", "first_error",
                                      "short_reads", "bs", "qdepth", "runtime_s", "direct",
-                                     "version", "liburing")}
+                                     "version", "liburing", "file", "ramp_s", "seed")}
     window = doc["window_ns"]
     for t in window:
         within_float(t, "key 'window_ns'", source)
@@ -83,6 +100,11 @@ def parse_uring_reader(text: str, source: str = "uring.json") -> dict[str, Any]:
     if len(window) != 2 or not all(isinstance(t, (int, float)) and math.isfinite(t)
                                    for t in window) or window[0] > window[1]:
         raise ParseError(source, f"key 'window_ns': {excerpt(window)} is not [start, end]")
+    if window[1] - window[0] < doc["runtime_s"] * 1e9 - WINDOW_SLACK_NS:
+        raise ParseError(source, f"key 'window_ns': {excerpt(window)} is "
+                         f"{(window[1] - window[0]) / 1e9:g} s long, shorter than runtime_s "
+                         f"{doc['runtime_s']:g}, which each thread measured for (allowed: "
+                         f"{WINDOW_SLACK_NS} ns shorter at most): the report contradicts itself")
     out["window_ns"] = (int(window[0]), int(window[1]))
     out["threads"] = len(threads)
     out["cpus"] = [t["cpu"] for t in threads]
@@ -99,6 +121,39 @@ def _check_order(lat: dict, source: str) -> None:
             raise ParseError(source, f"key 'lat_ns': {low} {excerpt(lat[low])} is above {high} "
                              f"{excerpt(lat[high])} (allowed: p50 <= p90 <= p99 <= p999 <= max, "
                              "mean <= max)")
+
+
+def _check_rates(doc: dict, source: str) -> None:
+    """ParseError when a rate contradicts the counts it is computed from (see
+    :data:`_RATES`), or more reads were short than were counted: the report is not what the
+    reader measured. A NaN, infinite or negative rate is left to the sample check, which
+    names it as no measurement."""
+    if doc["bytes"] < doc["bs"]:
+        raise ParseError(source, f"key 'bytes': a file of {doc['bytes']} bytes holds no read of "
+                         f"bs {doc['bs']} bytes (the reader reads whole blocks of it)")
+    if not 0 <= doc["short_reads"] <= doc["ios"]:
+        raise ParseError(source, f"key 'short_reads': {doc['short_reads']} of {doc['ios']} "
+                         "reads (allowed: 0 to ios, as the reader counts short reads among them)")
+    runtime_s, ios, bs = doc["runtime_s"], doc["ios"], doc["bs"]
+    for where, count, rates in [("", ios, {k: doc[k] for k, _, _ in _RATES}),
+                                *[(f"threads[{i}].", t["ios"], {"iops": t.get("iops")})
+                                  for i, t in enumerate(doc["threads"])]]:
+        for key, digit, unit in _RATES:
+            value = rates.get(key)
+            if key not in rates or not _measured(value):
+                continue
+            expected = count * (bs / unit if unit else 1) / runtime_s
+            if abs(value - expected) > digit / 2 + RUNTIME_SLACK * expected:
+                raise ParseError(source, f"key '{where}{key}': {excerpt(value)}, but "
+                                 f"{count} reads{f' of {bs} bytes' if unit else ''} over "
+                                 f"runtime_s {runtime_s:g} make {expected:.3f} (the reader "
+                                 f"computes one from the other; allowed: within {digit / 2:g} "
+                                 f"and {RUNTIME_SLACK:g} of it): the report contradicts itself")
+
+
+def _measured(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0
 
 
 def parse_uring_reader_file(path: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ to ``uring.json``; the setup flags the kernel accepted are recorded in it and be
 tidy column ``uring_reader.setup_flags``.
 
 Responsible for: the argv, finding the reader and its build dependencies, and the metrics of
-a stored run. Not responsible for: the report's format (:mod:`iolab.parsers.uring_reader`).
+a stored run, with the reason a run is no measurement (reads that failed or came back short). Not responsible for: the report's format (:mod:`iolab.parsers.uring_reader`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 from iolab.parsers.uring_reader import parse_uring_reader_file
 from iolab.paths import DRIVERS_DIR
 from iolab.tools.base import (Invocation, Launch, Program, ToolAdapter, is_host_value,
@@ -73,15 +73,77 @@ class UringReader(ToolAdapter):
         path = Path(run_dir) / OUTPUT
         return parse_uring_reader_file(path)["window_ns"] if path.exists() else None
 
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """A report of another file, block size, queue depth, seed, time, CPUs or of buffered
+        reads than the run gave the reader was not written by this run (another run's, or
+        something else's): its numbers are not this run's."""
+        report = parse_uring_reader_file(Path(run_dir) / OUTPUT)
+        given = _given(argv)
+        for key, (field, read) in _ECHOED.items():
+            if key not in given:
+                continue
+            try:
+                wanted = read(given[key])
+            except ValueError:
+                continue  # the reader refuses what it cannot read: no report to compare
+            got = report[field]
+            same = (abs(got - wanted) <= 1e-5 * abs(wanted) if isinstance(wanted, float)
+                    else got == wanted)  # %g prints 6 significant digits of a time
+            if not same:
+                return (f"{OUTPUT} is not this run's report: it read with {field} "
+                        f"{excerpt(got)}, the run gave the reader --{key} {excerpt(given[key])}")
+        if ("direct" in given) != report["direct"]:
+            return (f"{OUTPUT} is not this run's report: its direct is "
+                    f"{str(report['direct']).lower()}, the run "
+                    f"{'gave' if 'direct' in given else 'did not give'} the reader --direct")
+        return ""
+
     def parse(self, run_dir: Path) -> dict[str, Any]:
         report = parse_uring_reader_file(Path(run_dir) / OUTPUT)
         metrics = {key: report[key] for key in METRICS}
         metrics["setup_flags"] = ",".join(report["setup_flags"]) or "none"
         metrics["version"] = f"{report['version']} (liburing {report['liburing']})"
-        metrics["problem"] = (f"{report['errors']} reads failed ({report['first_error']})"
-                              if report["errors"] else None)
+        metrics["problem"] = _problem(report)
         metrics["note"] = None
         return metrics
+
+
+def _problem(report: dict[str, Any]) -> str | None:
+    """Why the run is no measurement (None when it is one): reads that failed, or reads that
+    returned fewer bytes than the block size. The reader counts a short read as a read of
+    ``bs`` bytes in ``mibs`` (it does not add up what each returned), so even one makes the
+    bandwidth more than was read; a read of a file laid out in whole blocks is never short."""
+    if report["errors"]:
+        return f"{report['errors']} reads failed ({report['first_error']})"
+    if report["short_reads"]:
+        return (f"{report['short_reads']} of {report['ios']} reads returned fewer than the "
+                f"{report['bs']} bytes asked for (short reads), which mibs counts as whole "
+                "blocks: the bandwidth is not what was read")
+    return None
+
+
+def _cpu_list(text: str) -> list[int]:
+    return [int(cpu) for cpu in text.split(",")]
+
+
+# what the reader echoes of its arguments in its report: option -> (report key, how to read it)
+_ECHOED = {"file": ("file", str), "bs": ("bs", int), "qdepth": ("qdepth", int),
+           "runtime": ("runtime_s", float), "ramp": ("ramp_s", float), "seed": ("seed", int),
+           "cpus": ("cpus", _cpu_list)}
+
+
+def _given(argv: list[str]) -> dict[str, str]:
+    """The reader's options in ``argv``: ``--key value`` pairs, and flags as ``""``."""
+    out: dict[str, str] = {}
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--"):
+            continue
+        key = arg[2:]
+        if key in _ECHOED or key == "output":
+            out[key] = argv[i + 1] if i + 1 < len(argv) else ""
+        else:
+            out[key.replace("-", "_")] = ""
+    return out
 
 
 def reader_version() -> str:

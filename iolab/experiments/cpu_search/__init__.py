@@ -71,6 +71,7 @@ class CpuSearch(Experiment):
     title = "CPU-initiated I/O: optimal parameter search"
     label = "sec-experiments-cpu-initiated"
     chapter = "experiments/cpu_initiated"
+    operation_size = "iosize"  # each tool's I/O size: the bytes of each operation
     settings = {
         "tool": Choice("bdevperf", "fio", help="bdevperf with SPDK; fio where there is no SPDK"),
         "runtime_s": Int(1, 86400, help="measured seconds per run"),

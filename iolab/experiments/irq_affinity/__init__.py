@@ -46,6 +46,7 @@ class IrqAffinity(Experiment):
     title = "IRQ affinity and io_uring task work"
     label = "sec-experiments-irq-affinity"
     chapter = "experiments/irq_affinity"
+    operation_size = "bs"  # the reader's bs: the bytes of each operation
     settings = {
         "tool": Choice("uring_reader", default="uring_reader", help="the benchmark tool"),
         "device": Text(pattern=r"[A-Za-z0-9._-]+", pattern_help="a block device or NVMe "

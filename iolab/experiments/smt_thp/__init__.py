@@ -45,6 +45,7 @@ class SmtThp(Experiment):
     title = "SMT, THP and synchronous vs asynchronous I/O"
     label = "sec-experiments-smt-thp"
     chapter = "experiments/smt_thp"
+    operation_size = "bs"  # fio's bs: the bytes of each operation
     settings = {
         "tool": Choice("fio", default="fio", help="the benchmark tool"),
         "runtime_s": Int(1, 86400, help="measured seconds per run"),

@@ -56,6 +56,7 @@ class ToolComparison(Experiment):
     title = "CPU-initiated I/O: the tools compared"
     label = "sec-experiments-tool-comparison"
     chapter = "experiments/tool_comparison"
+    operation_size = "iosize"  # each tool's I/O size: the bytes of each operation
     settings = {
         "runtime_s": Int(1, 86400, help="measured seconds per run"),
         "workload": Choice("randread", "read", default="randread"),
