@@ -15,12 +15,18 @@ at a lock's name may not be ours:
   (:mod:`iolab.safefiles`).
 * The holder's record is written only into a lock file that is *ours*: made by this process,
   or a regular file of this user's that is empty or holds a holder's record (a lock file an
-  iolab of this user made before). Any other file there is never truncated or written:
+  iolab of this user made before), judged by the whole file: one of more than
+  :data:`RECORD_MOST` bytes is no record (its first bytes blank or a record would not make
+  the rest ours to truncate). Any other file there is never truncated or written:
   another user's lock file is locked as it is (its holder then goes unnamed); a file of this
   user's that holds something else is refused. Only an own file is emptied or removed on
   release.
 * A lock file is made with the mode its caller gives (:data:`LOCK_MODE`, 0644, by default)
   whatever the umask.
+
+A holder's record is read (to name the holder) only up to :data:`RECORD_MOST` bytes and
+nested no deeper than iolab writes it: any other content, another user's file included,
+leaves the holder unnamed rather than ending the command.
 
 A lock is refused when another process holds it (:class:`LockHeld`, naming the holder), or
 waited for (``acquire(wait=True)``): the wait says once who holds it and polls (``LOCK_NB``
@@ -46,13 +52,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab import safefiles
-from iolab.errors import IolabError, printable
+from iolab.errors import IolabError, printable, shortened
 
 # Lock files: readable by every user, so that another user's iolab can lock the same file
 # (the host lock is one for the whole host) and say who holds it; written only by the user
 # who made the file
 LOCK_MODE = 0o644
 POLL_S = 0.1  # how often a waiting lock tries again: Ctrl-C is answered within this
+# bytes of a holder's record at most (its command line is cut to fit): a larger file at a
+# lock's name is not one iolab wrote
+RECORD_MOST = 64 << 10
+_BLANK = object()  # a lock file holding nothing but blanks: released, or never written
 
 
 class LockHeld(IolabError):
@@ -74,13 +84,42 @@ def _say(line: str) -> None:
     print(f"iolab: {printable(line)}", file=sys.stderr, flush=True)
 
 
-def _read_info(fd: int) -> dict[str, Any]:
+def _record(fd: int) -> Any:
+    """The JSON the lock file ``fd`` holds (:data:`_BLANK` when it is blank); None when it is not a
+    holder's record iolab can have written: larger than :data:`RECORD_MOST`, not JSON, or
+    nested deeper than iolab writes."""
     try:
-        text = os.pread(fd, 65536, 0).decode(errors="replace")
-        info = json.loads(text) if text.strip() else {}
-    except (OSError, ValueError):
-        return {}
+        raw = os.pread(fd, RECORD_MOST + 1, 0)
+    except OSError:
+        return None
+    if len(raw) > RECORD_MOST:
+        return None
+    if not raw.strip():
+        return _BLANK
+    try:
+        return json.loads(raw.decode(errors="replace"))
+    # nested too deeply: the bound above keeps this to a RecursionError of a small read (this
+    # module lies below iolab.parsers' depth-checked reader)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _read_info(fd: int) -> dict[str, Any]:
+    info = _record(fd)
     return info if isinstance(info, dict) else {}
+
+
+def _holder_record(argv: list[str], data_dir: Path | None) -> bytes:
+    """This process's holder record, its command line cut so that the whole fits in
+    :data:`RECORD_MOST` bytes (a command with a huge argument list is still named)."""
+    info = {"pid": os.getpid(), "argv": argv, "since":
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "data_dir": str(data_dir) if data_dir else None}
+    text = json.dumps(info) + "\n"
+    if len(text.encode()) > RECORD_MOST // 2:
+        info["argv"] = [shortened(" ".join(map(str, argv)), 1000)]
+        text = json.dumps(info) + "\n"
+    return text.encode()
 
 
 class Lock:
@@ -132,12 +171,9 @@ class Lock:
             self.messages.append(f"took over {self.path} from {_holder_text(previous)}, "
                                  f"which is no longer running")
         if self._ours:
-            info = {"pid": os.getpid(), "argv": sys.argv, "since":
-                    datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "data_dir": str(self.data_dir) if self.data_dir else None}
             try:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+                os.pwrite(fd, _holder_record(sys.argv, self.data_dir), 0)
             except OSError:
                 pass  # a read-only lock file still locks; only the holder's name is missing
         self._fd = fd
@@ -194,14 +230,8 @@ class Lock:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid():
             return False
-        text = os.pread(fd, 65536, 0)
-        if not text.strip():
-            return True
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and "pid" in doc:
+        doc = _record(fd)  # the whole file: blanks or a record first prove nothing of the rest
+        if doc is _BLANK or isinstance(doc, dict) and "pid" in doc:
             return True
         raise safefiles.NotOurs(self.path, None, f"holds something other than an iolab lock's "
                                 f"holder record ({st.st_size} bytes); iolab never truncates a "

@@ -29,6 +29,13 @@ would then truncate, a FIFO that would block every read for ever, a device node.
 
 A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
 
+Every read has a bound (:func:`read_regular`'s ``most``): each caller states the most bytes a
+file of its role can hold when iolab wrote it, and a larger file is :class:`TooLarge`, in one
+line naming the file and the bound, before a byte of it is read. A 3 GB sparse file in place
+of a knob journal or a cache would otherwise be read whole and end the command with a
+MemoryError. A state file others could have written is refused too where its reader asks
+(``own``): only one of this user's or root's is read.
+
 Responsible for: those checks, and the opens, reads, copies and replacements that apply them.
 Not responsible for: what the files hold or where they live (their modules), crash safety
 (:mod:`iolab.durable`) or locking (:mod:`iolab.lockfile`).
@@ -54,6 +61,13 @@ OUTPUT_ALLOWED = "a path where nothing is, a regular file (replaced whole), or -
 
 class NotOurs(InputError):
     """Something other than a regular file (or a folder iolab may use) at a name iolab uses."""
+
+
+class TooLarge(InputError):
+    """A file larger than any iolab writes in its role: refused before it is read."""
+
+
+READ_MOST = 64 << 20  # bytes read from a file whose reader states no bound of its own
 
 
 def what_is(st: os.stat_result) -> str:
@@ -108,14 +122,43 @@ def open_regular(path: Path, flags: int, role: str) -> int | None:
     return fd
 
 
-def read_regular(path: Path, role: str) -> bytes | None:
+def read_regular(path: Path, role: str, most: int = READ_MOST, own: bool = False
+                 ) -> bytes | None:
     """The bytes of the regular file ``path``; None when nothing is there; NotOurs for
-    anything else (see :func:`open_regular`)."""
+    anything else (see :func:`open_regular`), and with ``own`` for a file of another user's
+    than this one's or root's; TooLarge when it holds more than ``most`` bytes (the most a
+    file of ``role`` holds when iolab wrote it), before any of it is read."""
     fd = open_regular(path, os.O_RDONLY, role)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+        st = os.fstat(fh.fileno())
+        if own:
+            check_owner(Path(path), st, role)
+        if st.st_size > most:
+            raise too_large(Path(path), st.st_size, most, role)
+        data = fh.read(most + 1)
+    if len(data) > most:  # grew since the fstat
+        raise too_large(Path(path), len(data), most, role)
+    return data
+
+
+def too_large(path: Path, size: int, most: int, role: str) -> TooLarge:
+    """The refusal of a file of ``size`` bytes where ``role`` holds at most ``most``."""
+    return TooLarge(path, None, f"holds {size:,} bytes (or more), more than iolab ever writes "
+                    f"in {role}; it is not read", allowed=f"at most {most:,} bytes; move the "
+                    "file away if it is not iolab's")
+
+
+def check_owner(path: Path, st: os.stat_result, role: str) -> None:
+    """NotOurs unless the file of ``st`` belongs to this user or root: a file of ``role``
+    another user made (in a folder both may write into) is never taken for this user's."""
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        raise NotOurs(path, None, f"belongs to uid {st.st_uid}, not to this user (uid {me}) or "
+                      f"root, where iolab keeps {role}; another user's file is never read as "
+                      "this user's", allowed="a file this user or root made; remove it if it "
+                      "is not yours to keep")
 
 
 def append_regular(path: Path, data: bytes, role: str, mode: int = 0o666) -> None:
@@ -304,13 +347,54 @@ def check_folder(path: Path) -> None:
     if st.st_uid not in (me, 0):
         raise _folder_refusal(path, f"belongs to uid {st.st_uid}, not to this user (uid {me}) "
                               "or root")
+    problem = others_write(st)
+    if problem:
+        raise _folder_refusal(path, problem)
+
+
+def others_write(st: os.stat_result) -> str | None:
+    """How users other than this one (and root) may change what the names in the folder of
+    ``st`` lead to, in words; None when they may not: world-writable only with the sticky
+    bit, group-writable only for this user's own group (a user private group)."""
     sticky = bool(st.st_mode & stat.S_ISVTX)
     if st.st_mode & stat.S_IWOTH and not sticky:
-        raise _folder_refusal(path, f"is writable by every user (mode {st.st_mode & 0o7777:04o}) "
-                              "without the sticky bit")
+        return f"is writable by every user (mode {st.st_mode & 0o7777:04o}) without the sticky bit"
     if st.st_mode & stat.S_IWGRP and not sticky and st.st_gid != os.getegid():
-        raise _folder_refusal(path, f"is writable by group {st.st_gid} (mode "
-                              f"{st.st_mode & 0o7777:04o}), which is not this user's own")
+        return (f"is writable by group {st.st_gid} (mode {st.st_mode & 0o7777:04o}), which is "
+                "not this user's own")
+    return None
+
+
+def folders_problem(path: Path) -> str | None:
+    """Why another user could make a file written at ``path`` land elsewhere, in words: the
+    first existing folder of its path that is a link another user made, or a folder another
+    user owns or may write into (who could put a link in place of the next folder); None
+    when there is none. Folders of the path that do not exist are not looked at: iolab
+    makes them."""
+    me = os.geteuid()
+    for folder in reversed(Path(path).parents):  # from / down
+        try:
+            st = os.lstat(folder)
+            if stat.S_ISLNK(st.st_mode):
+                if st.st_uid not in (me, 0):
+                    return (f"{folder}, a folder of its path, is a symbolic link made by uid "
+                            f"{st.st_uid}, not by this user (uid {me}) or root; it is never "
+                            "followed")
+                st = os.stat(folder)
+        except FileNotFoundError:
+            return None  # this one and those below it are made by iolab
+        except OSError as exc:
+            return f"{folder}, a folder of its path, cannot be examined ({exc.strerror})"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{folder}, a folder of its path, is {what_is(st)}"
+        if st.st_uid not in (me, 0):
+            return (f"{folder}, a folder of its path, belongs to uid {st.st_uid}, not to this "
+                    f"user (uid {me}) or root, who could put a link in place of what lies in it")
+        problem = others_write(st)
+        if problem:
+            return (f"{folder}, a folder of its path, {problem}: others could put a link in "
+                    "place of what lies in it")
+    return None
 
 
 def _folder_refusal(path: Path, problem: str) -> NotOurs:

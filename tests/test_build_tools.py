@@ -212,3 +212,35 @@ def test_the_build_here_is_current_for_the_sources_at_hand(built_spdk, tmp_path)
     dest.mkdir()
     (dest / "spdk").symlink_to(built_spdk.resolve())
     assert bt.ensure("spdk", tarballs[-1], dest, 1) == record  # returns at once: built
+
+
+@pytest.mark.parametrize("kind", ["nested", "too large", "link"])
+def test_a_build_record_iolab_cannot_have_written_is_one_line(tmp_path, kind):
+    """The state-reader pattern of probe 6 (C1-C4, B4-B8): a RecursionError, or a record read
+    whole whatever its size, or through a link."""
+    import os
+
+    from iolab.errors import ToolError
+    from iolab.tools import builds
+
+    path = tmp_path / builds.RECORD
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        said = "arrays or objects nested more than 100 levels deep"
+    elif kind == "too large":
+        path.write_text("")
+        os.truncate(path, builds.RECORD_MOST + 1)  # sparse: no disk, and no memory unless read
+        said = f"holds {builds.RECORD_MOST + 1:,} bytes (or more)"
+    else:
+        (tmp_path / "elsewhere.json").write_text('{"version": "x"}')
+        path.symlink_to(tmp_path / "elsewhere.json")
+        said = "is a symbolic link"
+    with pytest.raises(ToolError) as info:
+        builds.record(tmp_path)
+    assert str(info.value).startswith(f"{path}: not a build record (") and said in str(info.value)
+    assert "\n" not in str(info.value)
+    path.unlink()
+    path.write_text('{"version": "x"}')
+    assert builds.record(tmp_path) == {"version": "x"}
+    path.unlink()
+    assert builds.record(tmp_path) is None

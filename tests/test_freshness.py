@@ -55,6 +55,23 @@ def test_remembered_only_while_the_output_exists(state):
     assert not freshness.is_fresh("out", "k1", out)
 
 
+@pytest.mark.parametrize("kind", ["nested", "too large"])
+def test_a_build_record_iolab_cannot_have_written_is_ignored_and_replaced(state, kind):
+    """The state-reader pattern of probe 6 (C1-C4, B4-B8): 100,000 nested brackets were a
+    RecursionError, and a 3 GB sparse record was read whole."""
+    out = state / "out.ipynb"
+    out.write_text("{}")
+    if kind == "nested":
+        freshness.STATE_FILE.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        freshness.STATE_FILE.write_text("")
+        os.truncate(freshness.STATE_FILE, 3 << 30)  # sparse: no disk, no memory unless read
+    assert not freshness.is_fresh("out", "k1", out)  # made again
+    freshness.remember("out", "k1")
+    assert freshness.is_fresh("out", "k1", out)
+    assert freshness.STATE_FILE.stat().st_size < freshness.STATE_MOST
+
+
 def test_render_replays_only_what_changed(state, data, monkeypatch):
     dst = book.REPO_ROOT / "_build" / "test-freshness" / "smt_thp.ipynb"
     monkeypatch.setattr(book, "rendered", lambda: {SRC: dst})

@@ -5,6 +5,7 @@ while every other campaign is still shown."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -55,4 +56,26 @@ def test_a_job_record_of_the_wrong_kind_is_named_and_the_rest_shown(data, job_id
     lines = list(status_lines(folder))
     bad = [line for line in lines if "8.json" in line]
     assert len(bad) == 1 and "its Slurm jobs cannot be read" in bad[0] and "job_id" in bad[0]
+    assert any(line.startswith("zzdemo/b-second: 0 complete") for line in lines)
+
+
+@pytest.mark.parametrize("kind", ["nested", "too large"])
+def test_a_job_record_nested_too_deeply_or_too_large_is_named_and_the_rest_shown(data, kind):
+    """The same pattern as probe 6's C1-C4 and B7: a RecursionError, or a record read whole
+    whatever its size."""
+    import os
+
+    folder = data(**{"7": RECORD, "8": RECORD})
+    path = folder / "raw" / "zzdemo" / "a-first" / "jobs" / "8.json"
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        said = "arrays or objects nested more than 100 levels deep"
+    else:
+        os.truncate(path, jobs.RECORD_MOST + 1)  # sparse: no disk, and no memory unless read
+        said = f"holds {jobs.RECORD_MOST + 1:,} bytes (or more), more than iolab ever writes"
+    with pytest.raises(InputError, match=re.escape(said)):
+        jobs.read_all(path.parent)
+    lines = list(status_lines(folder))
+    bad = [line for line in lines if "8.json" in line]
+    assert len(bad) == 1 and said in bad[0]
     assert any(line.startswith("zzdemo/b-second: 0 complete") for line in lines)

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from iolab.errors import InputError, IolabError
+from iolab.host import journal as journal_mod
 from iolab.host.journal import KnobSession, restore_from_journal, states
 from iolab.host.knobs import ThpKnob
 from iolab.host.knobset import make_knobs
@@ -277,6 +278,74 @@ def test_malformed_journal(host, text, key):
     with pytest.raises(InputError) as info:
         restore_from_journal(journal, knobs)
     assert info.value.key == key and info.value.path == str(journal)
+
+
+def _planted(journal, before="always"):
+    """A journal that names a real knob, as another user (or a file left in a shared folder)
+    could write it."""
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text(json.dumps({"schema_version": 1, "pid": 1, "started_at": "x",
+                                   "changes": [{"knob": "thp", "before": before}]}))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user's needs root to make")
+def test_another_users_journal_is_refused_before_any_knob_is_written(host):
+    """Probe 6, A2: root's restore took the journal of uid 65534 for its own, and would have
+    written each knob it names."""
+    knobs, journal = host
+    _planted(journal)
+    os.chown(journal, 65534, 65534)
+    with pytest.raises(InputError, match=f"{journal}: belongs to uid 65534, not to this user"):
+        restore_from_journal(journal, knobs)
+    assert knobs["thp"].read() == "madvise" and journal.exists()
+
+
+def test_a_journal_in_a_folder_others_may_write_is_refused(host):
+    knobs, journal = host
+    _planted(journal)
+    journal.parent.chmod(0o777)
+    with pytest.raises(InputError, match=f"{journal}: its folder {journal.parent} is writable "
+                                         "by every user \\(mode 0777\\) without the sticky bit"):
+        restore_from_journal(journal, knobs)
+    assert knobs["thp"].read() == "madvise" and journal.exists()
+    journal.parent.chmod(0o1777)  # /tmp's mode: nobody else can replace this user's file
+    restore_from_journal(journal, knobs)
+    assert knobs["thp"].read() == "always"
+
+
+def test_a_session_does_not_begin_in_a_folder_others_may_write(host):
+    """Its journal could be replaced there, and restore would then refuse it."""
+    knobs, journal = host
+    journal.parent.mkdir(mode=0o777)
+    journal.parent.chmod(0o777)
+    with pytest.raises(InputError, match="writable by every user"):
+        with KnobSession(knobs, journal) as session:
+            session.set("thp", "never")
+    assert knobs["thp"].read() == "madvise" and not journal.exists()
+
+
+def test_a_journal_nested_too_deeply_is_one_line(host):
+    """Probe 6, C1: a RecursionError ended restore as an internal error."""
+    knobs, journal = host
+    journal.parent.mkdir(parents=True)
+    journal.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match="not a readable knob journal: line 1: arrays or "
+                                         "objects nested more than 100 levels") as info:
+        restore_from_journal(journal, knobs)
+    assert "\n" not in str(info.value)
+    assert "not a readable knob journal" in journal_mod._leftover_message(journal)
+
+
+def test_a_journal_larger_than_any_iolab_writes_is_refused_unread(host):
+    """Probe 6, B5: a 3 GB sparse file was read whole (MemoryError, an internal error)."""
+    knobs, journal = host
+    journal.parent.mkdir(parents=True)
+    with open(journal, "wb") as fh:
+        fh.truncate(journal_mod.JOURNAL_MOST + 1)  # sparse: no disk, no memory
+    with pytest.raises(InputError, match=f"{journal}: holds {journal_mod.JOURNAL_MOST + 1:,} "
+                                         "bytes \\(or more\\), more than iolab ever writes in a "
+                                         "knob journal; it is not read"):
+        restore_from_journal(journal, knobs)
 
 
 def test_unknown_knob_in_journal_keeps_it(host):

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import pytest
 
-from iolab import safefiles
+from iolab import lockfile, safefiles
 from iolab.core import locks
 from iolab.errors import IolabError
 from iolab.execution import stop
@@ -203,7 +203,8 @@ def test_state_files_are_0600_and_state_folders_0700_under_umask_000(tmp_path, m
     monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "build" / ".iolab-fresh.json")
     (tmp_path / "build").mkdir()
     data = tmp_path / "data"
-    data.mkdir()
+    data.mkdir(0o755)  # a knob journal is kept only where no other user may write
+    data.chmod(0o755)
     reg = scratch.Registry(tmp_path / "home" / "state" / "iolab" / "scratch.json")
     reg.tidy()
     stop.request(data, "asked by a test")
@@ -291,6 +292,78 @@ def test_a_lock_file_holding_something_else_is_refused_never_truncated(places):
                                                 "iolab lock's holder record"):
         locks.host_lock(None).acquire()
     assert path.read_text() == "a note the admin keeps here\n"
+
+
+@pytest.mark.parametrize("first", [" " * 65536, '{"pid": 1}' + " " * 65526])
+def test_a_lock_file_is_judged_whole_and_one_with_data_after_64_kib_never_truncated(places,
+                                                                                  first):
+    """Probe 6, A3: only the first 64 KiB were read; all blanks (or a holder's record) there
+    made the file ours, and the data after them was truncated away."""
+    path = places / "locks" / locks.HOST_LOCK
+    content = first + "PRECIOUS USER DATA\n"
+    path.write_text(content)
+    with pytest.raises(safefiles.NotOurs, match=f"{path}: holds something other than an "
+                                                "iolab lock's holder record"):
+        locks.host_lock(None).acquire()
+    assert path.read_text() == content
+
+
+@pytest.mark.parametrize("owner", ["mine", "another user's"])
+def test_a_lock_file_nested_too_deeply_is_no_crash(places, owner):
+    """Probe 6, C2: 65,536 '[' at the host lock's name, which any user may put in /run/lock,
+    was a RecursionError in every command that takes the host lock."""
+    if owner != "mine" and not ROOT:
+        pytest.skip("a file of another user's needs root to make")
+    path = places / "locks" / locks.HOST_LOCK
+    path.write_text("[" * 65536)
+    if owner == "mine":
+        with pytest.raises(safefiles.NotOurs, match="holds something other than an iolab "
+                                                    "lock's holder record"):
+            locks.host_lock(None).acquire()
+    else:
+        os.chown(path, 65534, 65534)
+        with locks.host_lock(None) as lock:  # locked as it is, its holder unnamed
+            assert lock.messages == []
+            assert lockfile.holder(path) == {"pid": None}  # status: held, by nobody named
+    assert path.read_text() == "[" * 65536
+
+
+def test_a_huge_command_line_still_fits_the_holder_record(places, monkeypatch):
+    """A record over the bound would be refused by the next iolab as not a lock's."""
+    monkeypatch.setattr("sys.argv", ["iolab", "plan", *["--set=x=1"] * 20_000])
+    lock = locks.host_lock(None)
+    with lock:
+        info = json.loads(lock.path.read_text())
+        assert len(lock.path.read_bytes()) <= lockfile.RECORD_MOST
+        assert info["argv"][0].startswith("iolab plan --set=x=1") and info["argv"][0][-1] == "…"
+    with locks.host_lock(None):  # the next one takes it as iolab's
+        pass
+
+
+def test_a_state_file_larger_than_its_role_holds_is_refused_unread(tmp_path):
+    """Probe 6, B4-B8, B10: read_regular read a file of any size whole (a 3 GB sparse file:
+    MemoryError, an internal error); now each reader states its bound."""
+    path = tmp_path / "state.json"
+    with open(path, "wb") as fh:
+        fh.truncate(3 << 30)  # sparse: no disk, and no memory unless read
+    with pytest.raises(safefiles.TooLarge) as info:
+        safefiles.read_regular(path, "a test's state", most=1 << 20)
+    assert str(info.value) == (f"{path}: holds {3 << 30:,} bytes (or more), more than iolab "
+                               "ever writes in a test's state; it is not read (allowed: at most "
+                               "1,048,576 bytes; move the file away if it is not iolab's)")
+    path.write_bytes(b"x" * (1 << 20))
+    assert safefiles.read_regular(path, "a test's state", most=1 << 20) == b"x" * (1 << 20)
+
+
+@pytest.mark.skipif(not ROOT, reason="a file of another user's needs root to make")
+def test_a_state_file_of_another_users_is_refused_where_its_reader_asks(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("{}")
+    os.chown(path, 65534, 65534)
+    assert safefiles.read_regular(path, "a test's state") == b"{}"
+    with pytest.raises(safefiles.NotOurs, match=f"{path}: belongs to uid 65534, not to this "
+                                                "user \\(uid 0\\) or root"):
+        safefiles.read_regular(path, "a test's state", own=True)
 
 
 def test_a_lock_file_with_other_names_is_refused(places):
@@ -636,3 +709,56 @@ def test_a_cache_folder_that_is_a_link_is_left_and_the_table_built(tmp_path):
     assert cache.write(pd.DataFrame({"a": [1]}), "digest") is False
     cache.write_stamp("stamp")
     assert list(elsewhere.rglob("*")) == []
+
+
+# -- stored files larger, or nested deeper, than iolab writes ---------------------------------
+# Probe 6, B7 and B8: a 3 GB sparse host.json or run.json was read whole (MemoryError: an
+# internal error of 'status' and 'verify', which then showed nothing); 100,000 nested brackets
+# were a RecursionError. Each is now that file's problem, in one line.
+
+OVERSIZED = {
+    "host record (status)": ("host.json", ["status"], 0, "kvm-2vcpu: cannot be read: {path}: "
+                             "holds {size:,} bytes (or more), more than iolab ever writes in "
+                             "the campaign's host record; it is not read"),
+    "run.json (status)": ("runs/{run}/run.json", ["status"], 0, "  corrupt: {path.parent}: "
+                          "run.json cannot be read (holds {size:,} bytes (or more), more than "
+                          "iolab ever writes in a run's manifest; it is not read)"),
+    "run.json (verify --fast)": ("runs/{run}/run.json", ["verify", "--fast"], 1,
+                                 "run.json cannot be read (holds {size:,} bytes"),
+    "run.json (verify)": ("runs/{run}/run.json", ["verify"], 1, "{path}: holds {size:,} bytes "
+                          "(or more), more than iolab ever writes in a stored file; it is not "
+                          "read"),
+    "log (verify)": ("campaign-log.jsonl", ["verify"], 1, "{path}: holds {size:,} bytes (or "
+                     "more), more than iolab ever writes in a stored file; it is not read"),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERSIZED))
+def test_a_stored_file_larger_than_iolab_writes_is_named_unread(tmp_path, name):
+    from iolab.core import manifest, store
+
+    planted, argv, code, message = OVERSIZED[name]
+    data, campaign = _campaign(tmp_path)
+    run = sorted((campaign / "runs").iterdir())[0].name
+    path = campaign / planted.format(run=run)
+    most = {"host.json": store.HOST_MOST, "run.json": manifest.MANIFEST_MOST,
+            "campaign-log.jsonl": store.LOG_MOST}[path.name]
+    path.write_text("")
+    os.truncate(path, most + 1)  # sparse: no disk, and no memory unless read
+    got, out, err = cli([*argv, "--data", str(data)])
+    assert got == code and message.format(path=path, size=most + 1) in out + err, (out, err)
+    assert "internal error" not in out + err
+
+
+@pytest.mark.parametrize("name", ["host record (status)", "run.json (status)",
+                                  "run.json (verify)", "log (verify)"])
+def test_a_stored_file_nested_too_deeply_is_named_in_one_line(tmp_path, name):
+    planted, argv, code, _ = OVERSIZED[name]
+    data, campaign = _campaign(tmp_path)
+    run = sorted((campaign / "runs").iterdir())[0].name
+    path = campaign / planted.format(run=run)
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    got, out, err = cli([*argv, "--data", str(data)])
+    assert got == code and "arrays or objects nested more than 100 levels deep" in out + err, (
+        out, err)
+    assert "internal error" not in out + err and "Traceback" not in out + err

@@ -541,3 +541,79 @@ def test_a_file_larger_than_the_free_space_is_refused_before_a_byte(tmp_path, re
                                          r"has [0-9,]+ free; nothing was written"):
         lay_out(f, registry, by="test")
     assert list((tmp_path / "sub").iterdir()) == [] and registry.ours() == []
+
+
+ROOT = os.geteuid() == 0
+
+
+@pytest.mark.skipif(not ROOT, reason="another user's link and folder need root to make")
+@pytest.mark.parametrize("planted", ["link", "folder"])
+def test_a_path_through_another_users_folder_or_link_is_refused_and_nothing_written(
+        tmp_path, registry, planted):
+    """Probe 6, A1: a folder of the path that is a link uid 65534 made: plan said 'will be
+    created' and the run wrote the scratch file into the folder it points to. A folder that
+    user owns is refused alike: they could put such a link into it at any time."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    planted_at = tmp_path / "ld"
+    if planted == "link":
+        planted_at.symlink_to(victim)
+    else:
+        planted_at.mkdir()
+    os.chown(planted_at, 65534, 65534, follow_symlinks=False)
+    f = ScratchFile("target_path", planted_at / "sub" / "t.dat", 2**20)
+    what, detail = scratch.state(f, registry)
+    made = "is a symbolic link made by uid 65534" if planted == "link" else "belongs to uid 65534"
+    assert what == "refuse" and detail.startswith(f"{planted_at}, a folder of its path, {made}")
+    with pytest.raises(IolabError, match="a folder of its path"):
+        lay_out(f, registry, by="test")
+    assert list(victim.iterdir()) == [] and not (planted_at / "sub").exists()
+
+
+@pytest.mark.parametrize("mode, refused", [(0o777, True), (0o1777, False), (0o755, False)])
+def test_a_path_through_a_folder_every_user_may_write_is_refused_unless_sticky(
+        tmp_path, registry, mode, refused):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    f = ScratchFile("target_path", shared / "iolab" / "t.dat", 2**20)
+    what, detail = scratch.state(f, registry)
+    if refused:
+        assert what == "refuse" and detail == (
+            f"{shared}, a folder of its path, is writable by every user (mode 0777) without the "
+            "sticky bit: others could put a link in place of what lies in it")
+    else:
+        assert (what, detail) == ("create", "will be created")
+
+
+@pytest.mark.skipif(not ROOT, reason="a file of another user's needs root to make")
+def test_another_users_registry_is_refused_before_any_removal(tmp_path, registry):
+    """Probe 6, A5: a registry uid 65534 owns was trusted: 'clean' would remove what it lists."""
+    from iolab.safefiles import NotOurs
+
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, registry, by="smt_thp/x")
+    os.chown(registry.path, 65534, 65534)
+    for dry_run in (True, False):
+        with pytest.raises(NotOurs, match=f"{registry.path}: belongs to uid 65534, not to this "
+                                          "user"):
+            scratch.clean(registry, dry_run=dry_run)
+    assert f.path.exists()
+
+
+def test_a_registry_larger_than_any_iolab_writes_is_named_in_one_line_unread(
+        tmp_path, capsys, monkeypatch):
+    """Probe 6, B4: a 3 GB sparse registry was read whole: MemoryError, an internal error."""
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    os.truncate(Registry().path, 3 << 30)  # sparse: no disk, and no memory unless read
+    for argv in (["clean", "--dry-run"], ["clean"]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err == (f"iolab: error: {Registry().path}: holds {3 << 30:,} bytes (or more), "
+                       "more than iolab ever writes in its registry of scratch files; it is not "
+                       f"read (allowed: at most {scratch.REGISTRY_MOST:,} bytes; move the file "
+                       "away if it is not iolab's)\n")
+    assert f.path.exists() and Registry().path.stat().st_size == 3 << 30

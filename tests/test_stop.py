@@ -101,6 +101,24 @@ def test_a_request_iolab_did_not_write_is_ignored_in_one_line(tmp_path, body, pr
     assert path.read_text() == body, "left as it is"
 
 
+def test_a_request_nested_too_deeply_asks_for_a_stop_as_unreadable_json_does(tmp_path):
+    """Probe 6, C4: 100,000 nested brackets were a RecursionError, which would have ended the
+    campaign as an internal error between two runs (so many are more than a request's bound
+    now, and ignored: the next test; 30,000 fit in it)."""
+    _plant(tmp_path, "[" * 30_000 + "]" * 30_000)
+    doc, message = stop.pending(tmp_path, 0.0)
+    assert doc["reason"] == "an unreadable stop request" and message == ""
+
+
+def test_a_request_larger_than_iolab_writes_is_ignored_unread(tmp_path):
+    path = _plant(tmp_path, "[" * 100_000 + "]" * 100_000)
+    for size in (200_000, 3 << 30):
+        os.truncate(path, size)  # sparse beyond what was written: no disk, no memory unless read
+        doc, message = stop.pending(tmp_path, 0.0)
+        assert doc is None and message == (f"ignored {path}: more than {stop.REQUEST_MOST:,} "
+                                           "bytes, so not a stop request iolab wrote")
+
+
 def test_a_campaign_runs_on_past_an_ignored_request_and_says_so_once(campaign, fake_fio):
     camp = campaign("data", {"seed": 11})
     fake_fio(camp, {c: [1000] * 6 for c in (1, 2, 4, 8)})

@@ -230,3 +230,47 @@ def test_a_fifo_in_place_of_the_cache_of_verified_files_is_left_and_said_once(
                     "regular file, or nothing (iolab then makes it); remove what is there if it "
                     "is not yours to keep); every file is hashed without it\n")
     assert stat.S_ISFIFO(verified.lstat().st_mode)
+
+
+@pytest.mark.parametrize("name", ["parquet", "digest", "stat"])
+def test_a_cache_file_larger_than_iolab_writes_is_not_read_and_is_replaced(data, capsys, name):
+    """Probe 6, B6: a 3 GB sparse file in the cache's place was read whole: MemoryError, an
+    internal error on every 'tidy' until it was removed by hand."""
+    first = load(data)
+    path = cache_files(data)[name]
+    os.truncate(path, 3 << 30)  # sparse: no disk, and no memory unless read
+    assert load(data).equals(first)
+    most = tidy.CACHE_MOST if name == "parquet" else tidy.CACHE_NOTE_MOST
+    assert capsys.readouterr().err == (
+        f"iolab: {path}: holds {3 << 30:,} bytes (or more), more than iolab ever writes in the "
+        f"tidy table's cache; it is not read; the table was built again from the stored runs, "
+        "and replaces it\n")
+    assert path.stat().st_size < most
+    assert load(data).equals(first) and capsys.readouterr().err == ""  # said once
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, None])
+def test_a_cache_of_verified_files_nested_too_deeply_or_too_large_is_ignored(
+        data, capsys, monkeypatch, content):
+    """Probe 6, C3 and B10: a RecursionError or a MemoryError in 'verify' and a cold 'tidy';
+    now the cache is ignored (every file hashed) and replaced, as a damaged one is."""
+    from iolab.core import integrity
+
+    monkeypatch.setattr(integrity, "_TOLD", set(), raising=False)
+    verified = Store(data, "smt_thp", "kvm-2vcpu").verify_cache_path
+    verified.parent.mkdir(parents=True)
+    if content is None:
+        verified.write_text("")
+        os.truncate(verified, 3 << 30)  # sparse: no disk, and no memory unless read
+    else:
+        verified.write_text(content)
+    assert len(tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", use_cache=False)) == 4
+    told = capsys.readouterr().err
+    if content is None:
+        assert told == (f"iolab: {verified}: holds {3 << 30:,} bytes (or more), more than iolab "
+                        "ever writes in the cache of verified files; it is not read; every file "
+                        "is hashed without it\n")
+    else:
+        assert told == ""
+    assert verified.stat().st_size < integrity.CACHE_MOST  # replaced by what was verified
+    assert integrity.Checker(verified)._load(), "it holds what was verified now"

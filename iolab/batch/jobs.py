@@ -5,8 +5,9 @@ folder, beside the batch script it ran, its output and error files and its execu
 (what to run again on ``--resume``) and the job it resumes, if any. A job's state is not
 stored: it is asked of Slurm when shown (``iolab.host.slurm.job_states``).
 
-Records are read only when they are regular files, and nothing is read or written through a
-``jobs/`` (or campaign) folder that is a link (:mod:`iolab.safefiles`).
+Records are read only when they are regular files of at most :data:`RECORD_MOST` bytes, and
+nothing is read or written through a ``jobs/`` (or campaign) folder that is a link
+(:mod:`iolab.safefiles`).
 
 Responsible for: writing, reading and describing records. Not responsible for: submitting
 (``iolab.batch.submit``).
@@ -14,19 +15,20 @@ Responsible for: writing, reading and describing records. Not responsible for: s
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iolab.durable import write_json_atomic
-from iolab.errors import InputError, excerpt, printable
+from iolab.errors import InputError, ParseError, excerpt, printable
+from iolab.parsers import load_json
 from iolab.safefiles import read_regular, refuse_linked
 
 FOLDER = "jobs"
 ROLE = "the campaign's Slurm jobs (jobs/)"
 # jobs/, the campaign's folder and the experiment's: none is followed if it is a link
 DEPTH = 3
+RECORD_MOST = 1 << 20  # bytes of a record at most: iolab writes a few hundred
 
 
 def jobs_dir(campaign_root: Path) -> Path:
@@ -69,13 +71,13 @@ def read_all(folder: Path) -> list[JobRecord]:
     for path in folder.glob("*.json"):
         if not path.stem.isdigit():
             continue
-        raw = read_regular(path, "a Slurm job's record")
+        raw = read_regular(path, "a Slurm job's record", RECORD_MOST)
         if raw is None:
             continue  # removed since it was listed
         try:
-            doc = json.loads(raw)
+            doc = load_json(raw.decode("utf-8"), str(path))  # nested too deeply: ParseError
             out.append(JobRecord(**doc))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, ParseError) as exc:
             raise InputError(path, None, f"is not a job record ({exc})",
                              allowed="the JSON 'iolab submit' writes") from None
         _check_record(out[-1], path)

@@ -12,7 +12,9 @@ makes the run corrupt, never followed or opened (a FIFO would block the read for
 
 Anything but a regular file in the cache's place (a folder, a link, a FIFO) is neither read,
 followed nor replaced (``iolab.safefiles``): the files are then hashed without the cache, and
-the user told once.
+the user told once. A cache iolab cannot have written (more than :data:`CACHE_MOST` bytes,
+not JSON, nested deeper than it writes, of another shape) is ignored as if it were absent,
+and replaced when the files are next verified; one too large to read is said once.
 
 The cache trusts a file that was altered with its size and modification time kept (bit rot,
 a careless copy). ``iolab verify`` therefore hashes every file (``rehash``), whatever the
@@ -34,9 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from iolab.durable import write_atomic
-from iolab.safefiles import NotOurs, linked_folder, open_regular, read_regular, what_is
+from iolab.errors import ParseError, printable
+from iolab.parsers import load_json
+from iolab.safefiles import (NotOurs, TooLarge, linked_folder, open_regular, read_regular,
+                             what_is)
 
 CACHE_VERSION = 1
+# bytes of the cache at most: an entry takes about a hundred per raw file, and the largest
+# committed campaign's is a few MB
+CACHE_MOST = 256 << 20
 _ROLE = "the cache of verified files"
 _TOLD: set[str] = set()  # caches whose place is taken, said once per process
 
@@ -69,19 +77,27 @@ class Checker:
 
     def _load(self) -> dict[str, list[Any]]:
         try:
-            doc = json.loads(read_regular(self.cache_path, _ROLE) or b"null")
+            raw = read_regular(self.cache_path, _ROLE, CACHE_MOST)
+            doc = load_json(raw.decode("utf-8"), str(self.cache_path)) if raw else None
         except NotOurs as exc:
             self.taken = True
-            if str(self.cache_path) not in _TOLD:
-                _TOLD.add(str(self.cache_path))
-                print(f"iolab: {exc}; every file is hashed without it", file=sys.stderr)
+            self._tell(f"{exc}; every file is hashed without it")
             return {}
-        except (OSError, ValueError):
+        except TooLarge as exc:  # replaced by the next save, as a damaged cache is
+            self._tell(f"{printable(exc.path)}: {exc.problem}; every file is hashed without it")
+            return {}
+        except (OSError, ValueError, ParseError):  # damaged: the files are hashed again
             return {}
         if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
             return {}
         files = doc.get("files")
         return files if isinstance(files, dict) else {}
+
+    def _tell(self, line: str) -> None:
+        """Say ``line`` about the cache once per process."""
+        if str(self.cache_path) not in _TOLD:
+            _TOLD.add(str(self.cache_path))
+            print(f"iolab: {line}", file=sys.stderr)
 
     def check(self, run_dir: Path, files: dict[str, dict[str, Any]]) -> str | None:
         """What is wrong with the run's raw files, or None when each matches its record."""

@@ -39,8 +39,9 @@ from typing import Any, Callable
 
 from iolab.core.identity import run_id
 from iolab.durable import write_json_atomic
-from iolab.errors import InputError
-from iolab.safefiles import NotOurs, read_regular
+from iolab.errors import InputError, ParseError
+from iolab.parsers import load_json as load_json_text
+from iolab.safefiles import NotOurs, TooLarge, read_regular
 
 SCHEMA_VERSION = 2
 READABLE = (1, 2)
@@ -76,6 +77,10 @@ HELP = {
     "migrated_from": "{schema_version, run_id, migrated_at} when 'iolab migrate' rewrote it",
     "schema_version": "the manifest format's version",
 }
+
+
+# bytes of a run.json at most: iolab's are a few kB (a line per raw file and knob)
+MANIFEST_MOST = 16 << 20
 
 
 class DamagedManifest(InputError):
@@ -144,15 +149,16 @@ Upgrade = Callable[[dict[str, Any], Path, dict[str, Any]], RunManifest]
 
 
 def load_json(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; UnreadableManifest when it is missing, cut off, not JSON,
-    or not a regular file (a link is not followed, a FIFO or a device never opened: a read
-    of a FIFO would block every command that lists the runs)."""
+    """The JSON object in ``path``; UnreadableManifest when it is missing, cut off, not JSON
+    (nested deeper than iolab writes included), larger than :data:`MANIFEST_MOST` bytes, or
+    not a regular file (a link is not followed, a FIFO or a device never opened: a read of a
+    FIFO would block every command that lists the runs)."""
     try:
-        raw = read_regular(Path(path), "a run's manifest")
+        raw = read_regular(Path(path), "a run's manifest", MANIFEST_MOST)
         if raw is None:
             raise UnreadableManifest(path, "missing")
-        doc = json.loads(raw)
-    except NotOurs as exc:
+        doc = load_json_text(raw.decode("utf-8"), str(path))
+    except (NotOurs, TooLarge, ParseError) as exc:
         raise UnreadableManifest(path, exc.problem) from None
     except (OSError, ValueError) as exc:
         reason = (f"not valid JSON, cut off or altered: {exc}" if isinstance(exc, ValueError)

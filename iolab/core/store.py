@@ -25,6 +25,9 @@ Such a thing in place of a run's ``run.json`` (or of one of its raw files) makes
 corrupt; in place of the host record or the log, the command is refused in one line. Nothing
 is written through a folder that is a link: the experiment's, the campaign's, or one of its
 ``runs/``, ``failed/`` and ``partial/`` (refused in one line, never followed).
+Each is read up to a bound (:data:`HOST_MOST`, :data:`LOG_MOST`,
+:data:`iolab.core.manifest.MANIFEST_MOST`) and nested no deeper than iolab writes: a larger
+or deeper one is treated as the damaged file it is, in one line, never read whole.
 
 Responsible for: layout, atomic commit, listing and checking stored runs, the host record.
 Not responsible for: running tools, parsing their output, knob handling, or the manifest's
@@ -47,13 +50,18 @@ from iolab.core import manifest as mf
 from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
-from iolab.errors import InputError, IolabError, excerpt, printable
+from iolab.errors import InputError, IolabError, ParseError, excerpt, printable
+from iolab.parsers import load_json
 from iolab.paths import check_name, usable_name
 from iolab.safefiles import append_regular, own_folder, read_regular, refuse_linked
 
 TMP_PREFIX = ".tmp-"
 LOG = "campaign-log.jsonl"
 _LOG_ROLE = "the campaign log"
+# bytes of a campaign log at most: a line per run and event, a few hundred bytes each (the
+# largest committed log is about 100 kB)
+LOG_MOST = 256 << 20
+HOST_MOST = 16 << 20  # bytes of a host record at most: iolab's are about 10 kB
 _ROOT_ROLE = "a campaign (raw/<experiment>/<environment>/)"
 # runs/, failed/, partial/ (and jobs/, extras/), the campaign's folder and the experiment's:
 # a link at any of them would take what iolab writes out of the data directory
@@ -179,14 +187,15 @@ class Store:
     # -- host record -------------------------------------------------------------------
     def read_host(self) -> dict[str, Any] | None:
         # a FIFO, a link or a device there is refused before any read that could block
-        raw = read_regular(self.host_path, "the campaign's host record")
+        raw = read_regular(self.host_path, "the campaign's host record", HOST_MOST)
         if raw is None:
             return None
         try:
-            doc = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(self.host_path, None, f"not valid JSON ({exc}); restore it from git "
-                             "or move the campaign away") from exc
+            doc = load_json(raw.decode("utf-8"), str(self.host_path))
+        except (ValueError, ParseError) as exc:  # nested too deeply: ParseError
+            why = exc.problem if isinstance(exc, ParseError) else exc
+            raise InputError(self.host_path, None, f"not valid JSON ({why}); restore it from git "
+                             "or move the campaign away") from None
         if not isinstance(doc, dict):
             raise InputError(self.host_path, None, "is not a JSON object, so not a host record; "
                              "restore it from git or move the campaign away")
@@ -488,7 +497,7 @@ class Store:
         """The campaign log's lines of ``event``, oldest first (none without a log); a line
         that is not a JSON object is refused, naming the file and the line."""
         path = self.root / LOG
-        raw = read_regular(path, _LOG_ROLE)
+        raw = read_regular(path, _LOG_ROLE, LOG_MOST)
         if raw is None:
             return []
         text = raw.decode("utf-8", errors="replace")
@@ -497,9 +506,10 @@ class Store:
             if f'"{event}"' not in line:
                 continue  # most lines are other events: parsed only where they may match
             try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise InputError(path, f"line {number}", f"is not JSON ({exc})",
+                record = load_json(line, str(path))
+            except (ValueError, ParseError) as exc:  # nested too deeply: ParseError
+                why = exc.problem if isinstance(exc, ParseError) else exc
+                raise InputError(path, f"line {number}", f"is not JSON ({why})",
                                  allowed="one JSON object per line, as iolab writes") from None
             if isinstance(record, dict) and record.get("event") == event:
                 out.append(record)

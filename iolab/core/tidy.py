@@ -20,6 +20,8 @@ file and of the code that parses them; any change invalidates the cache. The dig
 holds the sha256 of the parquet's bytes too: a cache cut short or overwritten is built again,
 and the user told why on standard error. Anything but a regular file in the place of a cache
 file is neither read, followed nor removed: the table is built without the cache, saying so.
+A cache file larger than iolab writes (:data:`CACHE_MOST`, :data:`CACHE_NOTE_MOST`) is not
+read: the table is built again and replaces it, saying so once.
 
 Responsible for: building, caching and checking the table. Not responsible for: statistics
 (``iolab.analysis``) or running anything.
@@ -41,12 +43,16 @@ import pandas as pd
 from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.durable import write_atomic
-from iolab.errors import IolabError
-from iolab.safefiles import NotOurs, check_regular, linked_folder, read_regular
+from iolab.errors import IolabError, printable
+from iolab.safefiles import NotOurs, TooLarge, check_regular, linked_folder, read_regular
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ROLE = "the tidy table's cache"  # what a refusal says iolab keeps at its names
+# bytes of a cached table at most: a campaign's is a few hundred kB (parquet compresses its
+# repeated columns); its digest and stat files hold two lines and one
+CACHE_MOST = 1 << 30
+CACHE_NOTE_MOST = 64 << 10
 # Code whose change can change a row; the experiment's own package is added per table.
 _PARSING_CODE = ("tools", "collectors", "parsers", "importers", "core/rows.py", "core/tidy.py",
                  "core/manifest.py", "core/experiment.py", "core/tool_registry.py")
@@ -167,9 +173,12 @@ class _Cache:
         """The content of the regular file ``path``; None where there is none or it cannot
         be read (``problem`` says why)."""
         try:
-            return read_regular(path, _ROLE)
+            return read_regular(path, _ROLE, CACHE_MOST if path == self.path else CACHE_NOTE_MOST)
         except NotOurs as exc:  # put there since usable() looked
             self._taken(exc)
+        except TooLarge as exc:  # not one iolab wrote: the rebuilt table replaces it
+            self.problem = (f"{printable(exc.path)}: {exc.problem}; the table was built again "
+                            "from the stored runs, and replaces it")
         except OSError as exc:
             self.problem = (f"the cached table's file {path} cannot be read "
                             f"({exc.strerror or exc}); the table was built again from the "

@@ -19,9 +19,10 @@ only when it is a regular file; a link, a FIFO or another special file at its na
 request (never followed, never opened). Its name follows from the data directory's path, so
 any user could put a file there: only a file owned by this user or root is a request (a
 user stops only their own campaigns). A request iolab did not write (its ``at`` not a
-number, its ``reason`` or ``job`` not text, not a JSON object) is ignored, and the campaign
-says so in one line, as it does for another user's file; a request cut off (a full disk)
-still asks for a stop.
+number, its ``reason`` or ``job`` not text, not a JSON object, larger than
+:data:`REQUEST_MOST` bytes) is ignored, and the campaign says so in one line, as it does for
+another user's file; a request cut off (a full disk), or not JSON at all (nested deeper than
+iolab writes one included), still asks for a stop.
 
 Responsible for: writing, reading and clearing requests. Not responsible for: what the
 campaign does when it stops (``iolab.execution.runner``).
@@ -29,7 +30,6 @@ campaign does when it stops (``iolab.execution.runner``).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -38,10 +38,12 @@ from typing import Any
 
 from iolab.core import locks
 from iolab.durable import write_json_atomic
-from iolab.errors import excerpt
+from iolab.errors import ParseError, excerpt
+from iolab.parsers import load_json
 from iolab.safefiles import STATE_MODE, NotOurs, check_regular, open_regular, state_folder
 
 EXIT_STOPPED = 3  # the exit status of a command whose campaign stopped on request, runs left
+REQUEST_MOST = 64 << 10  # bytes of a request at most: iolab writes about a hundred
 
 
 def request_path(data_dir: Path) -> Path:
@@ -93,14 +95,17 @@ def _read(data_dir: Path) -> tuple[dict[str, Any] | None, str]:
                 return None, (f"ignored {path}: a stop request made by uid {owner}, not by "
                               f"this user (uid {os.geteuid()}) or root")
             try:
-                raw = fh.read()
+                raw = fh.read(REQUEST_MOST + 1)
             except OSError:
                 raw = b""
+            if len(raw) > REQUEST_MOST:
+                return None, (f"ignored {path}: more than {REQUEST_MOST:,} bytes, so not a stop "
+                              "request iolab wrote")
     else:
         raw = b""
     try:
-        doc = json.loads(raw)
-    except ValueError:
+        doc = load_json(raw.decode("utf-8"), str(path))
+    except (ValueError, ParseError):
         # half a request (a full disk) still asks for a stop
         return {"reason": "an unreadable stop request", "at": time.time(), "job": None}, ""
     problem = _problem(doc)

@@ -20,7 +20,12 @@ undo knobs under a session that is still running.
 
 The journal is state: written with mode 0600 whatever the umask, through a temporary file
 and a rename, and read only when it is a regular file: a link in its place is never followed,
-and a FIFO never opened (a read of it would block for ever) (:mod:`iolab.safefiles`).
+and a FIFO never opened (a read of it would block for ever) (:mod:`iolab.safefiles`). What it
+names is written back as root, so a journal is acted on only when it can be one this user
+wrote: owned by this user or root, in a folder no other user may write into (world-writable
+only with the sticky bit), of at most :data:`JOURNAL_MOST` bytes, and JSON nested no deeper
+than iolab writes it; anything else is refused in one line before any knob is touched, and a
+session does not begin in such a folder (its journal could be replaced there).
 """
 
 from __future__ import annotations
@@ -35,12 +40,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab.durable import fsync_dir, write_json_atomic
-from iolab.errors import InputError, IolabError, printable
+from iolab.errors import InputError, IolabError, ParseError, printable
 from iolab.host.knobs import Knob
+from iolab.parsers import load_json
 from iolab.procs import boot_id, start_ticks
-from iolab.safefiles import STATE_MODE, NotOurs, check_regular, read_regular
+from iolab.safefiles import (STATE_MODE, NotOurs, TooLarge, check_owner, check_regular,
+                             others_write, read_regular)
 
 SCHEMA_VERSION = 1
+# bytes of a journal at most: each knob's state before it is a few kB at most (the affinity of
+# every IRQ of a large host, each device's driver)
+JOURNAL_MOST = 16 << 20
+_ROLE = "a knob journal"
 # every signal another process can send is held while knobs are restored; not the faults a
 # crash raises, which end the process whether blocked or not (SIGKILL cannot be held anyway)
 HELD_DURING_RESTORE = (signal.valid_signals()
@@ -76,20 +87,50 @@ def _owner_running(journal: dict[str, Any]) -> bool:
             and start_ticks(pid) == journal.get("pid_start"))
 
 
-def _load_journal(path: Path) -> dict[str, Any]:
+def _folder_problem(path: Path) -> str | None:
+    """Why the folder of the journal ``path`` lets another user put a journal there, or None."""
+    try:
+        st = os.stat(Path(path).parent)
+    except OSError:
+        return None  # no folder: no journal either
+    problem = others_write(st)
+    return (f"its folder {Path(path).parent} {problem}: another user could have put this "
+            "journal there") if problem else None
+
+
+def _read_journal(path: Path) -> Any:
+    """The JSON the journal ``path`` holds; NotOurs, TooLarge, InputError for a journal iolab
+    cannot have written (another user's, in a folder others may write into, too large, not
+    JSON), naming it; None when nothing (or a folder, a link, a FIFO) is there."""
+    problem = _folder_problem(path)
+    if problem:
+        raise NotOurs(path, None, f"{problem}; it is never acted on",
+                      allowed="a journal in a folder only this user or root may write into "
+                              "(chmod o-w, or the sticky bit); restore the knobs by hand")
     try:
         # a folder, a link (never followed), or a FIFO that would block the read for ever
-        raw = read_regular(path, "a knob journal")
+        st = check_regular(path, _ROLE)
     except NotOurs:
-        raw = None
+        return None
+    if st is None:
+        return None
+    check_owner(path, st, _ROLE)  # another user's journal names knobs root would write
+    raw = read_regular(path, _ROLE, JOURNAL_MOST, own=True)  # what was opened, checked again
     if raw is None:
+        return None
+    try:
+        return load_json(raw.decode("utf-8"), str(path))  # nested too deeply: ParseError
+    except (ValueError, ParseError) as exc:
+        why = exc.problem if isinstance(exc, ParseError) else exc
+        raise InputError(path, None, f"not a readable knob journal: {why}; restore the knobs by "
+                         f"hand and delete the file") from None
+
+
+def _load_journal(path: Path) -> dict[str, Any]:
+    journal = _read_journal(path)
+    if journal is None:
         raise InputError(path, None, "is not a regular file, so not a knob journal",
                          allowed="the journal a campaign left (DATA/.knob-journal.json)")
-    try:
-        journal = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        raise InputError(path, None, f"not a readable knob journal: {exc}; restore the knobs by "
-                         f"hand and delete the file") from exc
     if not isinstance(journal, dict):
         raise InputError(path, None, f"is a JSON {type(journal).__name__}, not a knob journal "
                          "(a JSON object)")
@@ -111,12 +152,14 @@ def _brief(state: Any, limit: int = 100) -> str:
 
 def _leftover_message(path: Path) -> str:
     try:
-        journal = json.loads(read_regular(path, "a knob journal") or b"")
+        journal = _read_journal(path)
         who = f" by pid {journal.get('pid')} at {journal.get('started_at')}"
-    except (OSError, ValueError, AttributeError, NotOurs):
+    except (NotOurs, TooLarge, InputError) as exc:
+        return f"{exc}"
+    except (OSError, AttributeError):
         who = ""
-    return (f"knob journal {path} was left{who}: a previous run did not restore its knob "
-            f"changes. Run `iolab restore` first.")
+    return (f"knob journal {path} was left{printable(who)}: a previous run did not restore "
+            f"its knob changes. Run `iolab restore` first.")
 
 
 def _restore_one(knob: Knob, before: Any) -> tuple[bool, str]:
@@ -194,10 +237,15 @@ class KnobSession:
         self._old_sigterm: Any = None
 
     def __enter__(self) -> KnobSession:
-        check_regular(self.journal_path, "a knob journal")  # a link, a FIFO: refused
+        check_regular(self.journal_path, _ROLE)  # a link, a FIFO: refused
         if os.path.lexists(self.journal_path):
             raise IolabError(_leftover_message(self.journal_path))
         self.journal_path.parent.mkdir(parents=True, exist_ok=True)
+        problem = _folder_problem(self.journal_path)
+        if problem:  # a journal there could be replaced, and then never restored from
+            raise NotOurs(self.journal_path, None, f"{problem} or replace it; no knob is "
+                          "changed", allowed="a data folder only this user or root may write "
+                          "into (chmod o-w, or the sticky bit)")
         self._journal = {
             "schema_version": SCHEMA_VERSION,
             "pid": os.getpid(),

@@ -19,8 +19,10 @@ The registry and its lock (``.scratch-<machine id>.json.lock``, a :class:`iolab.
 that names its holder) are state: files of mode 0600 in a folder of mode 0700, whatever the
 umask, never followed through a link, and a FIFO or another special file in their place is
 refused before any read that could block (:mod:`iolab.safefiles`). The registry is not even
-read from a folder that others can write into (world-writable without the sticky bit): what
-it names would otherwise be removed by ``clean`` or called iolab's by ``plan``. A lock another process
+read from a folder that others can write into (world-writable without the sticky bit), nor
+when another user than this one or root owns it, nor when it holds more than
+:data:`REGISTRY_MOST` bytes: what it names would otherwise be removed by ``clean`` or called
+iolab's by ``plan``. A lock another process
 holds is waited for: the wait names the holder once, and Ctrl-C (or a campaign's stop check)
 ends it.
 
@@ -40,6 +42,10 @@ Before anything runs, a scratch path is refused (:func:`problems`) when
 * it lies inside the data directory, which holds the record and nothing else;
 * something exists there that is not ours (a user's file, a folder, a link, a device, or a
   file an iolab older than the registry wrote);
+* a folder of its path is a link another user made, or a folder another user owns or may
+  write into (world-writable without the sticky bit): they could put a link in place of the
+  next folder, and the file would be written wherever it points
+  (:func:`iolab.safefiles.folders_problem`);
 * this user cannot create or write it.
 
 The folders a scratch file's path names that do not exist are made 0755 whatever the umask:
@@ -71,8 +77,8 @@ from iolab.errors import IolabError, ParseError, excerpt
 from iolab.lockfile import Lock
 from iolab.parsers import load_json
 from iolab.paths import REPO_ROOT, state_dir
-from iolab.safefiles import (STATE_MODE, NotOurs, check_folder, make_folders, read_regular,
-                             state_folder)
+from iolab.safefiles import (STATE_MODE, NotOurs, TooLarge, check_folder, folders_problem,
+                             make_folders, read_regular, state_folder)
 
 CHUNK = 1 << 20
 # a folder iolab makes for a scratch file, whatever the umask: others may read (as they may
@@ -80,6 +86,9 @@ CHUNK = 1 << 20
 # file at the name the next campaign writes)
 FOLDER_MODE = 0o755
 VERSION = 2
+# bytes of the registry at most: an entry takes a few hundred, and a user lays out a few
+# dozen files
+REGISTRY_MOST = 16 << 20
 # what fio's option parser splits on, expands or unescapes in a file name
 FIO_SPECIAL = {":": "fio's separator between file names", "$": "fio expands $VARIABLES",
                "\\": "fio's escape character"}
@@ -167,10 +176,12 @@ class Registry:
         try:
             # a link or a FIFO put in its place is refused: never followed, never a read
             # that blocks for ever
-            raw = read_regular(self.path, "its registry of scratch files")
+            # another user's is never this user's (a file it names could be removed by clean)
+            raw = read_regular(self.path, "its registry of scratch files", REGISTRY_MOST,
+                               own=True)
             # depth-checked: a registry nested 100,000 deep is malformed, not a RecursionError
             doc = load_json(raw.decode("utf-8"), self.path.name) if raw is not None else None
-        except NotOurs:
+        except (NotOurs, TooLarge):
             raise
         except (OSError, ValueError, ParseError) as exc:
             raise IolabError(f"{self.path}: the registry of the scratch files iolab wrote "
@@ -352,7 +363,7 @@ def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
           ) -> tuple[str, str]:
     """(what a campaign will do with the file, in words): ``create``, ``reuse``, ``rewrite``
     or ``refuse``, with the detail."""
-    problem = path_problem(f.path, data_dir)
+    problem = path_problem(f.path, data_dir) or folders_problem(f.path)
     if problem:
         return "refuse", problem
     try:
@@ -415,6 +426,9 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
         registry.use(f.path, by, check)
         return False
     make_folders(f.path.parent, FOLDER_MODE)
+    problem = folders_problem(f.path)  # a folder another user made just now, or a link
+    if problem:
+        raise IolabError(f"key '{f.key}': {problem}")
     for path, rec in registry.ours():  # a killed campaign's half-written copy: ours to remove
         if rec.get("final") == str(f.path):
             path.unlink(missing_ok=True)

@@ -11,6 +11,8 @@ of the last successful render or build is kept under ``_build/``; an equal key m
 work would give the same result and is skipped. That record is state: written with mode 0600
 through a temporary file and a rename, and read only when it is a regular file (a link or a
 FIFO in its place is refused with one line, never followed or opened: :mod:`iolab.safefiles`).
+A record larger than :data:`STATE_MOST` bytes or nested deeper than iolab writes it is not
+one iolab wrote: it is ignored (everything is made again, and the record replaced).
 
 Responsible for: computing and remembering these keys. Not responsible for: rendering or
 building (``iolab.report.book``).
@@ -27,11 +29,15 @@ from typing import Any
 
 from iolab import __version__
 from iolab.durable import write_atomic
+from iolab.errors import ParseError
+from iolab.parsers import load_json
 from iolab.paths import BOOK_DIR, DRIVERS_DIR, NOTEBOOKS_DIR, REPO_ROOT
-from iolab.safefiles import STATE_MODE, check_regular, read_regular
+from iolab.safefiles import STATE_MODE, TooLarge, check_regular, read_regular
 from iolab.tools import builds
 
 STATE_FILE = REPO_ROOT / "_build" / ".iolab-fresh.json"
+# bytes of the record at most: a key and the raw/ folders read for each of a few dozen pages
+STATE_MOST = 16 << 20
 # The build record's keys: an output's name holds its key (KEY, a sha256 in hex); READS plus
 # the name holds the raw/ folders it read. The published schema (iolab.schemas) is made
 # from these.
@@ -121,8 +127,9 @@ def build_key(argv: list[str]) -> str:
 
 def _state() -> dict[str, Any]:
     try:
-        doc = json.loads(read_regular(STATE_FILE, "the book's build record") or b"{}")
-    except (OSError, ValueError):
+        raw = read_regular(STATE_FILE, "the book's build record", STATE_MOST)
+        doc = load_json(raw.decode("utf-8"), str(STATE_FILE)) if raw else {}
+    except (OSError, ValueError, ParseError, TooLarge):  # not iolab's: everything made again
         return {}
     return doc if isinstance(doc, dict) else {}
 

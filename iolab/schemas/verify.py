@@ -7,7 +7,8 @@ this folder (the published one, not one made again from the code), so what passe
 what a reader with nothing but the schema files would accept.
 
 A link, a FIFO or a device in a stored file's place is a problem of that file, never
-followed or opened (:mod:`iolab.safefiles`).
+followed or opened (:mod:`iolab.safefiles`); so is a file larger than iolab writes at its
+name (the store's bounds), never read whole, and JSON nested deeper than iolab writes.
 
 Responsible for: finding the files, validating them, and phrasing each problem as an
 :class:`~iolab.errors.InputError`. Not responsible for: what iolab itself checks when it reads
@@ -31,7 +32,8 @@ from jsonschema.exceptions import ValidationError
 from iolab.core import manifest, store
 from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, ParseError
+from iolab.parsers import load_json
 from iolab.paths import shown
 from iolab.safefiles import read_regular
 from iolab.schemas import SCHEMA_DIR
@@ -101,16 +103,31 @@ def problems(doc: Any, checker: Draft202012Validator, path: Path | str,
 
 def _read(path: Path) -> bytes:
     """A stored file's bytes; NotOurs (an InputError) for a link, a FIFO or a device in its
-    place, never followed or opened (a read of a FIFO would block for ever)."""
-    raw = read_regular(path, "a stored file")
+    place, never followed or opened (a read of a FIFO would block for ever); TooLarge (an
+    InputError) for one larger than iolab writes at its name."""
+    raw = read_regular(path, "a stored file", _MOST.get(path.name, manifest.MANIFEST_MOST))
     if raw is None:
         raise FileNotFoundError(2, "No such file or directory", str(path))
     return raw
 
 
+# bytes of each stored file at most (the store reads them with the same bounds)
+_MOST = {"host.json": store.HOST_MOST, store.LOG: store.LOG_MOST,
+         manifest.FILE: manifest.MANIFEST_MOST}
+
+
+def _loads(text: str | bytes, path: Path) -> Any:
+    """The JSON of ``text``; ValueError for text that is not JSON, or nested deeper than
+    iolab writes (the message then says so)."""
+    try:
+        return load_json(text.decode("utf-8") if isinstance(text, bytes) else text, str(path))
+    except ParseError as exc:
+        raise ValueError(exc.problem) from None
+
+
 def _json(path: Path) -> Any:
     try:
-        return json.loads(_read(path))
+        return _loads(_read(path), path)
     except (OSError, ValueError) as exc:
         raise InputError(path, None, f"cannot be read as JSON: {exc}") from None
 
@@ -124,7 +141,7 @@ def _log_problems(path: Path) -> list[InputError]:
     out = []
     for number, line in enumerate(lines, 1):
         try:
-            doc = json.loads(line)
+            doc = _loads(line, path)
         except ValueError as exc:
             out.append(InputError(path, f"line {number}", f"not valid JSON: {exc}"))
             continue
@@ -145,8 +162,8 @@ def _host_schema(path: Path) -> str:
     from iolab.importers.cijoe.host_extras import SOURCE
 
     try:
-        raw = read_regular(path, "the campaign's host record")
-        doc = json.loads(raw) if raw else None
+        raw = read_regular(path, "the campaign's host record", store.HOST_MOST)
+        doc = _loads(raw, path) if raw else None
     except (OSError, ValueError, IolabError):
         doc = None  # the check reads it again and says what is wrong
     imported = isinstance(doc, dict) and doc.get("source") == SOURCE

@@ -2,7 +2,9 @@
 
 The build folder is ``$IOLAB_TOOLS_DIR`` when set, else ``.tools/`` in the repository. Each
 tool's folder holds ``iolab-build.json``: its version, source commit, the patches applied to it
-and why, the configure options and the system libraries it was built against.
+and why, the configure options and the system libraries it was built against. A record is
+read only when it is a regular file of at most :data:`RECORD_MOST` bytes, holding JSON nested
+no deeper than the build script writes it; anything else is refused in one line.
 
 Responsible for: finding a built SPDK tree and xnvmeperf, and reading their build records.
 Not responsible for: building (the script), or choosing between a built tool, one on PATH and
@@ -11,16 +13,18 @@ one a params file names (the adapters do, in that order: params, build folder, P
 
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import ToolError
+from iolab.errors import InputError, ParseError, ToolError
+from iolab.parsers import load_json
 from iolab.paths import REPO_ROOT
+from iolab.safefiles import read_regular
 
 RECORD = "iolab-build.json"
+RECORD_MOST = 1 << 20  # bytes of a build record at most: the script writes a few kB
 BDEVPERF = Path("build") / "examples" / "bdevperf"
 # The SPDK adaptation that skips DPDK's PCI ABI guard (scripts/patches/spdk/): such a build
 # may run only without PCI access.
@@ -36,12 +40,14 @@ def tools_dir() -> Path:
 def record(folder: Path) -> dict[str, Any] | None:
     """The build record in ``folder``, or None when there is none (a tool built elsewhere)."""
     path = Path(folder) / RECORD
-    if not path.exists():
-        return None
     try:
-        data = json.loads(path.read_text())
-    except ValueError as exc:
-        raise ToolError(f"{path}: not a build record ({exc}); rebuild with 'make tools'") \
+        raw = read_regular(path, "a tool's build record", RECORD_MOST)
+        if raw is None:
+            return None
+        data = load_json(raw.decode("utf-8"), str(path))
+    except (ValueError, ParseError, InputError) as exc:  # InputError: a link, too large
+        why = exc.problem if isinstance(exc, (ParseError, InputError)) else exc
+        raise ToolError(f"{path}: not a build record ({why}); rebuild with 'make tools'") \
             from None
     if not isinstance(data, dict):
         raise ToolError(f"{path}: not a build record (a JSON object); rebuild with 'make tools'")
