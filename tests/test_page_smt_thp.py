@@ -24,7 +24,7 @@ SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").r
 # glued by Chapter.glue_all itself, not by a section of the page
 BY_GLUE_ALL = {"outliers", "noise_floor"}
 SECTIONS = (page.what_ran, page.repetitions, page.concurrency, page.engine_ratios,
-            page.affinity, page.smt, page.thp, page.explorer, page.all_metrics, page.summary,
+            page.affinity, page.smt, page.thp, page.layout, page.explorer, page.all_metrics, page.summary,
             page.answer, page.across)
 REPR = re.compile(r"[\[\]{}]|\b(None|True|False|nan)\b")
 
@@ -85,6 +85,10 @@ def test_the_committed_campaigns_tables(committed):
     # the VM cannot switch SMT: the section says so instead of drawing
     assert isinstance(shown["smt"], Markdown) and "hpc-server" in shown["smt"].data
     assert len(shown["summary"].data) == 24
+    # no run of the fallocated file is stored yet: a sentence says so, and there is no table
+    assert shown["layout"] is None
+    assert committed[0].text["layout_finding"].startswith(
+        "No run reading the fallocated file is stored for kvm-2vcpu yet")
     assert_no_repr(shown)
 
 

@@ -3,6 +3,8 @@ small hand-made tables (the chapter's own numbers are checked by the glue snapsh
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -11,6 +13,7 @@ from iolab.experiments.smt_thp import analysis as an
 from iolab.paths import default_data_dir
 
 EXP = get("smt_thp")
+EXP_DIR = Path(an.__file__).parent
 SETTINGS = {"tool": "fio", "runtime_s": 3, "ramp_s": 1, "target_path": "/tmp/t.dat",
             "target_size": "1G"}
 BASE = {"engine": "psync", "concurrency": 16, "affinity": "unpinned", "smt": "asis",
@@ -174,3 +177,38 @@ def test_a_file_at_the_fallocated_name_that_is_not_ours_is_refused(tmp_path):
     with pytest.raises(IolabError, match="it is never written"):
         scratch.lay_out(f, registry, by="smt_thp/test")
     assert f.path.read_text() == "the user's own file\n"
+
+
+def test_the_layout_findings_are_fallocated_over_written_per_engine():
+    df = pd.DataFrame(
+        rows("psync", 16, [100, 104, 96], p99=400.0, layout="written")
+        + rows("psync", 16, [300, 310, 290], p99=4.0, layout="fallocated")
+        + rows("io_uring", 16, [200, 190, 210], p99=300.0, layout="written"))
+    df.loc[df.index[3:6], "clat_p99_us"] = [3.8, 4.0, 4.2]
+    found = {f.id: f for f in an.layout_findings(df)}
+    assert sorted(found) == ["layout_io_uring_clat_p99_us", "layout_io_uring_iops",
+                             "layout_psync_clat_p99_us", "layout_psync_iops"]
+    iops, p99 = found["layout_psync_iops"], found["layout_psync_clat_p99_us"]
+    assert iops.kind == p99.kind == "ratio" and iops.n == "3 / 3"
+    assert iops.estimate == pytest.approx(3.0) and iops.direction == "up"
+    assert p99.estimate == pytest.approx(0.01) and p99.ci_high < 0.02
+    assert p99.direction == "down"
+    # io_uring read only the written file: undefined, saying which side has no runs
+    assert found["layout_io_uring_iops"].undefined == (
+        "no run reading the fallocated file is stored (the layout grid)")
+    blocked = an.layout_findings(df.iloc[:0], blocked="the host has no fallocate")
+    assert {f.undefined for f in blocked} == {"the host has no fallocate"}
+
+
+def test_the_layout_findings_judge_the_claim_on_the_sources_p99():
+    """The claim quoting the source's p99 of about 1.7 µs is judged by the psync p99 ratio:
+    supported when the fallocated file's p99 lies wholly below the written file's."""
+    from iolab.report import claims as cl
+
+    loaded = cl.load(EXP_DIR / "claims.yaml")
+    claim = next(c for c in loaded.claims if c.id == "p99-of-a-file-never-read")
+    assert "1.7 µs" in claim.quote and "fallocate" in claim.conditions
+    assert claim.finding == "layout_psync_clat_p99_us" and claim.expect == "decrease"
+    ids = {f.id for f in an.findings(pd.DataFrame(), {**BASE, "layout": "written"},
+                                     {"bs": 131072, "direct": 0}, {})}
+    assert claim.finding in ids
