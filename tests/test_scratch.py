@@ -629,3 +629,22 @@ def test_an_entry_with_an_unknown_layout_is_named_and_loses_nothing(tmp_path, re
                                          "fallocated"):
         registry.ours()
     assert json.loads(registry.path.read_text()) == doc
+
+
+def test_a_campaign_says_how_it_laid_each_file_out(tmp_path):
+    from types import SimpleNamespace
+
+    from iolab.execution.runner import _lay_out
+
+    files = [ScratchFile("target_path", tmp_path / "t.dat", 2**20),
+             ScratchFile("target_path", tmp_path / "t.fallocated.dat", 2**20, "fallocated")]
+    spec = SimpleNamespace(experiment="smt_thp", environment="test", params_file=tmp_path)
+    signals = SimpleNamespace(check=lambda: None)
+    try:
+        lines = _lay_out(files, spec, signals)
+    except IolabError as exc:
+        pytest.skip(f"the file system of {tmp_path} has no fallocate(2): {exc}")
+    assert lines == [f"scratch: {files[0].path} (1,048,576 bytes): written with data",
+                     f"scratch: {files[1].path} (1,048,576 bytes): laid out with fallocate(2), "
+                     "never written"]
+    assert _lay_out(files, spec, signals)[1].endswith("): reused")
