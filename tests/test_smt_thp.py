@@ -212,3 +212,17 @@ def test_the_layout_findings_judge_the_claim_on_the_sources_p99():
     ids = {f.id for f in an.findings(pd.DataFrame(), {**BASE, "layout": "written"},
                                      {"bs": 131072, "direct": 0}, {})}
     assert claim.finding in ids
+
+
+def test_the_base_concurrency_alone_compares_no_level_with_itself():
+    """A campaign of the layout grid alone stores concurrency 16 only: the findings across
+    the sweep are undefined (never 16 against 16, which a claim of no change would call
+    supported); the engine ratios at the base point stand."""
+    df = pd.DataFrame(rows("psync", 16, [100, 104, 96], layout="written")
+                      + rows("io_uring", 16, [200, 190, 210], layout="written"))
+    found = {f.id: f for f in an.findings(df, {**BASE, "layout": "written"},
+                                          {"bs": 131072, "direct": 0}, {})}
+    for fid in ("psync_scaling_iops", "psync_p99_sweep", "engine_ratio_p99_low"):
+        assert found[fid].undefined == "no concurrency sweep is stored here (only concurrency 16)"
+    assert found["engine_ratio_iops"].estimate == pytest.approx(2.0)
+    assert found["engine_ratio_p99_base"].defined

@@ -236,27 +236,36 @@ class _Judge:
 
 def _concurrency_findings(judge: _Judge, conc: pd.DataFrame, c_base: int) -> list[Finding]:
     """psync's scaling and the engines' ratios along the concurrency sweep, between its
-    lowest and highest concurrency (1 and 64 without runs) and the base one."""
+    lowest and highest concurrency (1 and 64 without runs) and the base one. With the base
+    concurrency alone (a campaign of another grid, such as the layout grid, ran it) there is
+    no sweep: what compares two levels is undefined, never one level with itself."""
     levels = sorted(int(c) for c in conc["concurrency"].unique()) if not conc.empty else []
     low, high = (levels[0], levels[-1]) if levels else (1, 64)
-    pair = judge.pair
+
+    def across(fid: str, statement: str, kind: str, new: list[float],
+               ref: list[float]) -> Finding:
+        if len(levels) == 1:
+            return fd.undefined(fid, statement, "no concurrency sweep is stored here (only "
+                                f"concurrency {levels[0]})", kind, judge.confidence)
+        return judge.pair(fid, statement, kind, new, ref, "concurrency")
+
     return [
-        pair("psync_scaling_iops", f"psync's mean IOPS at concurrency {high} against {c_base}",
-             "change", _at(conc, "iops", engine="psync", concurrency=high),
-             _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
-        pair("engine_ratio_iops", f"io_uring / psync mean IOPS at concurrency {c_base}", "ratio",
-             _at(conc, "iops", engine="io_uring", concurrency=c_base),
-             _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
-        pair("psync_p99_sweep", f"psync's mean p99 latency at concurrency {high} against {low}",
-             "change", _at(conc, "clat_p99_us", engine="psync", concurrency=high),
-             _at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
-        pair("engine_ratio_p99_low", f"io_uring / psync mean p99 latency at concurrency {low}",
-             "ratio", _at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
-             _at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
-        pair("engine_ratio_p99_base", f"io_uring / psync mean p99 latency at concurrency "
-             f"{c_base}, unpinned", "ratio",
-             _at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
-             _at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
+        across("psync_scaling_iops", f"psync's mean IOPS at concurrency {high} against "
+               f"{c_base}", "change", _at(conc, "iops", engine="psync", concurrency=high),
+               _at(conc, "iops", engine="psync", concurrency=c_base)),
+        judge.pair("engine_ratio_iops", f"io_uring / psync mean IOPS at concurrency {c_base}",
+                   "ratio", _at(conc, "iops", engine="io_uring", concurrency=c_base),
+                   _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
+        across("psync_p99_sweep", f"psync's mean p99 latency at concurrency {high} against "
+               f"{low}", "change", _at(conc, "clat_p99_us", engine="psync", concurrency=high),
+               _at(conc, "clat_p99_us", engine="psync", concurrency=low)),
+        across("engine_ratio_p99_low", f"io_uring / psync mean p99 latency at concurrency "
+               f"{low}", "ratio", _at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
+               _at(conc, "clat_p99_us", engine="psync", concurrency=low)),
+        judge.pair("engine_ratio_p99_base", f"io_uring / psync mean p99 latency at concurrency "
+                   f"{c_base}, unpinned", "ratio",
+                   _at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
+                   _at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
     ]
 
 
