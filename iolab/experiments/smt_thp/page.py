@@ -295,8 +295,7 @@ def layout(ch: Chapter):
     and layout) and the sentence of its ratios, fallocated over written; without a run
     reading the fallocated file, the sentence says so and there is no table."""
     rows, _ = _grid(ch, "layout", list(an.LAYOUTS))
-    found = {f.id: f for f in an.layout_findings(rows, ch.confidence,
-                                                  ch.blocked_by_grid().get("layout", ""))}
+    found = {f.id: f for f in an.layout_findings(rows, ch.confidence, _not_here(ch))}
     ch.text["layout_finding"] = _layout_sentence(ch, found)
     if rows.empty or not (rows["layout"] == "fallocated").any():
         return None
@@ -311,13 +310,20 @@ def layout(ch: Chapter):
     return escape.table(table)
 
 
+def _not_here(ch: Chapter) -> str:
+    """Why this campaign does not read the fallocated file: its host cannot (the plan's
+    blockers) or its params exclude it (their reason); "" when it does."""
+    excluded = [rule["why"] for rule in ch.spec.exclusions
+                if "fallocated" in rule["when"].get("layout", [])]
+    return "; ".join(excluded) or ch.blocked_by_grid().get("layout", "")
+
+
 def _layout_sentence(ch: Chapter, found: dict[str, Any]) -> str:
     """One sentence of the layout ratios (fallocated over written) per engine, or why there
     are none."""
-    blocked = ch.blocked_by_grid().get("layout")
     if not any(f.defined for f in found.values()):
-        if blocked:
-            return f"The fallocated file cannot be read on this campaign's host: {blocked}."
+        if _not_here(ch):
+            return f"The fallocated file is not read in this campaign: {_not_here(ch)}."
         return (f"No run reading the fallocated file is stored for {ch.environment} yet, so "
                 "there is nothing to compare; iolab run smt_thp --env "
                 f"{ch.environment} --where layout=fallocated measures it.")
@@ -382,7 +388,8 @@ def summary(ch: Chapter):
 
 
 def findings(ch: Chapter) -> list:
-    return an.findings(ch.df, ch.spec.base, _thp_set(ch), ch.blocked_by_grid(), ch.confidence)
+    blocked = {**ch.blocked_by_grid(), **({"layout": _not_here(ch)} if _not_here(ch) else {})}
+    return an.findings(ch.df, ch.spec.base, _thp_set(ch), blocked, ch.confidence)
 
 
 def answer(ch: Chapter):
