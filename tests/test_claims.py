@@ -425,3 +425,9 @@ def test_a_family_counts_only_the_claims_it_can_judge():
     assert cl.family_words(1, 0.95).startswith("One claim is judged")
     assert "2 claims judged here form one family: each interval is at 97.50 %" \
         in cl.family_words(2, 0.95)
+
+
+def test_a_ratio_far_below_one_reads_in_significant_digits_not_as_zero():
+    r = fd.ratio("r", "a / b", [2.0, 2.2, 1.8], [1000.0, 1100.0, 900.0])
+    assert r.text() == "0.002 (95 % CI 0.0016 to 0.0025; n = 3 / 3)"
+    assert fd.ratio("r", "a / b", [1.0, 1.1, 0.9], [10.0, 11.0, 9.0]).text().startswith("0.10 (")

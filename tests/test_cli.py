@@ -36,7 +36,7 @@ def run(argv):
 def test_plan_shows_counts_eta_and_where_the_params_come_from(tmp_path):
     code, out, _ = run(["plan", "smt_thp", "--env", "hpc-server", "--data", str(tmp_path)])
     assert code == 0
-    assert "28 points (0 excluded) x 5 repetitions" in out
+    assert "30 points (0 excluded) x 5 repetitions" in out  # the layout grid adds 2
     assert "time for the runs to do" in out
     # the checkout's own paths as the repository names them: a book built anywhere reads alike
     assert "params: notebooks/params/hpc-server/smt_thp.yaml" in out
@@ -76,7 +76,8 @@ def test_plan_json_with_its_runs_is_the_json_of_the_whole_object(tmp_path):
     code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
                         "--format", "json", "--runs", "--limit", "2"])
     doc = json.loads(out)
-    assert code == 0 and len(doc["run_list"]) == doc["runs"] == 28 * 3
+    # 28 points, and the layout grid's 2 fallocated points that kvm-2vcpu excludes
+    assert code == 0 and len(doc["run_list"]) == doc["runs"] == 28 * 3 + 2 * 3
     assert [r["rep"] for r in doc["run_list"][:4]] == [0, 1, 2, 0]
 
 
@@ -84,7 +85,7 @@ def test_plan_table_has_one_line_per_run(tmp_path):
     code, out, _ = run(["plan", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path),
                         "--format", "table"])
     lines = [line for line in out.splitlines() if "\t" in line]
-    assert code == 0 and len(lines) == 1 + 28 * 3
+    assert code == 0 and len(lines) == 1 + 28 * 3 + 2 * 3  # with the 2 excluded points
     assert lines[0].startswith("engine\tconcurrency")
 
 

@@ -24,7 +24,7 @@ SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").r
 # glued by Chapter.glue_all itself, not by a section of the page
 BY_GLUE_ALL = {"outliers", "noise_floor"}
 SECTIONS = (page.what_ran, page.repetitions, page.concurrency, page.engine_ratios,
-            page.affinity, page.smt, page.thp, page.explorer, page.all_metrics, page.summary,
+            page.affinity, page.smt, page.thp, page.layout, page.explorer, page.all_metrics, page.summary,
             page.answer, page.across)
 REPR = re.compile(r"[\[\]{}]|\b(None|True|False|nan)\b")
 
@@ -85,6 +85,12 @@ def test_the_committed_campaigns_tables(committed):
     # the VM cannot switch SMT: the section says so instead of drawing
     assert isinstance(shown["smt"], Markdown) and "hpc-server" in shown["smt"].data
     assert len(shown["summary"].data) == 24
+    # kvm-2vcpu excludes the fallocated file (its host is not at hand): a sentence says why,
+    # and there is no table
+    assert shown["layout"] is None
+    assert committed[0].text["layout_finding"].startswith(
+        "The fallocated file is not read in this campaign: the runs of kvm-2vcpu were made on "
+        "a host of kernel 6.18.44-fc-v669")
     assert_no_repr(shown)
 
 
@@ -96,6 +102,8 @@ def test_a_campaign_without_runs_shows_what_it_can(tmp_path):
     assert isinstance(shown["smt"], Markdown)
     assert set(ch.figures) == {"fig_repetitions"}  # its placeholder
     assert ch.text["affinity_note"] == "No CPU topology is recorded for this campaign's host."
+    assert ch.text["layout_finding"].startswith("The fallocated file is not read in this "
+                                                "campaign")
     assert_no_nan(ch)
     assert_no_repr(shown)
 
@@ -111,3 +119,28 @@ def test_one_engine_at_one_concurrency_has_no_ratio_to_show(tmp_path):
     assert ch.text["peak_engine"] == "psync" and ch.text["peak_conc"] == "1"
     assert_no_nan(ch)
     assert_no_repr(shown)
+
+
+def test_the_layout_sentence_gives_each_engines_ratios_or_why_not():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from iolab.experiments.smt_thp import analysis as an
+
+    def row(engine, layout, iops, p99):
+        return {"engine": engine, "layout": layout, "iops": iops, "clat_p99_us": p99}
+
+    rows = pd.DataFrame([row("psync", "written", v, 2000.0 + v / 100) for v in (5e4, 6e4, 5.5e4)]
+                        + [row("psync", "fallocated", v, 2.0 + v / 1e6) for v in (1e6, 1.1e6, 1.2e6)]
+                        + [row("io_uring", "written", v, 4000.0) for v in (3e4, 4e4)])
+    ch = SimpleNamespace(spec=SimpleNamespace(exclusions=[]), blocked_by_grid=lambda: {},
+                         environment="here")
+    text = page._layout_sentence(ch, {f.id: f for f in an.layout_findings(rows)})
+    assert text.startswith("Reading the file laid out with fallocate, psync's mean IOPS are "
+                           "20.00 (95 % CI ")
+    assert "its mean p99 latency 0.0012 (95 % CI 0.0011 to 0.0013; n = 3 / 3) times" in text
+    assert text.endswith("io_uring's are not measured here: no run reading the fallocated "
+                         "file is stored (the layout grid).")
+    none = page._layout_sentence(ch, {f.id: f for f in an.layout_findings(rows.iloc[:0])})
+    assert none.startswith("No run reading the fallocated file is stored for here yet")

@@ -176,9 +176,9 @@ CASES = [
     Case("limit-negative", d(*RUN, "--limit", "-1"), "--limit: -1 is negative (allowed: 0 or more)"),
     Case("max-runs-zero", d(*PLAN, "--max-runs", "0"), "--max-runs: 0 is not positive"),
     Case("design-over-limit", d(*PLAN, "--max-runs", "50"),
-         "key 'grids': the design has up to 240 runs (concurrency: 14 points, affinity: 8 "
-         "points, smt: 4 points, thp: 4 points; x at most 8 repetitions), more than the limit "
-         "of 50"),
+         "key 'grids': the design has up to 272 runs (concurrency: 14 points, affinity: 8 "
+         "points, smt: 4 points, thp: 4 points, layout: 4 points; x at most 8 repetitions), "
+         "more than the limit of 50"),
     Case("design-over-default-limit",
          d(*PLAN, "--set", "repetitions=1000", "--set",
            "grids={g: {vary: {concurrency: " + str(list(range(1, 1002))) + "}}}"),

@@ -617,3 +617,110 @@ def test_a_registry_larger_than_any_iolab_writes_is_named_in_one_line_unread(
                        f"read (allowed: at most {scratch.REGISTRY_MOST:,} bytes; move the file "
                        "away if it is not iolab's)\n")
     assert f.path.exists() and Registry().path.stat().st_size == 3 << 30
+
+
+# -- a fallocated layout: space allocated, nothing written -------------------------------------
+
+FS_IOC_FIEMAP, FIEMAP_FLAG_SYNC, FIEMAP_EXTENT_UNWRITTEN = 0xC020660B, 0x1, 0x800
+
+
+def extent_flags(path: Path, most: int = 64) -> list[int]:
+    """The flags of each extent of ``path`` (FIEMAP); OSError where the file system has none."""
+    import fcntl
+    import struct
+
+    head = struct.pack("=QQIIII", 0, 2**64 - 1, FIEMAP_FLAG_SYNC, 0, most, 0)
+    buf = bytearray(head + bytes(56 * most))
+    with open(path, "rb") as fh:
+        fcntl.ioctl(fh.fileno(), FS_IOC_FIEMAP, buf)
+    mapped = struct.unpack_from("=I", buf, 20)[0]
+    return [struct.unpack_from("=I", buf, 32 + 56 * i + 40)[0] for i in range(mapped)]
+
+
+def fallocated(tmp_path, registry, size: int = 4 * 2**20) -> ScratchFile:
+    f = ScratchFile("target_path", tmp_path / "t.fallocated.dat", size, "fallocated")
+    try:
+        assert lay_out(f, registry, by="smt_thp/test")
+    except IolabError as exc:
+        if "cannot be laid out with fallocate(2)" not in str(exc):
+            raise
+        pytest.skip(f"the file system of {tmp_path} has no fallocate(2): {exc}")
+    return f
+
+
+def test_a_fallocated_file_is_allocated_never_written_and_marked_with_its_layout(
+        tmp_path, registry):
+    f = fallocated(tmp_path, registry)
+    st = os.stat(f.path)
+    assert st.st_size == f.size and st.st_blocks * 512 >= f.size  # allocated, not holes
+    assert f.path.read_bytes() == bytes(f.size)  # reads are answered with zeros
+    entry = registry.entry(f.path)
+    assert entry["layout"] == "fallocated" and entry["size"] == f.size
+    assert scratch.state(f, registry)[0] == "reuse"
+    assert not lay_out(f, registry, by="smt_thp/test")
+    written = ScratchFile(f.key, tmp_path / "t.dat", f.size)
+    assert lay_out(written, registry, by="smt_thp/test")
+    assert registry.entry(written.path)["layout"] == "written"
+    try:
+        flags = {p.name: extent_flags(p) for p in (f.path, written.path)}
+    except OSError as exc:
+        pytest.skip(f"the file system of {tmp_path} has no FIEMAP ({exc.strerror}): the "
+                    "extents' state cannot be read")
+    assert flags[f.path.name] and all(x & FIEMAP_EXTENT_UNWRITTEN for x in flags[f.path.name])
+    assert not any(x & FIEMAP_EXTENT_UNWRITTEN for x in flags[written.path.name])
+
+
+def test_a_file_of_ours_laid_out_otherwise_is_laid_out_anew(tmp_path, registry):
+    f = fallocated(tmp_path, registry)
+    as_written = ScratchFile(f.key, f.path, f.size)
+    what, detail = scratch.state(as_written, registry)
+    assert what == "rewrite" and "laid out fallocated; laid out anew, written" in detail
+    assert lay_out(as_written, registry, by="smt_thp/test")
+    assert f.path.read_bytes().count(0) < f.size // 100
+    assert scratch.state(f, registry)[0] == "rewrite"
+    line = scratch.describe([f], registry)[0]
+    assert "fallocated: allocated, never written" in line and "laid out anew" in line
+
+
+def test_a_file_system_without_fallocate_is_refused_and_leaves_nothing(
+        tmp_path, registry, monkeypatch):
+    def refuse(fd, size):
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(scratch, "_fallocate", refuse)
+    f = ScratchFile("target_path", tmp_path / "t.fallocated.dat", 2**20, "fallocated")
+    with pytest.raises(IolabError, match=r"key 'target_path': .* cannot be laid out with "
+                                         r"fallocate\(2\) \(Operation not supported\)"):
+        lay_out(f, registry, by="smt_thp/test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+    assert registry.ours() == []
+
+
+def test_an_entry_with_an_unknown_layout_is_named_and_loses_nothing(tmp_path, registry):
+    f = fallocated(tmp_path, registry)
+    doc = json.loads(registry.path.read_text())
+    doc["files"][str(f.path)]["layout"] = "sparse"
+    registry.path.write_text(json.dumps(doc))
+    with pytest.raises(IolabError, match="key 'layout': 'sparse' is not one of written, "
+                                         "fallocated"):
+        registry.ours()
+    assert json.loads(registry.path.read_text()) == doc
+
+
+def test_a_campaign_says_how_it_laid_each_file_out(tmp_path):
+    from types import SimpleNamespace
+
+    from iolab.execution.runner import _lay_out
+
+    files = [ScratchFile("target_path", tmp_path / "t.dat", 2**20),
+             ScratchFile("target_path", tmp_path / "t.fallocated.dat", 2**20, "fallocated")]
+    spec = SimpleNamespace(experiment="smt_thp", environment="test", params_file=tmp_path)
+    signals = SimpleNamespace(check=lambda: None)
+    try:
+        lines = _lay_out(files, spec, signals)
+    except IolabError as exc:
+        pytest.skip(f"the file system of {tmp_path} has no fallocate(2): {exc}")
+    assert lines == [f"scratch: {files[0].path} (1,048,576 bytes): written with data",
+                     f"scratch: {files[1].path} (1,048,576 bytes): laid out with fallocate(2), "
+                     "never written"]
+    assert _lay_out(files, spec, signals)[1].endswith("): reused")

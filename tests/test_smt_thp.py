@@ -3,6 +3,8 @@ small hand-made tables (the chapter's own numbers are checked by the glue snapsh
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -11,6 +13,7 @@ from iolab.experiments.smt_thp import analysis as an
 from iolab.paths import default_data_dir
 
 EXP = get("smt_thp")
+EXP_DIR = Path(an.__file__).parent
 SETTINGS = {"tool": "fio", "runtime_s": 3, "ramp_s": 1, "target_path": "/tmp/t.dat",
             "target_size": "1G"}
 BASE = {"engine": "psync", "concurrency": 16, "affinity": "unpinned", "smt": "asis",
@@ -90,3 +93,136 @@ def test_a_campaign_without_runs_has_an_empty_family():
     family = an.quoted_family(pd.DataFrame(), BASE, {"bs": 131072, "direct": 0})
     assert family.empty
     assert multiple.family_text(family, "comparisons") == "no comparisons could be made here"
+
+
+# -- the file layout: written (the stored runs' target) or fallocated (never written) --------
+
+def stored_runs():
+    from iolab.core.store import open_store
+
+    if not STORED.exists():
+        pytest.skip(f"no committed campaign at {STORED}")
+    return open_store(EXP, "kvm-2vcpu", default_data_dir()).scan(verify=False)[0]
+
+
+def test_a_written_point_keeps_the_id_of_every_stored_run():
+    """The stored runs were made before ``layout`` existed: their points name none, and
+    each read the written target. Recomputed with ``layout: written``, each identity is the
+    one stored, so each run keeps its id."""
+    from iolab.core.identity import run_id
+
+    runs = stored_runs()
+    assert len(runs) == 172
+    for run in runs:
+        m = run.manifest
+        assert "layout" not in m.point
+        identity = EXP.identity(m.environment, m.settings, {**m.point, "layout": "written"})
+        assert identity == m.identity
+        assert run_id(identity, m.rep) == m.run_id
+
+
+def test_a_fallocated_point_gets_its_own_id_and_reads_its_own_file():
+    from iolab.core.identity import short_hash
+
+    written = {**BASE, "layout": "written"}
+    fallocated = {**BASE, "layout": "fallocated"}
+    ids = {short_hash(EXP.identity("kvm-2vcpu", SETTINGS, p)) for p in (written, fallocated)}
+    assert len(ids) == 2
+    assert EXP.identity("kvm-2vcpu", SETTINGS, fallocated)["point"]["layout"] == "fallocated"
+    assert EXP.invocation(SETTINGS, written).options["filename"] == "/tmp/t.dat"
+    assert EXP.invocation(SETTINGS, fallocated).options["filename"] == "/tmp/t.fallocated.dat"
+    files = EXP.scratch_files(SETTINGS, [fallocated])
+    assert [(f.key, str(f.path), f.size, f.layout) for f in files] == [
+        ("target_path", "/tmp/t.fallocated.dat", 2**30, "fallocated")]
+    both = EXP.scratch_files(SETTINGS, [written, fallocated, {**written, "engine": "io_uring"}])
+    assert [(str(f.path), f.layout) for f in both] == [
+        ("/tmp/t.dat", "written"), ("/tmp/t.fallocated.dat", "fallocated")]
+
+
+def test_the_layout_grid_counts_the_stored_runs_of_the_base_point():
+    """The written arm of the layout grid is the base point: its stored runs count, and only
+    the fallocated arm is left to run."""
+    from iolab.core import spec as spec_mod
+    from iolab.core.identity import short_hash
+    from iolab.core.planner import expand
+
+    stored = {run.run_id.rpartition("-r")[0] for run in stored_runs()}
+    spec = spec_mod.load(EXP, "kvm-2vcpu")
+    layout = [p.params for p in expand(spec) if "layout" in p.grids]
+    assert sorted((p["engine"], p["layout"]) for p in layout) == [
+        ("io_uring", "fallocated"), ("io_uring", "written"), ("psync", "fallocated"),
+        ("psync", "written")]
+    for p in layout:
+        digest = short_hash(EXP.identity("kvm-2vcpu", spec.settings, p))
+        assert (digest in stored) == (p["layout"] == "written")
+
+
+def test_the_tidy_row_of_a_run_stored_before_the_layout_reads_written():
+    run = stored_runs()[0]
+    row = EXP.tidy_row(run)
+    assert row["layout"] == "written"
+    assert list(row)[:9] == list(EXP.variables)  # in the variables' declared order
+
+
+def test_a_file_at_the_fallocated_name_that_is_not_ours_is_refused(tmp_path):
+    from iolab.errors import IolabError
+    from iolab.host import scratch
+
+    registry = scratch.Registry(tmp_path / "state" / "scratch.json")
+    settings = {**SETTINGS, "target_path": str(tmp_path / "t.dat"), "target_size": "1M"}
+    (f,) = EXP.scratch_files(settings, [{**BASE, "layout": "fallocated"}])
+    f.path.write_text("the user's own file\n")
+    what, why = scratch.state(f, registry)
+    assert what == "refuse" and "not in the registry of files iolab wrote" in why
+    with pytest.raises(IolabError, match="it is never written"):
+        scratch.lay_out(f, registry, by="smt_thp/test")
+    assert f.path.read_text() == "the user's own file\n"
+
+
+def test_the_layout_findings_are_fallocated_over_written_per_engine():
+    df = pd.DataFrame(
+        rows("psync", 16, [100, 104, 96], p99=400.0, layout="written")
+        + rows("psync", 16, [300, 310, 290], p99=4.0, layout="fallocated")
+        + rows("io_uring", 16, [200, 190, 210], p99=300.0, layout="written"))
+    df.loc[df.index[3:6], "clat_p99_us"] = [3.8, 4.0, 4.2]
+    found = {f.id: f for f in an.layout_findings(df)}
+    assert sorted(found) == ["layout_io_uring_clat_p99_us", "layout_io_uring_iops",
+                             "layout_psync_clat_p99_us", "layout_psync_iops"]
+    iops, p99 = found["layout_psync_iops"], found["layout_psync_clat_p99_us"]
+    assert iops.kind == p99.kind == "ratio" and iops.n == "3 / 3"
+    assert iops.estimate == pytest.approx(3.0) and iops.direction == "up"
+    assert p99.estimate == pytest.approx(0.01) and p99.ci_high < 0.02
+    assert p99.direction == "down"
+    # io_uring read only the written file: undefined, saying which side has no runs
+    assert found["layout_io_uring_iops"].undefined == (
+        "no run reading the fallocated file is stored (the layout grid)")
+    blocked = an.layout_findings(df.iloc[:0], blocked="the host has no fallocate")
+    assert {f.undefined for f in blocked} == {"the host has no fallocate"}
+
+
+def test_the_layout_findings_judge_the_claim_on_the_sources_p99():
+    """The claim quoting the source's p99 of about 1.7 µs is judged by the psync p99 ratio:
+    supported when the fallocated file's p99 lies wholly below the written file's."""
+    from iolab.report import claims as cl
+
+    loaded = cl.load(EXP_DIR / "claims.yaml")
+    claim = next(c for c in loaded.claims if c.id == "p99-of-a-file-never-read")
+    assert "1.7 µs" in claim.quote and "fallocate" in claim.conditions
+    assert claim.finding == "layout_psync_clat_p99_us" and claim.expect == "decrease"
+    ids = {f.id for f in an.findings(pd.DataFrame(), {**BASE, "layout": "written"},
+                                     {"bs": 131072, "direct": 0}, {})}
+    assert claim.finding in ids
+
+
+def test_the_base_concurrency_alone_compares_no_level_with_itself():
+    """A campaign of the layout grid alone stores concurrency 16 only: the findings across
+    the sweep are undefined (never 16 against 16, which a claim of no change would call
+    supported); the engine ratios at the base point stand."""
+    df = pd.DataFrame(rows("psync", 16, [100, 104, 96], layout="written")
+                      + rows("io_uring", 16, [200, 190, 210], layout="written"))
+    found = {f.id: f for f in an.findings(df, {**BASE, "layout": "written"},
+                                          {"bs": 131072, "direct": 0}, {})}
+    for fid in ("psync_scaling_iops", "psync_p99_sweep", "engine_ratio_p99_low"):
+        assert found[fid].undefined == "no concurrency sweep is stored here (only concurrency 16)"
+    assert found["engine_ratio_iops"].estimate == pytest.approx(2.0)
+    assert found["engine_ratio_p99_base"].defined

@@ -30,6 +30,8 @@ INTERACTION_METHOD = ("ratio of two ratios of means, delta method on the log sca
                       "Welch–Satterthwaite degrees of freedom")
 DIFFERENCE_METHOD = "difference of means, Welch's t interval"
 LEVEL_METHOD = "mean over a stated value, Student's t interval of the mean"
+# below it, a ratio's text has two significant digits rather than two decimals
+SMALL_RATIO = 0.1
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ class Finding:
         return self.ci_low - 1, self.ci_high - 1
 
     def text(self) -> str:
-        """'+16.3 % (95 % CI +1.4 to +31.3; n = 5 / 5)', or why it is undefined."""
+        """'+16.3 % (95 % CI +1.4 to +31.3; n = 5 / 5)', '0.95 (95 % CI 0.90 to 1.01; n = 3 / 3)'
+        ('0.0015 (95 % CI 0.0012 to 0.002; ...)' below :data:`SMALL_RATIO`), or why it is
+        undefined."""
         if not self.defined:
             return f"not measured here: {self.undefined or 'no interval'}"
         ci = f"{self.confidence * 100:g} % CI"
@@ -91,7 +95,11 @@ class Finding:
         if self.kind == "difference":
             return (f"{self.estimate:+.3g} ({ci} {self.ci_low:+.3g} to {self.ci_high:+.3g}; "
                     f"n = {self.n})")
-        return f"{self.estimate:.2f} ({ci} {self.ci_low:.2f} to {self.ci_high:.2f}; n = {self.n})"
+        # a ratio far below 1 (a latency a hundred times shorter) would read 0.00: two
+        # significant digits instead
+        form = ".2f" if self.estimate >= SMALL_RATIO else ".2g"
+        return (f"{self.estimate:{form}} ({ci} {self.ci_low:{form}} to {self.ci_high:{form}}; "
+                f"n = {self.n})")
 
 
 def change(id: str, statement: str, new: Sequence[float], base: Sequence[float],

@@ -517,6 +517,11 @@ class _Steps:
                 return
 
 
+# what laying a scratch file out did, by its layout
+_LAID_OUT = {"written": "written with data",
+             "fallocated": "laid out with fallocate(2), never written"}
+
+
 def _lay_out(files: list[ScratchFile], spec: Spec, signals: Signals) -> list[str]:
     """Write the scratch files the runs read (``iolab.host.scratch``); one line each. A stop
     signal ends the writing at the next MiB."""
@@ -530,5 +535,6 @@ def _lay_out(files: list[ScratchFile], spec: Spec, signals: Signals) -> list[str
             raise IolabError(f"{shown(spec.params_file)}: key '{f.key}': {f.path} could not "
                              f"be written ({exc.strerror or exc}); nothing was run") from exc
         lines.append(f"scratch: {f.path} ({f.size:,} bytes): "
-                     + ("written with data" if wrote else "reused"))
+                     + (_LAID_OUT.get(f.layout, f"laid out {f.layout}") if wrote
+                        else "reused"))
     return lines

@@ -1,11 +1,14 @@
 """Scratch files: the target files benchmarks read, which the package writes, marks as its own,
 and alone may overwrite or remove.
 
-A scratch file is written once with incompressible data and then reused. Before a byte of
-it is written, it is entered in this user's registry of scratch files on this machine
+A scratch file is written once with incompressible data and then reused. One whose
+``layout`` is ``fallocated`` is laid out with fallocate(2) instead and never written: its
+extents stay *unwritten*, and a file system answers reads of them with zeros without reading
+the device (an experiment measures with it what a file laid out that way does). Before a byte
+of it is written (or its space allocated), it is entered in this user's registry of scratch files on this machine
 (``scratch-<machine id>.json`` in :func:`iolab.paths.state_dir`; one file per machine, so
 that a home folder shared by the nodes of a cluster never mixes them) with its inode
-number, and once complete with its size and modification time. That entry is the mark: a
+number, and once complete with its size and modification time (and its layout). That entry is the mark: a
 file is *ours* when the registry has its path with the inode, size and modification time the
 file has now. A file of the same name made by anyone else, put in the place of ours, or
 written since, has no matching entry. (The device number is not part of the mark: it can
@@ -60,7 +63,9 @@ checked (the runner).
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
+import errno
 import json
 import os
 import secrets
@@ -92,15 +97,19 @@ REGISTRY_MOST = 16 << 20
 # what fio's option parser splits on, expands or unescapes in a file name
 FIO_SPECIAL = {":": "fio's separator between file names", "$": "fio expands $VARIABLES",
                "\\": "fio's escape character"}
+# how a scratch file is laid out: written with data, or its space allocated and never written
+LAYOUTS = ("written", "fallocated")
 
 
 @dataclass(frozen=True)
 class ScratchFile:
-    """A file the runs read, with the params key that names it and the size it must have."""
+    """A file the runs read, with the params key that names it, the size it must have and
+    how it is laid out (one of :data:`LAYOUTS`)."""
 
     key: str
     path: Path
     size: int
+    layout: str = "written"
 
 
 def _machine() -> str:
@@ -137,7 +146,7 @@ def _same_file(path: str, rec: dict[str, Any], sealed: bool = False) -> bool:
 
 # what each field of an entry holds, when it is there
 _ENTRY_TYPES = {"ino": int, "size": int, "mtime_ns": int, "by": str, "created_at": str,
-                "final": str, "users": list}
+                "final": str, "users": list, "layout": str}
 
 
 def _entry_problem(rec: Any) -> str | None:
@@ -148,6 +157,8 @@ def _entry_problem(rec: Any) -> str | None:
         value = rec.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
             return f"key '{key}': {excerpt(value)} is not {_WORDS[kind]}"
+    if rec.get("layout", "written") not in LAYOUTS:
+        return f"key 'layout': {excerpt(rec['layout'])} is not one of {', '.join(LAYOUTS)}"
     for used in rec.get("users") or []:
         if not (isinstance(used, dict) and all(isinstance(used.get(k, ""), str)
                                                for k in ("checkout", "campaign"))):
@@ -258,13 +269,13 @@ class Registry:
         return None
 
     def mark(self, path: Path, fd: int, *, size: int, by: str, final: Path,
-             check: Callable[[], None] = lambda: None) -> None:
+             check: Callable[[], None] = lambda: None, layout: str = "written") -> None:
         """Enter the open, still empty file ``fd`` (at ``path``) as ours, to be renamed to
-        ``final`` when complete."""
+        ``final`` when complete, laid out as ``layout``."""
         ino = os.fstat(fd).st_ino
         with self._changing(check) as files:
             files[str(path)] = {"ino": ino, "size": size, "by": by, "created_at": _now(),
-                                "final": str(final), "users": [user(by)]}
+                                "final": str(final), "users": [user(by)], "layout": layout}
 
     def seal(self, path: Path, fd: int, *, size: int, by: str, final: Path,
              check: Callable[[], None] = lambda: None) -> None:
@@ -387,6 +398,9 @@ def state(f: ScratchFile, registry: Registry, data_dir: Path | None = None
     others = sorted({u.get("checkout") for u in entry.get("users", [])} - {str(REPO_ROOT)})
     if others:
         made += f", also used by the checkout(s) {', '.join(others)}"
+    had = entry.get("layout", "written")  # entries older than layouts are all written
+    if had != f.layout:
+        return "rewrite", f"exists, {made}, laid out {had}; laid out anew, {f.layout}"
     if st.st_size == f.size:
         return "reuse", f"exists, {made}; reused"
     return "rewrite", f"exists, {made}, with {st.st_size} bytes; rewritten with {f.size}"
@@ -402,14 +416,58 @@ def problems(files: list[ScratchFile], registry: Registry, data_dir: Path | None
 def describe(files: list[ScratchFile], registry: Registry, data_dir: Path | None = None
              ) -> list[str]:
     """One line per file for the plan: its path, size and what the campaign does to it."""
-    return [f"{f.path} ({f.size:,} bytes, {f.key}): {detail}" for f in files
+    return [f"{f.path} ({f.size:,} bytes, {f.key}{_layout_words(f)}): {detail}" for f in files
             for _, detail in [state(f, registry, data_dir)]]
+
+
+def _layout_words(f: ScratchFile) -> str:
+    """How the plan names a layout other than the usual one ("" for a written file)."""
+    return "" if f.layout == "written" else f", {f.layout}: allocated, never written"
+
+
+def _fallocate(fd: int, size: int) -> None:
+    """fallocate(2) itself, mode 0 (OSError where the file system has none): glibc's
+    posix_fallocate would instead write a zero into every block, which makes a written file,
+    the very thing a ``fallocated`` layout is not."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "fallocate", None)
+    if call is None:
+        raise OSError(errno.EOPNOTSUPP, "this C library has no fallocate(2)")
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if call(fd, 0, 0, size) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def _fill(f: ScratchFile, fd: int, check: Callable[[], None]) -> None:
+    """Lay the open, empty file ``fd`` out as ``f`` says: each MiB drawn anew, or its space
+    allocated with fallocate(2) and never written."""
+    if f.layout == "fallocated":
+        check()
+        try:
+            _fallocate(fd, f.size)
+        except OSError as exc:
+            raise IolabError(f"key '{f.key}': {f.path} cannot be laid out with fallocate(2) "
+                             f"({exc.strerror or exc}): its file system has no unwritten "
+                             "extents to measure; nothing was written (allowed: a path on a "
+                             "file system with fallocate, such as ext4, xfs or btrfs)") from None
+        os.fsync(fd)
+        return
+    with os.fdopen(fd, "wb", closefd=False) as out:
+        left = f.size
+        while left:
+            check()
+            out.write(os.urandom(min(CHUNK, left)))
+            left -= min(CHUNK, left)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def lay_out(f: ScratchFile, registry: Registry, by: str,
             check: Callable[[], None] = lambda: None) -> bool:
-    """Write ``f`` with incompressible data unless it is ours with its size already; True
-    when it wrote. The new file is marked before its first byte and renamed into place only
+    """Write ``f`` with incompressible data (or, for a ``fallocated`` layout, allocate its
+    space and write nothing) unless it is ours with its size and layout already; True when
+    it laid it out. The new file is marked before its first byte and renamed into place only
     when complete, so a file half-written by a killed campaign is never taken for done (and
     is ours, for :func:`clean` and the next campaign). ``check`` is called before every MiB
     (a campaign's stop check): whatever it raises stops the writing, and the half-written
@@ -418,7 +476,8 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
 
     Each MiB is drawn anew: a file read before it was written would be holes, which the file
     system answers without any device I/O, and a repeated block would shrink to one on
-    storage that deduplicates."""
+    storage that deduplicates. That is what a ``fallocated`` file is for: its unwritten
+    extents are answered the same way."""
     what, detail = state(f, registry)
     if what == "refuse":
         raise IolabError(f"key '{f.key}': {detail}")
@@ -441,15 +500,8 @@ def lay_out(f: ScratchFile, registry: Registry, by: str,
     tmp = f.path.with_name(f".{f.path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        registry.mark(tmp, fd, size=f.size, by=by, final=f.path, check=check)
-        with os.fdopen(fd, "wb", closefd=False) as out:
-            left = f.size
-            while left:
-                check()
-                out.write(os.urandom(min(CHUNK, left)))
-                left -= min(CHUNK, left)
-            out.flush()
-            os.fsync(out.fileno())
+        registry.mark(tmp, fd, size=f.size, by=by, final=f.path, check=check, layout=f.layout)
+        _fill(f, fd, check)
         registry.seal(tmp, fd, size=f.size, by=by, final=f.path, check=check)
     except BaseException:  # a stop, a full disk: the partial file would only hold the space
         tmp.unlink(missing_ok=True)

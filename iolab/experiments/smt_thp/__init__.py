@@ -3,7 +3,25 @@
 Variables: ``engine`` (psync | io_uring), ``concurrency`` (numjobs for psync, iodepth for
 io_uring; both are fio options of every run), ``affinity`` (unpinned | one_core | two_cores |
 all_cores, a *core* being a physical core with all its hardware threads), ``smt`` and ``thp``
-(knobs; ``asis`` leaves the host as it is), ``rw``, ``bs`` (bytes), ``direct``.
+(knobs; ``asis`` leaves the host as it is), ``rw``, ``bs`` (bytes), ``direct``, and
+``layout``: how the file fio reads was laid out, ``written`` (the target, written with data
+before the first run) or ``fallocated`` (a second file beside it, ``<name>.fallocated<suffix>``,
+whose space fallocate(2) allocated and nothing ever wrote).
+
+Why ``fallocated``: the study this repeats laid its test file out with ``fallocate -l 4G`` and
+read it with direct I/O. On ext4 and xfs such a file's extents are *unwritten*, and the kernel
+answers reads of them with zeros without reading the device, which would explain its p99 of
+about 1.7 µs. The layout grid reads both files side by side.
+
+Why a ``written`` point's identity has no ``layout``: the variable came after the stored
+campaigns, whose runs all read the written target. A run's id hashes its point
+(:mod:`iolab.core.identity`), so a point that named ``layout: written`` would get a new id,
+and every stored run would look unstored and be measured again. ``written`` therefore stays
+out of the identity (and fio's options are the same as before), so those runs keep their ids
+and count for the points that read the written file; ``fallocated`` enters it, and reads
+another file, so its runs get ids of their own. Likewise their tidy rows, whose manifests name
+no layout, read ``written`` (:meth:`SmtThp.tidy_row`). No setting was added: the configuration
+id is unchanged.
 
 Responsible for: the spec's fields, a point -> fio's options, the metrics of the chapter.
 Not responsible for: knobs (the runner applies them), statistics (``analysis``), figures
@@ -18,10 +36,24 @@ from typing import Any
 from iolab.collectors.procstat import ProcStat
 from iolab.core.experiment import Experiment, Metric
 from iolab.core.schema import Choice, Flag, Int, Size, Text, size_bytes
+from iolab.core.store import StoredRun
 from iolab.host.scratch import ScratchFile
 from iolab.tools.base import CpuRequest, Invocation
 
 AFFINITY_CORES = {"one_core": 1, "two_cores": 2}
+# the layout of every run stored before the variable existed
+WRITTEN = "written"
+
+
+def fallocated_path(target: Path) -> Path:
+    """The fallocated file beside the target: ``smt_thp.dat`` -> ``smt_thp.fallocated.dat``."""
+    return target.with_name(f"{target.stem}.fallocated{target.suffix}")
+
+
+def target_of(settings: dict[str, Any], layout: str) -> Path:
+    """The file a point of ``layout`` reads."""
+    target = Path(settings["target_path"])
+    return target if layout == WRITTEN else fallocated_path(target)
 
 
 def concurrency_split(engine: str, concurrency: int) -> tuple[int, int]:
@@ -51,7 +83,9 @@ class SmtThp(Experiment):
         "runtime_s": Int(1, 86400, help="measured seconds per run"),
         "ramp_s": Int(0, 3600, default=0, help="seconds of warm-up before fio measures"),
         "target_path": Text(help="the file fio reads (an absolute path; written with data "
-                                 "before the first run, then reused)"),
+                                 "before the first run, then reused); points of layout "
+                                 "'fallocated' read <name>.fallocated<suffix> beside it, "
+                                 "laid out with fallocate(2) and never written"),
         "target_size": Size(help="its size"),
     }
     variables = {
@@ -63,6 +97,7 @@ class SmtThp(Experiment):
         "rw": Choice("randread", "read"),
         "bs": Int(512, 64 * 2**20),
         "direct": Choice(0, 1),
+        "layout": Choice(WRITTEN, "fallocated"),
     }
     analysis_fields = {
         "show_repetitions": Flag(default=True, help="draw every repetition beside the means"),
@@ -82,19 +117,22 @@ class SmtThp(Experiment):
     }
     variable_labels = {"engine": "engine", "concurrency": "concurrency",
                        "affinity": "CPU affinity", "smt": "SMT", "thp": "THP",
-                       "rw": "access pattern", "bs": "block size (bytes)", "direct": "direct I/O"}
+                       "rw": "access pattern", "bs": "block size (bytes)", "direct": "direct I/O",
+                       "layout": "file layout"}
     value_labels = {
         "affinity": {"unpinned": "unpinned", "one_core": "one core", "two_cores": "two cores",
                      "all_cores": "all cores"},
         "smt": {"asis": "as found", "on": "on", "off": "off"},
         "thp": {"asis": "as found", "always": "always", "madvise": "madvise", "never": "never"},
         "direct": {0: "buffered", 1: "direct"},
+        "layout": {WRITTEN: "written", "fallocated": "fallocated, never written"},
     }
 
     def invocation(self, settings: dict[str, Any], point: dict[str, Any]) -> Invocation:
         numjobs, iodepth = concurrency_split(point["engine"], point["concurrency"])
         options: dict[str, Any] = {
-            "name": "smt_thp", "filename": settings["target_path"],
+            "name": "smt_thp",
+            "filename": str(target_of(settings, point.get("layout", WRITTEN))),
             "size": settings["target_size"], "rw": point["rw"], "bs": point["bs"],
             "direct": point["direct"], "ioengine": point["engine"], "iodepth": iodepth,
             "numjobs": numjobs, "group_reporting": 1, "time_based": 1,
@@ -105,6 +143,24 @@ class SmtThp(Experiment):
         if cpus is not None:
             options.update(cpus_allowed=cpus, cpus_allowed_policy="shared")
         return Invocation("fio", options)
+
+    def identity(self, environment: str, settings: dict[str, Any],
+                 point: dict[str, Any]) -> dict[str, Any]:
+        """The base identity, without ``layout`` when it is ``written`` (see the module's
+        docstring: the stored runs keep their ids)."""
+        ident = super().identity(environment, settings, point)
+        if point.get("layout") == WRITTEN:
+            ident["point"] = {k: v for k, v in ident["point"].items() if k != "layout"}
+        return ident
+
+    def tidy_row(self, run: StoredRun) -> dict[str, Any]:
+        """The standard row; a run stored before ``layout`` existed read the written file."""
+        row = super().tidy_row(run)
+        if "layout" in row:
+            return row
+        # the variables first, in their declared order, as for every other run
+        return {**{v: row.get(v, WRITTEN) for v in self.variables if v in row or v == "layout"},
+                **row}
 
     def collectors(self, settings, point, cpus, topology) -> list:
         return [ProcStat()]
@@ -119,8 +175,12 @@ class SmtThp(Experiment):
 
     def scratch_files(self, settings: dict[str, Any],
                       points: list[dict[str, Any]]) -> list[ScratchFile]:
-        return [ScratchFile("target_path", Path(settings["target_path"]),
-                            size_bytes(settings["target_size"]))]
+        """The file each layout the points read: the target, written with data, and the
+        fallocated file beside it, never written."""
+        size = size_bytes(settings["target_size"])
+        layouts = dict.fromkeys(p.get("layout", WRITTEN) for p in points)
+        return [ScratchFile("target_path", target_of(settings, layout), size, layout)
+                for layout in layouts]
 
 
 EXPERIMENT = SmtThp()

@@ -14,7 +14,11 @@ Definitions:
 - a *verdict* reads an interval against a reference value: ``above``, ``below`` or
   ``includes`` (None without an interval);
 - the comparisons the chapter quotes are also judged as one family, with Holm's correction
-  (:func:`quoted_family`).
+  (:func:`quoted_family`);
+- a *layout ratio* is, per engine, mean IOPS or mean p99 latency reading the file laid out
+  with fallocate and never written over the same reads of the written file, at the base point
+  (:func:`layout_findings`): far below 1 for the p99 says the fallocated file's reads never
+  reach the device, as the study this chapter repeats measured its own.
 
 Responsible for: selections, ratios, effects, peak and knee numbers. Not responsible for:
 loading (``iolab.core.tidy``), wording or figures (``page`` and ``iolab.report``).
@@ -33,6 +37,9 @@ from iolab.analysis import multiple, stats
 from iolab.analysis.findings import Finding
 
 ENGINES = ("psync", "io_uring")
+LAYOUTS = ("written", "fallocated")
+# what a layout ratio measures, by metric
+LAYOUT_METRICS = {"iops": "IOPS", "clat_p99_us": "p99 latency"}
 AFFINITIES = ("unpinned", "one_core", "two_cores", "all_cores")
 
 
@@ -166,7 +173,32 @@ def findings(df: pd.DataFrame, base: dict[str, Any], thp_fixed: dict[str, Any],
     smt = _grid_rows(df, base, ("smt", "engine"))
     thp = _grid_rows(df, base, ("thp", "engine"), thp_fixed)
     return [*_concurrency_findings(judge, conc, c_base),
-            *_affinity_findings(judge, aff), *_setting_findings(judge, smt, thp)]
+            *_affinity_findings(judge, aff), *_setting_findings(judge, smt, thp),
+            *layout_findings(_grid_rows(df, base, ("layout", "engine")), confidence,
+                             blocked.get("layout", ""))]
+
+
+def layout_findings(rows: pd.DataFrame, confidence: float = 0.95,
+                    blocked: str = "") -> list[Finding]:
+    """Per engine and metric (IOPS, p99 latency), ``layout_<engine>_<metric>``: the mean over
+    the fallocated file's runs over the mean over the written file's, of ``rows`` (the layout
+    grid's, at the base point). Undefined, saying why, without runs of one side: ``blocked``
+    (why this host could not make them) or that none is stored."""
+    out = []
+    for engine in ENGINES:
+        for metric, word in LAYOUT_METRICS.items():
+            fid = f"layout_{engine}_{metric}"
+            statement = (f"{engine}'s mean {word} reading a file laid out with fallocate and "
+                         "never written, over the same reads of the written file")
+            new, ref = (_at(rows, metric, engine=engine, layout=lay) for lay in LAYOUTS[::-1])
+            if not new or not ref:
+                side = "the fallocated" if not new else "the written"
+                out.append(fd.undefined(fid, statement, blocked or f"no run reading {side} "
+                                        "file is stored (the layout grid)", "ratio",
+                                        confidence))
+            else:
+                out.append(fd.ratio(fid, statement, new, ref, confidence))
+    return out
 
 
 def _grid_rows(df: pd.DataFrame, base: dict[str, Any], free: tuple[str, ...],
@@ -204,27 +236,36 @@ class _Judge:
 
 def _concurrency_findings(judge: _Judge, conc: pd.DataFrame, c_base: int) -> list[Finding]:
     """psync's scaling and the engines' ratios along the concurrency sweep, between its
-    lowest and highest concurrency (1 and 64 without runs) and the base one."""
+    lowest and highest concurrency (1 and 64 without runs) and the base one. With the base
+    concurrency alone (a campaign of another grid, such as the layout grid, ran it) there is
+    no sweep: what compares two levels is undefined, never one level with itself."""
     levels = sorted(int(c) for c in conc["concurrency"].unique()) if not conc.empty else []
     low, high = (levels[0], levels[-1]) if levels else (1, 64)
-    pair = judge.pair
+
+    def across(fid: str, statement: str, kind: str, new: list[float],
+               ref: list[float]) -> Finding:
+        if len(levels) == 1:
+            return fd.undefined(fid, statement, "no concurrency sweep is stored here (only "
+                                f"concurrency {levels[0]})", kind, judge.confidence)
+        return judge.pair(fid, statement, kind, new, ref, "concurrency")
+
     return [
-        pair("psync_scaling_iops", f"psync's mean IOPS at concurrency {high} against {c_base}",
-             "change", _at(conc, "iops", engine="psync", concurrency=high),
-             _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
-        pair("engine_ratio_iops", f"io_uring / psync mean IOPS at concurrency {c_base}", "ratio",
-             _at(conc, "iops", engine="io_uring", concurrency=c_base),
-             _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
-        pair("psync_p99_sweep", f"psync's mean p99 latency at concurrency {high} against {low}",
-             "change", _at(conc, "clat_p99_us", engine="psync", concurrency=high),
-             _at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
-        pair("engine_ratio_p99_low", f"io_uring / psync mean p99 latency at concurrency {low}",
-             "ratio", _at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
-             _at(conc, "clat_p99_us", engine="psync", concurrency=low), "concurrency"),
-        pair("engine_ratio_p99_base", f"io_uring / psync mean p99 latency at concurrency "
-             f"{c_base}, unpinned", "ratio",
-             _at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
-             _at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
+        across("psync_scaling_iops", f"psync's mean IOPS at concurrency {high} against "
+               f"{c_base}", "change", _at(conc, "iops", engine="psync", concurrency=high),
+               _at(conc, "iops", engine="psync", concurrency=c_base)),
+        judge.pair("engine_ratio_iops", f"io_uring / psync mean IOPS at concurrency {c_base}",
+                   "ratio", _at(conc, "iops", engine="io_uring", concurrency=c_base),
+                   _at(conc, "iops", engine="psync", concurrency=c_base), "concurrency"),
+        across("psync_p99_sweep", f"psync's mean p99 latency at concurrency {high} against "
+               f"{low}", "change", _at(conc, "clat_p99_us", engine="psync", concurrency=high),
+               _at(conc, "clat_p99_us", engine="psync", concurrency=low)),
+        across("engine_ratio_p99_low", f"io_uring / psync mean p99 latency at concurrency "
+               f"{low}", "ratio", _at(conc, "clat_p99_us", engine="io_uring", concurrency=low),
+               _at(conc, "clat_p99_us", engine="psync", concurrency=low)),
+        judge.pair("engine_ratio_p99_base", f"io_uring / psync mean p99 latency at concurrency "
+                   f"{c_base}, unpinned", "ratio",
+                   _at(conc, "clat_p99_us", engine="io_uring", concurrency=c_base),
+                   _at(conc, "clat_p99_us", engine="psync", concurrency=c_base), "concurrency"),
     ]
 
 

@@ -290,6 +290,54 @@ def thp(ch: Chapter) -> None:
         "comparisons of mean IOPS", ch.noise_floor().floor)
 
 
+def layout(ch: Chapter):
+    """Is the device read at all? The layout grid's table (IOPS, p50 and p99 latency per engine
+    and layout) and the sentence of its ratios, fallocated over written; without a run
+    reading the fallocated file, the sentence says so and there is no table."""
+    rows, _ = _grid(ch, "layout", list(an.LAYOUTS))
+    found = {f.id: f for f in an.layout_findings(rows, ch.confidence, _not_here(ch))}
+    ch.text["layout_finding"] = _layout_sentence(ch, found)
+    if rows.empty or not (rows["layout"] == "fallocated").any():
+        return None
+    keys = ["engine", "layout"]
+    table = summary_table(
+        ch.summarize(rows, keys, ["iops", "clat_p50_us", "clat_p99_us"]), keys,
+        {"iops": "IOPS", "clat_p50_us": "p50 µs", "clat_p99_us": "p99 µs"},
+        digits={"clat_p50_us": 1, "clat_p99_us": 1},
+        label=lambda k, v: ch.experiment.describe(k, v),
+        key_names={k: ch.axis_label(k) for k in keys}, confidence=ch.confidence,
+        outliers=ch.outlier_counts(rows, keys))
+    return escape.table(table)
+
+
+def _not_here(ch: Chapter) -> str:
+    """Why this campaign does not read the fallocated file: its host cannot (the plan's
+    blockers) or its params exclude it (their reason); "" when it does."""
+    excluded = [rule["why"] for rule in ch.spec.exclusions
+                if "fallocated" in rule["when"].get("layout", [])]
+    return "; ".join(excluded) or ch.blocked_by_grid().get("layout", "")
+
+
+def _layout_sentence(ch: Chapter, found: dict[str, Any]) -> str:
+    """One sentence of the layout ratios (fallocated over written) per engine, or why there
+    are none."""
+    if not any(f.defined for f in found.values()):
+        if _not_here(ch):
+            return f"The fallocated file is not read in this campaign: {_not_here(ch)}."
+        return (f"No run reading the fallocated file is stored for {ch.environment} yet, so "
+                "there is nothing to compare; iolab run smt_thp --env "
+                f"{ch.environment} --where layout=fallocated measures it.")
+    parts = []
+    for engine in ENGINES:
+        iops, p99 = found[f"layout_{engine}_iops"], found[f"layout_{engine}_clat_p99_us"]
+        if iops.defined and p99.defined:
+            parts.append(f"{engine}'s mean IOPS are {iops.text()} times those of the written "
+                         f"file and its mean p99 latency {p99.text()} times")
+        else:
+            parts.append(f"{engine}'s are {(p99 if iops.defined else iops).text()}")
+    return f"Reading the file laid out with fallocate, {'; '.join(parts)}."
+
+
 def _explored(ch: Chapter, rows: pd.DataFrame, summary: pd.DataFrame, metric: str,
               engine: str):
     """The explorer's figure: one metric of the sweep for one engine."""
@@ -340,7 +388,8 @@ def summary(ch: Chapter):
 
 
 def findings(ch: Chapter) -> list:
-    return an.findings(ch.df, ch.spec.base, _thp_set(ch), ch.blocked_by_grid(), ch.confidence)
+    blocked = {**ch.blocked_by_grid(), **({"layout": _not_here(ch)} if _not_here(ch) else {})}
+    return an.findings(ch.df, ch.spec.base, _thp_set(ch), blocked, ch.confidence)
 
 
 def answer(ch: Chapter):
