@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "experiments on this host, into an environment named after it "
                        "(resumable; about 20 minutes on 2 vCPUs)")
     p.add_argument("--experiment", action="append", metavar="NAME",
-                   help=f"only this experiment's pack (repeatable; default all: "
-                        f"{', '.join(rep.EXPERIMENTS)})")
+                   help="only this experiment's pack (repeatable; default: every experiment "
+                        "whose params in --from declare one)")
     p.add_argument("--env", help="the environment to measure into (default: named after this "
                    "host's CPU family and kernel build, e.g. xeon-v657)")
     p.add_argument("--from", dest="source", default=rep.SOURCE_ENV,
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_replicate(args) -> int:
     from iolab.execution import replicate as rep
-    experiments = rep.check_experiments(args.experiment)
+    experiments = rep.check_experiments(args.experiment, args.source)
     env = args.env or rep.host_environment()
     summary = rep.plan_packs(env, experiments, args.data, args.source)
     say(summary.text(), flush=True)

@@ -37,9 +37,7 @@ from iolab.core.planner import format_duration
 from iolab.errors import InputError, IolabError
 from iolab.paths import NAME, PARAMS_DIR, shown
 
-# the local experiments, in the order they run: each has a pack in the source environment
-EXPERIMENTS = ("smt_thp", "cpu_search", "irq_affinity", "tool_comparison")
-SOURCE_ENV = "kvm-2vcpu"
+SOURCE_ENV = "kvm-2vcpu"   # the book's VM: its params files hold the local experiments' packs
 BUDGET_S = 20 * 60        # what the packs together may take on a 2-vCPU machine (issue 45)
 # the stated shares of a busy machine: a one-minute load average above half of its CPUs, or
 # other processes' CPU above iolab.collectors.quiet's share over a short sample
@@ -170,14 +168,29 @@ def prepare(env: str, experiments: tuple, source_env: str = SOURCE_ENV, *,
     return packs
 
 
-def check_experiments(names: list[str] | None) -> tuple[str, ...]:
-    if not names:
-        return EXPERIMENTS
-    for name in names:
-        if name not in EXPERIMENTS:
-            raise InputError("--experiment", None, f"{name!r} has no replication pack",
-                             allowed=", ".join(EXPERIMENTS))
-    return tuple(dict.fromkeys(names))
+def experiments_with_packs(source_env: str = SOURCE_ENV,
+                           params_dir: Path = PARAMS_DIR) -> tuple[str, ...]:
+    """The experiments whose params in ``source_env`` declare a pack, in the registry's
+    order (the local experiments; the list is the params', not this module's)."""
+    from iolab.core import registry
+
+    out = []
+    for name in registry.names():
+        path = specmod.params_path(name, source_env, params_dir)
+        if path.is_file() and "replicate" in specmod._read_yaml(path):
+            out.append(name)
+    return tuple(out)
+
+
+def check_experiments(names: list[str] | None, source_env: str = SOURCE_ENV,
+                      params_dir: Path = PARAMS_DIR) -> tuple[str, ...]:
+    """The experiments ``--experiment`` names (each once), or every one with a pack."""
+    packed = experiments_with_packs(source_env, params_dir)
+    for name in names or ():
+        if name not in packed:
+            raise InputError("--experiment", None, f"{name!r} has no replication pack in "
+                             f"{source_env}'s params", allowed=", ".join(packed) or "none")
+    return tuple(dict.fromkeys(names)) if names else packed
 
 
 @dataclass
