@@ -13,6 +13,7 @@ import sys
 
 from iolab.cli.common import add_common, say
 from iolab.errors import printable
+from iolab.paths import resolve_data_dir, shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +46,8 @@ def cmd_replicate(args) -> int:
     from iolab.execution import replicate as rep
     experiments = rep.check_experiments(args.experiment, args.source)
     env = args.env or rep.host_environment()
-    summary = rep.plan_packs(env, experiments, args.data, args.source)
+    summary = rep.plan_packs(env, experiments, args.data, args.source,
+                             overrides=args.overrides)
     say(summary.text(), flush=True)
     if args.plan:
         return 0
@@ -71,6 +73,7 @@ def cmd_replicate(args) -> int:
             from iolab.execution import stop
             return stop.EXIT_STOPPED
         code = 1 if result.failed else code
-    say(f"done: the packs are in data/raw/<experiment>/{env}/ with their params in "
+    raw = shown(resolve_data_dir(args.data) / "raw")
+    say(f"done: the packs are in {raw}/<experiment>/{env}/ with their params in "
         f"{rep.params_shown(env)}/; 'make book' shows this machine among the others")
     return code

@@ -126,9 +126,9 @@ def pack_document(experiment, source_env: str = SOURCE_ENV,
 
 
 def pack_text(experiment: str, source_env: str, doc: dict[str, Any]) -> str:
-    head = (f"# The replication pack of {experiment}, made by 'iolab replicate' from "
-            f"notebooks/params/{source_env}/{experiment}.yaml (its 'replicate' key): the "
-            "points\n# behind the chapter's findings. Edit what differs on this machine "
+    head = (f"# The replication pack of {experiment}, made by 'iolab replicate' from\n"
+            f"# notebooks/params/{source_env}/{experiment}.yaml (its 'replicate' key): the "
+            "points behind\n# the chapter's findings. Edit what differs on this machine "
             "(paths, devices); a run\n# already stored stays stored only while its point "
             "and settings stay the same.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=96)
@@ -276,7 +276,7 @@ class Summary:
 
 
 def plan_packs(env: str, experiments: tuple, data_dir, source_env: str = SOURCE_ENV,
-               params_dir: Path = PARAMS_DIR) -> Summary:
+               params_dir: Path = PARAMS_DIR, overrides: list[str] | None = None) -> Summary:
     """Every pack's plan against the store and this host, writing nothing: a pack whose
     params the environment lacks is planned from a draft in a temporary folder."""
     from iolab.execution.campaign import Campaign
@@ -285,7 +285,8 @@ def plan_packs(env: str, experiments: tuple, data_dir, source_env: str = SOURCE_
     with tempfile.TemporaryDirectory(prefix="iolab-replicate-") as draft:
         for pack in prepare(env, experiments, source_env, write=False, params_dir=params_dir,
                             draft_dir=Path(draft)):
-            camp = Campaign(pack.experiment, env, data_dir=data_dir, params_dir=pack.params_dir)
+            camp = Campaign(pack.experiment, env, data_dir=data_dir, params_dir=pack.params_dir,
+                            overrides=overrides or None)
             summary.plans.append((pack.experiment, camp.plan()))
     return summary
 
