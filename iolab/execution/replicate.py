@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -230,7 +231,7 @@ def measure_quiet(proc: Path = Path("/proc"), sleep: Callable[[float], None] | N
                   cpus: int | None = None) -> Quiet:
     """The load average, and foreign CPU and steal over :data:`SAMPLE_S` seconds, now."""
     load = quiet.load_average(proc)
-    sample = quiet.sample(SAMPLE_S, proc, sleep=sleep or __import__("time").sleep)
+    sample = quiet.sample(SAMPLE_S, proc, sleep=sleep or time.sleep)
     n = cpus or os.cpu_count() or 1
     reading = Quiet(load, n, sample["foreign_cpu_pct"], sample["steal_pct"])
     reading.busy = busy(load, n, sample["foreign_cpu_pct"], sample["steal_pct"])
