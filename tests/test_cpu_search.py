@@ -51,7 +51,7 @@ def test_bdevperf_argv_config_and_cpus():
     attached = [c["params"]["traddr"] for c in config["subsystems"][0]["config"]]
     assert attached == ["0000:4a:00.0", "0000:4b:00.0"]
     assert [c.name for c in collectors] == ["procstat", "cpufreq", "hugepages", "proctree",
-                                            "gnu_time", "marker"]
+                                            "gnu_time", "marker", "quiet"]
     assert CS.campaign_knobs(SETTINGS) == {"device_binding": {"devices": SETTINGS["devices"],
                                                               "driver": "uio_pci_generic"}}
 

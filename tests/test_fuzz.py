@@ -14,7 +14,8 @@ The examples are drawn from a fixed seed (``derandomize``), so a failure is the 
 machine, and their number is bounded so the suite stays fast; ``IOLAB_FUZZ_EXAMPLES`` raises
 it for a longer hunt. Nothing here measures: ``run`` always gets ``--limit 0`` last (argparse
 keeps the last), and the verbs that would build the book, execute a notebook or submit to
-Slurm have those steps replaced by recorders, so only their argument handling is fuzzed.
+Slurm, write a new experiment into the checkout, or measure the replication packs have those
+steps replaced by recorders, so only their argument handling is fuzzed.
 Drawn paths never start with '/', and the working folder is a temporary one.
 """
 
@@ -137,6 +138,8 @@ def sandbox(template, tmp_path, monkeypatch):
     """A data copy, a private params folder and state, a temporary working folder, and
     recorders in place of the book build, notebook execution and Slurm submission."""
     from iolab.batch import job, submit
+    from iolab.cli import new_experiment
+    from iolab.execution import replicate
     from iolab.report import book
 
     data = tmp_path / "data"
@@ -156,6 +159,15 @@ def sandbox(template, tmp_path, monkeypatch):
                          (book, "write_glue_snapshot"), (job, "run_notebook"),
                          (submit, "submit"), (submit, "resume")):
         monkeypatch.setattr(module, attr, lambda *a, _n=attr, **k: calls.append(_n) or 0)
+    # nothing is written into the checkout (a new experiment's files) and nothing measured
+    # (the replication packs): their argument handling is fuzzed, their work recorded
+    monkeypatch.setattr(new_experiment, "new_experiment",
+                        lambda *a, **k: calls.append("new_experiment") or [])
+    monkeypatch.setattr(new_experiment, "publish_params_schema",
+                        lambda name: calls.append("publish") or Path(f"{name}.schema.json"))
+    monkeypatch.setattr(replicate, "run_packs", lambda *a, **k: calls.append("replicate") or [])
+    monkeypatch.setattr(replicate, "measure_quiet", lambda: replicate.Quiet(0.0, 2, 0.0, 0.0))
+    monkeypatch.setattr(replicate, "host_environment", lambda: "fuzz-v0")
     return {"data": data, "params": params, "work": work}
 
 

@@ -13,6 +13,7 @@ from test_import_cijoe import make_cijoe, tar_gz
 
 from iolab.collectors.dcgmi import DcgmDmon
 from iolab.collectors.nvml import NvmlPcie
+from iolab.collectors.quiet import Quiet
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ToolError
@@ -208,7 +209,7 @@ def test_a_cuda_run_through_driver_adapter_counter_and_derive(tmp_path, monkeypa
     point = {**spec.base, "qdepth": 128, "nqueues": 2, "ndevs": 2}
     launch, collectors, adapter = exp.launch(spec.settings, point, [])
     assert launch.argv[launch.argv.index("--") + 1] == "cuda-run"
-    assert "--gpu_id" in launch.argv and [type(c) for c in collectors] == [NvmlPcie]
+    assert "--gpu_id" in launch.argv and [type(c) for c in collectors] == [NvmlPcie, Quiet]
     report = (FIX / "xnvmeperf_cuda_run.txt").read_text()
     (tmp_path / "report.txt").write_text(report)
     path = fake_path(tmp_path, {

@@ -19,14 +19,15 @@ import argparse
 import sys
 
 from iolab import paths, streams
-from iolab.cli import (book, campaign, cijoe, data, env, info, migrate, new_experiment, search,
-                       submit, tidy)
+from iolab.cli import (book, campaign, cijoe, data, env, info, migrate, new_experiment,
+                       replicate, search, submit, tidy)
 from iolab.cli.common import say
 from iolab.errors import IolabError, printable
 
 # the modules of the verbs, in the order 'iolab --help' lists their verbs
 VERB_MODULES = (
     campaign,        # plan, run, stop
+    replicate,       # replicate
     data,            # status, verify, restore, clean
     tidy,            # tidy
     cijoe,           # import-cijoe

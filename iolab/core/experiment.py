@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from iolab.collectors.cpufreq import KHZ_LEAST, KHZ_MOST
+from iolab.collectors.quiet import Quiet
 from iolab.core import tool_registry
 from iolab.core.identity import config_id
 from iolab.core.manifest import DamagedManifest, RunManifest, from_v1
@@ -280,8 +281,9 @@ class Experiment:
         invocation = self.invocation(settings, point)
         adapter = self.adapter(invocation)
         launch = adapter.launch(invocation, topology)
+        # every run records how quiet the host was (foreign CPU, steal): iolab.collectors.quiet
         collectors = (self.collectors(settings, point, launch.cpus, topology)
-                      + adapter.collectors(invocation))
+                      + adapter.collectors(invocation) + [Quiet()])
         for collector in collectors:
             launch.argv = collector.wrap(launch.argv)
         return launch, collectors, adapter

@@ -15,6 +15,9 @@ in one environment::
     search: {grid: ..., strategy: adaptive, budget: 90, ...}  # iolab.core.search.params
     confirm: {top: 2, aa: true}  # after the search, its best points again (iolab.core.confirm)
     analysis: {confidence: 0.95} # presentation and statistics: never part of a run's identity
+    replicate:                   # the replication pack: the few points behind the chapter's
+      grids: {...}               # findings, and their repetitions, that 'iolab replicate'
+      repetitions: {min: 3, max: 5, metric: iops}   # runs on another host
 
 ``--set KEY=VALUE`` overrides (dotted keys reach into mappings: ``base.qdepth=64``,
 ``analysis.confidence=0.9``; values are read as YAML) are applied on top and validated the
@@ -45,7 +48,10 @@ from iolab.paths import PARAMS_DIR, check_name, usable_name
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
 STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids", "exclusions",
-                  "search", "confirm", "analysis")
+                  "search", "confirm", "analysis", "replicate")
+# what a replication pack (``replicate:``) holds: the grids and the repetitions it runs instead
+# of the file's own (``iolab.execution.replicate``)
+PACK_KEYS = ("grids", "repetitions")
 ORDERS = ("interleaved", "sequential")
 SEED = Int(0, 2**63 - 1, help="the seed of the interleaved order's shuffles (drawn and recorded "
            "in the campaign log when absent)")
@@ -75,6 +81,7 @@ class Spec:
     seed: int | None = None         # of the interleaved order; None: drawn per campaign
     confirm: confirm_step.Step | None = None  # the confirmation step, if the params ask for one
     search: search_params.SearchSpec | None = None  # a searched grid, if the params name one
+    replicate: dict[str, Any] | None = None  # the replication pack, as written (PACK_KEYS)
 
     @property
     def searched(self) -> search_params.SearchSpec | None:
@@ -358,8 +365,37 @@ def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: S
                          allowed=f"{rule.metric}, or leave it out")
     search = (search_params.parse(doc["search"], label, grids, schema.variables, rule.metric,
                                   metrics) if doc.get("search") is not None else None)
+    pack = _pack(doc, label, schema.variables, metrics) if "replicate" in doc else None
     return Spec(name, environment, settings, rule, base, grids, exclusions, analysis,
-                Path(str(label)), order=order, seed=seed, confirm=confirm, search=search)
+                Path(str(label)), order=order, seed=seed, confirm=confirm, search=search,
+                replicate=pack)
+
+
+def _pack(doc: dict[str, Any], label, variables: dict[str, Field],
+          metrics: list[str] | None) -> dict[str, Any]:
+    """The replication pack of ``replicate:``, checked as the file's own grids and
+    repetitions are (every error names its key under ``replicate.``); returned as written,
+    for the pack's environment's params file."""
+    pack = doc["replicate"]
+    if not isinstance(pack, dict):
+        raise InputError(label, "replicate", f"must be a mapping, got {type_name(pack)}",
+                         allowed="grids (the pack's points) and repetitions (its rule)")
+    for key in pack:
+        if key not in PACK_KEYS:
+            raise _unknown(label, f"replicate.{key}", [f"replicate.{k}" for k in PACK_KEYS],
+                           "key of the replication pack")
+    for key in PACK_KEYS:
+        if key not in pack:
+            raise InputError(label, f"replicate.{key}", "missing: a pack says which points "
+                             "it runs (grids) and how often (repetitions)",
+                             allowed="grids as the file's own, repetitions as the file's own")
+    try:
+        _grids({"grids": pack["grids"]}, label, variables)
+        reps.parse(pack["repetitions"], label, metrics)
+    except InputError as exc:
+        raise InputError(exc.path, f"replicate.{exc.key}" if exc.key else "replicate",
+                         exc.problem, exc.allowed) from None
+    return copy.deepcopy(pack)
 
 
 def _missing(label, key: str, fld: Field) -> Any:

@@ -89,6 +89,11 @@ LOG_EVENTS: dict[str, dict[str, tuple[str, ...]]] = {
             "interrupted": ("boolean",), "stopped": ("string",), "signal": ("string",),
             "knobs_not_restored": ("array",), "restore": ("string",)},
     "quarantined": {"run": ("string",), "reason": ("string",)},
+    # how quiet the machine was when 'iolab replicate' started this campaign, and whether it
+    # started on a busy one because --busy-ok said so (iolab.execution.replicate)
+    "quiet": {"load_average": ("number",), "cpus": ("integer",),
+              "foreign_cpu_pct": ("number", "null"), "steal_pct": ("number", "null"),
+              "sample_s": ("number",), "busy": ("string",), "busy_ok": ("boolean",)},
 }
 # fields a line may lack: added after logs that are kept were written ("most", "order",
 # "repetitions", "seed", "stopped"), or written only when they apply ("signal"; the knobs a

@@ -14,6 +14,7 @@ from iolab.collectors.irqtrace import IrqTrace
 from iolab.collectors.nvml import NvmlPcie
 from iolab.collectors.procstat import ProcStat
 from iolab.collectors.proctree import ProcTreeCpu
+from iolab.collectors.quiet import Quiet
 from iolab.collectors.stress_ng import StressNg
 from iolab.errors import InputError
 from iolab.tools.base import Collector, ToolAdapter
@@ -32,7 +33,7 @@ ADAPTERS: dict[str, ToolAdapter] = {a.name: a for a in (
     GpuPcieProbe())}
 COLLECTORS: dict[str, type[Collector]] = {c.name: c for c in (
     ProcStat, CpufreqSampler, ProcTreeCpu, OutputMarker, Hugepages, GnuTime, StressNg, DcgmDmon,
-    Interrupts, IrqTrace, NvmlPcie)}
+    Interrupts, IrqTrace, NvmlPcie, Quiet)}
 
 
 def adapter(name: str) -> ToolAdapter:

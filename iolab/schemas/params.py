@@ -162,6 +162,10 @@ def params_schema(name: str, schema: Schema, metrics: Sequence[str] | None) -> d
         "search": _search(variables, metrics),
         "confirm": _confirm(variables, metrics),
         "analysis": {"anyOf": [analysis, {"type": "null"}]},
+        "replicate": _object({"grids": _grids(variables), "repetitions": _repetitions(metrics)},
+                             list(specmod.PACK_KEYS), "the replication pack: the points behind "
+                             "the chapter's findings and their repetitions, which 'iolab "
+                             "replicate' runs on another host instead of the file's grids"),
     }
     assert set(properties) == set(specmod.STRUCTURE_KEYS), \
         "iolab.core.spec has a top-level key this module does not describe"

@@ -1,0 +1,154 @@
+"""The quiet-machine collector: how much of the host's CPU went to processes outside
+iolab's own process tree, and how much the hypervisor stole, around one run.
+
+A measurement is only as good as the machine's quiet: a compile, a test suite or a
+neighbour's VM on the same cores lowers a rate without any error. This collector snapshots,
+just before and just after the driver (``quiet.before``, ``quiet.after``), the aggregate
+``cpu`` line of ``/proc/stat`` and the CPU ticks of iolab's process tree (iolab itself, its
+threads, every live descendant, and what each has reaped: utime + stime + cutime + cstime of
+``/proc/<pid>/stat``). Its pure parser gives, over the snapshots:
+
+- ``foreign_cpu_pct``: the host's busy ticks (user, nice, system, irq, softirq) minus the
+  tree's, in % of all CPUs' ticks: CPU that something else used. Interrupt work the run's
+  own I/O causes, and kernel threads that complete it, count as foreign, so a quiet machine
+  reads a few percent, not zero.
+- ``steal_pct``: the steal column, in % of all CPUs' ticks: time the hypervisor gave to
+  other guests while this one wanted to run.
+- ``foreign_load``: True when either is above its stated share (:data:`FOREIGN_CPU_PCT`,
+  :data:`STEAL_PCT`), so that a chapter can show such runs apart.
+
+Responsible for: the snapshots, their parser, and a live sample of the same quantities over
+a short wait (:func:`sample`) with the load average (:func:`load_average`), which
+``iolab replicate`` reads before it starts. Not responsible for: refusing to start
+(``iolab.execution.replicate``), or host CPU use as a whole (``iolab.collectors.procstat``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from iolab.collectors.procstat import _cpu_lines
+from iolab.collectors.proctree import _children
+from iolab.errors import ParseError
+from iolab.parsers import is_digits
+from iolab.tools.base import Collector
+
+# the stated shares: a run with more foreign CPU or steal than these was measured under load
+FOREIGN_CPU_PCT = 10.0   # of all CPUs: a fifth of one CPU on a 2-vCPU machine
+STEAL_PCT = 5.0          # of all CPUs
+
+BUSY = ("user", "nice", "system", "irq", "softirq")   # of a cpu line (proc(5))
+_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+TREE_HEADER = "# tree_ticks"
+
+
+def tree_ticks(root_pid: int, proc: Path = Path("/proc")) -> int:
+    """utime + stime + cutime + cstime of ``root_pid`` and of every live descendant: the CPU
+    the tree used so far, processes that ended and were reaped included (their time is in
+    their parent's cutime and cstime, and a process is reaped by one parent only)."""
+    kids = _children(proc)
+    todo, total = [root_pid], 0
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        try:
+            text = (proc / str(pid) / "stat").read_text()
+        except OSError:
+            continue  # it ended between the listing and the read: its parent's cutime has it
+        fields = text.rpartition(")")[2].split()
+        total += sum(int(f) for f in fields[11:15])   # utime stime cutime cstime
+    return total
+
+
+def snapshot(root_pid: int, proc: Path = Path("/proc")) -> str:
+    """The text of one snapshot: a time stamp, the tree's ticks, and /proc/stat's cpu line."""
+    ticks = tree_ticks(root_pid, proc)
+    stat = (proc / "stat").read_text()
+    cpu = next((line for line in stat.splitlines() if line.startswith("cpu ")), "")
+    return f"# time_ns {time.time_ns()}\n{TREE_HEADER} {ticks}\n{cpu}\n"
+
+
+class Quiet(Collector):
+    """Snapshots of the host's CPU ticks and of iolab's process tree's, just before and just
+    after the driver (``quiet.before``, ``quiet.after``)."""
+
+    name = "quiet"
+
+    def __init__(self, proc: Path = Path("/proc"), root_pid: int | None = None) -> None:
+        self.proc = proc
+        self.root_pid = root_pid if root_pid is not None else os.getpid()
+
+    def start(self, run_dir: Path) -> None:
+        (Path(run_dir) / "quiet.before").write_text(snapshot(self.root_pid, self.proc))
+
+    def stop(self, run_dir: Path) -> None:
+        (Path(run_dir) / "quiet.after").write_text(snapshot(self.root_pid, self.proc))
+
+    @staticmethod
+    def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
+        before, after = Path(run_dir) / "quiet.before", Path(run_dir) / "quiet.after"
+        return parse_quiet(before.read_text(), after.read_text(), str(Path(run_dir) / "quiet"))
+
+
+def _read(text: str, source: str) -> tuple[int, int, list[int]]:
+    """(time_ns, tree ticks, the aggregate cpu line's counters) of one snapshot."""
+    first, _, rest = text.partition("\n")
+    header, _, rest = rest.partition("\n")
+    parts = header.split()
+    if len(parts) != 3 or " ".join(parts[:2]) != TREE_HEADER or not is_digits(parts[2]):
+        raise ParseError(source, f"line 2: expected '{TREE_HEADER}' and a whole number of "
+                                 "ticks (digits 0-9)")
+    stamp, cpus = _cpu_lines(f"{first}\n{rest}", source)
+    if len(cpus["cpu"]) < len(_FIELDS):
+        raise ParseError(source, f"the aggregate cpu line has {len(cpus['cpu'])} fields "
+                                 f"(allowed: {len(_FIELDS)} or more, up to steal)")
+    return stamp, int(parts[2]), cpus["cpu"]
+
+
+def parse_quiet(before: str, after: str, source: str = "quiet") -> dict[str, Any]:
+    """Foreign CPU and steal between the snapshots, in % of all CPUs' ticks, and whether
+    either is above its stated share. ParseError when a counter other than iowait, or the
+    tree's ticks, went down between the snapshots (counters only grow: a drop is two
+    snapshots of different boots or processes, no share of anything)."""
+    t0, tree0, a = _read(before, f"{source}.before")
+    t1, tree1, b = _read(after, f"{source}.after")
+    delta = {name: b[i] - a[i] for i, name in enumerate(_FIELDS)}
+    dropped = [n for n, d in delta.items() if d < 0 and n != "iowait"]
+    if t1 < t0 or tree1 < tree0 or dropped:
+        what = dropped[0] if dropped else "tree_ticks" if tree1 < tree0 else "time_ns"
+        raise ParseError(source, f"{what} went down between the snapshots (allowed: after "
+                                 ">= before)")
+    total = sum(delta.values())
+    if total <= 0:
+        return {"foreign_cpu_pct": float("nan"), "steal_pct": float("nan"),
+                "foreign_load": False}
+    busy = sum(delta[n] for n in BUSY)
+    # the host counts a CPU's ticks by sampling, the tree its own by accounting: on a quiet
+    # host they differ by a tick or two either way, and less than none is none
+    foreign = 100.0 * max(0, busy - (tree1 - tree0)) / total
+    steal = 100.0 * delta["steal"] / total
+    return {"foreign_cpu_pct": foreign, "steal_pct": steal,
+            "foreign_load": bool(foreign > FOREIGN_CPU_PCT or steal > STEAL_PCT)}
+
+
+def sample(seconds: float, proc: Path = Path("/proc"), root_pid: int | None = None,
+           sleep=time.sleep) -> dict[str, Any]:
+    """:func:`parse_quiet` of two snapshots ``seconds`` apart, taken now (nothing of iolab's
+    runs meanwhile: what is busy is someone else)."""
+    pid = root_pid if root_pid is not None else os.getpid()
+    before = snapshot(pid, proc)
+    sleep(seconds)
+    return parse_quiet(before, snapshot(pid, proc), str(Path(proc) / "stat"))
+
+
+def load_average(proc: Path = Path("/proc")) -> float:
+    """The one-minute load average of ``/proc/loadavg``."""
+    text = (Path(proc) / "loadavg").read_text()
+    try:
+        return float(text.split()[0])
+    except (IndexError, ValueError):
+        raise ParseError(str(Path(proc) / "loadavg"), "expected the load averages first "
+                         "(e.g. '0.12 0.30 0.25 1/123 4567')") from None

@@ -1,0 +1,132 @@
+"""The quiet-machine collector: foreign CPU and steal around a run, from snapshots of a fake
+/proc (the machine's load is faked, never made)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from iolab.collectors import quiet
+from iolab.collectors.quiet import Quiet, parse_quiet, tree_ticks
+from iolab.errors import ParseError
+
+PID = 4242
+
+
+def proc_stat(pid: int, ppid: int, ticks: tuple[int, int, int, int], comm: str = "iolab") -> str:
+    """A /proc/<pid>/stat line with utime, stime, cutime and cstime as given."""
+    before = ["S", str(ppid)] + ["0"] * 9          # state ppid pgrp ... cmajflt
+    return f"{pid} ({comm}) " + " ".join(before + [str(t) for t in ticks] + ["20", "0"]) + "\n"
+
+
+def fake_proc(root, cpu: list[int], tree: dict[int, tuple[int, tuple]],
+              load: str = "0.10 0.20 0.30 1/100 999"):
+    """A /proc with an aggregate cpu line (user nice system idle iowait irq softirq steal),
+    the load averages, and processes {pid: (ppid, (utime, stime, cutime, cstime))}."""
+    root.mkdir(exist_ok=True)
+    (root / "stat").write_text("cpu  " + " ".join(map(str, cpu)) + " 0 0\n"
+                               "cpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n")
+    (root / "loadavg").write_text(load + "\n")
+    for old in root.glob("[0-9]*"):
+        (old / "stat").unlink()
+        old.rmdir()
+    for pid, (ppid, ticks) in tree.items():
+        (root / str(pid)).mkdir()
+        (root / str(pid) / "stat").write_text(proc_stat(pid, ppid, ticks))
+    return root
+
+
+def snap(time_ns: int, tree: int, cpu: list[int]) -> str:
+    return f"# time_ns {time_ns}\n# tree_ticks {tree}\ncpu  {' '.join(map(str, cpu))} 0 0\n"
+
+
+def test_foreign_cpu_is_the_hosts_busy_ticks_beyond_the_tree():
+    # 1000 ticks in all: 300 busy (user 200, system 80, softirq 20), 150 of them the tree's
+    before = snap(0, 1000, [0, 0, 0, 0, 0, 0, 0, 0])
+    after = snap(10**9, 1150, [200, 0, 80, 650, 50, 0, 20, 0])
+    out = parse_quiet(before, after)
+    assert out["foreign_cpu_pct"] == pytest.approx(15.0)
+    assert out["steal_pct"] == 0
+    assert out["foreign_load"] is True        # above the stated 10 %
+
+
+def test_a_quiet_host_is_not_marked_and_steal_alone_marks_it():
+    base = snap(0, 0, [0] * 8)
+    calm = parse_quiet(base, snap(1, 95, [90, 0, 10, 900, 0, 0, 0, 0]))
+    assert calm["foreign_cpu_pct"] == pytest.approx(0.5) and calm["foreign_load"] is False
+    stolen = parse_quiet(base, snap(1, 100, [100, 0, 0, 800, 0, 0, 0, 100]))
+    assert stolen["steal_pct"] == pytest.approx(10.0) and stolen["foreign_load"] is True
+
+
+def test_the_tree_using_a_tick_more_than_the_host_counted_is_no_foreign_cpu():
+    out = parse_quiet(snap(0, 0, [0] * 8), snap(1, 102, [100, 0, 0, 900, 0, 0, 0, 0]))
+    assert out["foreign_cpu_pct"] == 0
+
+
+def test_no_ticks_between_the_snapshots_give_no_share_and_no_mark():
+    same = snap(0, 5, [1] * 8)
+    out = parse_quiet(same, same)
+    assert math.isnan(out["foreign_cpu_pct"]) and out["foreign_load"] is False
+
+
+@pytest.mark.parametrize("before, after, what", [
+    (snap(0, 10, [5] * 8), snap(1, 9, [6] * 8), "tree_ticks"),
+    (snap(0, 10, [5] * 8), snap(1, 11, [6, 6, 6, 6, 6, 6, 6, 4]), "steal"),
+    (snap(5, 10, [5] * 8), snap(1, 11, [6] * 8), "time_ns"),
+])
+def test_counters_that_go_down_are_refused(before, after, what):
+    with pytest.raises(ParseError, match=what):
+        parse_quiet(before, after, "run/quiet")
+
+
+def test_a_snapshot_without_the_tree_line_is_refused_naming_it():
+    with pytest.raises(ParseError, match=r"quiet.before.*tree_ticks"):
+        parse_quiet("# time_ns 1\ncpu  1 2 3 4 5 6 7 8\n", snap(2, 1, [9] * 8))
+
+
+def test_the_tree_counts_live_descendants_and_what_they_reaped_but_no_stranger(tmp_path):
+    proc = fake_proc(tmp_path / "proc", [0] * 8, {
+        PID: (1, (10, 5, 100, 20)),          # iolab, with the ticks of children it reaped
+        PID + 1: (PID, (30, 3, 0, 0)),       # the driver
+        PID + 2: (PID + 1, (7, 1, 2, 0)),    # its child (fio's job)
+        PID + 3: (1, (1000, 1000, 0, 0)),    # someone else's compile
+    })
+    assert tree_ticks(PID, proc) == 135 + 33 + 10
+
+
+def test_the_collector_writes_snapshots_its_parser_reads(tmp_path):
+    proc = fake_proc(tmp_path / "proc", [0] * 8, {PID: (1, (0, 0, 0, 0))})
+    run = tmp_path / "run"
+    run.mkdir()
+    collector = Quiet(proc=proc, root_pid=PID)
+    collector.start(run)
+    # the run: the tree used 100 ticks, another process 300, of 1000
+    fake_proc(proc, [350, 0, 50, 600, 0, 0, 0, 0], {PID: (1, (60, 40, 0, 0))})
+    collector.stop(run)
+    out = Quiet.parse(run, None)
+    assert out["foreign_cpu_pct"] == pytest.approx(30.0) and out["foreign_load"] is True
+
+
+def test_the_live_sample_reads_the_same_quantities_over_its_wait(tmp_path):
+    proc = fake_proc(tmp_path / "proc", [0] * 8, {PID: (1, (0, 0, 0, 0))},
+                     load="1.50 0.80 0.40 2/150 1234")
+
+    def busy_meanwhile(seconds):
+        fake_proc(proc, [100, 0, 20, 80, 0, 0, 0, 0], {PID: (1, (0, 0, 0, 0))},
+                  load="1.50 0.80 0.40 2/150 1234")
+
+    out = quiet.sample(2.0, proc, root_pid=PID, sleep=busy_meanwhile)
+    assert out["foreign_cpu_pct"] == pytest.approx(60.0)
+    assert quiet.load_average(proc) == 1.5
+
+
+def test_every_run_records_the_quiet_collector(demo):
+    launch, collectors, _ = demo.launch({"tool": "fio", "runtime_s": 1, "ramp_s": 0,
+                                         "target": "/tmp/demo.dat"},
+                                        demo_point(), [])
+    assert collectors[-1].name == "quiet"
+
+
+def demo_point():
+    return {"engine": "psync", "concurrency": 1, "thp": "asis", "pinned": False}

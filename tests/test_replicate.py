@@ -1,0 +1,199 @@
+"""``iolab replicate``: the packs in the params, the host-named environment, the quiet check
+(the machine's load is faked, never made) and resuming, with a scripted fake fio."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iolab.cli import main
+from iolab.core import spec as specmod
+from iolab.errors import InputError, IolabError
+from iolab.execution import replicate as rep
+from iolab.execution.campaign import Campaign
+from iolab.paths import PARAMS_DIR, usable_name
+from test_quiet import fake_proc
+from test_rounds import ENV, WithoutHostKnobs, fake_fio, log, stored  # noqa: F401  (the fixture)
+
+SOURCE = "book"
+PACKED = """experiment: demo
+tool: fio
+runtime_s: 1
+repetitions: {min: 3, max: 6, metric: iops, target_ci_pct: 5}
+base: {engine: psync, concurrency: 1, thp: asis, pinned: false}
+grids:
+  conc: {vary: {concurrency: [1, 2, 4, 8]}}
+replicate:
+  repetitions: {min: 3, max: 4, metric: iops, target_ci_pct: 5}
+  grids:
+    ends: {vary: {concurrency: [1, 8]}}
+"""
+LOCAL = ("smt_thp", "cpu_search", "irq_affinity", "tool_comparison")
+QUIET = rep.Quiet(0.2, 2, 1.0, 0.0)
+BUSY = rep.Quiet(3.1, 2, 42.0, 0.0, busy=rep.busy(3.1, 2, 42.0, 0.0))
+
+
+@pytest.mark.parametrize("model, release, name", [
+    ("Intel(R) Xeon(R) Processor", "6.18.44-fc-v657", "xeon-v657"),
+    ("AMD EPYC", "6.18.44-fc-v782", "epyc-v782"),
+    ("AMD EPYC 7B13 64-Core Processor", "6.1.0-18-amd64", "epyc-6.1.0-18"),
+    ("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", "5.15.0-91-generic", "core-5.15.0-91"),
+    ("Neoverse-N1", "6.8.0-1009-aws", "neoverse-6.8.0-1009"),
+    ("QEMU Virtual CPU version 2.5+", "6.12.7+deb13-cloud-amd64", "qemu-6.12.7-deb13"),
+    (None, "6.8.0", "cpu-6.8.0"),
+    ("../../etc Weird\x1b[2J CPU", "..\n6.1", "etc-6.1"),
+])
+def test_the_environment_is_named_from_the_cpu_family_and_kernel_build(model, release, name):
+    assert rep.environment_name(model, release) == name
+    assert usable_name(name)
+
+
+def demo_params(params_dir, text=PACKED):
+    return params_dir({SOURCE: text})
+
+
+def test_the_packs_environment_runs_the_packs_grids_and_rule(demo, params_dir, tmp_path):
+    folder = demo_params(params_dir)
+    packs = rep.prepare(ENV, (demo,), SOURCE, write=True, params_dir=folder)
+    assert [p.created for p in packs] == [True]
+    spec = specmod.load(demo, ENV, params_dir=folder)
+    assert list(spec.grids) == ["ends"] and (spec.rule.min, spec.rule.max) == (3, 4)
+    assert spec.replicate is None and spec.order == "interleaved"
+    # made once: a second call keeps the file (perhaps edited for this machine) as it is
+    path = specmod.params_path("demo", ENV, folder)
+    path.write_text(path.read_text() + "# edited\n")
+    assert [p.created for p in rep.prepare(ENV, (demo,), SOURCE, write=True,
+                                           params_dir=folder)] == [False]
+    assert path.read_text().endswith("# edited\n")
+
+
+@pytest.mark.parametrize("pack, key", [
+    ("replicate: {grids: {x: {vary: {nope: [1]}}}, repetitions: 3}", "replicate.grids.x.vary.nope"),
+    ("replicate: {grids: {x: {vary: {concurrency: [1]}}}, repetitions: {min: 5, max: 2, "
+     "metric: iops, target_ci_pct: 5}}", "replicate.repetitions"),
+    ("replicate: {grids: {x: {vary: {concurrency: [1]}}}}", "replicate.repetitions"),
+    ("replicate: {points: [], grids: {}, repetitions: 3}", "replicate.points"),
+    ("replicate: [1, 2]", "replicate"),
+])
+def test_a_bad_pack_is_refused_naming_the_file_and_key(demo, params_dir, pack, key):
+    text = PACKED.split("replicate:")[0] + pack + "\n"
+    folder = demo_params(params_dir, text)
+    with pytest.raises(InputError) as err:
+        specmod.load(demo, SOURCE, params_dir=folder)
+    assert err.value.key.startswith(key) and SOURCE in err.value.path
+
+
+def test_a_file_without_a_pack_says_so(demo, params_dir):
+    folder = demo_params(params_dir, PACKED.split("replicate:")[0])
+    with pytest.raises(InputError, match="replicate.*missing"):
+        rep.prepare(ENV, (demo,), SOURCE, write=True, params_dir=folder)
+
+
+def scripted(demo, folder, tmp_path, fake_fio, data) -> None:
+    """The fake fio's values for the pack's runs (1000 IOPS each: every point settles at
+    the rule's minimum), from a draft of the pack's params."""
+    draft = tmp_path / "draft"
+    pack = rep.prepare(ENV, (demo,), SOURCE, write=False, params_dir=folder, draft_dir=draft)
+    fake_fio(Campaign(demo, ENV, data_dir=data, params_dir=pack[0].params_dir),
+             {1: [1000] * 4, 8: [1000] * 4})
+
+
+def run(demo, folder, data, reading=QUIET, busy_ok=False, said=None):
+    return rep.run_packs(ENV, (demo,), data, reading, busy_ok=busy_ok, source_env=SOURCE,
+                         params_dir=folder, campaign=WithoutHostKnobs, progress=False,
+                         said=said or (lambda text: None))
+
+
+def test_replicate_measures_the_pack_and_a_second_call_measures_nothing_again(
+        demo, params_dir, tmp_path, fake_fio):
+    folder, data = demo_params(params_dir), tmp_path / "data"
+    scripted(demo, folder, tmp_path, fake_fio, data)
+    said = []
+    [(name, first)] = run(demo, folder, data, said=said.append)
+    assert name == "demo" and first.completed == 6 and not first.failed
+    assert any("wrote" in line for line in said)
+    camp = WithoutHostKnobs(demo, ENV, data_dir=data, params_dir=folder)
+    runs = stored(camp)
+    [(_, again)] = run(demo, folder, data)
+    assert again.completed == 0 and stored(camp) == runs
+    quiet_lines = [line for line in log(camp) if line["event"] == "quiet"]
+    assert len(quiet_lines) == 2 and not any(line["busy_ok"] for line in quiet_lines)
+    # each run records the machine's quiet as tidy columns
+    rows = camp.tidy()
+    assert {"quiet.foreign_cpu_pct", "quiet.steal_pct", "quiet.foreign_load"} <= set(rows)
+
+
+def test_a_busy_machine_is_refused_and_nothing_is_written(demo, params_dir, tmp_path):
+    folder, data = demo_params(params_dir), tmp_path / "data"
+    with pytest.raises(IolabError, match="busy: load average 3.10 .*42.0 % .*--busy-ok"):
+        run(demo, folder, data, BUSY)
+    assert not (folder / ENV).exists() and not (data / "raw").exists()
+
+
+def test_busy_ok_measures_all_the_same_and_the_campaign_log_says_so(
+        demo, params_dir, tmp_path, fake_fio):
+    folder, data = demo_params(params_dir), tmp_path / "data"
+    scripted(demo, folder, tmp_path, fake_fio, data)
+    [(_, result)] = run(demo, folder, data, BUSY, busy_ok=True)
+    assert result.completed == 6
+    camp = Campaign(demo, ENV, data_dir=data, params_dir=folder)
+    [line] = [line for line in log(camp) if line["event"] == "quiet"]
+    assert line["busy_ok"] is True and "load average 3.10" in line["busy"]
+    assert line["load_average"] == 3.1 and line["foreign_cpu_pct"] == 42.0
+
+
+@pytest.mark.parametrize("load, cpu_after, busy", [
+    ("0.20 0.10 0.05 1/90 100", [10, 0, 5, 985, 0, 0, 0, 0], ""),
+    ("1.80 0.90 0.40 3/90 100", [10, 0, 5, 985, 0, 0, 0, 0], "load average 1.80"),
+    ("0.20 0.10 0.05 1/90 100", [300, 0, 50, 650, 0, 0, 0, 0], "35.0 % of its CPU used by other"),
+    ("0.20 0.10 0.05 1/90 100", [10, 0, 5, 885, 0, 0, 0, 100], "10.0 % of its CPU stolen"),
+])
+def test_the_quiet_check_reads_load_foreign_cpu_and_steal(tmp_path, load, cpu_after, busy):
+    proc = fake_proc(tmp_path / "proc", [0] * 8, {}, load=load)
+    reading = rep.measure_quiet(proc, sleep=lambda s: fake_proc(proc, cpu_after, {}, load=load),
+                                cpus=2)
+    assert (busy in reading.busy) if busy else reading.busy == ""
+
+
+def test_the_command_refuses_a_busy_machine_in_one_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(rep, "measure_quiet", lambda: BUSY)
+    monkeypatch.setattr(rep, "host_environment", lambda: "testhost-v0")
+    data = tmp_path / "data"
+    data.mkdir()
+    code = main(["replicate", "--experiment", "tool_comparison", "--data", str(data)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--busy-ok" in err[0]
+    assert not (PARAMS_DIR / "testhost-v0").exists()
+
+
+def test_the_plan_shows_every_pack_within_the_budget_and_writes_nothing(
+        monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(rep, "host_environment", lambda: "testhost-v0")
+    data = tmp_path / "data"
+    data.mkdir()
+    assert main(["replicate", "--plan", "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name}: " in out for name in LOCAL)
+    assert not (PARAMS_DIR / "testhost-v0").exists() and not (data / "raw").exists()
+
+
+def test_every_local_pack_fits_the_budget_even_where_every_knob_can_be_switched(tmp_path):
+    """The packs' whole design (blocked points included), by the planner's estimate."""
+    cost = 0.0
+    for name in LOCAL:
+        doc = rep.pack_document(name)
+        folder = tmp_path / "params" / "pack"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.yaml").write_text(json.dumps(doc))
+        cost += Campaign(name, "pack", data_dir=tmp_path / "data",
+                         params_dir=tmp_path / "params").design().eta_all_s
+    assert 0 < cost <= rep.BUDGET_S
+
+
+def test_only_local_experiments_have_packs():
+    assert sorted(rep.experiments_with_packs()) == sorted(LOCAL)
+    with pytest.raises(InputError, match="gpu_pcie.*has no replication pack"):
+        rep.check_experiments(["gpu_pcie"])
+    assert rep.check_experiments(["irq_affinity", "irq_affinity"]) == ("irq_affinity",)
