@@ -1003,8 +1003,8 @@ def test_spdk_runs_with_thread_siblings_are_paired_and_cross_checked(tmp_path, t
 
 
 @pytest.mark.parametrize("value, reason", [
-    ("inf", "device rows add up to inf IOPS, but the Total row says inf"),
-    ("nan", "device rows add up to nan IOPS, but the Total row says nan"),
+    ("inf", "IOPS: 'inf' is no measurement"),
+    ("nan", "IOPS: 'nan' is no measurement"),
     ("2e10", "metric iops reads 2.00011e+10 op/s, above what any device this package can measure "
              "does (1e+10 operations per second)"),
 ], ids=["inf", "nan", "beyond any device"])
@@ -1139,3 +1139,18 @@ def test_a_tars_members_are_streamed_not_kept(tmp_path):
         tracemalloc.stop()
     assert "003_run/cmd_04.output" in arc.files
     assert peak < 2 * 2**20, f"{peak:,} bytes held at once"
+
+
+def test_a_negative_rate_in_an_archive_is_no_sample(tmp_path):
+    """A device row of -1,000,000 IOPS beside one of 1,100,000.50 adds up to a Total of
+    100,000.50, which was stored as a good sample (float() took the sign)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output = folder / "003_run" / "cmd_04.output"
+    text = output.read_text()
+    assert " 1000000.00 " in text and " 2100000.50 " in text
+    output.write_text(text.replace(" 1000000.00 ", " -1000000.00 ").replace(
+        " 2100000.50 ", " 100000.50 "))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: " in n and "IOPS: '-1000000.00' is no measurement" in n
+               for n in report.notes), report.notes

@@ -47,7 +47,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import int_within_float, load_json, within_float
+from iolab.parsers import int_within_float, load_json, measured_decimal, within_float
 
 FORMAT_TEXT = "text"
 FORMAT_JSON = "json"
@@ -285,11 +285,8 @@ def _numbers(text: str, count: int, what: str, number: int, source: str) -> list
     if len(tokens) != count:
         raise ParseError(source, f"line {number}: {what} has {len(tokens)} numbers, expected "
                                  f"{count}: {excerpt(text.strip())}")
-    try:
-        return [float(token) for token in tokens]
-    except ValueError:
-        raise ParseError(source, f"line {number}: {what} holds a non-number: "
-                                 f"{excerpt(text.strip())}") from None
+    # float() would take a sign, nan and inf, which no rate, time or latency is
+    return [measured_decimal(token, f"line {number}: {what}", source) for token in tokens]
 
 
 def _data_row(table: _Table, line: str, number: int, source: str) -> None:
@@ -534,7 +531,7 @@ def _json_job(entry: Any, i: int, source: str) -> dict[str, Any]:
                                      f"got {excerpt(entry[key])}")
         within_float(entry[key], f"{where}.{key}", source)
     for key, least in _JSON_JOB_LEAST.items():
-        if entry[key] < least:
+        if not (math.isfinite(entry[key]) and entry[key] >= least):  # JSON's NaN, Infinity
             raise ParseError(source, f"{where}.{key} is {excerpt(entry[key])}; allowed: "
                                      f"{least} or more")
     percentage = entry.get("percentage")

@@ -30,7 +30,9 @@ Device URIs (PCI addresses) contain colons, so rows are split on whitespace and 
 ``:``. The CPU column is one token (a comma list such as ``0,1`` when several threads drive
 one device). IOPS and MiB/s are printed with two decimals, so the device rows may miss the
 Total by up to half a cent per row; anything more raises ParseError. Failed is a count and
-must add up exactly. For ``cuda-run``, IOPS counts completed lock-step rounds times the
+must add up exactly. A rate or the elapsed time in any other form than digits with a
+fraction (a sign, ``nan``, ``inf``, an exponent: :func:`iolab.parsers.measured_decimal`) is
+no measurement and raises ParseError: a negative row could hide in a Total that adds up. For ``cuda-run``, IOPS counts completed lock-step rounds times the
 queue depth, failed commands included (§4.4), which is why ``failed`` must be looked at.
 """
 
@@ -39,6 +41,7 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
+from iolab.parsers import measured_decimal
 
 TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: (?P<elapsed>[0-9.]+)s\)\s*$")
 _RULE_EQ = re.compile(r"^\s*=+\s*$")
@@ -78,7 +81,7 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
     at = titles[0]
     title = TITLE.match(lines[at])
     kind = "cuda-run" if title.group("cuda") else "run"
-    elapsed_s = float(title.group("elapsed"))
+    elapsed_s = measured_decimal(title.group("elapsed"), f"line {at + 1}: elapsed", source)
 
     at = _expect(lines, at + 1, _RULE_EQ, "a '=' rule after the title", source)
     header = lines[at].split() if at < len(lines) else []
@@ -172,11 +175,9 @@ def _total_row(line: str, number: int, source: str) -> dict:
 
 
 def _numbers(tokens: list[str], number: int, source: str) -> tuple[float, float, int]:
-    try:
-        iops, mibs = float(tokens[0]), float(tokens[1])
-    except ValueError:
-        raise ParseError(source, f"line {number}: IOPS and MiB/s must be numbers, got "
-                         f"{excerpt(tokens[0])} and {excerpt(tokens[1])}") from None
+    # float() would take a sign, nan and inf: a negative device row hid in a positive Total
+    iops = measured_decimal(tokens[0], f"line {number}: IOPS", source)
+    mibs = measured_decimal(tokens[1], f"line {number}: MiB/s", source)
     if not tokens[2].isdigit():
         raise ParseError(source, f"line {number}: Failed must be a whole count, got "
                                  f"{excerpt(tokens[2])}")
