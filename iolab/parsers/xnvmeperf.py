@@ -32,8 +32,9 @@ one device). IOPS and MiB/s are printed with two decimals, so the device rows ma
 Total by up to half a cent per row; anything more raises ParseError. Failed is a count and
 must add up exactly. A rate or the elapsed time in any other form than digits with a
 fraction (a sign, ``nan``, ``inf``, an exponent: :func:`iolab.parsers.measured_decimal`) is
-no measurement and raises ParseError: a negative row could hide in a Total that adds up. For ``cuda-run``, IOPS counts completed lock-step rounds times the
-queue depth, failed commands included (§4.4), which is why ``failed`` must be looked at.
+no measurement and raises ParseError: a negative row could hide in a Total that adds up.
+For ``cuda-run``, IOPS counts completed lock-step rounds times the queue depth, failed
+commands included (§4.4), which is why ``failed`` must be looked at.
 """
 
 from __future__ import annotations
