@@ -473,7 +473,9 @@ def test_no_completed_io_is_not_ok():
     (HEADER + "Job: n ended in about 1.00 seconds with error\n", "does not follow the Job line"),
     (HEADER + "Job: a (Core Mask 0x1)\nJob: b (Core Mask 0x2)\n", "job 'a' has no data row"),
     (HEADER + "Job: a (Core Mask 0x1)\n" + total_row(1, 1, 0, 0, 1, 1, 1), "before the Total"),
-    (HEADER + "Job: a (Core Mask 0x1)\n\t a : 1 2 x 0 0 1 1 1\n", "holds a non-number"),
+    (HEADER + "Job: a (Core Mask 0x1)\n\t a : 1 2 x 0 0 1 1 1\n", "'x' is no measurement"),
+    (HEADER + "Job: a (Core Mask 0x1)\n\t a : 1 2 3 0 0 1 1 -1\n", "'-1' is no measurement"),
+    (HEADER + "Job: a (Core Mask 0x1)\n\t a : 1 nan 3 0 0 1 1 1\n", "'nan' is no measurement"),
     (HEADER + "\r Total : 1 2 3\n", "the Total row has 3 numbers, expected 7"),
     (HEADER + "Job: a (Core Mask 0x1, workload: read, depth: deep, IO size: 1)\n",
      "'depth' is not a whole number"),
@@ -554,6 +556,11 @@ def test_json_without_io_or_runtime():
     (lambda d: d.pop("results"), "no 'results' array"),
     (lambda d: d.update(core_count="2"), "'core_count' must be an integer"),
     (lambda d: d["results"].append(3), "results[2] must be an object"),
+    # json reads NaN and Infinity, which no rate or latency is ('< 0' let them through)
+    (lambda d: d["results"][0].update(iops=float("nan")), "results[0].iops is nan; allowed"),
+    (lambda d: d["results"][0].update(max_latency_us=float("inf")),
+     "results[0].max_latency_us is inf; allowed"),
+    (lambda d: d["results"][0].update(mibps=-1.5), "results[0].mibps is -1.5; allowed"),
 ])
 def test_json_malformed_results_raise(change, problem):
     doc = copy.deepcopy(json_doc())

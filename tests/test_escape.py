@@ -81,6 +81,20 @@ def test_a_table_shows_every_cell_label_name_and_caption_as_text():
         assert cells.count(text) == (6 if index else 3), cells
 
 
+def test_a_table_escapes_cells_and_labels_of_every_type_and_the_missing_text():
+    """pandas escapes only ``str`` values: a list, a tuple, a mapping (or any object whose
+    ``str()`` holds markup) came out as raw elements, and so did ``na_rep``."""
+    text = payload("m4")
+    frame = pd.DataFrame({"c": [[text], (text,), {text: 1}, None],
+                          (text, 1): [1.5, 2.0, 3.0, None]})
+    html = escape.table(frame, formats={(text, 1): "{:.1f}"}, na_rep=text).to_html()
+    soup = BeautifulSoup(html, "html.parser")
+    assert _elements(soup) <= {"style", "table", "thead", "tbody", "tr", "th", "td"}, html
+    cells = [c.get_text() for c in soup.find_all(["th", "td"])]
+    assert cells == ["c", str((text, 1)), str([text]), "1.5", str((text,)), "2.0",
+                     str({text: 1}), "3.0", text, text], cells
+
+
 def test_a_table_formats_numbers_as_a_styler_does():
     frame = pd.DataFrame({"iops": [1234567.891, None], "ratio": [1.23456, 2.0],
                           "n": [3, 4], "flag": [True, False]})

@@ -1003,11 +1003,8 @@ def test_spdk_runs_with_thread_siblings_are_paired_and_cross_checked(tmp_path, t
 
 
 @pytest.mark.parametrize("value, reason", [
-    # xnvmeperf prints decimals in digits 0-9: its parser refuses inf and nan as numbers
-    ("inf", "IOPS and MiB/s must be numbers as xnvmeperf prints them (digits 0-9 and a point), "
-            "got 'inf'"),
-    ("nan", "IOPS and MiB/s must be numbers as xnvmeperf prints them (digits 0-9 and a point), "
-            "got 'nan'"),
+    ("inf", "IOPS: 'inf' is no measurement"),
+    ("nan", "IOPS: 'nan' is no measurement"),
     ("2e10", "metric iops reads 2.00011e+10 op/s, above what any device this package can measure "
              "does (1e+10 operations per second)"),
 ], ids=["inf", "nan", "beyond any device"])
@@ -1028,3 +1025,132 @@ def test_an_imported_run_gets_the_sample_check_of_a_measured_one(tmp_path, value
     report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
     assert (report.imported, report.failed) == (1, 1)
     assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes
+
+
+# --- AiSIO's result files, member names and member counts, read as data from elsewhere ------
+
+HUGE = "1" + "0" * 5000  # more digits than Python reads (4,300)
+BEYOND_FLOAT = "1" + "0" * 400  # read by Python, but beyond any float
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b'{"iops": 1\xff}', "not UTF-8 (byte 10)"),
+    (("[" * 100_000 + "]" * 100_000).encode(), "nested more than 100 levels deep"),
+    (b"[1, 2]", "holds list, not the object AiSIO writes"),
+    (b'"x"', "holds str, not the object AiSIO writes"),
+    (f'{{"iops": {HUGE}}}'.encode(), "a number that cannot be read"),
+    (f'{{"iops": {BEYOND_FLOAT}}}'.encode(), "iops: an integer of about 401 digits"),
+    (b'{"smt": [1]}', "smt is [1] (allowed: 0 or 1)"),
+    (b'{"fixed_freq": NaN}', "fixed_freq is nan (allowed: a frequency in GHz"),
+    (b'{"cpu_governor": {"a": 1}}', "cpu_governor is {'a': 1} (allowed: a governor's name)"),
+    (b'{"cpu_freqs": "x"}', "cpu_freqs is 'x' (allowed: a list of [[mean kHz, variance]"),
+    (b'{"cpu_freqs": [[1, 2]]}', "cpu_freqs is [[1, 2]]"),
+    (b'{"iops": 1', "not valid JSON"),
+], ids=["not-utf8", "nested", "list", "string", "huge-int", "beyond-float", "smt-list",
+        "freq-nan", "governor-dict", "freqs-string", "freqs-shape", "cut-off"])
+def test_an_aisio_result_that_is_no_record_is_a_note_not_an_internal_error(tmp_path, content,
+                                                                           reason):
+    """AiSIO's result JSON was read with a bare json.loads and used as a mapping: a result
+    that is not UTF-8, nested 100,000 deep, a list, or holds a 5,000-digit integer ended the
+    import as an internal error (rc 70). Each is now a note naming the file, and the run is
+    imported without a cross-check, as a result that is not JSON was."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    name = f"artifacts/bench-results/{RESULT_NAME.format(0)}"
+    (folder / name).write_bytes(content)
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed, report.disagreements) == (2, 0, [])
+    notes = [n for n in report.notes if n.startswith(f"{name}: ")]
+    assert len(notes) == 1 and reason in notes[0] and notes[0].endswith("; no cross-check"), \
+        report.notes
+
+
+def test_an_aisio_p2p_result_that_is_no_number_is_a_note(tmp_path):
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    (folder / "artifacts" / "cuda-sample-p2p-bandwidth").write_bytes(b"5\xff0")
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert "artifacts/cuda-sample-p2p-bandwidth: b'5\\xff0' is not the one number AiSIO " \
+           "writes there; no cross-check" in report.notes
+
+
+def test_what_an_archive_names_prints_on_its_own_line_escaped(tmp_path, capsys):
+    """A link member's name and target, and a recorded command line, are quoted by the
+    import's notes: a line break in them printed lines of their own ("FAKE LINE: imported
+    999, all good")."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    log = '"/tmp/log\nFAKE LINE: from a cmd"'
+    write_cmd(folder / "005_more", 1, f"/tmp/cpu_freq_logger.sh {log} 0.5", "", T0 + 200,
+              T0 + 201)
+    write_cmd(folder / "005_more", 2, f"cat {log}", "", T0 + 202, T0 + 203)
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(folder, arcname="cijoe-output")
+        link = tarfile.TarInfo("cijoe-output/x\nFAKE LINE: imported 999, all good")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow\n  note: FAKE NOTE\x1b[2J"
+        tar.addfile(link)
+    code = cli.main(["import-cijoe", str(archive), "--experiment", "aisio-mini", "--env", "lab",
+                     "--data", str(tmp_path / "data"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = out.splitlines()
+    assert not [line for line in lines if line.startswith(("FAKE", "  note: FAKE"))], out
+    assert "\x1b" not in out
+    assert ("  note: cijoe-output/x\\nFAKE LINE: imported 999, all good: a symbolic link to "
+            "/etc/shadow\\n  note: FAKE NOTE\\x1b[2J in the archive; not read") in out
+    assert ("  note: 005_more/cmd_02: 'cat \"/tmp/log\\nFAKE LINE: from a cmd\"' reads a "
+            "capture that no preceding benchmark started afresh; not used") in lines, out
+
+
+@pytest.mark.parametrize("form", ["tar", "folder"])
+def test_the_members_an_import_reads_are_bounded(tmp_path, monkeypatch, form):
+    """Past the limit (patched down here from 100,000), the import stops naming the limit,
+    and stores nothing."""
+    from iolab.importers.cijoe import archive as arc
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    extra = {f"empty/{i}": b"" for i in range(60)}
+    if form == "tar":
+        path = tar_with(folder, tmp_path / "many.tar.gz", extra)
+    else:
+        (folder / "empty").mkdir()
+        for name in extra:
+            (folder / name).write_bytes(b"")
+        path = folder
+    monkeypatch.setattr(arc, "MAX_MEMBERS", 50)
+    with pytest.raises(InputError, match=f"{path.name}: holds more than 50 members .files, "
+                                         "folders and links., the most an import reads"):
+        import_archive(path, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_tars_members_are_streamed_not_kept(tmp_path):
+    """tarfile keeps the header of every member it read, so an archive of 300,000 empty
+    members took 169 MB; the import keeps none of them."""
+    import tracemalloc
+
+    from iolab.importers.cijoe.archive import _open
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    path = tar_with(folder, tmp_path / "many.tar.gz", {f"e/{i}": b"" for i in range(20_000)})
+    tracemalloc.start()
+    try:
+        arc = _open(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "003_run/cmd_04.output" in arc.files
+    assert peak < 2 * 2**20, f"{peak:,} bytes held at once"
+
+
+def test_a_negative_rate_in_an_archive_is_no_sample(tmp_path):
+    """A device row of -1,000,000 IOPS beside one of 1,100,000.50 adds up to a Total of
+    100,000.50, which was stored as a good sample (float() took the sign)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output = folder / "003_run" / "cmd_04.output"
+    text = output.read_text()
+    assert " 1000000.00 " in text and " 2100000.50 " in text
+    output.write_text(text.replace(" 1000000.00 ", " -1000000.00 ").replace(
+        " 2100000.50 ", " 100000.50 "))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: " in n and "IOPS: '-1000000.00' is no measurement" in n
+               for n in report.notes), report.notes

@@ -73,7 +73,8 @@ def test_no_import_cycle():
 # where it does). The experiments are plugins: the registry in core finds them by name at run
 # time (test_only_the_registry_imports_experiments_by_name), so nothing below them names one.
 LAYERS = [
-    {"errors", "paths", "streams", "durable", "procs", "safefiles", "lockfile", "__init__"},
+    {"errors", "paths", "streams", "durable", "procs", "workers", "safefiles", "lockfile",
+     "__init__"},
     {"parsers", "analysis"},
     {"tools", "collectors", "host"},
     {"core"},

@@ -5,7 +5,9 @@ so instead of drawing empty axes; every missed target is explained with its own 
 from __future__ import annotations
 
 import copy
+import io
 import json
+import re
 
 import pytest
 
@@ -112,3 +114,35 @@ def test_a_recorded_class_key_or_method_is_shown_as_text(doc):
         assert not body.find_all(["script", "img", "sub", "a"]), body
     text = " ".join(_myst_html(markdown).get_text() for markdown in shown)
     assert all(text.count(s) for s in (klass, key, method)), text
+
+
+@pytest.mark.parametrize("klass", ["lab$\\alpha^2$-2cpu", "lab$\\nosuchcmd$-2cpu"])
+def test_a_recorded_class_or_key_is_drawn_as_its_characters(doc, klass):
+    """A machine class is made from a hostname: matplotlib read its ``$...$`` as math (α² for
+    the first; the second stopped the page being built with 'Unknown symbol')."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    key = "key$\\nosuchcmd$"
+    doc["results"][key] = doc["results"].pop("fidelity_ratio")
+    fig = bench.targets_figure({klass: doc})
+    fig.savefig(io.BytesIO(), format="png")  # math is parsed when a text is drawn
+    ax = fig.axes[0]
+    assert ax.get_title() == f"{klass}: green met, red missed"
+    assert key in [t.get_text() for t in ax.get_yticklabels()]
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if "$" in t.get_text()]
+    assert texts and not any(t.get_parse_math() for t in texts)
+
+
+def test_every_module_that_draws_sets_plain_text_first():
+    """:func:`iolab.report.figures.plain_text` is set when that module is imported: every
+    module that draws imports it (or the chapter module, which does) before it draws."""
+    from iolab.paths import REPO_ROOT as root
+
+    drawing = [p for p in sorted((root / "iolab").rglob("*.py"))
+               if "matplotlib.pyplot" in p.read_text() and p.name != "figures.py"
+               or p.name == "figures.py" and p.parent.name != "report"]
+    assert len(drawing) >= 10, drawing
+    imports = re.compile(r"^from iolab\.report(?:\.figures| import .*\bfigures\b|\.chapter import)",
+                         re.MULTILINE)
+    assert [str(p.relative_to(root)) for p in drawing if not imports.search(p.read_text())] == []

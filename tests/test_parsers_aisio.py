@@ -80,12 +80,21 @@ def test_xnvmeperf_error_output_quotes_the_error():
     (lambda t: t.replace("        0\n", "       x0\n", 1), "Failed must be a whole count"),
     (lambda t: t + t, "2 result tables"),
     (lambda t: "", "empty input"),
+    # float() took a sign, nan, inf and "_": a negative row hid in a Total that adds up
+    (lambda t: t.replace("1000000.00", "-1000000.00").replace("1200000.50", "3200000.50"),
+     "line 15: IOPS: '-1000000.00' is no measurement"),
+    (lambda t: t.replace("488.28", "nan").replace("1513.67", "nan"), "MiB/s: 'nan' is no"),
+    (lambda t: t.replace("3100000.75", "inf"), "line 19: IOPS: 'inf' is no measurement"),
+    (lambda t: t.replace("1000000.00", "1_000_000.00"), "IOPS: '1_000_000.00' is no"),
+    (lambda t: t.replace("1000000.00", "1e6"), "IOPS: '1e6' is no measurement"),
+    (lambda t: t.replace("elapsed: 5.00s", "elapsed: 5.0.0s"),
+     "no ' xnvmeperf \\(elapsed: …s\\)' line"),
     # float() and int() read other scripts' digits, '1_000', nan and inf: xnvmeperf prints
     # none of them, and the totals were stored as if it had (P6)
-    (lambda t: t.replace("3100000.75", ARABIC("3100000.75")), "IOPS and MiB/s must be numbers"),
-    (lambda t: t.replace("1513.67", "1_513.67"), "IOPS and MiB/s must be numbers"),
-    (lambda t: t.replace("488.28", "nan"), "IOPS and MiB/s must be numbers"),
-    (lambda t: t.replace("900000.25", "inf"), "IOPS and MiB/s must be numbers"),
+    (lambda t: t.replace("3100000.75", ARABIC("3100000.75")), "is no measurement"),
+    (lambda t: t.replace("1513.67", "1_513.67"), "is no measurement"),
+    (lambda t: t.replace("488.28", "nan"), "is no measurement"),
+    (lambda t: t.replace("900000.25", "inf"), "is no measurement"),
     (lambda t: t.replace("439.45        2", "439.45        " + ARABIC("2")),
      "Failed must be a whole count"),
     (lambda t: t.replace("     0,1 ", "     0," + ARABIC("1") + " "), "CPUs column"),
@@ -130,7 +139,8 @@ def test_spdk_nvme_perf():
     (lambda t: t.split("Total")[0], "expected '<name> : IOPS"),
     (lambda t: t.replace("Device Information", "Devices"), "no result table"),
     (lambda t: t.replace("    976.56 ", "  976.56 x "), "expected '<name> : IOPS"),
-    (lambda t: t.replace("2000000.00", "2OOOOOO.OO"), "non-numeric"),
+    (lambda t: t.replace("2000000.00", "2OOOOOO.OO"), "iops: '2OOOOOO.OO' is no measurement"),
+    (lambda t: t.replace("2000000.00", "-2000000.00"), "iops: '-2000000.00' is no measurement"),
 ])
 def test_spdk_nvme_perf_malformed(edit, message):
     with pytest.raises(ParseError, match=message):

@@ -505,3 +505,53 @@ def test_the_bounds_of_seeds_and_jobs_themselves_are_allowed(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     cli_search.check_bounds(cli_search.SEEDS_MOST, 8)
     cli_search.check_bounds(1, 1)
+
+
+_INTERRUPTED_REPLAY = """
+import os, sys, time
+from pathlib import Path
+from iolab.core.search import replay
+
+def busy(job):  # a replay that takes long: the worker says it started, then works
+    Path(sys.argv[1], str(os.getpid())).write_text("")
+    time.sleep(120)
+
+replay._replay_job = busy
+replay.budgets = lambda grid, shares: {0.5: 10}
+try:
+    replay.derive(None, range(40), strategies=["grid"], shares=[0.5], jobs=2)
+except KeyboardInterrupt:  # as the CLI does
+    print("iolab: interrupted", file=sys.stderr)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_ends_a_parallel_replay_quietly_and_leaves_no_worker(tmp_path):
+    """Ctrl-C reaches the whole process group: each worker printed its traceback, and the
+    command hung after saying "interrupted" (the pool waited at exit on a worker that never
+    ended). Now the workers leave SIGINT to the main process, which ends them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    started = tmp_path / "started"
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_REPLAY, str(started)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120  # a loaded host starts processes slowly
+        while len(list(started.iterdir())) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        workers = [int(p.name) for p in started.iterdir()]
+        assert len(workers) == 2
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert (proc.returncode, err) == (130, "iolab: interrupted\n")
+    assert [pid for pid in workers if Path(f"/proc/{pid}").exists()] == []

@@ -278,22 +278,23 @@ def _rows_of_slice(start: int, stop: int) -> list[dict[str, Any]]:
 
 def build(source: TidySource, runs: list[StoredRun]) -> pd.DataFrame:
     """Parse every given run into rows (no cache), in parallel for large campaigns."""
-    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    count = min(os.cpu_count() or 1, MAX_WORKERS)
     # Forked only from a process without other threads: a fork copies the calling thread
     # alone, and a lock another thread held stays held in the copy. A notebook's kernel has
     # threads, so it parses in-line. (Spawned workers would avoid that, but they import the
     # caller's main script again, which a user's script may not be written to survive.)
-    if len(runs) < PARALLEL_FROM or workers < 2 or threading.active_count() > 1:
+    if len(runs) < PARALLEL_FROM or count < 2 or threading.active_count() > 1:
         return pd.DataFrame(_rows(source, runs))
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+
+    from iolab import workers
 
     global _JOB
-    size = -(-len(runs) // (workers * 4))  # a few slices per worker evens out their speeds
+    size = -(-len(runs) // (count * 4))  # a few slices per worker evens out their speeds
     starts = range(0, len(runs), size)
     _JOB = (source, runs)
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with workers.pool(count, mp_context=multiprocessing.get_context("fork")) as pool:
             parts = pool.map(_rows_of_slice, starts, [i + size for i in starts])
             return pd.DataFrame([row for part in parts for row in part])
     finally:

@@ -66,6 +66,25 @@ def int_within_float(text: str, key: str, source: str) -> int:
     return within_float(int(sign + body), key, source)
 
 
+_MEASURED = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def measured_decimal(token: str, key: str, source: str) -> float:
+    """``token`` read as a rate, a count or a time a tool prints (``%.2f`` and the like):
+    ASCII digits with an optional fraction. ParseError naming ``key`` for anything else that
+    ``float()`` takes: a sign (no rate, count or time is negative), ``nan``, ``inf``, an
+    exponent, ``_`` between digits or another script's digits; and for a number beyond what
+    a float holds (``float()`` makes it ``inf``)."""
+    if not _MEASURED.fullmatch(token):
+        raise ParseError(source, f"{key}: {excerpt(token)} is no measurement (allowed: the "
+                                 "digits 0-9 with an optional fraction, as the tool prints them)")
+    value = float(token)
+    if math.isinf(value):
+        raise ParseError(source, f"{key}: a number of {len(token)} digits, beyond the largest "
+                                 f"number a measurement can hold ({FLOAT_MAX:.3g})")
+    return value
+
+
 def is_digits(text: str) -> bool:
     """Whether ``text`` is one or more of the ASCII digits 0-9: ``str.isdigit`` accepts
     superscripts such as '²', which ``int`` then refuses with a ValueError that names no file."""

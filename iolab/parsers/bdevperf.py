@@ -47,8 +47,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import (decimal_within_float, int_within_float, is_digits, load_json,
-                           within_float)
+from iolab.parsers import int_within_float, is_digits, load_json, measured_decimal, within_float
 
 FORMAT_TEXT = "text"
 FORMAT_JSON = "json"
@@ -287,13 +286,8 @@ def _numbers(text: str, count: int, what: str, number: int, source: str) -> list
     if len(tokens) != count:
         raise ParseError(source, f"line {number}: {what} has {len(tokens)} numbers, expected "
                                  f"{count}: {excerpt(text.strip())}")
-    # printf's decimals in ASCII digits: float() also takes nan, inf, 1e999, '1_000' and any
-    # script's digits, none of which bdevperf prints
-    numbers = [decimal_within_float(token) for token in tokens]
-    if None in numbers:
-        raise ParseError(source, f"line {number}: {what} holds a non-number (allowed: decimals "
-                                 f"in digits 0-9): {excerpt(text.strip())}")
-    return numbers
+    # float() would take a sign, nan and inf, which no rate, time or latency is
+    return [measured_decimal(token, f"line {number}: {what}", source) for token in tokens]
 
 
 def _data_row(table: _Table, line: str, number: int, source: str) -> None:
@@ -538,7 +532,7 @@ def _json_job(entry: Any, i: int, source: str) -> dict[str, Any]:
                                      f"got {excerpt(entry[key])}")
         within_float(entry[key], f"{where}.{key}", source)
     for key, least in _JSON_JOB_LEAST.items():
-        if entry[key] < least:
+        if not (math.isfinite(entry[key]) and entry[key] >= least):  # JSON's NaN, Infinity
             raise ParseError(source, f"{where}.{key} is {excerpt(entry[key])}; allowed: "
                                      f"{least} or more")
     percentage = entry.get("percentage")

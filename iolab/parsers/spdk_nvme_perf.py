@@ -22,7 +22,8 @@ Row names contain colons (PCI addresses, vendor:device ids), so each row is spli
 *last* colon: the name is to the left and exactly five numbers are to the right. Rows with
 zero completions are omitted by the tool. Average/min/max are latencies in µs; MiB/s is
 2^20 B/s. The printed values have two decimals, so the rows may miss the Total by up to
-half a cent per row; anything more raises ParseError.
+half a cent per row; anything more raises ParseError, and so does a value in any other form
+than digits with a fraction (a sign, ``nan``, ``inf``: :func:`iolab.parsers.measured_decimal`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import decimal_within_float
+from iolab.parsers import measured_decimal
 
 _HEADER = re.compile(r"^\s*Device Information\s*:\s*IOPS\s+MiB/s\s+Average\s+min\s+max\s*$")
 _SEPARATOR = re.compile(r"^\s*=+\s*$")
@@ -89,11 +90,9 @@ def _split_row(line: str, number: int, source: str) -> tuple[str, dict]:
     if not colon or len(tokens) != len(_COLUMNS):
         raise ParseError(source, f"line {number}: expected '<name> : IOPS MiB/s Average min "
                          f"max', got {excerpt(line)}")
-    # printf's decimals in ASCII digits: float() also takes nan, inf, '1_000' and any script's
-    numbers = [decimal_within_float(t) for t in tokens]
-    if None in numbers:
-        raise ParseError(source, f"line {number}: non-numeric values {excerpt(tokens)} (allowed: "
-                                 "decimals in digits 0-9)")
+    # float() would take a sign, nan and inf, which no rate or latency is
+    numbers = [measured_decimal(t, f"line {number}: {column}", source)
+               for t, column in zip(tokens, _COLUMNS)]
     return name.strip(), dict(zip(_COLUMNS, numbers))
 
 

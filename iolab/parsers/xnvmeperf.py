@@ -30,8 +30,11 @@ Device URIs (PCI addresses) contain colons, so rows are split on whitespace and 
 ``:``. The CPU column is one token (a comma list such as ``0,1`` when several threads drive
 one device). IOPS and MiB/s are printed with two decimals, so the device rows may miss the
 Total by up to half a cent per row; anything more raises ParseError. Failed is a count and
-must add up exactly. For ``cuda-run``, IOPS counts completed lock-step rounds times the
-queue depth, failed commands included (§4.4), which is why ``failed`` must be looked at.
+must add up exactly. A rate or the elapsed time in any other form than digits with a
+fraction (a sign, ``nan``, ``inf``, an exponent: :func:`iolab.parsers.measured_decimal`) is
+no measurement and raises ParseError: a negative row could hide in a Total that adds up.
+For ``cuda-run``, IOPS counts completed lock-step rounds times the queue depth, failed
+commands included (§4.4), which is why ``failed`` must be looked at.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import decimal_within_float, int_within_float, is_digits
+from iolab.parsers import int_within_float, is_digits, measured_decimal
 
 # numbers in ASCII digits only ([0-9]: \d, str.isdigit and int() take any script's digits)
 TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: "
@@ -81,7 +84,7 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
     at = titles[0]
     title = TITLE.match(lines[at])
     kind = "cuda-run" if title.group("cuda") else "run"
-    elapsed_s = float(title.group("elapsed"))
+    elapsed_s = measured_decimal(title.group("elapsed"), f"line {at + 1}: elapsed", source)
 
     at = _expect(lines, at + 1, _RULE_EQ, "a '=' rule after the title", source)
     header = lines[at].split() if at < len(lines) else []
@@ -176,11 +179,9 @@ def _total_row(line: str, number: int, source: str) -> dict:
 
 
 def _numbers(tokens: list[str], number: int, source: str) -> tuple[float, float, int]:
-    iops, mibs = decimal_within_float(tokens[0]), decimal_within_float(tokens[1])
-    if iops is None or mibs is None:
-        raise ParseError(source, f"line {number}: IOPS and MiB/s must be numbers as xnvmeperf "
-                         f"prints them (digits 0-9 and a point), got {excerpt(tokens[0])} and "
-                         f"{excerpt(tokens[1])}")
+    # float() would take a sign, nan and inf: a negative device row hid in a positive Total
+    iops = measured_decimal(tokens[0], f"line {number}: IOPS", source)
+    mibs = measured_decimal(tokens[1], f"line {number}: MiB/s", source)
     if not is_digits(tokens[2]):
         raise ParseError(source, f"line {number}: Failed must be a whole count (digits 0-9), "
                                  f"got {excerpt(tokens[2])}")

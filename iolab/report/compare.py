@@ -43,7 +43,7 @@ from iolab.analysis import pooling
 from iolab.analysis.findings import Finding
 from iolab.core import spec as specmod
 from iolab.core.store import note_read
-from iolab.report import forest
+from iolab.report import figures, forest  # noqa: F401  (figures: plain text, see there)
 
 REPLICATES, DIFFERS, INCOMPARABLE = "replicates", "differs", "cannot be compared"
 WIDE = 4.0  # a ratio's interval wider than this factor (say 0.5 to 2) is called too wide

@@ -4,8 +4,11 @@ A hostname, a CPU model, a tool's version line, a knob's reason, a params value 
 environment's name is data: the book shows it as the characters it is. Each way a page
 shows a string has one function here, and every page calls it:
 
-- :func:`table`: a DataFrame as a table (an HTML output): every cell, row and column label
-  and the caption escaped as HTML text;
+- :func:`table`: a DataFrame as a table (an HTML output): every cell, row and column label,
+  the text shown for a missing value and the caption escaped as HTML text; a cell or label
+  that is neither a string nor a plain scalar (a number, a time, a missing value), such as
+  a list, a tuple, a mapping or any other object, is shown as its ``str()``, escaped (pandas
+  escapes only ``str`` values and shows the others' ``str()`` as it is);
 - :func:`html_text`: a string inside HTML text (a table's caption);
 - :func:`markdown_text`: a string inside a Markdown output or a page's Markdown source (MyST:
   raw HTML, roles, links, math and emphasis all start with ASCII punctuation, which is
@@ -23,7 +26,9 @@ Not responsible for: the wording or number formats (``iolab.report.tables``, the
 
 from __future__ import annotations
 
+import datetime
 import html
+import numbers
 import re
 import string
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -80,8 +85,9 @@ def table(frame: pd.DataFrame, *, index: bool = False,
     string, a function, or one per column, as ``Styler.format`` takes them) format them, its
     row and column labels escaped, its ``caption`` escaped; the index shown only with
     ``index``. Numbers come out as ``Styler`` formats them, escaped or not."""
-    styler = _with_escaped_names(frame).style.format(formats, na_rep=na_rep,
-                                                     escape=_PANDAS_ESCAPE)
+    shown, formats = _as_text(frame, formats)
+    styler = _with_escaped_names(shown).style.format(
+        formats, na_rep=None if na_rep is None else html_text(na_rep), escape=_PANDAS_ESCAPE)
     for axis in ("index", "columns"):
         styler = styler.format_index(escape=_PANDAS_ESCAPE, axis=axis)
     if not index:
@@ -103,3 +109,54 @@ def _with_escaped_names(frame: pd.DataFrame) -> pd.DataFrame:
     shown.index = shown.index.set_names(escaped(frame.index.names))
     shown.columns = shown.columns.set_names(escaped(frame.columns.names))
     return shown
+
+
+def _plain(value: Any) -> bool:
+    """Whether pandas shows ``value`` escaped or as what cannot hold markup: a string (it
+    escapes those), a number, a time or a missing value."""
+    import numpy as np
+    import pandas as pd
+
+    return (value is None or value is pd.NaT
+            or isinstance(value, (str, numbers.Number, datetime.date, datetime.time,
+                                  datetime.timedelta, np.bool_, np.datetime64, np.timedelta64)))
+
+
+def _text(value: Any) -> Any:
+    return value if _plain(value) else str(value)
+
+
+def _as_text(frame: pd.DataFrame, formats: Any) -> tuple[pd.DataFrame, Any]:
+    """``frame`` with every cell and label that is not :func:`_plain` as its ``str()``, so
+    that pandas escapes it, and ``formats`` keyed by the labels so shown."""
+    shown = frame.copy(deep=False)
+    for at in range(frame.shape[1]):
+        column = frame.iloc[:, at]
+        if column.dtype == object and not column.map(_plain).all():
+            shown.isetitem(at, column.map(_text))
+    columns = _index_as_text(frame.columns)
+    shown.index, shown.columns = _index_as_text(frame.index), columns
+    if isinstance(formats, Mapping) and columns is not frame.columns:
+        formats = {_label_text(key, frame.columns.nlevels): value
+                   for key, value in formats.items()}
+    return shown, formats
+
+
+def _label_text(label: Any, levels: int) -> Any:
+    return tuple(map(_text, label)) if levels > 1 else _text(label)
+
+
+def _index_as_text(index: pd.Index) -> pd.Index:
+    """``index`` with each label (each level's, in a MultiIndex) that is not :func:`_plain`
+    as its ``str()``; ``index`` itself when all are."""
+    import pandas as pd
+
+    labels = list(index)
+    if index.nlevels > 1:
+        if all(_plain(part) for label in labels for part in label):
+            return index
+        return pd.MultiIndex.from_tuples([tuple(map(_text, label)) for label in labels],
+                                         names=index.names)
+    if all(map(_plain, labels)):
+        return index
+    return pd.Index([_text(label) for label in labels], dtype=object, name=index.name)

@@ -7,6 +7,12 @@ is drawn as a red cross, with a legend entry that says so. Axes of whole-number 
 "1.2 cores"), categorical axes get readable labels from the experiment, and a figure fed rows
 of more than one configuration refuses to draw (see :func:`one_configuration`).
 
+Every text of a figure is drawn as the characters it is (:func:`plain_text`, set when this
+module is imported, which every module that draws a figure does): titles, labels, tick labels
+and legends quote recorded strings (a machine class made from a hostname, an environment's
+or a tool's name), and matplotlib would read a ``$...$`` in one as math (``$\\nosuchcmd$``
+stopped the page being built).
+
 Responsible for: the look and the drawing. Not responsible for: the numbers (analysis) or
 where the figure goes (``iolab.report.chapter``).
 """
@@ -29,8 +35,19 @@ Label = Callable[[Any], str]
 OUTLIER_LABEL = f"outlier run (|modified z| > {outliers.THRESHOLD:g})"
 
 
+def plain_text() -> None:
+    """Figures draw every text as its characters: no ``$...$`` math, no TeX (a user's
+    matplotlibrc may ask for either). No figure of the book writes math."""
+    plt.rcParams["text.parse_math"] = False
+    plt.rcParams["text.usetex"] = False
+
+
+plain_text()  # at import: a figure's texts are made with the settings of their time
+
+
 def theme(palette: str = "colorblind") -> None:
     sns.set_theme(style="whitegrid", context="notebook", font_scale=1.1, palette=palette)
+    plain_text()
 
 
 def colors(keys: Sequence[Any], palette: str = "colorblind") -> dict[Any, Any]:

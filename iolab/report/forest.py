@@ -15,6 +15,7 @@ from matplotlib.patches import Polygon
 
 from iolab.analysis.findings import NULL, Finding
 from iolab.analysis.pooling import PREDICTION_LEAST, Pooled, pool
+from iolab.report import figures  # noqa: F401  (texts drawn as their characters, never math)
 
 AXIS = {"change": "change (%)", "ratio": "ratio", "difference": "difference"}
 ROW_IN = 0.32  # inches per row of a panel
@@ -58,7 +59,7 @@ def _panel(ax, per: dict[str, Finding], pooled: Pooled | None) -> None:
         f = per[env]
         ax.errorbar(f.estimate, -y, xerr=[[f.estimate - f.ci_low], [f.ci_high - f.estimate]],
                     fmt="s", color="tab:blue", capsize=3, markersize=5)
-    labels = [_plain(name) for name in names]
+    labels = list(names)
     if pooled is not None:
         y = -len(names)
         if pooled.predicts:
@@ -75,10 +76,5 @@ def _panel(ax, per: dict[str, Finding], pooled: Pooled | None) -> None:
     ax.set_yticks([-i for i in range(len(labels))], labels)
     ax.set_ylim(-len(labels) + 0.5, 0.5)
     ax.set_xlabel(AXIS[first.kind])
-    ax.set_title(_plain(textwrap.fill(first.statement, WRAP)), fontsize="small", loc="left")
+    ax.set_title(textwrap.fill(first.statement, WRAP), fontsize="small", loc="left")
 
-
-def _plain(text: str) -> str:
-    """A recorded or written string as plain characters: matplotlib reads text between two
-    '$' as math, and an environment's or a finding's name may hold one."""
-    return text.replace("$", r"\$")

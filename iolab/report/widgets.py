@@ -16,6 +16,8 @@ from typing import Any, Callable
 import matplotlib.pyplot as plt
 from IPython.display import display
 
+from iolab.report import figures  # noqa: F401 (figures draw their texts as plain characters)
+
 
 def explorer(draw: Callable[..., Any], controls: dict[str, Any]) -> None:
     """Show ``controls`` (name -> widget) and ``draw(**values)``'s figure, redrawn on change."""

@@ -167,15 +167,16 @@ def derive(grid: Grid, seeds: Iterable[int], strategies: Iterable[str] = COMPARE
     """Every strategy at every budget over every seed, as a table (:data:`COLUMNS`), spread
     over ``jobs`` processes (the rows in the same order)."""
     import pandas as pd
-    from concurrent.futures import ProcessPoolExecutor
     from tqdm import tqdm
+
+    from iolab import workers
 
     work = [(grid, s, share, b, seed) for s in strategies
             for share, b in budgets(grid, shares).items() for seed in seeds]
     if jobs <= 1:
         rows = [_replay_job(w) for w in tqdm(work, disable=not progress, unit="replay")]
     else:
-        with ProcessPoolExecutor(jobs) as pool:
+        with workers.pool(jobs) as pool:  # Ctrl-C ends it, quietly (iolab.workers)
             rows = list(tqdm(pool.map(_replay_job, work, chunksize=4), total=len(work),
                              disable=not progress, unit="replay"))
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -21,6 +21,11 @@ An archive comes from elsewhere, so it is read as data and nothing more:
   the sizes they unpack to, checked before each is read (a sparse member's holes take no room
   in the stream). An archive that would go past it is refused, naming the member and the
   limit, before more is read. Kept files are read in blocks.
+* **So are its members** (:data:`MAX_MEMBERS`, 100,000, about thirty-six times the 2,780 of
+  the largest AiSIO archive): each costs memory however empty it is (a folder's file name and
+  digest, a link's note), so an archive with more is refused, naming the limit, before more
+  is read; a tar's members are streamed (tarfile keeps the header of every member it read
+  unless told not to).
 
 Responsible for: reading the archive's files, their times and its sha256; finding the CIJOE
 output root; indexing and classifying the commands in order (a ``cat`` reads a capture only
@@ -93,6 +98,7 @@ class Command:
 KEPT = re.compile(r"(?:^|/)(?:cmd_\d+\.(?:state|output)|config\.orig)$"
                   r"|(?:^|/)artifacts/(?:.*\.out|cuda-sample-p2p-bandwidth)$")
 MAX_BYTES = 1 << 30  # read out of one archive: a tar's decompressed stream, a folder's kept files
+MAX_MEMBERS = 100_000  # members of a tar, or files and folders of a folder
 CHUNK = 1 << 20
 
 
@@ -108,6 +114,10 @@ class _Archive:
 class _TooBig(Exception):
     """The archive's bytes went past MAX_BYTES (not an OSError: nothing may take it for an
     unreadable file)."""
+
+
+class _TooMany(Exception):
+    """The archive has more than MAX_MEMBERS members."""
 
 
 class _Bounded:
@@ -143,6 +153,10 @@ def _open(path: Path) -> _Archive:
         raise InputError(path, None, f"reading {where} would take more than {MAX_BYTES:,} bytes "
                          "out of the archive, the most an import reads",
                          allowed=f"archives of at most {MAX_BYTES:,} bytes decompressed") from None
+    except _TooMany:
+        raise InputError(path, None, f"holds more than {MAX_MEMBERS:,} members (files, folders "
+                         "and links), the most an import reads",
+                         allowed=f"archives of at most {MAX_MEMBERS:,} members") from None
     roots = {m.group("root") for m in map(_STATE.match, files) if m}
     if len(roots) != 1:
         raise InputError(path, None, "not a CIJOE output: expected NNN_<step>/cmd_XX.state files "
@@ -163,7 +177,12 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
         with open(path, "rb") as raw, _decompressed(raw) as plain:
             stream = _Bounded(plain, MAX_BYTES)
             with tarfile.open(fileobj=stream, mode="r|") as tar:
-                for member in tar:
+                for count, member in enumerate(tar, start=1):
+                    # a stream is read once: the headers tarfile keeps of the members it
+                    # passed would grow with the member count
+                    tar.members = []
+                    if count > MAX_MEMBERS:
+                        raise _TooMany()
                     stream.member = member.name
                     if member.issym() or member.islnk():
                         skipped.append(f"{member.name}: a {'symbolic' if member.issym() else 'hard'}"
@@ -210,8 +229,11 @@ def _read_folder(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[s
     """A folder's kept regular files (none through a link), their times, what was skipped,
     and the folder's digest (of every regular file's name and sha256, hashed in blocks)."""
     files, mtimes, skipped, sums = {}, {}, [], {}
-    kept = 0
+    kept = count = 0
     for folder, dirs, names in os.walk(path):  # never into a linked folder
+        count += len(dirs) + len(names)
+        if count > MAX_MEMBERS:
+            raise _TooMany()
         here = Path(folder)
         for name in sorted(dirs):
             if (here / name).is_symlink():

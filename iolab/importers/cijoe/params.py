@@ -5,8 +5,13 @@ smt, turbo, stress, cpu_governor, fixed_freq).
 bdevperf's command line names only its device config, so its ndevs is the number of bdevs its
 table lists.
 
-Responsible for: reading a benchmark command's parameters (once per command) and a setting
-from AiSIO's JSON.
+AiSIO's JSON comes from the archive, so it is read as data (:func:`read_result`): a result
+that is not UTF-8, not JSON, nested too deeply, not an object, holds a number no float holds,
+or a setting or ``cpu_freqs`` of a shape AiSIO never writes is no record, and the run is
+imported without a cross-check, with a note saying why.
+
+Responsible for: reading a benchmark command's parameters (once per command), checking AiSIO's
+JSON and reading a setting from it.
 Not responsible for: reading a tool's command line (its adapter in ``iolab.tools``) or output
 (``iolab.parsers``), or comparing the parameters with AiSIO's
 (:mod:`iolab.importers.cijoe.crosscheck`).
@@ -14,12 +19,14 @@ Not responsible for: reading a tool's command line (its adapter in ``iolab.tools
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from iolab.errors import InputError, ParseError
+from iolab.errors import InputError, ParseError, excerpt, shortened
 from iolab.importers import aisio as exp
 from iolab.importers.cijoe.archive import Command
 from iolab.importers.cijoe.kinds import _program
+from iolab.parsers import load_json, within_float
 from iolab.parsers.bdevperf import parse_bdevperf_text
 from iolab.tools import spdk_nvme_perf, xnvmeperf
 
@@ -30,6 +37,7 @@ TOOL_NAMES = {exp.XNVMEPERF_RUN: "xnvmeperf", exp.XNVMEPERF_CUDA_RUN: "xnvmeperf
 _BDEVPERF_VALUED = {"-c", "-m", "-q", "-o", "-t", "-w", "-r", "-M", "-j", "-S", "-P", "-T"}
 # Settings AiSIO records only in its JSON (and the file name), never on the command line.
 JSON_SETTINGS = ("thr_sib", "smt", "turbo", "stress", "cpu_governor", "fixed_freq")
+_SWITCHES = ("thr_sib", "smt", "turbo", "stress")  # AiSIO writes 0 or 1 (or a boolean)
 
 
 def _command_params(bench: Command, archive: str) -> dict[str, Any]:
@@ -127,3 +135,72 @@ def _setting(aisio: dict | None, key: str) -> Any:
         return None
     value = aisio.get(key)
     return int(value) if isinstance(value, bool) else value
+
+
+def read_result(data: bytes, source: str) -> dict:
+    """AiSIO's JSON result for one repetition, checked as data from elsewhere; ParseError
+    naming ``source`` and why it is no record AiSIO writes (the caller notes it and imports
+    the run without a cross-check). What is checked is what the import uses: the settings
+    (they become the run's parameters), ``cpu_freqs`` (walked by the cross-check) and that
+    every number is one a float holds (the cross-check computes with them)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(source, f"not UTF-8 (byte {exc.start})") from None
+    try:
+        record = load_json(text, source)
+    except ValueError as exc:
+        raise ParseError(source, f"not valid JSON ({excerpt(str(exc))})") from None
+    if not isinstance(record, dict):
+        raise ParseError(source, f"holds {type(record).__name__}, not the object AiSIO writes")
+    _within_float(record, source)
+    for key in JSON_SETTINGS:
+        value = record.get(key)
+        if value is not None and not _usable_setting(key, value):
+            raise ParseError(source, f"{key} is {excerpt(value)} (allowed: "
+                             f"{_SETTING_ALLOWED.get(key, '0 or 1')})")
+    if not _usable_cpu_freqs(record.get("cpu_freqs")):
+        raise ParseError(source, f"cpu_freqs is {excerpt(record['cpu_freqs'])} (allowed: a list "
+                         "of [[mean kHz, variance], [cpu, core]], or N/A)")
+    return record
+
+
+_SETTING_ALLOWED = {"cpu_governor": "a governor's name",
+                    "fixed_freq": "a frequency in GHz, 0 for none"}
+
+
+def _usable_setting(key: str, value: Any) -> bool:
+    if key in _SWITCHES:
+        return value in (0, 1) and isinstance(value, (bool, int))
+    if key == "cpu_governor":
+        return isinstance(value, str) and value.isprintable() and len(value) <= 64
+    return _is_number(value) and math.isfinite(value) and value >= 0  # fixed_freq
+
+
+def _usable_cpu_freqs(value: Any) -> bool:
+    if value is None or value == "N/A":
+        return True
+    return isinstance(value, list) and all(
+        isinstance(entry, list) and len(entry) == 2
+        and isinstance(entry[0], list) and len(entry[0]) == 2 and all(map(_is_number, entry[0]))
+        and isinstance(entry[1], list) and len(entry[1]) == 2
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in entry[1])
+        for entry in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _within_float(value: Any, source: str, key: str = "the result") -> None:
+    """ParseError for an integer anywhere in ``value`` beyond what a float holds (the
+    cross-check's tolerance would raise OverflowError on it); nesting is bounded by
+    :func:`load_json`."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _within_float(item, source, shortened(str(name), 40))
+    elif isinstance(value, list):
+        for item in value:
+            _within_float(item, source, key)
+    else:
+        within_float(value, key, source)

@@ -34,7 +34,7 @@ from iolab.importers.cijoe.archive import Command, _Archive
 from iolab.importers.cijoe.crosscheck import _check_log_clock, _cross_check
 from iolab.importers.cijoe.host_extras import SOURCE
 from iolab.importers.cijoe.pairing import Repetition, _result_name
-from iolab.importers.cijoe.params import JSON_SETTINGS, _command_params, _setting
+from iolab.importers.cijoe.params import JSON_SETTINGS, _command_params, _setting, read_result
 from iolab.importers.cijoe.report import ImportReport
 
 
@@ -95,9 +95,9 @@ def _read(rep: Repetition, batch: _Batch) -> _Run:
     label = rep.result or f"{bench.path}.output"
     if rep.result:
         try:
-            aisio = json.loads(batch.arc.files[rep.result])
-        except json.JSONDecodeError as exc:
-            batch.report.notes.append(f"{rep.result}: not valid JSON ({exc}); no cross-check")
+            aisio = read_result(batch.arc.files[rep.result], rep.result)
+        except ParseError as exc:
+            batch.report.notes.append(f"{exc}; no cross-check")
     name_fields = _result_name(PurePosixPath(rep.result).name) if rep.result else None
 
     params = {k: cmd_params[k] for k in ("qdepth", "iosize", "ndevs", "ncpus", "nqueues", "tool",
