@@ -69,7 +69,8 @@ def test_the_committed_runs_glue_the_snapshots_values():
     # the snapshot holds what the notebook glues: each text's repr
     assert set(TEXT_KEYS) == set(SNAPSHOT)
     assert {k: repr(ch.text.get(k)) for k in TEXT_KEYS} == {k: SNAPSHOT[k] for k in TEXT_KEYS}
-    assert set(FIGURE_KEYS) == set(ch.figures)
+    # and the forest plot of the findings across environments, which a code cell shows
+    assert set(FIGURE_KEYS) | {"fig_forest"} == set(ch.figures)
     assert len(ch.figures["fig_gpu_copy"].axes) == 1
     assert [ax.get_title() for ax in ch.figures["fig_gpu_requests"].axes] == [
         "GPU-initiated reads", "GPU-initiated writes"]
