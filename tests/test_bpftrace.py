@@ -204,3 +204,16 @@ def test_parse_of_a_malformed_file_names_it(tmp_path):
 
 def test_registered():
     assert isinstance(adapter("bpftrace"), bt.Bpftrace)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("Attaching " + "9" * 5000 + " probes...\n", "line 1: probes: an integer of about 5000 digits"),
+    ("Lost " + "9" * 5000 + " events\n", "line 1: lost events: an integer of about 5000 digits"),
+    ("@x: " + "9" * 5000 + "\n", "is neither a number nor 'count N, average N, total N'"),
+    ("@h:\n[1, 2)   " + "9" * 5000 + " |@@@@|\n", "malformed bucket line"),
+])
+def test_a_number_longer_than_any_bpftrace_prints_is_a_parse_error(text, problem):
+    """A 5,000-digit count was a ValueError (Python's int() refuses 4,300 digits) that named
+    no file; bpftrace prints 64-bit integers, at most 20 digits."""
+    with pytest.raises(ParseError, match=problem):
+        parse_bpftrace(text, "trace.txt")

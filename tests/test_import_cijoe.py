@@ -1154,3 +1154,19 @@ def test_a_negative_rate_in_an_archive_is_no_sample(tmp_path):
     assert (report.imported, report.failed) == (1, 1)
     assert any("stored as failed: " in n and "IOPS: '-1000000.00' is no measurement" in n
                for n in report.notes), report.notes
+
+
+@pytest.mark.parametrize("digits", ["\u0661", "9" * 5000])
+def test_a_result_or_command_numbered_in_other_digits_or_beyond_any_count_is_not_one(digits):
+    """An AiSIO result name or a CIJOE command file numbered in another script's digits was
+    read as if in ASCII (\\d and str.isdigit take them); one of 5,000 digits made int() raise
+    a ValueError that named no file."""
+    from iolab.importers.cijoe import archive, pairing
+
+    name = ("d1-c2-o4096-q128-be_io_uring-tool_fio-thrsib0-freq_performance-stress0-SMT1-"
+            "turbo1-{}.out")
+    assert pairing._result_name(name.format(3))["rep"] == 3
+    assert pairing._result_name(name.format(digits)) is None
+    assert archive._STATE.match("run/001_bench/cmd_7.state")
+    assert archive._STATE.match(f"run/001_bench/cmd_{digits}.state") is None
+    assert not archive.KEPT.search(f"run/001_bench/cmd_{digits}.output")

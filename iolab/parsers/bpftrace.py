@@ -43,7 +43,7 @@ import re
 from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
-from iolab.parsers import load_json, within_float
+from iolab.parsers import int_within_float, load_json, within_float
 
 _STATS_KEYS = ("count", "average", "total")
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -54,13 +54,15 @@ _ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$", re.ASCII)
 _LOST = re.compile(r"^Lost (\d+) events$", re.ASCII)
 _MAP_LINE = re.compile(r"^(?P<name>@\w*)(?:\[(?P<key>.*)\])?:(?: (?P<value>.*))?$", re.ASCII)
 # Canonical decimal integers only: a string key such as "007" stays a string.
-_INT = re.compile(r"^-?(?:0|[1-9]\d*)$", re.ASCII)
-_STATS = re.compile(r"^count (-?\d+), average (-?\d+), total (-?\d+)$", re.ASCII)
-_LABEL = r"-?\d+[KMGT]?"
+# at most 20 digits, as a 64-bit integer has: a longer run is no number bpftrace prints
+_INT = re.compile(r"^-?(?:0|[1-9]\d{0,19})$", re.ASCII)
+_STATS = re.compile(r"^count (-?\d{1,20}), average (-?\d{1,20}), total (-?\d{1,20})$",
+                    re.ASCII)
+_LABEL = r"-?\d{1,20}[KMGT]?"
 _BUCKET = re.compile(
     rf"^(?:\[(?P<one>{_LABEL})\]|\[(?P<lo>{_LABEL}), (?P<hi>{_LABEL})\)"
     rf"|\[(?P<above>{_LABEL}), \.\.\.\)|\(\.\.\., (?P<below>{_LABEL})\))"
-    r"\s+(?P<count>\d+) \|@* *\|$", re.ASCII)
+    r"\s+(?P<count>\d{1,20}) \|@* *\|$", re.ASCII)
 
 
 def parse_bpftrace(text: str, source: str = "<string>") -> dict[str, Any]:
@@ -127,9 +129,12 @@ class _TextReader:
             return
         self.block = self.block_name = None
         if attaching := _ATTACHING.match(line):
-            self.result["probes"] = int(attaching.group(1))
+            self.result["probes"] = int_within_float(attaching.group(1),
+                                                     f"line {number}: probes", self.source)
         elif lost := _LOST.match(line):
-            self.result["lost_events"] += int(lost.group(1))
+            self.result["lost_events"] += int_within_float(lost.group(1),
+                                                           f"line {number}: lost events",
+                                                           self.source)
 
     def _map_line(self, number: int, line: str) -> None:
         """A map's entry: its value, or the start of a histogram whose buckets follow."""

@@ -62,7 +62,10 @@ from iolab.importers.cijoe.kinds import (CPUFREQ_START, DCGM_START, OTHER, _clas
 from iolab.importers.cijoe.report import ImportReport
 from iolab.parsers.cijoe_state import parse_cijoe_state
 
-_STATE = re.compile(r"^(?P<root>(?:.*/)?)(?P<step>\d{3}_[^/]+)/cmd_(?P<n>\d+)\.state$")
+# digits in ASCII ([0-9]: \d takes any script's) and bounded: CIJOE numbers its steps with
+# three digits and its commands from 1
+_STATE = re.compile(r"^(?P<root>(?:.*/)?)(?P<step>[0-9]{3}_[^/]+)/cmd_(?P<n>[0-9]{1,9})"
+                    r"\.state$")
 _DMON_OUTPUT = re.compile(r">\s*(\S+?)[\"']?\s*$")
 ALLOWED = "a .tar.gz archive or its extracted folder"
 
@@ -95,7 +98,7 @@ class Command:
 
 # What the import reads of an archive (by a member's path, with its root): each command's
 # record and output, CIJOE's merged config, and AiSIO's result files and p2p figure
-KEPT = re.compile(r"(?:^|/)(?:cmd_\d+\.(?:state|output)|config\.orig)$"
+KEPT = re.compile(r"(?:^|/)(?:cmd_[0-9]{1,9}\.(?:state|output)|config\.orig)$"
                   r"|(?:^|/)artifacts/(?:.*\.out|cuda-sample-p2p-bandwidth)$")
 MAX_BYTES = 1 << 30  # read out of one archive: a tar's decompressed stream, a folder's kept files
 MAX_MEMBERS = 100_000  # members of a tar, or files and folders of a folder

@@ -29,14 +29,18 @@ from iolab.importers.cijoe.kinds import (CPUFREQ_READ, CPUFREQ_START, DCGM_READ,
                                          SPDK_KINDS)
 from iolab.importers.cijoe.params import _command_params
 from iolab.importers.cijoe.report import ImportReport
+from iolab.parsers import is_digits
 
+# numbers in ASCII digits, at most 9 ([0-9]: \d and str.isdigit take any script's, and int()
+# refuses 4,300 digits and more); AiSIO names its files with small whole numbers
+_N = "[0-9]{1,9}"
 _RESULT_CPU = re.compile(
-    r"^d(?P<ndevs>\d+)-c(?P<ncpus>\d+)-o(?P<iosize>\d+)-q(?P<qdepth>\d+)-be_(?P<backend>.+?)"
+    rf"^d(?P<ndevs>{_N})-c(?P<ncpus>{_N})-o(?P<iosize>{_N})-q(?P<qdepth>{_N})-be_(?P<backend>.+?)"
     r"-tool_(?P<tool>.+?)-thrsib(?P<thr_sib>[01])-freq_(?P<freq>[^-]+)-stress(?P<stress>[01])"
-    r"-SMT(?P<smt>[01])-turbo(?P<turbo>[01])-(?P<rep>\d+)\.out$")
+    rf"-SMT(?P<smt>[01])-turbo(?P<turbo>[01])-(?P<rep>{_N})\.out$")
 _RESULT_CUDA = re.compile(
-    r"^d(?P<ndevs>\d+)-c(?P<ncpus>\d+)-o(?P<iosize>\d+)-q(?P<qdepth>\d+)-nq(?P<nqueues>\d+)"
-    r"-be_(?P<backend>.+?)-tool_(?P<tool>xnvmeperf-cuda)-(?P<rep>\d+)\.out$")
+    rf"^d(?P<ndevs>{_N})-c(?P<ncpus>{_N})-o(?P<iosize>{_N})-q(?P<qdepth>{_N})-nq(?P<nqueues>{_N})"
+    rf"-be_(?P<backend>.+?)-tool_(?P<tool>xnvmeperf-cuda)-(?P<rep>{_N})\.out$")
 
 
 @dataclass
@@ -84,7 +88,7 @@ def _result_name(name: str) -> dict[str, Any] | None:
     match = _RESULT_CPU.match(name) or _RESULT_CUDA.match(name)
     if match is None:
         return None
-    return {k: (int(v) if v.isdigit() else v) for k, v in match.groupdict().items()}
+    return {k: (int(v) if is_digits(v) else v) for k, v in match.groupdict().items()}
 
 
 def _pair_results(reps: list[Repetition], arc: _Archive, report: ImportReport) -> None:
