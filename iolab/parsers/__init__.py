@@ -66,23 +66,20 @@ def int_within_float(text: str, key: str, source: str) -> int:
     return within_float(int(sign + body), key, source)
 
 
-_MEASURED = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-
-
 def measured_decimal(token: str, key: str, source: str) -> float:
-    """``token`` read as a rate, a count or a time a tool prints (``%.2f`` and the like):
-    ASCII digits with an optional fraction. ParseError naming ``key`` for anything else that
-    ``float()`` takes: a sign (no rate, count or time is negative), ``nan``, ``inf``, an
-    exponent, ``_`` between digits or another script's digits; and for a number beyond what
-    a float holds (``float()`` makes it ``inf``)."""
-    if not _MEASURED.fullmatch(token):
-        raise ParseError(source, f"{key}: {excerpt(token)} is no measurement (allowed: the "
-                                 "digits 0-9 with an optional fraction, as the tool prints them)")
-    value = float(token)
-    if math.isinf(value):
+    """``token`` read as a rate, a count or a time a tool prints (``%.2f`` and the like), as
+    :func:`decimal_within_float` reads it; ParseError naming ``key`` for anything else that
+    ``float()`` takes (a sign: no rate, count or time is negative; ``nan``, ``inf``, an
+    exponent, ``_`` between digits or another script's digits) and for a number beyond what a
+    float holds."""
+    value = decimal_within_float(token)
+    if value is not None:
+        return value
+    if _DECIMAL.fullmatch(token):
         raise ParseError(source, f"{key}: a number of {len(token)} digits, beyond the largest "
                                  f"number a measurement can hold ({FLOAT_MAX:.3g})")
-    return value
+    raise ParseError(source, f"{key}: {excerpt(token)} is no measurement (allowed: the digits "
+                             "0-9 with an optional fraction, as the tool prints them)")
 
 
 def is_digits(text: str) -> bool:

@@ -54,8 +54,8 @@ _ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$", re.ASCII)
 _LOST = re.compile(r"^Lost (\d+) events$", re.ASCII)
 _MAP_LINE = re.compile(r"^(?P<name>@\w*)(?:\[(?P<key>.*)\])?:(?: (?P<value>.*))?$", re.ASCII)
 # Canonical decimal integers only: a string key such as "007" stays a string.
-# at most 20 digits, as a 64-bit integer has: a longer run is no number bpftrace prints
-_INT = re.compile(r"^-?(?:0|[1-9]\d{0,19})$", re.ASCII)
+_INT = re.compile(r"^-?(?:0|[1-9]\d*)$", re.ASCII)
+# a count or label of at most 20 digits, as a 64-bit integer has: bpftrace prints no longer
 _STATS = re.compile(r"^count (-?\d{1,20}), average (-?\d{1,20}), total (-?\d{1,20})$",
                     re.ASCII)
 _LABEL = r"-?\d{1,20}[KMGT]?"
@@ -208,7 +208,9 @@ def _lines(text: str) -> list[str]:
 def _key(raw: str | None, separator: str) -> tuple:
     if raw is None:
         return ()
-    return tuple(int(part) if _INT.match(part) else part for part in raw.split(separator))
+    # a key of more digits than any integer bpftrace prints stays text (int() would refuse it)
+    return tuple(int(part) if _INT.match(part) and len(part) <= 21 else part
+                 for part in raw.split(separator))
 
 
 def _label(name: str, key: tuple) -> str:
@@ -217,7 +219,7 @@ def _label(name: str, key: tuple) -> str:
 
 def _text_value(value: str, name: str, key: tuple, number: int, source: str) -> int | dict:
     if _INT.match(value):
-        return int(value)
+        return int_within_float(value, f"line {number}: {_label(name, key)}", source)
     if stats := _STATS.match(value):
         return dict(zip(_STATS_KEYS, map(int, stats.groups())))
     raise ParseError(source, f"line {number}: {_label(name, key)}: value {excerpt(value)} is "
