@@ -179,7 +179,7 @@ def assert_every_key_said_in_words(ch: Chapter) -> None:
     assert not said_na, said_na
 
 
-def test_a_sweep_of_one_point_is_a_row_and_a_sentence_not_a_figure(committed):
+def test_a_sweep_of_one_point_is_a_row_and_a_sentence_not_a_figure(committed, capsys):
     ch = part_of(committed, at_base_point)
     shown = render(ch)
     for key in ("fig_concurrency", "fig_all_metrics"):
@@ -189,6 +189,8 @@ def test_a_sweep_of_one_point_is_a_row_and_a_sentence_not_a_figure(committed):
             "the table of io_uring / psync ratios, and a sweep needs two concurrencies at "
             "least; iolab run smt_thp --env kvm-2vcpu makes its runs still to do.")
     assert list(shown["engine_ratios"].data["concurrency"]) == [16]
+    assert ch.figures["fig_concurrency"].code == ("iolab run smt_thp --env kvm-2vcpu",)
+    assert "HBox" not in capsys.readouterr().out  # no explorer redrawing one point
     assert ch.text["conc_prev"] == "the concurrency below 16 (none is stored here)"
     assert ch.text["knee_psync"] == ("psync's change cannot be computed, for want of a second "
                                      "concurrency")
@@ -248,6 +250,8 @@ def test_a_grid_the_params_file_does_not_plan_is_named_with_what_fills_it():
 
 
 def test_a_sentence_in_place_of_a_figure_is_glued_as_escaped_markdown():
-    said = Sentence("run iolab run smt_thp --env a_b")
-    assert said._repr_markdown_() == r"run iolab run smt\_thp \-\-env a\_b"
-    assert repr(said) == "'run iolab run smt_thp --env a_b'"
+    said = Sentence("a_b: run iolab run smt_thp --env a_b.", ("iolab run smt_thp --env a_b",))
+    # the command as code (no '--' made a dash), the rest escaped
+    assert said._repr_markdown_() == r"a\_b\: run `iolab run smt_thp --env a_b`\."
+    assert repr(said) == "'a_b: run iolab run smt_thp --env a_b.'"
+    assert Sentence("*x*")._repr_markdown_() == r"\*x\*"

@@ -68,10 +68,23 @@ class Sentence(str):
     """What a page glues in place of a figure it cannot draw (a grid without runs, a sweep of
     one point): one sentence, shown as text where the figure would be, with no placeholder
     image. Glued as Markdown, every punctuation mark escaped, so it reads as the characters
-    it is; its plain text is the sentence itself."""
+    it is, and each of its ``code`` fragments (a command to type) as inline code, which no
+    typography turns into other characters ('--' into a dash); its plain text is the
+    sentence itself."""
+
+    code: tuple[str, ...]
+
+    def __new__(cls, text: str, code: tuple[str, ...] = ()) -> "Sentence":
+        said = super().__new__(cls, text)
+        said.code = tuple(c for c in code if c)
+        return said
 
     def _repr_markdown_(self) -> str:
-        return escape.markdown_text(str(self))
+        if not self.code:
+            return escape.markdown_text(str(self))
+        parts = re.split("(" + "|".join(map(re.escape, self.code)) + ")", str(self))
+        return "".join(escape.markdown_code(p) if p in self.code else escape.markdown_text(p)
+                       for p in parts)
 
 
 def _count(n: int, noun: str) -> str:

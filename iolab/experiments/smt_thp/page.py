@@ -123,10 +123,15 @@ def repetitions(ch: Chapter):
                                         if c.startswith("mean")})
 
 
+def _run(ch: Chapter) -> str:
+    """The command that makes this environment's runs still to do."""
+    return f"iolab run smt_thp --env {ch.environment}"
+
+
 def _to_fill(ch: Chapter, grid: str) -> str:
     """What measures a grid's missing points on this environment: the run that makes them, or
     the params file that has to plan the grid first."""
-    run = f"iolab run smt_thp --env {ch.environment}"
+    run = _run(ch)
     if grid in ch.spec.grids:
         return f"{run} makes its runs still to do"
     return f"its params file plans no {grid} grid: with one added, {run} measures it"
@@ -151,7 +156,8 @@ def concurrency(ch: Chapter) -> None:
     shows the one point)."""
     rows, summary = _grid(ch, "concurrency")
     if len(_levels(rows)) < 2:
-        ch.figures["fig_concurrency"] = Sentence(_no_sweep(ch, _levels(rows)))
+        ch.figures["fig_concurrency"] = Sentence(_no_sweep(ch, _levels(rows)),
+                                                  (_run(ch),))
         return
     ch.figures["fig_concurrency"] = _panels(
         ch, rows, summary, "concurrency", IOPS_P99,
@@ -266,7 +272,7 @@ def affinity(ch: Chapter) -> None:
         ch.figures["fig_affinity"] = Sentence(
             f"No affinity comparison is stored for {ch.environment}: "
             f"{_only(settings, 'affinity')}, and a comparison needs two settings; "
-            f"{_to_fill(ch, 'affinity')}.")
+            f"{_to_fill(ch, 'affinity')}.", (_run(ch),))
     _changes(ch, rows, "aff_{}_onecore", "affinity", "one_core", "unpinned",
              "no run with affinity one_core or unpinned")
     T["affinity_note"] = _topology_note(ch.host.get("topology", []))
@@ -351,7 +357,7 @@ def thp(ch: Chapter) -> None:
         ch.figures["fig_thp"] = Sentence(
             f"No THP comparison is stored for {ch.environment}: {_only(settings, 'thp')}, "
             f"and a comparison needs both always and never; "
-            f"{_to_fill(ch, 'thp')}.")
+            f"{_to_fill(ch, 'thp')}.", (_run(ch),))
     T["thp_readback"] = (", ".join(sorted(set(rows["knob.thp"].dropna().astype(str))))
                          if not rows.empty else "none, as no THP run is stored")
     found = _changes(ch, rows, "thp_{}", "thp", "always", "never",
@@ -436,11 +442,12 @@ def _explored(ch: Chapter, rows: pd.DataFrame, summary: pd.DataFrame, metric: st
 
 
 def explorer(ch: Chapter) -> None:
-    """Controls for a metric and an engine that redraw the sweep in a live kernel."""
+    """Controls for a metric and an engine that redraw the sweep in a live kernel; nothing
+    without a sweep of two concurrencies at least."""
     import ipywidgets as widgets
 
     rows, summary = _grid(ch, "concurrency")
-    if rows.empty:
+    if len(_levels(rows)) < 2:  # no sweep to redraw: the sentence below says why
         return
     live_explorer(partial(_explored, ch, rows, summary), {
         "metric": widgets.Dropdown(options=[(ch.metric_label(m), m) for m in METRICS],
@@ -452,7 +459,8 @@ def all_metrics(ch: Chapter) -> None:
     """The explorer's static companion: every metric of the sweep for both engines."""
     rows, summary = _grid(ch, "concurrency")
     if len(_levels(rows)) < 2:
-        ch.figures["fig_all_metrics"] = Sentence(_no_sweep(ch, _levels(rows)))
+        ch.figures["fig_all_metrics"] = Sentence(_no_sweep(ch, _levels(rows)),
+                                                  (_run(ch),))
     else:
         ch.figures["fig_all_metrics"] = _panels(
             ch, rows, summary, "concurrency", METRICS, layout=(2, 3),
