@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 from iolab.paths import REPO_ROOT
 from iolab.report.book import compare_glue
@@ -57,3 +58,11 @@ def test_no_glued_text_is_empty():
     empty = [f"{page} {key}" for page, values in SNAPSHOT.items()
              for key, value in values.items() if value in ("''", '""')]
     assert not empty, empty
+
+
+def test_no_page_quotes_n_a():
+    """A value that cannot be computed on an environment's page (a grid it did not measure,
+    a sweep of one point) says why in words; "n/a" in a sentence tells the reader nothing."""
+    quoted = [f"{page} {key}" for page, values in SNAPSHOT.items()
+              for key, value in values.items() if re.search(r"(?<![\w/])n/a(?![\w/])", value)]
+    assert not quoted, quoted

@@ -5,6 +5,7 @@ glues no 'nan' and shows no table it cannot fill. No table shows a Python repr."
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import re
@@ -16,7 +17,7 @@ from test_partial_chapters import ENV, RAW, copy_runs, first_point
 from iolab.core import registry
 from iolab.experiments.smt_thp import page
 from iolab.paths import REPO_ROOT
-from iolab.report.chapter import Chapter, referenced_keys
+from iolab.report.chapter import Chapter, Sentence, referenced_keys
 
 NOTEBOOK = registry.get("smt_thp").notebook
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
@@ -100,7 +101,12 @@ def test_a_campaign_without_runs_shows_what_it_can(tmp_path):
     assert shown["what_ran"] is not None and shown["answer"] is not None
     assert all(shown[s] is None for s in ("repetitions", "engine_ratios", "summary"))
     assert isinstance(shown["smt"], Markdown)
-    assert set(ch.figures) == {"fig_repetitions"}  # its placeholder
+    # the placeholder of the repetitions; a sentence in place of every other figure
+    assert set(ch.figures) == {"fig_repetitions", "fig_concurrency", "fig_affinity", "fig_thp",
+                               "fig_all_metrics"}
+    assert all(isinstance(ch.figures[k], Sentence) for k in set(ch.figures) - {"fig_repetitions"})
+    assert ch.figures["fig_concurrency"].startswith(
+        "No concurrency sweep is stored for kvm-2vcpu: no run of it is,")
     assert ch.text["affinity_note"] == "No CPU topology is recorded for this campaign's host."
     assert ch.text["layout_finding"].startswith("The fallocated file is not read in this "
                                                 "campaign")
@@ -114,7 +120,10 @@ def test_one_engine_at_one_concurrency_has_no_ratio_to_show(tmp_path):
     ch = Chapter("smt_thp", ENV, data_dir=tmp_path / "data")
     shown = render(ch)
     assert shown["engine_ratios"] is None
-    assert "fig_concurrency" in ch.figures and "fig_affinity" not in ch.figures
+    # one concurrency and one affinity setting: sentences, not figures
+    assert all(isinstance(ch.figures[k], Sentence) for k in ("fig_concurrency", "fig_affinity"))
+    assert ch.figures["fig_concurrency"].startswith(
+        "No concurrency sweep is stored for kvm-2vcpu: only concurrency 1 is,")
     assert "ratio_c1" not in ch.text and "c64_verdict" not in ch.text
     assert ch.text["peak_engine"] == "psync" and ch.text["peak_conc"] == "1"
     assert_no_nan(ch)
@@ -144,3 +153,105 @@ def test_the_layout_sentence_gives_each_engines_ratios_or_why_not():
                          "file is stored (the layout grid).")
     none = page._layout_sentence(ch, {f.id: f for f in an.layout_findings(rows.iloc[:0])})
     assert none.startswith("No run reading the fallocated file is stored for here yet")
+
+
+def part_of(committed, keep) -> Chapter:
+    """The committed chapter with only the tidy rows ``keep`` accepts, its texts and figures
+    its own: a campaign that measured part of its design."""
+    ch = copy.copy(committed[0])
+    ch.df = ch.df[keep(ch.df)].reset_index(drop=True)
+    ch.text, ch.figures = {}, {}
+    return ch
+
+
+def at_base_point(df):
+    return (df["concurrency"] == 16) & (df["affinity"] == "unpinned") & (df["thp"] == "asis") \
+        & (df["smt"] == "asis")
+
+
+def assert_every_key_said_in_words(ch: Chapter) -> None:
+    """Every key the prose glues is set (glue_all would glue 'n/a' for one that is not), and
+    none is 'n/a'."""
+    text, figures = referenced_keys(NOTEBOOK)
+    assert set(text) - BY_GLUE_ALL - {"across"} <= set(ch.text)
+    assert set(figures) <= set(ch.figures)
+    said_na = {k: v for k, v in ch.text.items() if re.search(r"(?<![\w/])n/a(?![\w/])", v)}
+    assert not said_na, said_na
+
+
+def test_a_sweep_of_one_point_is_a_row_and_a_sentence_not_a_figure(committed, capsys):
+    ch = part_of(committed, at_base_point)
+    shown = render(ch)
+    for key in ("fig_concurrency", "fig_all_metrics"):
+        assert isinstance(ch.figures[key], Sentence), key
+        assert ch.figures[key] == (
+            "No concurrency sweep is stored for kvm-2vcpu: only concurrency 16 is, a row of "
+            "the table of io_uring / psync ratios, and a sweep needs two concurrencies at "
+            "least; iolab run smt_thp --env kvm-2vcpu makes its runs still to do.")
+    assert list(shown["engine_ratios"].data["concurrency"]) == [16]
+    assert ch.figures["fig_concurrency"].code == ("iolab run smt_thp --env kvm-2vcpu",)
+    assert "HBox" not in capsys.readouterr().out  # no explorer redrawing one point
+    assert ch.text["conc_prev"] == "the concurrency below 16 (none is stored here)"
+    assert ch.text["knee_psync"] == ("psync's change cannot be computed, for want of a second "
+                                     "concurrency")
+    assert_every_key_said_in_words(ch)
+    assert_no_repr(shown)
+
+
+def test_an_affinity_grid_of_one_setting_says_what_is_missing(committed):
+    ch = part_of(committed, at_base_point)
+    page.affinity(ch)
+    assert isinstance(ch.figures["fig_affinity"], Sentence)
+    assert ch.figures["fig_affinity"].startswith(
+        "No affinity comparison is stored for kvm-2vcpu: only affinity unpinned is stored, and "
+        "a comparison needs two settings;")
+    assert ch.text["aff_psync_onecore_pct"] == (
+        "an amount not measured here (no run of psync with affinity one_core is stored)")
+    assert ch.text["aff_io_uring_onecore_ci"] == "no interval without those runs"
+
+
+def test_one_engine_pinned_to_one_core_gets_its_change_the_other_says_why(committed):
+    ch = part_of(committed, lambda df: (df["concurrency"] == 16) & (df["thp"] == "asis")
+                 & (df["smt"] == "asis") & ((df["affinity"] == "unpinned")
+                                            | ((df["affinity"] == "one_core")
+                                               & (df["engine"] == "psync"))))
+    page.affinity(ch)
+    assert not isinstance(ch.figures["fig_affinity"], Sentence)  # two settings: the figure
+    assert ch.text["aff_psync_onecore_pct"] == SNAPSHOT["aff_psync_onecore_pct"].strip("'")
+    assert ch.text["aff_io_uring_onecore_pct"] == (
+        "an amount not measured here (no run of io_uring with affinity one_core is stored)")
+
+
+def test_a_thp_grid_without_runs_says_so_in_place_of_its_figure(committed):
+    ch = part_of(committed, at_base_point)
+    page.thp(ch)
+    assert ch.figures["fig_thp"] == (
+        "No THP comparison is stored for kvm-2vcpu: no run of the thp grid is stored, and a "
+        "comparison needs both always and never; iolab run smt_thp --env kvm-2vcpu makes its "
+        "runs still to do.")
+    assert ch.text["thp_psync_pct"] == (
+        "an amount not measured here (no run with thp always or never is stored)")
+    assert ch.text["thp_io_uring_verdict"] == "no verdict without an interval"
+    assert ch.text["thp_readback"] == "none, as no THP run is stored"
+    assert ch.text["thp_sys_psync"] == "an unmeasured"
+    assert ch.text["thp_ratio"] == "an unmeasured number of"
+
+
+def test_a_grid_the_params_file_does_not_plan_is_named_with_what_fills_it():
+    from types import SimpleNamespace
+
+    ch = SimpleNamespace(environment="xeon", spec=SimpleNamespace(grids={"layout": {}}))
+    assert page._to_fill(ch, "thp") == ("its params file plans no thp grid: with one added, "
+                                        "iolab run smt_thp --env xeon measures it")
+    assert page._no_sweep(ch, []) == (
+        "No concurrency sweep is stored for xeon: no run of it is, and a sweep needs two "
+        "concurrencies at least; its params file plans no concurrency grid: with one added, "
+        "iolab run smt_thp --env xeon measures it.")
+
+
+def test_a_sentence_in_place_of_a_figure_is_glued_as_escaped_markdown():
+    said = Sentence("a_b: run iolab run smt_thp --env a_b.", ("iolab run smt_thp --env a_b",))
+    # the command as code (no '--' made a dash), the rest escaped
+    assert said._repr_markdown_() == r"a\_b\: run `iolab run smt_thp --env a_b`\."
+    assert repr(said) == "'a_b: run iolab run smt_thp --env a_b.'"
+    assert Sentence("*x*")._repr_markdown_() == r"\*x\*"

@@ -12,7 +12,8 @@ for a chapter whose runs need a lab, what the lab campaign measures and why it d
 here (:meth:`lab_plan`), summarises with the interval each metric calls for
 (:meth:`summarize`), collects the chapter's glued text and figures, and at the end glues
 every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a labelled
-placeholder where data are missing, so a chapter without data still builds and says so.
+placeholder where data are missing, so a chapter without data still builds and says so; a
+page may set a :class:`Sentence` in place of a figure it cannot draw, glued as that text.
 
 Responsible for: those steps, shared by every chapter. Not responsible for: a chapter's
 analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``).
@@ -40,7 +41,7 @@ from iolab.errors import InputError, printable
 from iolab.execution.campaign import Campaign
 from iolab.execution.signals import Interrupted
 from iolab.importers.aisio import IMPORTED_SOURCE
-from iolab.report import claims, reference
+from iolab.report import claims, escape, reference
 from iolab.report.figures import half_widths, one_configuration, placeholder, theme
 from iolab.report.tables import fmt_num, missing
 
@@ -61,6 +62,29 @@ def referenced_keys(notebook: Path) -> tuple[list[str], list[str]]:
         text += _TEXT_KEY.findall(c.source)
         figures += _FIGURE_KEY.findall(c.source)
     return list(dict.fromkeys(text)), list(dict.fromkeys(figures))
+
+
+class Sentence(str):
+    """What a page glues in place of a figure it cannot draw (a grid without runs, a sweep of
+    one point): one sentence, shown as text where the figure would be, with no placeholder
+    image. Glued as Markdown, every punctuation mark escaped, so it reads as the characters
+    it is, and each of its ``code`` fragments (a command to type) as inline code, which no
+    typography turns into other characters ('--' into a dash); its plain text is the
+    sentence itself."""
+
+    code: tuple[str, ...]
+
+    def __new__(cls, text: str, code: tuple[str, ...] = ()) -> "Sentence":
+        said = super().__new__(cls, text)
+        said.code = tuple(c for c in code if c)
+        return said
+
+    def _repr_markdown_(self) -> str:
+        if not self.code:
+            return escape.markdown_text(str(self))
+        parts = re.split("(" + "|".join(map(re.escape, self.code)) + ")", str(self))
+        return "".join(escape.markdown_code(p) if p in self.code else escape.markdown_text(p)
+                       for p in parts)
 
 
 def _count(n: int, noun: str) -> str:
@@ -604,7 +628,8 @@ class Chapter:
     # -- glue ------------------------------------------------------------------------------
 
     def glue_all(self) -> None:
-        """Glue every key the notebook's prose refers to; 'n/a' or a placeholder if missing."""
+        """Glue every key the notebook's prose refers to; 'n/a' or a placeholder if missing,
+        a figure's :class:`Sentence` as its text."""
         from myst_nb import glue
 
         text_keys, figure_keys = referenced_keys(self.experiment.notebook)
@@ -618,4 +643,5 @@ class Chapter:
             fig = self.figures.get(key) or placeholder(
                 f"No measurement stored for environment {self.environment}")
             glue(key, fig, display=False)
-            plt.close(fig)
+            if not isinstance(fig, Sentence):
+                plt.close(fig)

@@ -25,7 +25,7 @@ from iolab.analysis import multiple, stats
 from iolab.experiments.smt_thp import analysis as an
 from iolab.report import escape
 from iolab.report import figures as fg
-from iolab.report.chapter import Chapter
+from iolab.report.chapter import Chapter, Sentence
 from iolab.report.tables import fmt_int, fmt_num, fmt_range, pct_with_interval, summary_table
 from iolab.report.widgets import explorer as live_explorer
 from iolab.report import compare
@@ -123,13 +123,45 @@ def repetitions(ch: Chapter):
                                         if c.startswith("mean")})
 
 
+def _run(ch: Chapter) -> str:
+    """The command that makes this environment's runs still to do."""
+    return f"iolab run smt_thp --env {ch.environment}"
+
+
+def _to_fill(ch: Chapter, grid: str) -> str:
+    """What measures a grid's missing points on this environment: the run that makes them, or
+    the params file that has to plan the grid first."""
+    run = _run(ch)
+    if grid in ch.spec.grids:
+        return f"{run} makes its runs still to do"
+    return f"its params file plans no {grid} grid: with one added, {run} measures it"
+
+
+def _no_sweep(ch: Chapter, levels: list[int]) -> str:
+    """Why the concurrency section draws no sweep: the concurrencies stored (fewer than two)
+    and what measures the others."""
+    stored = (f"only concurrency {levels[0]} is, a row of the table of io_uring / psync "
+              "ratios" if levels else "no run of it is")
+    return (f"No concurrency sweep is stored for {ch.environment}: {stored}, and a sweep "
+            f"needs two concurrencies at least; {_to_fill(ch, 'concurrency')}.")
+
+
+def _levels(rows: pd.DataFrame) -> list[int]:
+    return sorted(int(c) for c in rows["concurrency"].unique()) if not rows.empty else []
+
+
 def concurrency(ch: Chapter) -> None:
-    """The concurrency sweep's figure of IOPS and p99 latency."""
+    """The concurrency sweep's figure of IOPS and p99 latency; with fewer than two
+    concurrencies stored, the sentence that says so in its place (the table of ratios below
+    shows the one point)."""
     rows, summary = _grid(ch, "concurrency")
-    if not rows.empty:
-        ch.figures["fig_concurrency"] = _panels(
-            ch, rows, summary, "concurrency", IOPS_P99,
-            title=f"{_kib(ch.spec.base['bs'])} random read, direct I/O ({ch.environment})")
+    if len(_levels(rows)) < 2:
+        ch.figures["fig_concurrency"] = Sentence(_no_sweep(ch, _levels(rows)),
+                                                  (_run(ch),))
+        return
+    ch.figures["fig_concurrency"] = _panels(
+        ch, rows, summary, "concurrency", IOPS_P99,
+        title=f"{_kib(ch.spec.base['bs'])} random read, direct I/O ({ch.environment})")
 
 
 def engine_ratios(ch: Chapter):
@@ -139,7 +171,7 @@ def engine_ratios(ch: Chapter):
     T = ch.text
     rows, summary = _grid(ch, "concurrency")
     ratios = an.engine_ratios(rows, confidence=ch.confidence)
-    levels = sorted(int(c) for c in rows["concurrency"].unique()) if not rows.empty else []
+    levels = _levels(rows)
     named = ({"c1": levels[0], "c16": ch.spec.base["concurrency"], "c64": levels[-1]}
              if levels else {})
     for key, c in named.items():
@@ -147,9 +179,13 @@ def engine_ratios(ch: Chapter):
         if not r.empty:
             T[f"conc_{key}"] = str(c)
             T[f"ratio_{key}"] = f"{r['ratio'].iloc[0]:.2f}"
-            T[f"ratio_{key}_ci"] = fmt_range(r["ci_low"].iloc[0], r["ci_high"].iloc[0], fmt_num)
+            T[f"ratio_{key}_ci"] = _or(
+                fmt_range(r["ci_low"].iloc[0], r["ci_high"].iloc[0], fmt_num),
+                "no interval: one engine has a single run there")
     if len(levels) > 1:
         T["conc_prev"] = str(levels[-2])
+    elif levels:
+        T["conc_prev"] = f"the concurrency below {levels[0]} (none is stored here)"
     if not rows.empty:
         _sweep_texts(ch, summary, levels, named)
         _verdict_at_highest(ch, ratios[ratios["concurrency"] == named["c64"]])
@@ -195,6 +231,14 @@ def _sweep_texts(ch: Chapter, summary: pd.DataFrame, levels: list[int],
         if k:
             T[f"knee_{eng}"] = (f"{eng}'s mean IOPS change by {k['iops_pct']:+.0f} % while "
                                 f"its p99 latency grows {k['p99_fold']:.1f}-fold")
+        else:
+            T[f"knee_{eng}"] = (f"{eng}'s change cannot be computed, for want of "
+                                f"{'a second concurrency' if len(levels) < 2 else 'its runs'}")
+
+
+def _or(text: str, why: str) -> str:
+    """A formatted value, or why it cannot be computed where the formatter found nothing."""
+    return why if text == "n/a" else text
 
 
 def _verdict_at_highest(ch: Chapter, at_highest: pd.DataFrame) -> None:
@@ -218,15 +262,50 @@ def affinity(ch: Chapter) -> None:
     topology makes of the settings."""
     T = ch.text
     rows, summary = _grid(ch, "affinity")
-    if not rows.empty:
+    settings = [a for a in an.AFFINITIES if a in set(rows.get("affinity", []))]
+    if len(settings) > 1:
         ch.figures["fig_affinity"] = _panels(
             ch, rows, summary, "affinity", IOPS_P99, order=list(an.AFFINITIES),
             title=f"Concurrency {ch.spec.base['concurrency']}, {_kib(ch.spec.base['bs'])} "
                   "random read, direct I/O")
-        for eng, change in an.effect_by_engine(rows, "affinity", "one_core", "unpinned",
-                                               confidence=ch.confidence).items():
-            T[f"aff_{eng}_onecore_pct"], T[f"aff_{eng}_onecore_ci"] = pct_with_interval(change)
+    else:
+        ch.figures["fig_affinity"] = Sentence(
+            f"No affinity comparison is stored for {ch.environment}: "
+            f"{_only(settings, 'affinity')}, and a comparison needs two settings; "
+            f"{_to_fill(ch, 'affinity')}.", (_run(ch),))
+    _changes(ch, rows, "aff_{}_onecore", "affinity", "one_core", "unpinned",
+             "no run with affinity one_core or unpinned")
     T["affinity_note"] = _topology_note(ch.host.get("topology", []))
+
+
+def _only(values: list[str], variable: str) -> str:
+    """Which settings of ``variable`` are stored, in words."""
+    if not values:
+        return f"no run of the {variable} grid is stored"
+    return f"only {variable} {' and '.join(values)} is stored"
+
+
+def _changes(ch: Chapter, rows: pd.DataFrame, key: str, variable: str, value: str,
+             reference: str, neither: str) -> dict[str, dict[str, float]]:
+    """Each engine's % change of mean IOPS from ``reference`` to ``value`` and its interval
+    into ``key.format(engine)`` + ``_pct`` / ``_ci``; where a side has no run, or one run
+    leaves the interval undefined, the texts say so instead. Returns the changes found."""
+    found = (an.effect_by_engine(rows, variable, value, reference, confidence=ch.confidence)
+             if not rows.empty else {})
+    for eng in ENGINES:
+        k = key.format(eng)
+        if eng not in found:
+            sides = rows[rows["engine"] == eng][variable] if not rows.empty else []
+            missing_side = [v for v in (value, reference) if v not in set(sides)]
+            why = (neither if len(missing_side) == 2 else
+                   f"no run of {eng} with {variable} {missing_side[0]}")
+            ch.text[f"{k}_pct"] = f"an amount not measured here ({why} is stored)"
+            ch.text[f"{k}_ci"] = "no interval without those runs"
+            continue
+        pct, ci = pct_with_interval(found[eng])
+        ch.text[f"{k}_pct"] = _or(pct, "an amount not computed here")
+        ch.text[f"{k}_ci"] = _or(ci, "no interval: one run on a side")
+    return found
 
 
 def _topology_note(topology: list[dict[str, Any]]) -> str:
@@ -268,23 +347,35 @@ def thp(ch: Chapter) -> None:
     the chapter judged as one family (Holm)."""
     T = ch.text
     rows, summary = _grid(ch, "thp", ["always", "never"], **_thp_set(ch))
-    if not rows.empty:
+    settings = [v for v in ("never", "always") if v in set(rows.get("thp", []))]
+    if len(settings) > 1:
         ch.figures["fig_thp"] = _panels(
             ch, rows, summary, "thp", ["iops", "sys_cpu"], order=["never", "always"],
             xlabel="THP setting", title=f"Concurrency {ch.spec.base['concurrency']}, "
             f"{_kib(_thp_set(ch).get('bs', ch.spec.base['bs']))} buffered random read")
-        T["thp_readback"] = ", ".join(sorted(set(rows["knob.thp"].dropna().astype(str))))
-        for eng, change in an.effect_by_engine(rows, "thp", "always", "never",
-                                               confidence=ch.confidence).items():
-            T[f"thp_{eng}_pct"], T[f"thp_{eng}_ci"] = pct_with_interval(change)
-            said = an.verdict(change["ci_low"], change["ci_high"], 0)
-            if said:
-                T[f"thp_{eng}_verdict"] = ("the interval includes zero, so no effect is shown "
-                                           "at this sample size" if said == "includes"
-                                           else "the interval excludes zero")
-            T[f"thp_sys_{eng}"] = f"{an.mean_of_means(summary, 'sys_cpu', eng, 'thp'):.0f}"
-        T["thp_ratio"] = fmt_num(an.mean_of_means(summary, "iops", "io_uring", "thp")
-                                 / an.mean_of_means(summary, "iops", "psync", "thp"))
+    else:
+        ch.figures["fig_thp"] = Sentence(
+            f"No THP comparison is stored for {ch.environment}: {_only(settings, 'thp')}, "
+            f"and a comparison needs both always and never; "
+            f"{_to_fill(ch, 'thp')}.", (_run(ch),))
+    T["thp_readback"] = (", ".join(sorted(set(rows["knob.thp"].dropna().astype(str))))
+                         if not rows.empty else "none, as no THP run is stored")
+    found = _changes(ch, rows, "thp_{}", "thp", "always", "never",
+                     "no run with thp always or never")
+    for eng in ENGINES:
+        change = found.get(eng)
+        said = an.verdict(change["ci_low"], change["ci_high"], 0) if change else None
+        T[f"thp_{eng}_verdict"] = (
+            "the interval includes zero, so no effect is shown at this sample size"
+            if said == "includes" else "the interval excludes zero" if said else
+            "no verdict without an interval")
+        sys_cpu = (an.mean_of_means(summary, "sys_cpu", eng, "thp")
+                   if not rows.empty and (rows["engine"] == eng).any() else None)
+        T[f"thp_sys_{eng}"] = _or(fmt_num(sys_cpu, 0), "an unmeasured")
+    ratio = (an.mean_of_means(summary, "iops", "io_uring", "thp")
+             / an.mean_of_means(summary, "iops", "psync", "thp")
+             if not rows.empty and set(ENGINES) <= set(rows["engine"]) else None)
+    T["thp_ratio"] = _or(fmt_num(ratio), "an unmeasured number of")
     T["iops_family"] = multiple.family_text(
         an.quoted_family(ch.df, ch.spec.base, _thp_set(ch), ch.confidence),
         "comparisons of mean IOPS", ch.noise_floor().floor)
@@ -351,11 +442,12 @@ def _explored(ch: Chapter, rows: pd.DataFrame, summary: pd.DataFrame, metric: st
 
 
 def explorer(ch: Chapter) -> None:
-    """Controls for a metric and an engine that redraw the sweep in a live kernel."""
+    """Controls for a metric and an engine that redraw the sweep in a live kernel; nothing
+    without a sweep of two concurrencies at least."""
     import ipywidgets as widgets
 
     rows, summary = _grid(ch, "concurrency")
-    if rows.empty:
+    if len(_levels(rows)) < 2:  # no sweep to redraw: the sentence below says why
         return
     live_explorer(partial(_explored, ch, rows, summary), {
         "metric": widgets.Dropdown(options=[(ch.metric_label(m), m) for m in METRICS],
@@ -366,7 +458,10 @@ def explorer(ch: Chapter) -> None:
 def all_metrics(ch: Chapter) -> None:
     """The explorer's static companion: every metric of the sweep for both engines."""
     rows, summary = _grid(ch, "concurrency")
-    if not rows.empty:
+    if len(_levels(rows)) < 2:
+        ch.figures["fig_all_metrics"] = Sentence(_no_sweep(ch, _levels(rows)),
+                                                  (_run(ch),))
+    else:
         ch.figures["fig_all_metrics"] = _panels(
             ch, rows, summary, "concurrency", METRICS, layout=(2, 3),
             size=(ch.spec.analysis["figure_width"] + 2, 7.5),
