@@ -7,6 +7,7 @@ killed and resumed must store what an uninterrupted one stores.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import json
@@ -524,6 +525,46 @@ except KeyboardInterrupt:  # as the CLI does
     print("iolab: interrupted", file=sys.stderr)
     sys.exit(130)
 """
+
+
+def test_a_parallel_replay_ended_by_sigterm_leaves_no_worker(tmp_path):
+    """SIGTERM ends the main process without an exception, so the pool never ended its
+    workers: each went on with its replay as an orphan. Now they end with their parent."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    started = tmp_path / "started"
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_REPLAY, str(started)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120  # a loaded host starts processes slowly
+        while len(list(started.iterdir())) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        workers = [int(p.name) for p in started.iterdir()]
+        assert len(workers) == 2
+        proc.send_signal(signal.SIGTERM)  # the main process only, as `kill PID` does
+        proc.communicate(timeout=120)
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if _alive(pid)] == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended and waiting for its parent to reap it, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
 
 
 def test_ctrl_c_ends_a_parallel_replay_quietly_and_leaves_no_worker(tmp_path):
