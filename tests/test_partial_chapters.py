@@ -6,7 +6,8 @@ its stored runs copied into a temporary data folder (the subsets that made chapt
 one run, the repetitions of one point, one engine or one tool only, a grid without the base
 point's sweep), plus the PCIe chapter from one run of AiSIO's archive where that is at hand.
 Each must execute without an error output and glue no "nan": a number that cannot be computed
-stays unset ("n/a") and a figure that cannot be drawn is a placeholder.
+stays unset ("n/a") or, in the SMT/THP chapter, says in words why, and a figure that cannot be
+drawn is a placeholder or, there, a sentence saying what is missing.
 """
 
 from __future__ import annotations
