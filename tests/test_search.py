@@ -527,9 +527,10 @@ except KeyboardInterrupt:  # as the CLI does
 """
 
 
-def test_a_parallel_replay_ended_by_sigterm_leaves_no_worker(tmp_path):
-    """SIGTERM ends the main process without an exception, so the pool never ended its
-    workers: each went on with its replay as an orphan. Now they end with their parent."""
+@contextlib.contextmanager
+def _replay_with_two_workers(tmp_path):
+    """The parallel replay of ``_INTERRUPTED_REPLAY`` in a session of its own, once both its
+    workers have started: (the process, the workers' pids); killed at the end if still there."""
     import signal
     import subprocess
     import sys
@@ -547,15 +548,12 @@ def test_a_parallel_replay_ended_by_sigterm_leaves_no_worker(tmp_path):
             time.sleep(0.05)
         workers = [int(p.name) for p in started.iterdir()]
         assert len(workers) == 2
-        proc.send_signal(signal.SIGTERM)  # the main process only, as `kill PID` does
-        proc.communicate(timeout=120)
-        deadline = time.monotonic() + 60
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [pid for pid in workers if _alive(pid)] == []
+        yield proc, workers
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        if proc.returncode is None:
+            proc.communicate()
 
 
 def _alive(pid: int) -> bool:
@@ -567,32 +565,29 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def test_a_parallel_replay_ended_by_sigterm_leaves_no_worker(tmp_path):
+    """SIGTERM ends the main process without an exception, so the pool never ended its
+    workers: each went on with its replay as an orphan. Now they end with their parent."""
+    import signal
+    import time
+
+    with _replay_with_two_workers(tmp_path) as (proc, workers):
+        proc.send_signal(signal.SIGTERM)  # the main process only, as `kill PID` does
+        proc.communicate(timeout=120)
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [pid for pid in workers if _alive(pid)] == []
+
+
 def test_ctrl_c_ends_a_parallel_replay_quietly_and_leaves_no_worker(tmp_path):
     """Ctrl-C reaches the whole process group: each worker printed its traceback, and the
     command hung after saying "interrupted" (the pool waited at exit on a worker that never
     ended). Now the workers leave SIGINT to the main process, which ends them."""
     import signal
-    import subprocess
-    import sys
-    import time
 
-    started = tmp_path / "started"
-    started.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_REPLAY, str(started)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120  # a loaded host starts processes slowly
-        while len(list(started.iterdir())) < 2 and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        workers = [int(p.name) for p in started.iterdir()]
-        assert len(workers) == 2
+    with _replay_with_two_workers(tmp_path) as (proc, workers):
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
     assert (proc.returncode, err) == (130, "iolab: interrupted\n")
     assert [pid for pid in workers if Path(f"/proc/{pid}").exists()] == []
