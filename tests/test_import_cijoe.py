@@ -566,9 +566,6 @@ def test_a_sparse_member_is_bounded_by_the_size_it_unpacks_to(tmp_path, monkeypa
 def test_what_the_import_does_not_use_is_streamed_past_not_held(tmp_path, form):
     """CIJOE's report.html (21 MB in a real archive) and the like are read in blocks, never
     whole: reading an archive with a 32 MiB such member takes a few MiB at most."""
-    import tracemalloc
-
-    from iolab.importers.cijoe.archive import _open
 
     folder = make_cijoe(tmp_path / "src", orphan=False)
     big = bytes(32 * 2**20)
@@ -578,12 +575,7 @@ def test_what_the_import_does_not_use_is_streamed_past_not_held(tmp_path, form):
         (folder / "report.html").write_bytes(big)
         path = folder
     del big
-    tracemalloc.start()
-    try:
-        arc = _open(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    arc, peak = _opened_with_peak(path)
     assert "report.html" not in arc.files and "003_run/cmd_04.output" in arc.files
     assert peak < 8 * 2**20, f"{peak:,} bytes held at once"
 
@@ -1125,18 +1117,10 @@ def test_the_members_an_import_reads_are_bounded(tmp_path, monkeypatch, form):
 def test_a_tars_members_are_streamed_not_kept(tmp_path):
     """tarfile keeps the header of every member it read, so an archive of 300,000 empty
     members took 169 MB; the import keeps none of them."""
-    import tracemalloc
-
-    from iolab.importers.cijoe.archive import _open
 
     folder = make_cijoe(tmp_path / "src", orphan=False)
     path = tar_with(folder, tmp_path / "many.tar.gz", {f"e/{i}": b"" for i in range(20_000)})
-    tracemalloc.start()
-    try:
-        arc = _open(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    arc, peak = _opened_with_peak(path)
     assert "003_run/cmd_04.output" in arc.files
     assert peak < 2 * 2**20, f"{peak:,} bytes held at once"
 
@@ -1170,3 +1154,17 @@ def test_a_result_or_command_numbered_in_other_digits_or_beyond_any_count_is_not
     assert archive._STATE.match("run/001_bench/cmd_7.state")
     assert archive._STATE.match(f"run/001_bench/cmd_{digits}.state") is None
     assert not archive.KEPT.search(f"run/001_bench/cmd_{digits}.output")
+
+
+def _opened_with_peak(path):
+    """The archive opened as the import opens it, and the most bytes Python held meanwhile."""
+    import tracemalloc
+
+    from iolab.importers.cijoe.archive import _open
+
+    tracemalloc.start()
+    try:
+        arc = _open(path)
+        return arc, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -15,17 +15,11 @@ from iolab.execution import replicate as rep
 from iolab.execution.campaign import Campaign
 from iolab.paths import PARAMS_DIR, usable_name
 from test_quiet import fake_proc
-from test_rounds import ENV, WithoutHostKnobs, fake_fio, log, stored  # noqa: F401  (the fixture)
+from test_rounds import (ENV, PARAMS, WithoutHostKnobs, fake_fio, log,  # noqa: F401  (fake_fio:
+                         stored)  # the fixture)
 
 SOURCE = "book"
-PACKED = """experiment: demo
-tool: fio
-runtime_s: 1
-repetitions: {min: 3, max: 6, metric: iops, target_ci_pct: 5}
-base: {engine: psync, concurrency: 1, thp: asis, pinned: false}
-grids:
-  conc: {vary: {concurrency: [1, 2, 4, 8]}}
-replicate:
+PACKED = PARAMS + """replicate:
   repetitions: {min: 3, max: 4, metric: iops, target_ci_pct: 5}
   grids:
     ends: {vary: {concurrency: [1, 8]}}
