@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -117,6 +118,38 @@ def test_replicate_measures_the_pack_and_a_second_call_measures_nothing_again(
     # each run records the machine's quiet as tidy columns
     rows = camp.tidy()
     assert {"quiet.foreign_cpu_pct", "quiet.steal_pct", "quiet.foreign_load"} <= set(rows)
+
+
+class NotBuiltHere(type(__import__("conftest").Demo())):
+    """The demo under another name, whose tool is a build this host lacks (as a host
+    without 'make tools' lacks bdevperf)."""
+    name = "notbuilt"
+
+    def programs(self, settings, point, topology=None):
+        [program, *rest] = super().programs(settings, point, topology)
+        program = dataclasses.replace(program, executable="/nonexistent/iolab-test/fio")
+        return [program, *rest]
+
+
+def test_a_pack_whose_tool_is_missing_is_named_and_skipped_and_the_others_are_measured(
+        demo, params_dir, tmp_path, fake_fio):
+    missing = NotBuiltHere()
+    folder, data = demo_params(params_dir), tmp_path / "data"
+    params_dir({SOURCE: PACKED.replace("experiment: demo", "experiment: notbuilt")},
+               name="notbuilt")
+    scripted(demo, folder, tmp_path, fake_fio, data)
+    said = []
+    results = rep.run_packs(ENV, (missing, demo), data, QUIET, busy_ok=False,
+                            source_env=SOURCE, params_dir=folder, campaign=WithoutHostKnobs,
+                            progress=False, said=said.append)
+    [(first, skipped), (second, measured)] = results
+    assert first == "notbuilt" and "/nonexistent/iolab-test/fio" in skipped.skipped
+    assert skipped.completed == 0 and not (data / "raw" / "notbuilt").exists()
+    assert any(line.startswith("== notbuilt: skipped") for line in said)
+    assert second == "demo" and measured.completed == 6 and not measured.skipped
+    # the plan names it too, and leaves its time out of the total
+    summary = rep.plan_packs(ENV, (missing,), data, SOURCE, params_dir=folder)
+    assert "skipped here: fio not found at" in summary.text() and summary.eta_s == 0
 
 
 def test_a_busy_machine_is_refused_and_nothing_is_written(demo, params_dir, tmp_path):

@@ -62,6 +62,11 @@ def cmd_replicate(args) -> int:
                             keep_going=args.keep_going, progress=not args.no_progress)
     code = 0
     for name, result in results:
+        if result.skipped:
+            say(f"{name}: skipped ({printable(result.skipped)}); the other packs were measured",
+                file=sys.stderr)
+            code = 1
+            continue
         for line in result.messages:  # one line each: a reason may quote a tool's stderr
             say(printable(line))
         print(f"{name}: completed {result.completed} runs, {len(result.failed)} failed")

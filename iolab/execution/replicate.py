@@ -251,13 +251,16 @@ class Summary:
     environment: str
     plans: list = field(default_factory=list)   # (experiment, Plan)
 
+    def _runnable(self) -> list:
+        return [plan for _, plan in self.plans if not missing_tools(plan)]
+
     @property
     def eta_s(self) -> float:
-        return sum(plan.eta_s for _, plan in self.plans)
+        return sum(plan.eta_s for plan in self._runnable())
 
     @property
     def eta_max_s(self) -> float:
-        return sum(plan.eta_max_s for _, plan in self.plans)
+        return sum(plan.eta_max_s for plan in self._runnable())
 
     def text(self) -> str:
         lines = [f"replication packs into environment '{self.environment}':"]
@@ -269,6 +272,9 @@ class Summary:
                          f"each; {counts['stored']} runs stored, {counts['to run']} to run, "
                          f"{counts['blocked']} blocked; {format_duration(plan.eta_s)} to "
                          f"{format_duration(plan.eta_max_s)}")
+            why = missing_tools(plan)
+            if why:
+                lines.append(f"    skipped here: {why}")
         span = (f" to {format_duration(self.eta_max_s)}" if self.eta_max_s > self.eta_s else "")
         lines.append(f"time for the runs to do: {format_duration(self.eta_s)}{span} "
                      f"(budget {format_duration(BUDGET_S)} on 2 vCPUs; each campaign's own "
@@ -292,6 +298,15 @@ def plan_packs(env: str, experiments: tuple, data_dir, source_env: str = SOURCE_
     return summary
 
 
+def missing_tools(plan) -> str:
+    """Why this host cannot run a pack's campaign at all ("" when it can): the programs its
+    runs still to do need that are not here, each with how to get it. A replication measures
+    the other packs and names this one, rather than stopping at it."""
+    from iolab.execution.runner import missing_program
+
+    return "; ".join(missing_program(p) for p in plan.missing_programs() if p["needed_now"])
+
+
 def params_shown(env: str, params_dir: Path = PARAMS_DIR) -> str:
     return shown(Path(params_dir) / env)
 
@@ -309,11 +324,14 @@ def run_packs(env: str, experiments: tuple, data_dir, reading: Quiet, *, busy_ok
               said: Callable[[str], None] = print, **options: Any) -> list:
     """Each pack's campaign, one after the other (each interleaved under its rule, as 'iolab
     run' runs it): its params written where the environment lacks them, the quiet check's
-    reading and ``busy_ok`` logged first (a ``quiet`` line of its campaign log). Stops after
-    a campaign that was interrupted or stopped. Returns [(experiment name, CampaignResult)].
+    reading and ``busy_ok`` logged first (a ``quiet`` line of its campaign log). A pack whose
+    programs this host lacks (:func:`missing_tools`) is named and skipped, its params file
+    left for a later call. Stops after a campaign that was interrupted or stopped. Returns
+    [(experiment name, CampaignResult)], a skipped pack's result holding only its reason.
     ``campaign`` makes a campaign (tests: one without the host's knobs); ``options`` are
     :class:`~iolab.execution.runner.RunOptions`' fields."""
     from iolab.execution.campaign import Campaign
+    from iolab.execution.runner import CampaignResult
 
     check_quiet(reading, busy_ok)
     make = campaign or Campaign
@@ -325,6 +343,11 @@ def run_packs(env: str, experiments: tuple, data_dir, reading: Quiet, *, busy_ok
                  f"{source_env}")
         camp = make(pack.experiment, env, data_dir=data_dir, params_dir=params_dir,
                     overrides=overrides or None)
+        why = missing_tools(camp.plan())
+        if why:
+            said(f"== {name}: skipped, this host cannot run it: {why}")
+            results.append((name, CampaignResult(skipped=why)))
+            continue
         camp.store.log(reading.record(busy_ok))
         said(f"== {name} into {env}")
         result = camp.run(**options)

@@ -85,6 +85,9 @@ class CampaignResult:
     stopped: str = ""  # why the campaign stopped on request before its last run
     # the knobs left changed, what each reads now and how to put it back ("" when none is)
     unrestored: str = ""
+    # why the campaign was not started at all ("" when it was): 'iolab replicate' names a
+    # pack whose programs this host lacks and goes on to the next
+    skipped: str = ""
 
 
 def default_journal(data_dir: Path) -> Path:
@@ -113,18 +116,22 @@ def restore_left(data_dir: Path, journal: Path | None = None) -> list[str]:
         return lines + knob_locks.messages
 
 
+def missing_program(p: dict[str, Any]) -> str:
+    """What a program of a plan (``Plan.programs``' entry) lacks here, and how to get it."""
+    if p.get("missing_needs"):
+        what = (f"{p['name']} cannot run here without {', '.join(p['missing_needs'])} "
+                f"(needed as {p['role']})")
+    else:
+        exe = p["version_argv"][0]
+        what = (f"{p['name']} not found {'at ' + exe if '/' in exe else 'on PATH'} "
+                f"(needed as {p['role']})")
+    return f"{what}: {p['install']}"
+
+
 def _missing_programs(plan: Plan) -> None:
     missing = [p for p in plan.missing_programs() if p["needed_now"]]
     if missing:
-        def what(p: dict) -> str:
-            if p.get("missing_needs"):
-                return (f"{p['name']} cannot run here without {', '.join(p['missing_needs'])} "
-                        f"(needed as {p['role']})")
-            exe = p["version_argv"][0]
-            return f"{p['name']} not found {'at ' + exe if '/' in exe else 'on PATH'} " \
-                   f"(needed as {p['role']})"
-
-        raise ToolError("; ".join(f"{what(p)}: {p['install']}" for p in missing)
+        raise ToolError("; ".join(missing_program(p) for p in missing)
                         + ". Nothing was run and no system setting was touched.")
 
 
