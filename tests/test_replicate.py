@@ -15,6 +15,7 @@ from iolab.errors import InputError, IolabError
 from iolab.execution import replicate as rep
 from iolab.execution.campaign import Campaign
 from iolab.paths import PARAMS_DIR, usable_name
+from iolab.schemas.verify import verify
 from test_quiet import fake_proc
 from test_rounds import (ENV, PARAMS, WithoutHostKnobs, fake_fio, log,  # noqa: F401  (fake_fio:
                          stored)  # the fixture)
@@ -115,6 +116,9 @@ def test_replicate_measures_the_pack_and_a_second_call_measures_nothing_again(
     assert again.completed == 0 and stored(camp) == runs
     quiet_lines = [line for line in log(camp) if line["event"] == "quiet"]
     assert len(quiet_lines) == 2 and not any(line["busy_ok"] for line in quiet_lines)
+    # the log's quiet lines are valid lines of the published campaign-log schema
+    verified = verify(data)
+    assert verified.files and not verified.problems, verified.problems
     # each run records the machine's quiet as tidy columns
     rows = camp.tidy()
     assert {"quiet.foreign_cpu_pct", "quiet.steal_pct", "quiet.foreign_load"} <= set(rows)
