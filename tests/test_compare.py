@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from matplotlib.patches import Polygon
 
 from iolab.analysis import findings as fd
 from iolab.report import compare
@@ -79,12 +80,16 @@ def test_the_committed_cpu_searches_are_compared():
     if not ch.have:
         pytest.skip("no committed cpu_search/epyc-2vcpu-v782 campaign")
     shown = compare.across(ch, page.findings)
-    verdicts = dict(zip(shown["finding"], shown["across the environments"]))
-    # the two hosts' stress effect (D against C): -28.4 % and -6.6 %
+    verdicts = dict(zip(shown["finding"], shown["kvm-2vcpu against epyc-2vcpu-v782"]))
+    # the two AMD hosts' stress effect (D against C): -28.4 % and -6.6 %
     stress = next(v for k, v in verdicts.items() if k.startswith("mean IOPS at the optimum with "
                                                                 "stress-ng"))
     assert stress.startswith("differs: ratio 1.31")
-    assert "environment kvm-2vcpu has" in ch.text["across"] and "3 differ" in ch.text["across"]
+    assert "environments kvm-2vcpu, xeon-v657 have" in ch.text["across"]
+    # the answer names the finding machine-specific, and the claim resting on it
+    answer = ch.text["across_answer"]
+    assert "1 is machine-specific (mean IOPS at the optimum with stress-ng" in answer
+    assert "claim stress-hurts-without-siblings rests on it" in answer
 
 
 def test_iolab_compare_prints_the_table_and_refuses_what_it_cannot_compare():
@@ -124,7 +129,6 @@ def test_three_environments_give_a_pooled_estimate_and_two_do_not():
 
 
 def test_the_forest_plot_draws_what_two_machines_share_and_pools_three():
-    from matplotlib.patches import Polygon
 
     from iolab.report import forest
 
@@ -138,3 +142,24 @@ def test_the_forest_plot_draws_what_two_machines_share_and_pools_three():
     assert [t.get_text() for t in a.get_yticklabels()][:3] == ["x$1$", "y", "z"]
     assert any(isinstance(p, Polygon) for p in a.patches), "three machines: a pooled diamond"
     assert not any(isinstance(p, Polygon) for p in b.patches), "two machines: none"
+
+
+def test_two_environments_of_one_machine_are_one_machine_in_the_pool_and_the_plot():
+    """Constructed findings (not measurements): a campaign and a replication pack measured on
+    one host are a repeat on that machine, drawn hollow and never pooled as a second one."""
+    from iolab.report import forest
+
+    one = [fd.change("a", "one", [110, 111, 109], A)]
+    two = [fd.change("a", "one", [104, 106, 105], A)]
+    found = {"amd": one, "intel": two, "intel-pack": two}
+    machine_of = {"amd": "AMD EPYC", "intel": "Intel Xeon", "intel-pack": "Intel Xeon"}
+    assert "pooled across the machines" in compare.table(found).columns
+    assert "pooled across the machines" not in compare.table(found, machine_of).columns
+    fig = forest.figure(found, 0.95, machine_of)
+    [ax] = fig.axes
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["amd", "intel", "intel-pack (a repeat, not pooled)"]
+    assert not any(isinstance(p, Polygon) for p in ax.patches), "two machines: no diamond"
+    said = compare._same_machine(machine_of)
+    assert "intel and intel-pack (Intel Xeon)" in said and "counts the machine once" in said
+    assert compare._same_machine({"amd": "AMD EPYC", "intel": "Intel Xeon"}) == ""

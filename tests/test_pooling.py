@@ -12,7 +12,8 @@ import pytest
 from scipy import stats as sps
 
 from iolab.analysis.findings import Finding
-from iolab.analysis.pooling import pool, text
+from iolab.analysis.pooling import (ABSENT, HOLDS, SPECIFIC, UNSETTLED, generality,
+                                   one_per_machine, pool, text)
 
 Z = float(sps.norm.ppf(0.975))
 
@@ -91,3 +92,33 @@ def test_what_is_not_one_quantity_on_two_machines_is_not_pooled(found):
     """One machine, a machine without an estimate, two statements (set against different
     references), an interval of no width or one reaching a factor of 0."""
     assert pool(found) is None
+
+
+def test_a_machine_counts_once_by_its_first_environment():
+    a, b, c = change(5.0, 0.0, 10.0), change(9.0, 4.0, 14.0), change(2.0, -1.0, 5.0)
+    machine_of = {"xeon-campaign": "Intel, kernel v657", "xeon-pack": "Intel, kernel v657",
+                  "epyc": "AMD, kernel v669"}
+    kept = one_per_machine({"xeon-campaign": a, "xeon-pack": b, "epyc": c}, machine_of)
+    assert kept == {"xeon-campaign": a, "epyc": c}
+    # an undefined estimate does not stand for its machine; an unnamed environment is its own
+    gone = change(math.nan, math.nan, math.nan, undefined="no runs")
+    kept = one_per_machine({"xeon-campaign": gone, "xeon-pack": b, "other": c}, machine_of)
+    assert kept == {"xeon-pack": b, "other": c}
+    assert pool(one_per_machine({"x": a, "y": a}, {"x": "m", "y": "m"})) is None
+
+
+@pytest.mark.parametrize("found, said, words", [
+    ({"a": (5, 1, 9), "b": (6, 2, 10)}, HOLDS, "up on all 2 machines, no difference in size"),
+    ({"a": (5, 1, 9), "b": (60, 50, 70)}, HOLDS, "up on all 2 machines, by different amounts"),
+    ({"a": (5, 1, 9), "b": (-6, -10, -2)}, SPECIFIC, "up on a, down on b"),
+    ({"a": (30, 25, 35), "b": (0, -3, 3)}, SPECIFIC, "up on a, not detected on b (Cochran"),
+    ({"a": (5, 0.5, 9.5), "b": (3, -4, 10)}, UNSETTLED, "up on a, not detected on b, with no"),
+    ({"a": (1, -3, 5), "b": (-1, -5, 3)}, ABSENT, "contains no effect (2 machines)"),
+])
+def test_a_finding_holds_on_every_machine_is_machine_specific_unsettled_or_absent(
+        found, said, words):
+    """Constructed intervals (not measurements), each set to one reading of the rule."""
+    verdict, why = generality({m: change(*v) for m, v in found.items()})
+    assert verdict == said and words in why
+    with pytest.raises(ValueError):
+        generality({"a": change(5, 1, 9)})

@@ -21,6 +21,17 @@ whose variance, tau², is the between-machine heterogeneity.
   intervals explain, from Cochran's Q), and Q's p value.
 - The prediction interval for a new machine (Higgins, Thompson and Spiegelhalter 2009):
   estimate ± t(k − 2) · sqrt(tau² + se²); it needs three machines or more.
+- A machine counts once (:func:`one_per_machine`): two environments measured on one machine
+  (a campaign and a replication pack of the same host, say) are a repeat on that machine,
+  not two machines, so only the first of them enters a pooled estimate.
+- Whether a finding holds across machines (:func:`generality`), from each machine's own
+  interval and Cochran's Q: it *holds on every machine* when each machine's interval lies on
+  the same side of "no effect" (by different amounts when Q rejects homogeneity); it is
+  *machine-specific* when machines find it in opposite directions, or when some find it and
+  others do not and Q says their estimates differ; *no effect is detected on any machine*
+  when every interval contains "no effect"; otherwise (found on some machines only, without
+  a detected difference between them) it is *not settled*. Every such reading is exploratory,
+  at the chapter's level for each finding, outside its confirmatory family of claims.
 
 Responsible for: the pooling of one finding's per-machine estimates and its summary.
 Not responsible for: computing each machine's finding (each experiment's analysis), the
@@ -121,6 +132,66 @@ def pool(found: Mapping[str, Finding], confidence: float = 0.95) -> Pooled | Non
     return Pooled(usable[0].id, kind, k, _from_scale(kind, mean), _from_scale(kind, low),
                   _from_scale(kind, high), float(result.tau2), i2, q_p,
                   prediction, confidence)
+
+
+def one_per_machine(found: Mapping[str, Finding],
+                    machine_of: Mapping[str, str] | None = None) -> dict[str, Finding]:
+    """``found`` (environment -> its estimate) with one environment per machine: the first,
+    in ``found``'s order, of those ``machine_of`` (environment -> its machine) puts on one
+    machine and that estimate the finding. An environment ``machine_of`` does not name is a
+    machine of its own."""
+    machine_of = machine_of or {}
+    kept: dict[str, Finding] = {}
+    seen: set[str] = set()
+    for env, f in found.items():
+        machine = machine_of.get(env, f"environment {env}")
+        if f.defined and machine not in seen:
+            seen.add(machine)
+            kept[env] = f
+    return kept
+
+
+HOLDS = "holds on every machine"
+SPECIFIC = "machine-specific"
+ABSENT = "no effect detected on any machine"
+UNSETTLED = "not settled"
+GENERALITY = (HOLDS, SPECIFIC, UNSETTLED, ABSENT)  # the order a chapter lists them in
+# each as a count of findings, one and many: "{} holds on every machine"
+GENERALITY_WORDS = {HOLDS: ("{} holds on every machine", "{} hold on every machine"),
+                    SPECIFIC: ("{} is machine-specific", "{} are machine-specific"),
+                    UNSETTLED: ("{} is not settled", "{} are not settled"),
+                    ABSENT: ("{} shows no effect on any machine",
+                             "{} show no effect on any machine")}
+
+
+def generality(found: Mapping[str, Finding], confidence: float = 0.95) -> tuple[str, str]:
+    """(one of :data:`GENERALITY`, why) of a finding estimated by two machines or more
+    (``found``: machine -> its estimate, one per machine; see the module docstring)."""
+    usable = {m: f for m, f in found.items() if f.defined}
+    if len(usable) < 2:
+        raise ValueError("generality needs two machines' estimates or more")
+    ways = {m: f.direction for m, f in usable.items()}
+    pooled = pool(usable, confidence)
+    differ = pooled is not None and pooled.q_p < 1 - confidence
+    q = (f"Cochran's Q p = {pooled.q_p:.2g}" if pooled is not None else "no Q")
+
+    def names(way: str) -> str:
+        return ", ".join(m for m, w in ways.items() if w == way)
+
+    found_ways = set(ways.values()) - {"none"}
+    if found_ways == {"up", "down"}:
+        return SPECIFIC, f"up on {names('up')}, down on {names('down')}"
+    if not found_ways:
+        return ABSENT, f"every machine's interval contains no effect ({len(ways)} machines)"
+    way = next(iter(found_ways))
+    if "none" not in ways.values():
+        amounts = (f"by different amounts ({q})" if differ
+                   else f"no difference in size detected ({q})")
+        return HOLDS, f"{way} on all {len(ways)} machines, {amounts}"
+    if differ:
+        return SPECIFIC, f"{way} on {names(way)}, not detected on {names('none')} ({q})"
+    return UNSETTLED, (f"{way} on {names(way)}, not detected on {names('none')}, with no "
+                       f"difference between the machines detected ({q})")
 
 
 def text(p: Pooled) -> str:

@@ -21,9 +21,14 @@ share by id:
 A finding that replicates this way may still be significant in one environment and not in
 the other; the table shows both values so the reader sees that too.
 
-With three environments or more, each finding's row also gives its random-effects pooled
+With three machines or more, each finding's row also gives its random-effects pooled
 estimate across them (:mod:`iolab.analysis.pooling`), and the chapter gets a forest plot
-(:mod:`iolab.report.forest`) of every finding two or more environments estimate.
+(:mod:`iolab.report.forest`) of every finding two or more environments estimate. A machine is
+what its host record says of it (``iolab.report.machines.machine_words``): two environments
+measured on one machine count as one machine in a pooled estimate. The chapter's answer says,
+per finding two machines or more estimate, whether it holds on every machine, is
+machine-specific, is not settled or is found on none (``pooling.generality``), and which of
+the source's claims rest on each.
 
 Responsible for: the rule, the table, and finding the environments with stored runs of an
 experiment. Not responsible for: computing the findings (each experiment's ``page.findings``),
@@ -120,9 +125,11 @@ def verdict(a: Finding, b: Finding) -> tuple[str, str]:
     return (REPLICATES if lo <= 1 <= hi else DIFFERS), text
 
 
-def table(found: dict[str, list[Finding]]) -> pd.DataFrame:
+def table(found: dict[str, list[Finding]],
+          machine_of: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per finding of the first environment: its value in each environment and,
-    for each other environment, the verdict against the first with why."""
+    for each other environment, the verdict against the first with why; with three machines
+    or more (``machine_of``: environment -> its machine), the pooled estimate."""
     envs = list(found)
     first, others = envs[0], envs[1:]
     by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
@@ -135,8 +142,10 @@ def table(found: dict[str, list[Finding]]) -> pd.DataFrame:
             said, why = verdict(f, g) if g is not None else (INCOMPARABLE, "no such finding")
             row[f"{env} against {first}" if len(others) > 1 else "across the environments"] = \
                 f"{said}: {why}"
-        pooled = pooling.pool({env: by_env[env][f.id] for env in envs if f.id in by_env[env]},
-                              f.confidence) if len(envs) >= pooling.PREDICTION_LEAST else None
+        per = pooling.one_per_machine({env: by_env[env][f.id] for env in envs
+                                       if f.id in by_env[env]}, machine_of)
+        pooled = (pooling.pool(per, f.confidence) if len(per) >= pooling.PREDICTION_LEAST
+                  else None)
         if pooled is not None and pooled.k >= pooling.PREDICTION_LEAST:
             row["pooled across the machines"] = pooling.text(pooled)
         rows.append(row)
@@ -170,10 +179,25 @@ def as_text(shown: pd.DataFrame) -> str:
     return "\n".join(lines + ["", summary(shown), RULE])
 
 
+def machines_of(experiment: str, envs: list[str], data_dir: Path) -> dict[str, str]:
+    """Each environment's machine as its host record describes it (``machine_words``); an
+    environment without a host record is left out (a machine of its own)."""
+    from iolab.core.store import Store
+    from iolab.report.machines import machine_words
+
+    out = {}
+    for env in envs:
+        host = Store(data_dir, experiment, env).read_host()
+        if host:
+            out[env] = machine_words(host)
+    return out
+
+
 def across(ch, findings_of) -> pd.DataFrame | None:
     """The chapter's findings beside those of every other environment with stored runs of
     its experiment (``findings_of``: the experiment's ``page.findings``); the text
-    ``across`` says what the table shows, or why there is none."""
+    ``across`` says what the table shows, or why there is none, and ``across_answer`` which
+    findings hold across machines (:func:`generality_text`)."""
     from iolab.report.chapter import Chapter
 
     name = ch.experiment.name
@@ -184,6 +208,8 @@ def across(ch, findings_of) -> pd.DataFrame | None:
                              "experiment, so there is no other machine to compare its findings "
                              "with. Runs of another environment (iolab env new NAME, then "
                              "iolab run) appear here at the next make book.")
+        ch.text["across_answer"] = ("No other machine has measured this experiment yet, so "
+                                    "whether its findings hold across machines is open.")
         return None
     found = {ch.environment: findings_of(ch)}
     for env in others:
@@ -191,26 +217,91 @@ def across(ch, findings_of) -> pd.DataFrame | None:
     if not found[ch.environment]:
         ch.text["across"] = (f"Environment {ch.environment} has no findings of its own yet, so "
                              f"nothing is compared with {', '.join(others)}.")
+        ch.text["across_answer"] = ch.text["across"]
         return None
-    shown = table(found)
+    machine_of = machines_of(name, list(found), ch.data_dir)
+    shown = table(found, machine_of)
     who = (f"environment {others[0]} has" if len(others) == 1
            else f"environments {', '.join(others)} have")
     ch.text["across"] = (f"Besides {ch.environment}, {who} stored runs of this experiment "
                          f"(each environment has its own page under the chapter); the table "
                          f"sets each finding of {ch.environment} against theirs. "
-                         f"{summary(shown)}" + _forest(ch, found))
+                         f"{summary(shown)}" + _same_machine(machine_of)
+                         + _forest(ch, found, machine_of))
+    ch.text["across_answer"] = generality_text(found, machine_of, ch.confidence,
+                                               _claims_by_finding(ch))
     return shown
 
 
-def _forest(ch, found: dict[str, list[Finding]]) -> str:
+def _same_machine(machine_of: dict[str, str]) -> str:
+    """The sentence naming environments measured on one machine ("" when none are)."""
+    groups: dict[str, list[str]] = {}
+    for env, machine in machine_of.items():
+        groups.setdefault(machine, []).append(env)
+    repeats = [envs for envs in groups.values() if len(envs) > 1]
+    if not repeats:
+        return ""
+    said = "; ".join(f"{' and '.join(envs)} ({machine})" for machine, envs in groups.items()
+                     if len(envs) > 1)
+    return (f" Environments measured on one machine, as their host records describe it: "
+            f"{said}. Such environments are a repeat on that machine, not another machine: "
+            "a pooled estimate counts the machine once, by the first of them in the table.")
+
+
+def _claims_by_finding(ch) -> dict[str, list[str]]:
+    """finding id -> the ids of the source's claims that rest on it (none without claims)."""
+    import sys
+
+    from iolab.report import claims
+
+    path = claims.path_of(sys.modules[type(ch.experiment).__module__].__file__)
+    out: dict[str, list[str]] = {}
+    if path.is_file():
+        for c in claims.load(path).claims:
+            out.setdefault(c.finding, []).append(c.id)
+    return out
+
+
+def generality_text(found: dict[str, list[Finding]], machine_of: dict[str, str],
+                    confidence: float, claims_of: dict[str, list[str]]) -> str:
+    """The answer's sentence on which findings of the first environment hold across
+    machines, each judged over one estimate per machine of the same quantity
+    (``pooling.generality``), with the claims that rest on each."""
+    first = next(iter(found))
+    by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
+    groups: dict[str, list[str]] = {}
+    for f in found[first]:
+        same = {env: fs[f.id] for env, fs in by_env.items() if f.id in fs
+                and fs[f.id].statement == f.statement and fs[f.id].kind == f.kind}
+        per = pooling.one_per_machine(same, machine_of)
+        if len(per) < 2:
+            continue
+        said, why = pooling.generality(per, confidence)
+        rest = claims_of.get(f.id)
+        groups.setdefault(said, []).append(
+            f"{f.statement}: {why}" + (f"; claim {', '.join(rest)} rests on it" if rest else ""))
+    if not groups:
+        return ("No finding of this environment is estimated on a second machine yet, so "
+                "none can be said to hold across machines.")
+    counted = sum(len(items) for items in groups.values())
+    parts = [f"{pooling.GENERALITY_WORDS[said][len(groups[said]) != 1].format(len(groups[said]))}"
+             f" ({'; '.join(groups[said])})" for said in pooling.GENERALITY if said in groups]
+    return (f"Across machines (exploratory: each finding at the chapter's "
+            f"{confidence * 100:g} % level, one estimate per machine, see "
+            f"the forest plot below): of the {counted} findings that two machines or more "
+            f"estimate, " + "; ".join(parts) + ".")
+
+
+def _forest(ch, found: dict[str, list[Finding]], machine_of: dict[str, str]) -> str:
     """The forest plot of the findings two or more environments estimate, into the chapter's
     figures (``fig_forest``), and the sentences that say what it shows."""
-    fig = forest.figure(found, ch.confidence)
+    fig = forest.figure(found, ch.confidence, machine_of)
     if fig is None:
         return ""
     plt.close(fig)  # shown where the notebook asks for it (iolab.api.forest), not here
     ch.figures["fig_forest"] = fig
-    machines = max(len(per) for _, per in forest.shared(found))
+    machines = max(len(pooling.one_per_machine(per, machine_of))
+                   for _, per in forest.shared(found))
     pooled = (" With three machines or more, the orange diamond is the pooled estimate ("
               f"{pooling.METHOD}), its label gives I², the share of the spread between "
               "machines beyond what their own intervals explain, and the grey line is where "

@@ -1,6 +1,8 @@
 """The forest plot of a chapter's findings across machines: per finding, each environment's
 estimate with its interval and, with three machines or more, the random-effects pooled
 estimate as a diamond with the prediction interval for a new machine as a line through it.
+An environment measured on a machine an earlier one in the panel already stands for is drawn
+hollow and named as that machine's repeat: it is not pooled (``pooling.one_per_machine``).
 
 Responsible for: drawing. Not responsible for: the per-machine findings (each experiment's
 analysis), the pooling (:mod:`iolab.analysis.pooling`) or where the figure goes.
@@ -14,7 +16,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Polygon
 
 from iolab.analysis.findings import NULL, Finding
-from iolab.analysis.pooling import PREDICTION_LEAST, Pooled, pool
+from iolab.analysis.pooling import PREDICTION_LEAST, Pooled, one_per_machine, pool
 from iolab.report import figures  # noqa: F401  (texts drawn as their characters, never math)
 
 AXIS = {"change": "change (%)", "ratio": "ratio", "difference": "difference"}
@@ -35,8 +37,10 @@ def shared(found: dict[str, list[Finding]]) -> list[tuple[str, dict[str, Finding
     return out
 
 
-def figure(found: dict[str, list[Finding]], confidence: float = 0.95):
-    """One panel per finding two or more environments estimate; None where there is none."""
+def figure(found: dict[str, list[Finding]], confidence: float = 0.95,
+           machine_of: dict[str, str] | None = None):
+    """One panel per finding two or more environments estimate; None where there is none.
+    ``machine_of`` (environment -> its machine) tells repeats on one machine apart."""
     panels = shared(found)
     if not panels:
         return None
@@ -46,20 +50,27 @@ def figure(found: dict[str, list[Finding]], confidence: float = 0.95):
                              gridspec_kw={"height_ratios": [r + 1.5 for r in rows]})
     for ax, (id_, per) in zip(axes[:, 0], panels):
         # two machines give a between-machine variance of one degree of freedom: not pooled
-        _panel(ax, per, pool(per, confidence) if len(per) >= PREDICTION_LEAST else None)
+        machines = one_per_machine(per, machine_of)
+        _panel(ax, per, machines,
+               pool(machines, confidence) if len(machines) >= PREDICTION_LEAST else None)
     fig.tight_layout()
     return fig
 
 
-def _panel(ax, per: dict[str, Finding], pooled: Pooled | None) -> None:
-    """A finding's machines, top down, then its pooled diamond."""
+def _panel(ax, per: dict[str, Finding], machines: dict[str, Finding],
+           pooled: Pooled | None) -> None:
+    """A finding's environments, top down (a repeat on a machine hollow), then its pooled
+    diamond."""
     first = next(iter(per.values()))
     names = list(per)
+    labels = []
     for y, env in enumerate(names):
         f = per[env]
+        repeat = env not in machines
         ax.errorbar(f.estimate, -y, xerr=[[f.estimate - f.ci_low], [f.ci_high - f.estimate]],
-                    fmt="s", color="tab:blue", capsize=3, markersize=5)
-    labels = list(names)
+                    fmt="s", color="tab:blue", capsize=3, markersize=5,
+                    markerfacecolor="white" if repeat else "tab:blue")
+        labels.append(f"{env} (a repeat, not pooled)" if repeat else env)
     if pooled is not None:
         y = -len(names)
         if pooled.predicts:
