@@ -29,7 +29,7 @@ from iolab.experiments.gpu_io import lab_answer, lab_design
 from iolab.host.inventory import summary_row
 from iolab.paths import resolve_data_dir
 from iolab.report import benchmarks_page as benchmarks
-from iolab.report import figures
+from iolab.report import figures, quiet_runs
 from iolab.report.chapter import Chapter
 from iolab.report.escape import table
 from iolab.report.machines import measured_by_machine, stored_by_experiment
@@ -42,6 +42,7 @@ __all__ = [
     "table",                # a DataFrame as the book's tables show it: every string escaped
     "figures",              # the figure helpers a small chapter draws with
     "forest",               # the forest plot of a chapter's findings across machines
+    "quiet",                # how quiet the machine was: the runs under foreign load, apart
     "lab_design",           # a lab-only GPU chapter's design and lab plan
     "lab_answer",           # a lab-only GPU chapter's answer and claims
     "benchmarks",           # the benchmarks appendix's page
@@ -66,3 +67,12 @@ def forest(ch: Chapter):
     environments" table drew (``iolab.report.compare.across``); None, so nothing is shown,
     where fewer than two environments estimate any finding."""
     return ch.figures.get("fig_forest")
+
+
+def quiet(ch: Chapter):
+    """The runs of the chapter measured under foreign load, with their point (None, so
+    nothing is shown, where there is none); the text ``quiet`` says how quiet the machine
+    was over all its runs (``iolab.report.quiet_runs``)."""
+    ch.text["quiet"] = quiet_runs.text(ch.df)
+    shown = quiet_runs.table(ch.df, list(ch.spec.variables))
+    return None if shown is None else table(shown)

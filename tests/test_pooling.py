@@ -108,8 +108,8 @@ def test_a_machine_counts_once_by_its_first_environment():
 
 
 @pytest.mark.parametrize("found, said, words", [
-    ({"a": (5, 1, 9), "b": (6, 2, 10)}, HOLDS, "up on all 2 machines, no difference in size"),
-    ({"a": (5, 1, 9), "b": (60, 50, 70)}, HOLDS, "up on all 2 machines, by different amounts"),
+    ({"a": (5, 1, 9), "b": (6, 2, 10)}, HOLDS, "up on both machines, no difference in size"),
+    ({"a": (5, 1, 9), "b": (60, 50, 70)}, HOLDS, "up on both machines, by different amounts"),
     ({"a": (5, 1, 9), "b": (-6, -10, -2)}, SPECIFIC, "up on a, down on b"),
     ({"a": (30, 25, 35), "b": (0, -3, 3)}, SPECIFIC, "up on a, not detected on b (Cochran"),
     ({"a": (5, 0.5, 9.5), "b": (3, -4, 10)}, UNSETTLED, "up on a, not detected on b, with no"),
@@ -122,3 +122,5 @@ def test_a_finding_holds_on_every_machine_is_machine_specific_unsettled_or_absen
     assert verdict == said and words in why
     with pytest.raises(ValueError):
         generality({"a": change(5, 1, 9)})
+    three = {m: change(5, 1, 9) for m in "abc"}
+    assert "up on all 3 machines" in generality(three)[1]

@@ -187,7 +187,8 @@ def generality(found: Mapping[str, Finding], confidence: float = 0.95) -> tuple[
     if "none" not in ways.values():
         amounts = (f"by different amounts ({q})" if differ
                    else f"no difference in size detected ({q})")
-        return HOLDS, f"{way} on all {len(ways)} machines, {amounts}"
+        every = "both machines" if len(ways) == 2 else f"all {len(ways)} machines"
+        return HOLDS, f"{way} on {every}, {amounts}"
     if differ:
         return SPECIFIC, f"{way} on {names(way)}, not detected on {names('none')} ({q})"
     return UNSETTLED, (f"{way} on {names(way)}, not detected on {names('none')}, with no "

@@ -205,10 +205,11 @@ class Quiet:
     busy: str = ""
 
     def record(self, busy_ok: bool) -> dict[str, Any]:
-        nan = self.foreign_cpu_pct != self.foreign_cpu_pct
         from iolab.execution.one_run import now_iso
 
-        return {"event": "quiet", "at": now_iso(), "load_average": self.load_average, "cpus": self.cpus,
+        nan = self.foreign_cpu_pct != self.foreign_cpu_pct
+        return {"event": "quiet", "at": now_iso(), "load_average": self.load_average,
+                "cpus": self.cpus,
                 "foreign_cpu_pct": None if nan else round(self.foreign_cpu_pct, 2),
                 "steal_pct": None if nan else round(self.steal_pct, 2),
                 "sample_s": self.sample_s, "busy": self.busy, "busy_ok": busy_ok}

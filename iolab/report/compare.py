@@ -306,8 +306,13 @@ def _forest(ch, found: dict[str, list[Finding]], machine_of: dict[str, str]) -> 
               f"{pooling.METHOD}), its label gives I², the share of the spread between "
               "machines beyond what their own intervals explain, and the grey line is where "
               "a new machine's effect would fall.")
+    if machines >= pooling.PREDICTION_LEAST:
+        said = pooled
+    elif machines == 2:
+        said = (" With two machines no pooled estimate is shown: how much an effect varies "
+                "from machine to machine needs a third one to be estimated.")
+    else:
+        said = (" All of them were measured on one machine, so the plot shows repeats on it, "
+                "and how much an effect varies from machine to machine is not estimated here.")
     return (" The forest plot below draws each finding that two or more environments "
-            "estimate, each machine's value with its interval." +
-            (pooled if machines >= pooling.PREDICTION_LEAST else
-             f" With {machines} machines no pooled estimate is shown: how much an effect "
-             "varies from machine to machine needs a third one to be estimated."))
+            "estimate, each machine's value with its interval." + said)
