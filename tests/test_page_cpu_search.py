@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from iolab import api
 from iolab.experiments import cpu_search
 from iolab.experiments.cpu_search import adaptive, page
 from iolab.paths import REPO_ROOT, default_data_dir
@@ -22,7 +23,7 @@ SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"
 GLUE_ALL_KEYS = {"outliers", "noise_floor"}
 SECTIONS = (page.design, page.results, page.repetitions, page.optimum, page.confirmed,
             page.replication, page.ad, page.effects, page.sweeps, page.tools, adaptive.proof,
-            adaptive.replays, adaptive.live, page.answer, page.across)
+            adaptive.replays, adaptive.live, page.answer, api.quiet, page.across)
 
 
 def render(ch: Chapter) -> dict:

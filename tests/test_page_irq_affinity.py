@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import matplotlib
 
+from iolab import api
 from iolab.experiments.irq_affinity import page
 from iolab.paths import NOTEBOOKS_DIR
 from iolab.report.chapter import Chapter, referenced_keys
@@ -23,6 +24,7 @@ def render(ch: Chapter) -> dict:
     page.notes(ch)
     shown["summary"] = page.summary(ch)
     shown["claims"] = page.answer(ch, found)
+    shown["quiet"] = api.quiet(ch)
     shown["across"] = page.across(ch)
     return shown
 

@@ -14,6 +14,7 @@ import pytest
 from IPython.display import Markdown
 from test_partial_chapters import ENV, RAW, copy_runs, first_point
 
+from iolab import api
 from iolab.core import registry
 from iolab.experiments.smt_thp import page
 from iolab.paths import REPO_ROOT
@@ -26,7 +27,7 @@ SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").r
 BY_GLUE_ALL = {"outliers", "noise_floor"}
 SECTIONS = (page.what_ran, page.repetitions, page.concurrency, page.engine_ratios,
             page.affinity, page.smt, page.thp, page.layout, page.explorer, page.all_metrics, page.summary,
-            page.answer, page.across)
+            page.answer, api.quiet, page.across)
 REPR = re.compile(r"[\[\]{}]|\b(None|True|False|nan)\b")
 
 

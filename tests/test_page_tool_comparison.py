@@ -14,6 +14,7 @@ from IPython.display import Markdown
 from test_page_smt_thp import assert_glues_the_snapshot, assert_no_nan, assert_no_repr
 from test_partial_chapters import ENV, RAW, copy_runs
 
+from iolab import api
 from iolab.core import registry
 from iolab.experiments.tool_comparison import page
 from iolab.paths import REPO_ROOT
@@ -23,7 +24,7 @@ NOTEBOOK = registry.get("tool_comparison").notebook
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
     "experiments/tool_comparison.ipynb"]
 SECTIONS = (page.design, page.lab_plan, page.what_ran, page.tools, page.qdepth,
-            page.published, page.answer, page.across)
+            page.published, page.answer, api.quiet, page.across)
 
 
 def render(ch: Chapter) -> dict[str, object]:
@@ -90,7 +91,11 @@ def test_one_tool_at_the_base_point_leaves_the_others_not_measured(tmp_path):
     ch = Chapter("tool_comparison", ENV, data_dir=data)
     shown = render(ch)
     assert "not measured" in shown["tools_0"].to_html()
-    assert "fig_tools" in ch.figures and "fig_qdepth" not in ch.figures
+    assert "fig_tools" in ch.figures
+    # one queue depth: a sentence where the sweep's figure would be, and none quoted as n/a
+    assert ch.figures["fig_qdepth"].startswith("No figure here: this campaign measured one "
+                                               "queue depth")
+    assert ch.text["qd_text"].startswith("Without a sweep of queue depth")
     assert ch.text["n_bdevperf"] == "3" and ch.text["n_fio"] == "0"
     assert ch.text["n_ratios"] == "0" and "max_apart_pct" not in ch.text
     assert ch.text["pub_spdk_over_bdevperf"] == SNAPSHOT["pub_spdk_over_bdevperf"].strip("'")

@@ -33,6 +33,7 @@ def test_runs_under_foreign_load_are_counted_and_listed_with_their_point():
     some = rows([2.0, 11.3, NAN], [11.9, 0.0, NAN], [True, True, None])
     said = qr.text(some)
     assert said.startswith("2 of 3 runs record") and "2 runs were measured under foreign" in said
+    assert "below with their points; they stay" in said
     shown = qr.table(some, ["engine", "concurrency", "absent"])
     assert shown["run"].tolist() == ["p0-r0", "p1-r0"]
     assert shown["point"].tolist() == ["engine psync, concurrency 0", "engine psync, concurrency 1"]
@@ -55,5 +56,6 @@ def test_the_committed_intel_pack_lists_its_one_run_under_steal():
     if not ch.have:
         pytest.skip("no committed irq_affinity/xeon-v657 campaign")
     assert "1 run was measured under foreign load" in qr.text(ch.df)
+    assert "with its point; it stays in the tables" in qr.text(ch.df)
     [steal] = qr.table(ch.df, ch.spec.variables)["steal (%)"]
     assert steal == "11.9"

@@ -230,3 +230,30 @@ def _drive(tool, invocation, tmp_path: Path):
     done.stdout, done.stderr = (done.stdout.decode(errors="replace"),
                                 done.stderr.decode(errors="replace"))
     return done
+
+
+def test_the_ratio_sentences_name_the_set_ups_a_partial_design_did_not_measure():
+    """Constructed texts (not measurements): a replication pack measures fio on one core only,
+    and its page says which set-ups have no ratio rather than quoting "n/a"."""
+    from iolab.experiments.tool_comparison.page import ratios_sentence
+
+    T = {"bdevperf_io_uring_1": "58,904", "xnvmeperf_io_uring_1": "91,564",
+         "fio_io_uring_1": "88,676", "ratio_bdevperf_io_uring_1": "0.66",
+         "ratio_bdevperf_io_uring_1_ci": "0.41 – 1.08", "ratio_xnvmeperf_io_uring_1": "1.03",
+         "ratio_xnvmeperf_io_uring_1_ci": "0.88 – 1.22"}
+    said = ratios_sentence(T, "95 %")
+    assert said.startswith("Through io_uring on one core, bdevperf completes 58,904 reads")
+    assert "ratios to fio of 0.66 (95 % CI 0.41 – 1.08) and 1.03 (0.88 – 1.22)." in said
+    assert said.endswith("did not measure libaio on one core, io_uring on two cores and libaio "
+                         "on two cores with all three tools, so those set-ups have no ratio to "
+                         "fio here.")
+    full = dict(T)
+    for engine in ("io_uring", "libaio"):
+        for n in (1, 2):
+            for tool in ("bdevperf", "xnvmeperf"):
+                full.setdefault(f"ratio_{tool}_{engine}_{n}", "1.00")
+                full.setdefault(f"ratio_{tool}_{engine}_{n}_ci", "0.90 – 1.10")
+    said = ratios_sentence(full, "95 %")
+    assert "n/a" not in said and "did not measure" not in said
+    assert said.endswith("On two cores (two files) the ratios are 1.00 and 1.00 with io_uring, "
+                         "1.00 and 1.00 with libaio.")

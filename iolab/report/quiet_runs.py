@@ -59,10 +59,13 @@ def text(rows: pd.DataFrame) -> str:
     limits = f"above {FOREIGN_CPU_PCT:g} % foreign CPU or {STEAL_PCT:g} % steal"
     if under.empty:
         return said + f"No run was measured under foreign load ({limits})."
-    runs = "run was" if len(under) == 1 else "runs were"
-    return said + (f"{len(under)} {runs} measured under foreign load ({limits}), listed "
-                   "below with its point; they stay in the tables and findings, so the list "
-                   "lets a reader judge whether one pulls its point's mean.")
+    if len(under) == 1:
+        return said + (f"1 run was measured under foreign load ({limits}), listed below with "
+                       "its point; it stays in the tables and findings, so the list lets a "
+                       "reader judge whether it pulls its point's mean.")
+    return said + (f"{len(under)} runs were measured under foreign load ({limits}), listed "
+                   "below with their points; they stay in the tables and findings, so the "
+                   "list lets a reader judge whether one pulls its point's mean.")
 
 
 def table(rows: pd.DataFrame, variables: list[str]) -> pd.DataFrame | None:

@@ -116,10 +116,12 @@ def optimum(ch: Chapter) -> list[Styler]:
     describe = ch.experiment.describe_point
     cap = ca.device_capacity(df, C)
     opt = ca.optimum(df)
-    T["cap_iops"] = fmt_int(cap["iops"])
-    T["cap_ci"] = fmt_range(cap["ci_low"], cap["ci_high"])
-    T["cap_single"] = fmt_int(cap["max_single_run"])
-    T["cap_point"] = describe(cap["point"])
+    if cap["point"]:  # else no single-device point was measured: cap_text says so
+        T["cap_iops"] = fmt_int(cap["iops"])
+        T["cap_ci"] = fmt_range(cap["ci_low"], cap["ci_high"])
+        T["cap_single"] = fmt_int(cap["max_single_run"])
+        T["cap_point"] = describe(cap["point"])
+    _capacity_texts(ch, cap)
     est = ca.point_estimate(df, opt, C)
     T["opt_iops"] = fmt_int(est["mean"])
     T["opt_ci"] = fmt_range(est["ci_low"], est["ci_high"])
@@ -130,10 +132,13 @@ def optimum(ch: Chapter) -> list[Styler]:
     best, best_rows = ca.best_points(df, C)
     cap_best, _ = ca.best_points(df[df["ndevs"] == 1], C)
     T["best_n"], T["best_of"] = str(len(best.members)), str(len(best.means))
-    T["cap_best_n"], T["cap_best_of"] = str(len(cap_best.members)), str(len(cap_best.means))
-    T["cap_best_note"] = ("the capacity is the highest of estimates the data cannot separate, "
-                          "not a point that stands out" if len(cap_best.members) > 1 else
-                          "the capacity's point stands out from the others")
+    note = ("the capacity is the highest of estimates the data cannot separate, not a point "
+            "that stands out" if len(cap_best.members) > 1 else
+            "the capacity's point stands out from the others")
+    T["cap_best_text"] = (f"Among the single-device points, {len(cap_best.members)} of "
+                          f"{len(cap_best.means)} are in the best set of their own: {note}."
+                          if len(cap_best.means) else
+                          "No single-device point was measured, so none has a best set.")
     # the quoted optimum and capacity: the confirmation's fresh runs where the campaign has them
     conf = ca.confirmed_estimates(df, ca.normalize(ch.confirmed), C)
     for key in ("optimum", "capacity"):
@@ -146,6 +151,23 @@ def optimum(ch: Chapter) -> list[Styler]:
     settings = pd.DataFrame([{"variable": ch.axis_label(k),
                               "optimum": ch.experiment.describe(k, v)} for k, v in opt.items()])
     return [escape.table(settings), escape.table(ch.best_set_table(best_rows))]
+
+
+def _capacity_texts(ch: Chapter, cap: dict) -> None:
+    """``cap_text``: the search's device capacity, or why this campaign has none (a design
+    without single-device points, such as a replication pack's)."""
+    T = ch.text
+    if not cap["point"]:
+        T["cap_text"] = ("This campaign measured no single-device point, so it has no device "
+                         "capacity of its own to quote.")
+        return
+    T["cap_text"] = (
+        f"In the search, the highest mean IOPS of any single-device point is {T['cap_iops']} "
+        f"IOPS ({_ci(ch)} CI {T['cap_ci']}; at {T['cap_point']}). The highest single run of "
+        f"any single-device point, which AiSIO calls the device capacity, reached "
+        f"{T['cap_single']} IOPS: one run, not a mean, so this chapter gives it no name of its "
+        "own; what it calls the device capacity is the mean of the confirmed single-device "
+        "point below.")
 
 
 def _confirmation_texts(ch: Chapter, optimum: bool, capacity: bool) -> None:
@@ -180,14 +202,19 @@ def _confirmation_texts(ch: Chapter, optimum: bool, capacity: bool) -> None:
                  f"a change of {T['cap_conf_change']} from the search's estimate.")
         T["answer_conf"] += (f", and the device capacity, the confirmed single-device point, "
                              f"{T['cap_conf']} IOPS.")
+    elif "cap_point" not in T:
+        said += " No single-device point was measured, so no device capacity is quoted."
+        T["answer_conf"] += "; no single-device point was measured, so no device capacity."
     else:
         said += (f" The device capacity quoted is the search's highest single-device mean, "
                  f"{T['cap_iops']} IOPS.")
         T["answer_conf"] += f", and the device capacity {T['cap_iops']} IOPS."
     which = "confirmed" if optimum and capacity else "quoted"
-    T["conf_text"] = said + (f" The {which} optimum is {T['opt_of_roofline']} % of the roofline "
-                             f"for its device count ({T['opt_roofline']} IOPS = {which} "
-                             f"capacity × devices{T['roofline_note']}).")
+    if "cap_point" in T:  # a roofline needs a capacity
+        said += (f" The {which} optimum is {T['opt_of_roofline']} % of the roofline for its "
+                 f"device count ({T['opt_roofline']} IOPS = {which} capacity × "
+                 f"devices{T['roofline_note']}).")
+    T["conf_text"] = said
 
 
 def confirmed(ch: Chapter) -> Styler | None:

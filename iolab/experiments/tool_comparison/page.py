@@ -23,7 +23,7 @@ from iolab.experiments.tool_comparison.figures import qdepth_bands, tools_bars
 from iolab.report import compare
 from iolab.report import escape
 from iolab.report import reference
-from iolab.report.chapter import Chapter
+from iolab.report.chapter import Chapter, Sentence
 from iolab.report.tables import design_table, fmt_int, fmt_num, fmt_range
 
 TOOLS = list(ta.TOOLS)
@@ -130,6 +130,48 @@ def _ratio_texts(ch: Chapter, rows: pd.DataFrame) -> None:
         T[f"ratio_lo_{tool}"], T[f"ratio_hi_{tool}"] = f"{r['min']:.2f}", f"{r['max']:.2f}"
     for (tool, engine, n), mean in ta.mean_iops(rows).items():
         T[f"{tool}_{engine}_{n}"] = fmt_int(mean)
+    T["ratios_text"] = ratios_sentence(T, ch.text.get("ci") or f"{ch.confidence * 100:g} %")
+
+
+# the set-ups the prose walks through, in its order
+SETUPS = (("io_uring", 1), ("libaio", 1), ("io_uring", 2), ("libaio", 2))
+SETUP_WORDS = {("io_uring", 1): "io_uring on one core", ("libaio", 1): "libaio on one core",
+               ("io_uring", 2): "io_uring on two cores", ("libaio", 2): "libaio on two cores"}
+
+
+def ratios_sentence(T: dict, ci: str) -> str:
+    """The paragraph's sentences on each polling tool's ratio to fio, set-up by set-up, from
+    the texts :func:`_ratio_texts` made; a set-up this campaign did not measure with all
+    three tools is named as such, never quoted as "n/a"."""
+    def has(engine: str, n: int) -> bool:
+        return all(f"ratio_{t}_{engine}_{n}" in T for t in POLLING)
+
+    def r(tool: str, engine: str, n: int, ci_words: str = "") -> str:
+        key = f"ratio_{tool}_{engine}_{n}"
+        return f"{T[key]} ({ci_words}{T[key + '_ci']})"
+
+    said = []
+    if has("io_uring", 1) and "fio_io_uring_1" in T:
+        said.append(f"Through io_uring on one core, bdevperf completes "
+                    f"{T['bdevperf_io_uring_1']} reads per second and xnvmeperf "
+                    f"{T['xnvmeperf_io_uring_1']}, against fio's {T['fio_io_uring_1']}: ratios "
+                    f"to fio of {r('bdevperf', 'io_uring', 1, ci + ' CI ')} and "
+                    f"{r('xnvmeperf', 'io_uring', 1)}.")
+    if has("libaio", 1):
+        said.append(f"Through libaio the same comparison gives {r('bdevperf', 'libaio', 1)} and "
+                    f"{r('xnvmeperf', 'libaio', 1)}.")
+    two = [f"{T[f'ratio_bdevperf_{e}_2']} and {T[f'ratio_xnvmeperf_{e}_2']} with {e}"
+           for e in ("io_uring", "libaio") if has(e, 2)]
+    if two:
+        said.append(f"On two cores (two files) the ratios are {', '.join(two)}.")
+    missing = [SETUP_WORDS[s] for s in SETUPS if not has(*s)]
+    if missing:
+        listed = (missing[0] if len(missing) == 1
+                  else ", ".join(missing[:-1]) + " and " + missing[-1])
+        said.append(f"This campaign did not measure {listed} with all three tools, so "
+                    f"{'that set-up has' if len(missing) == 1 else 'those set-ups have'} no "
+                    "ratio to fio here.")
+    return " ".join(said)
 
 
 def qdepth(ch: Chapter) -> None:
@@ -140,6 +182,13 @@ def qdepth(ch: Chapter) -> None:
     base = ch.spec.base
     rows = ta.at(ch.df, engine=base["engine"], ncores=base["ncores"], iosize=base["iosize"])
     if rows["qdepth"].nunique() < 2:
+        depths = ", ".join(str(int(q)) for q in sorted(rows["qdepth"].unique())) or "none"
+        ch.figures["fig_qdepth"] = Sentence(
+            f"No figure here: this campaign measured one queue depth at the base point's "
+            f"interface, cores and I/O size (queue depth {depths}), so there is no sweep of "
+            "rate against depth.")
+        ch.text["qd_text"] = ("Without a sweep of queue depth, neither the rate one read at a "
+                              "time nor the highest rate along the depths is measured here.")
         return
     summary = ch.summarize(rows, ["qdepth", "tool"], ["iops"])
     ch.figures["fig_qdepth"] = qdepth_bands(summary, rows, ch.spec.analysis["figure_width"])
@@ -147,8 +196,16 @@ def qdepth(ch: Chapter) -> None:
         ch.text[f"qd1_{tool}"] = fmt_int(r["lowest"])
         ch.text[f"qdmax_{tool}"] = fmt_int(r["best"])
         ch.text[f"qdbest_{tool}"] = str(int(r["best_at"]))
-    ch.text["qd_min"] = str(int(summary["qdepth"].min()))
-    ch.text["qd_max"] = str(int(summary["qdepth"].max()))
+    T = ch.text
+    T["qd_min"] = str(int(summary["qdepth"].min()))
+    T["qd_max"] = str(int(summary["qdepth"].max()))
+    T["qd_text"] = (
+        f"At queue depth {T['qd_min']} the tools complete {T['qd1_fio']} (fio), "
+        f"{T['qd1_bdevperf']} (bdevperf) and {T['qd1_xnvmeperf']} (xnvmeperf) reads per "
+        "second: one read at a time, the rate is the inverse of the latency of the whole "
+        f"path. The highest means along the sweep (up to queue depth {T['qd_max']}) are "
+        f"{T['qdmax_fio']} at {T['qdbest_fio']}, {T['qdmax_bdevperf']} at "
+        f"{T['qdbest_bdevperf']} and {T['qdmax_xnvmeperf']} at {T['qdbest_xnvmeperf']}.")
 
 
 def published(ch: Chapter):
