@@ -152,7 +152,7 @@ def test_experiments_lists_the_registry():
     listed = rows["cpu_search"]["environments"]
     assert [e for e in listed if e in committed_environments()] == [
         "epyc-2vcpu-v782", "epyc-2vcpu-v782-adaptive", "epyc-2vcpu-v782-grid", "hpc-server",
-        "kvm-2vcpu"]
+        "kvm-2vcpu", "xeon-v657"]
 
 
 def test_env_new_copies_a_template(tmp_path, monkeypatch):
