@@ -400,9 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(sys.executable).with_name("bench-fio").exists():
         print("bench: bench-fio is not installed (make bench installs fio-plot)", file=sys.stderr)
         return 2
-    import yaml
+    from iolab.yamlfile import load_yaml
 
-    conf = yaml.safe_load(SETTINGS.read_text())
+    conf = load_yaml(SETTINGS.read_text())
     parts: dict[str, Callable[[Path], dict[str, Any]]] = {
         "startup": lambda w: bench_startup(),
         "sweeps": lambda w: bench_sweeps(w, conf["sweep"], args.rounds),

@@ -33,7 +33,8 @@ Every read has a bound (:func:`read_regular`'s ``most``): each caller states the
 file of its role can hold when iolab wrote it, and a larger file is :class:`TooLarge`, in one
 line naming the file and the bound, before a byte of it is read. A 3 GB sparse file in place
 of a knob journal or a cache would otherwise be read whole and end the command with a
-MemoryError. A state file others could have written is refused too where its reader asks
+MemoryError. The bound is a limit, never a reservation: memory follows the file's size
+(:func:`read_bounded`). A state file others could have written is refused too where its reader asks
 (``own``): only one of this user's or root's is read.
 
 Responsible for: those checks, and the opens, reads, copies and replacements that apply them.
@@ -68,6 +69,7 @@ class TooLarge(InputError):
 
 
 READ_MOST = 64 << 20  # bytes read from a file whose reader states no bound of its own
+READ_BLOCK = 1 << 20  # bytes read at a time past a file's stated size
 
 
 def what_is(st: os.stat_result) -> str:
@@ -137,10 +139,30 @@ def read_regular(path: Path, role: str, most: int = READ_MOST, own: bool = False
             check_owner(Path(path), st, role)
         if st.st_size > most:
             raise too_large(Path(path), st.st_size, most, role)
-        data = fh.read(most + 1)
+        data = read_bounded(fh, st.st_size, most)
     if len(data) > most:  # grew since the fstat
         raise too_large(Path(path), len(data), most, role)
     return data
+
+
+def read_bounded(fh, size: int, most: int) -> bytes:
+    """What the open file ``fh`` holds, ``size`` bytes by its fstat, read up to one byte past
+    ``most`` (so a caller sees that it holds more). Memory follows the file, never the
+    bound: ``fh.read(most + 1)`` reserves all of ``most`` before it reads a byte (1 GiB for a
+    58 kB cache), which ends everyday commands under an address-space limit (``ulimit -v``,
+    a batch system's). A file grown since its fstat, or one whose size says nothing (0 in
+    /proc), is read on in blocks."""
+    data = fh.read(min(size, most) + 1)  # one past the size: a file that grew shows it
+    if len(data) <= size or len(data) > most:
+        return data
+    parts, total = [data], len(data)
+    while total <= most:
+        block = fh.read(min(READ_BLOCK, most + 1 - total))
+        if not block:
+            break
+        parts.append(block)
+        total += len(block)
+    return b"".join(parts)
 
 
 def too_large(path: Path, size: int, most: int, role: str) -> TooLarge:

@@ -29,14 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.durable import write_atomic
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
 from iolab.schemas import SCHEMA_DIR, generate
+from iolab.yamlfile import parse_bytes
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "experiment"
 # The design a new environment starts from when the template has none for it: the smallest.
@@ -173,7 +172,8 @@ def toc_with(toc: Path, chapter: str) -> str:
         raise InputError(toc, None, "not found: the package's chapters are listed there",
                          allowed="the repository's _toc.yml")
     text = toc.read_text()
-    if chapter in _toc_chapters(yaml.safe_load(text).get("chapters")):
+    doc = parse_bytes(toc, text.encode("utf-8"))
+    if chapter in _toc_chapters(doc.get("chapters") if isinstance(doc, dict) else None):
         raise InputError(toc, None, f"lists the chapter {chapter} already",
                          allowed="a name whose chapter is not in the book yet")
     lines = text.splitlines(keepends=True)

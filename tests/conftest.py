@@ -346,6 +346,14 @@ class Demo(Experiment):
         return Invocation("fio", options)
 
 
+def alias_bomb(levels: int) -> str:
+    """A YAML flow list whose aliases stand for 10**levels values ("billion laughs" at 9):
+    each anchor lists the one before ten times. A few hundred bytes."""
+    items = ["&a0 [x, x, x, x, x, x, x, x, x, x]"]
+    items += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "[" + ", ".join(items) + "]"
+
+
 DEMO_PARAMS = """experiment: demo
 tool: fio
 runtime_s: 30

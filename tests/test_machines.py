@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
+from iolab.host.inventory import SUMMARY, shape_problem, summary_row
 from iolab.paths import default_data_dir
-from iolab.report.machines import measured_by_machine
+from iolab.report.machines import measured_by_machine, stored_by_experiment
 
 RAW = default_data_dir() / "raw"
 
@@ -55,3 +58,45 @@ def test_each_experiment_s_stored_runs_are_counted_in_words(tmp_path):
     assert said["smt_thp"] == "3 runs in 2 environments on 1 host: kvm-2vcpu (2), other (1)"
     assert said["gpu_pcie"] == "3 runs in h200-pcie5 (1 host)"
     assert said["irq_affinity"] == said["cpu_search"] == "no runs stored"
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("mem_total_kib", "lots", "key mem_total_kib: 'lots' is not integer or null"),
+    ("block_devices", ["x"], "key block_devices[0]: 'x' is not an object"),
+    ("cpu", "AMD", "key cpu: 'AMD' is not object"),
+])
+def test_a_host_record_of_another_shape_is_shown_unreadable_naming_file_and_key(
+        tmp_path, key, value, why):
+    """Probe 7, H2: a host.json with mem_total_kib "lots" (or block_devices ["x"]) stopped
+    the inventory page with a TypeError (AttributeError) in summary_row and machine_words:
+    verify names the schema problem, but the page reads the record without that check."""
+    host = json.loads((RAW / "smt_thp" / "kvm-2vcpu" / "host.json").read_text())
+    host[key] = value
+    summary = summary_row(host)
+    assert list(summary) == list(SUMMARY)
+    assert summary["CPU model"].startswith(f"unreadable: host.json, {why}")
+    assert set(list(summary.values())[1:]) == {"unreadable"}
+    folder = tmp_path / "raw" / "smt_thp" / "kvm-2vcpu"
+    (folder / "runs" / "r0").mkdir(parents=True)
+    (folder / "host.json").write_text(json.dumps(host))
+    table = measured_by_machine(tmp_path)
+    said = f"unreadable host record: {folder / 'host.json'}: key {key}"
+    assert [m.startswith(said) for m in table["machine (as recorded)"]] == [True]
+    assert table["experiments measured (runs)"].tolist() == ["smt_thp (1)"]
+
+
+def test_a_host_record_that_is_not_json_is_shown_unreadable(tmp_path):
+    folder = tmp_path / "raw" / "smt_thp" / "kvm-2vcpu"
+    (folder / "runs" / "r0").mkdir(parents=True)
+    (folder / "host.json").write_text("{not json")
+    machine = measured_by_machine(tmp_path)["machine (as recorded)"].tolist()
+    assert len(machine) == 1 and machine[0].startswith(
+        f"unreadable host record: {folder / 'host.json'}: not valid JSON")
+    assert "1 host" in stored_by_experiment(tmp_path)["smt_thp"]
+
+
+def test_every_committed_host_record_is_summarised_as_recorded():
+    for path in RAW.glob("*/*/host.json"):
+        host = json.loads(path.read_text())
+        assert shape_problem(host) is None, path
+        assert not summary_row(host)["CPU model"].startswith("unreadable"), path

@@ -15,10 +15,13 @@ Device nodes need root (CAP_MKNOD) to make; those cases skip, saying why, withou
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +34,7 @@ from iolab.errors import IolabError
 from iolab.execution import stop
 from iolab.host import scratch
 from iolab.host.journal import KnobSession, restore_from_journal
+from iolab.paths import REPO_ROOT
 from iolab.report import book, freshness
 from test_reliability import cli, copy_committed
 
@@ -353,6 +357,30 @@ def test_a_state_file_larger_than_its_role_holds_is_refused_unread(tmp_path):
                                "1,048,576 bytes; move the file away if it is not iolab's)")
     path.write_bytes(b"x" * (1 << 20))
     assert safefiles.read_regular(path, "a test's state", most=1 << 20) == b"x" * (1 << 20)
+
+
+def test_a_read_takes_memory_for_the_file_not_for_its_bound(tmp_path):
+    """Probe 7, M1: read_regular read with fh.read(most + 1), which reserves the whole bound
+    before it reads a byte (1 GiB for a 58 kB tidy cache): under ulimit -v 2000000 'iolab
+    verify --fast' and 'iolab compare' ended as internal errors (MemoryError). A process
+    limited to 1 GiB of address space reads a 2-byte file under a bound of 4 GiB."""
+    path = tmp_path / "small.json"
+    path.write_bytes(b"{}")
+    code = ("import resource, sys; from pathlib import Path; from iolab import safefiles; "
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+            "print(safefiles.read_regular(Path(sys.argv[1]), 'a test', most=4 << 30))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "b'{}'\n", "")
+
+
+def test_a_file_grown_past_its_size_is_read_to_one_byte_past_the_bound():
+    """read_bounded reads as the fstat's size says, then on in blocks: a file that grew (or
+    a size of 0, as /proc gives) is still read whole, or to one byte past the bound."""
+    assert safefiles.read_bounded(io.BytesIO(b"x" * 100), 10, 50) == b"x" * 51
+    assert safefiles.read_bounded(io.BytesIO(b"abc"), 0, 50) == b"abc"
+    assert safefiles.read_bounded(io.BytesIO(b"abc"), 3, 50) == b"abc"
+    assert safefiles.read_bounded(io.BytesIO(b"ab"), 3, 50) == b"ab"  # shrunk since
 
 
 @pytest.mark.skipif(not ROOT, reason="a file of another user's needs root to make")

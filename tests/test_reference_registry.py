@@ -17,6 +17,8 @@ from iolab.paths import REPO_ROOT
 from iolab.report import claims as cl
 from iolab.report import reference
 
+from conftest import alias_bomb
+
 DATA = REPO_ROOT / "data"
 
 
@@ -188,3 +190,45 @@ def test_a_registry_location_whose_row_is_not_one_says_how_many(folder):
     planted = dataclasses.replace(entry, location=f"aisio_cpu_search.csv#{column}@{column}=none")
     with pytest.raises(InputError, match="has 0 rows whose .* is 'none', not one"):
         reference.stored_value(folder.parent, planted)
+
+
+ENTRY = ("    value: 45.0\n    unit: GB/s\n    quantity: payload\n    direction: one way\n"
+         "    path: the link\n    source: s\n    location: a.yaml#k\n")
+
+
+def _registry(tmp_path, text: str):
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / reference.REGISTRY).write_text(text)
+    with pytest.raises(InputError) as info:
+        reference.registry(tmp_path)
+    return info.value
+
+
+def test_a_registry_whose_aliases_stand_for_a_billion_values_is_refused_in_one_line(tmp_path):
+    """Probe 7, B4: a 625-byte registry whose unit was a "billion laughs" took 1.2 GB and
+    32 s before a MemoryError (str() of the expanded value); yaml.safe_load bounded nothing."""
+    err = _registry(tmp_path, "values:\n  v1:\n" + ENTRY.replace("GB/s", alias_bomb(6)))
+    assert err.path.endswith("reference/registry.yaml") and "\n" not in str(err)
+    assert "malformed YAML: its aliases repeat 1,234,550 values" in str(err)
+
+
+def test_a_registry_entry_of_another_shape_is_refused_naming_its_key(tmp_path):
+    """A list where the registry holds text was taken as its str(), whatever its size."""
+    err = _registry(tmp_path, "values:\n  v1:\n" + ENTRY.replace("GB/s", "[GB, s]"))
+    assert err.key == "values.v1.unit" and "['GB', 's'] is not text" in str(err)
+
+
+def test_a_reference_value_given_twice_is_refused_naming_both_lines(tmp_path):
+    """Probe 7, B5: yaml.safe_load kept the later 'value' silently (4500.0 for 45.0); the
+    registry is read as params files are."""
+    err = _registry(tmp_path, "values:\n  v1:\n" + ENTRY + "    value: 4500.0\n")
+    assert str(err) == (f"{tmp_path}/reference/registry.yaml: malformed YAML: key 'value' is "
+                        "given twice, on line 3 and on line 10: keep one")
+
+
+def test_a_claims_file_whose_aliases_stand_for_a_billion_values_is_refused(tmp_path):
+    """claims.yaml, like every YAML iolab reads, bounds its aliases."""
+    path = tmp_path / "claims.yaml"
+    path.write_text("source: s\ntext: t\nclaims: " + alias_bomb(6) + "\n")
+    with pytest.raises(InputError, match="claims.yaml: malformed YAML: its aliases repeat"):
+        cl.load(path)

@@ -10,8 +10,9 @@ from iolab.core import spec as specmod
 from iolab.core.registry import all_experiments
 from iolab.errors import InputError
 from iolab.paths import PARAMS_DIR
+from iolab.safefiles import TooLarge
 
-from conftest import DEMO_PARAMS, committed_environments
+from conftest import DEMO_PARAMS, alias_bomb, committed_environments
 
 
 def load(demo, params_dir, text: str = DEMO_PARAMS, overrides=None):
@@ -308,3 +309,42 @@ def test_a_size_beyond_any_file_is_out_of_range(value, problem):
     assert message.endswith(f"at most {MAX_SIZE} bytes)") and len(message) < 500
     assert field.check("8191P", "p.yaml", "target_size") == "8191P"
     assert field.check(MAX_SIZE, "p.yaml", "target_size") == MAX_SIZE
+
+
+def test_a_params_file_whose_aliases_stand_for_a_billion_values_is_refused_in_one_line(
+        demo, params_dir):
+    """Probe 7, B1: a 4 KB params file of anchors (runtime_s: a "billion laughs") took 1.6 GB
+    and 40 s before it ended as an internal error (MemoryError): the schema's message quoted
+    the expanded value whole. Now the loader refuses it before anything walks it."""
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace("runtime_s: 30",
+                                                          "runtime_s: " + alias_bomb(6)))
+    assert err.path.endswith("here/demo.yaml") and "\n" not in str(err)
+    assert "malformed YAML: its aliases repeat 1,234,550 values, more than the 10,000" in str(err)
+
+
+def test_a_set_value_whose_aliases_stand_for_a_billion_values_is_refused_in_one_line(
+        demo, params_dir):
+    """Probe 7, B1b: the same value through --set ramp_s=... ended as an internal error."""
+    err = error_for(demo, params_dir, DEMO_PARAMS, overrides=["ramp_s=" + alias_bomb(6)])
+    assert err.path == "--set ramp_s" and "its aliases repeat 1,234,550 values" in str(err)
+    assert "\n" not in str(err) and len(str(err)) < 600
+
+
+def test_a_long_value_of_the_wrong_type_is_quoted_as_an_excerpt(demo, params_dir):
+    """A message quotes a bounded excerpt of a value, never its whole repr (B1's repr of
+    10^9 items; a list of 5,000 numbers written out is 15 kB of message)."""
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(
+        "runtime_s: 30", "runtime_s: [" + ", ".join(["1"] * 5000) + "]"))
+    assert err.key == "runtime_s" and "is a list" in str(err) and len(str(err)) < 400
+
+
+def test_a_params_file_larger_than_any_is_refused_unread_in_one_line(demo, params_dir):
+    """Probe 7, B2: a params file was read whole whatever its size (a 3 GB sparse file: an
+    internal error, MemoryError). Now it is read through read_regular, bounded."""
+    padded = DEMO_PARAMS + "# " + "x" * specmod.PARAMS_MOST + "\n"
+    with pytest.raises(TooLarge) as info:
+        load(demo, params_dir, padded)
+    assert str(info.value).endswith(f"holds {len(padded):,} bytes (or more), more than iolab "
+                                    "ever writes in an experiment's params file; it is not read "
+                                    "(allowed: at most 1,048,576 bytes; move the file away if it "
+                                    "is not iolab's)")

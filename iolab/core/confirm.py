@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from iolab.core.schema import Field, Flag, Int, Number, type_name
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 
 KEY = "confirm"
 GRID = "confirm"       # the name a confirmation run's manifest gives as its grid
@@ -109,11 +109,12 @@ def parse(value: Any, label, variables: dict[str, Field],
     metric = value.get("metric")
     if metric is not None and (not isinstance(metric, str)
                                or (metrics is not None and metric not in metrics)):
-        raise InputError(label, f"{KEY}.metric", f"{metric!r} is not a metric this experiment "
-                         "produces", allowed=", ".join(metrics or []) or "a metric name")
+        raise InputError(label, f"{KEY}.metric", f"{excerpt(metric)} is not a metric this "
+                         "experiment produces", allowed=", ".join(metrics or []) or "a metric name")
     raw_groups = value.get("groups", [{}])
     if not isinstance(raw_groups, list) or not raw_groups:
-        raise InputError(label, f"{KEY}.groups", f"must be a non-empty list, got {raw_groups!r}",
+        raise InputError(label, f"{KEY}.groups",
+                         f"must be a non-empty list, got {excerpt(raw_groups)}",
                          allowed="a list of filters such as [{}, {ndevs: [1]}] ({} for all points)")
     groups = []
     for i, group in enumerate(raw_groups):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from iolab.core.schema import Int, Number, type_name
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 
 MAX_REPETITIONS = 1000
 RULE_KEYS = ("min", "max", "metric", "target_ci_pct", "confidence")
@@ -96,9 +96,9 @@ def parse(value: Any, label, metrics: Sequence[str] | None = None) -> Rule:
     if not isinstance(value, dict):
         if isinstance(value, int) and not isinstance(value, bool):
             return fixed(COUNT.check(value, label, "repetitions"))
-        raise InputError(label, "repetitions", f"{value!r} is a {type_name(value)}, neither a "
-                         "count nor a rule", allowed=f"{COUNT.allowed()}, or a mapping with "
-                         f"{', '.join(RULE_KEYS)}")
+        raise InputError(label, "repetitions", f"{excerpt(value)} is a {type_name(value)}, "
+                         "neither a count nor a rule",
+                         allowed=f"{COUNT.allowed()}, or a mapping with {', '.join(RULE_KEYS)}")
     unknown = [k for k in value if k not in RULE_KEYS]
     if unknown:
         raise InputError(label, f"repetitions.{unknown[0]}", "unknown key of a repetition rule",
@@ -117,7 +117,7 @@ def parse(value: Any, label, metrics: Sequence[str] | None = None) -> Rule:
                          f"{got['max']}", allowed=f"2 to {got['max']}")
     metric = value["metric"]
     if not isinstance(metric, str) or (metrics is not None and metric not in metrics):
-        raise InputError(label, "repetitions.metric", f"{metric!r} is not a metric this "
+        raise InputError(label, "repetitions.metric", f"{excerpt(metric)} is not a metric this "
                          "experiment produces", allowed=", ".join(metrics or []) or "a metric name")
     return Rule(got["min"], got["max"], metric, float(got["target_ci_pct"]),
                 float(got["confidence"]))

@@ -117,20 +117,21 @@ class Field:
             ok_type = (isinstance(value, int) if self.kind == "int" else
                        isinstance(value, (int, float))) and not isinstance(value, bool)
             if not ok_type:
-                raise bad(f"{value!r} is a {type_name(value)}")
+                raise bad(f"{excerpt(value)} is a {type_name(value)}")
             if isinstance(value, float) and not math.isfinite(value):
-                raise bad(f"{value!r} is not a finite number")
+                raise bad(f"{excerpt(value)} is not a finite number")
             if (self.positive and value <= 0) or (self.minimum is not None and value < self.minimum) \
                     or (self.maximum is not None and value > self.maximum):
-                raise bad(f"{value!r} is out of range")
+                raise bad(f"{excerpt(value)} is out of range")
             return value
         if self.kind == "text":
             if not isinstance(value, str):
-                raise bad(f"{value!r} is a {type_name(value)}{_yaml_bool_hint(value, 'string')}")
+                raise bad(f"{excerpt(value)} is a {type_name(value)}"
+                          f"{_yaml_bool_hint(value, 'string')}")
             if not value.strip():
                 raise bad("empty string")
             if self.pattern and not re.fullmatch(self.pattern, value):
-                raise bad(f"{value!r} does not have the expected form")
+                raise bad(f"{excerpt(value)} does not have the expected form")
             return value
         if self.kind == "choice":
             # 1 and True compare equal in Python; a choice of numbers must not take a boolean
@@ -138,11 +139,11 @@ class Field:
                                                 for c in self.choices if c == value):
                 hint = _yaml_bool_hint(value, "string") if any(isinstance(c, str)
                                                                  for c in self.choices) else ""
-                raise bad(f"{value!r} is not one of the allowed values{hint}")
+                raise bad(f"{excerpt(value)} is not one of the allowed values{hint}")
             return value
         if self.kind == "flag":
             if not isinstance(value, bool):
-                raise bad(f"{value!r} is a {type_name(value)}, not true or false")
+                raise bad(f"{excerpt(value)} is a {type_name(value)}, not true or false")
             return value
         if self.kind == "size":
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -158,7 +159,7 @@ class Field:
             return value
         if self.kind == "list":
             if not isinstance(value, list):
-                raise bad(f"{value!r} is a {type_name(value)}, not a list")
+                raise bad(f"{excerpt(value)} is a {type_name(value)}, not a list")
             if len(value) < self.min_items:
                 raise bad(f"has {len(value)} entries")
             return [self.item.check(v, path, f"{key}[{i}]") for i, v in enumerate(value)]

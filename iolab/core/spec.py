@@ -22,7 +22,9 @@ in one environment::
 ``--set KEY=VALUE`` overrides (dotted keys reach into mappings: ``base.qdepth=64``,
 ``analysis.confidence=0.9``; values are read as YAML) are applied on top and validated the
 same way. Every problem raises :class:`~iolab.errors.InputError` naming the file (or the
-``--set``), the key, and what is allowed; nothing is run before a spec validates.
+``--set``), the key, and what is allowed; nothing is run before a spec validates. Files and
+values are read as all of iolab's YAML is (:mod:`iolab.yamlfile`): a params file of at most
+:data:`PARAMS_MOST` bytes, never through a link, no key twice, aliases bounded.
 
 Responsible for: reading, overriding and validating specs, listing environments, and reading
 ``--where`` filters. Not responsible for: expanding specs into points (``iolab.core.planner``)
@@ -43,8 +45,9 @@ from iolab.core import confirm as confirm_step
 from iolab.core import repetitions as reps
 from iolab.core.search import params as search_params
 from iolab.core.schema import Choice, Field, Int, Schema, in_order, type_name
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 from iolab.paths import PARAMS_DIR, check_name, usable_name
+from iolab.yamlfile import load_yaml, read_file, yaml_problem
 
 RUN_CONTROL_KEYS = ("environment", "mode", "data_dir")
 STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids", "exclusions",
@@ -53,6 +56,9 @@ STRUCTURE_KEYS = ("experiment", "repetitions", "order", "seed", "base", "grids",
 # of the file's own (``iolab.execution.replicate``)
 PACK_KEYS = ("grids", "repetitions")
 ORDERS = ("interleaved", "sequential")
+# bytes of a params file: the largest committed holds 4 KB; one of gigabytes (a sparse file)
+# would otherwise be read whole before YAML saw a line of it
+PARAMS_MOST = 1 << 20
 SEED = Int(0, 2**63 - 1, help="the seed of the interleaved order's shuffles (drawn and recorded "
            "in the campaign log when absent)")
 
@@ -139,12 +145,12 @@ def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
     """``KEY=VALUE`` with VALUE read as YAML (``3`` a number, ``[1, 2]`` a list, ``'on'`` text)."""
     key, eq, raw = text.partition("=")
     if not eq or not key.strip():
-        raise InputError(flag, None, f"{text!r} is not KEY=VALUE",
+        raise InputError(flag, None, f"{excerpt(text)} is not KEY=VALUE",
                          allowed=EXAMPLES.get(flag, "KEY=VALUE"))
     try:
         value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise InputError(f"{flag} {key}", None, f"value {raw!r} is not valid YAML "
+        raise InputError(f"{flag} {key}", None, f"value {excerpt(raw)} is not valid YAML "
                          f"({yaml_problem(exc)})") from None
     except RecursionError:
         raise InputError(f"{flag} {key}", None, "value is nested too deeply") from None
@@ -159,8 +165,8 @@ def parse_assignments(items: list[str], flag: str) -> dict[str, Any]:
     for item in items:
         key, value = parse_assignment(item, flag)
         if key in out and flag == "--where":
-            raise InputError(flag, key, f"is given twice ({out[key]!r} and {value!r}); give it "
-                             "once, with a list for several values")
+            raise InputError(flag, key, f"is given twice ({excerpt(out[key])} and "
+                             f"{excerpt(value)}); give it once, with a list for several values")
         out.pop(key, None)  # in the order last given
         out[key] = value
     return out
@@ -230,72 +236,8 @@ def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | 
     return out
 
 
-class DuplicateKey(yaml.YAMLError):
-    def __init__(self, key: Any, first: int, second: int):
-        super().__init__(f"key {key!r} is given twice, on line {first} and on line {second}: "
-                         "keep one")
-        self.key = key
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
-    one silently, and a repeated ``repetitions`` would then override the first unseen."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class says so
-                break
-            if first is not None:
-                raise DuplicateKey(key, first, key_node.start_mark.line + 1)
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                              _StrictLoader.construct_mapping)
-
-
-def load_yaml(text: str) -> Any:
-    """YAML as params files and ``--set`` values are read: safe, no key twice, and a number
-    Python will not read (an integer of more than 4,300 digits) a YAMLError, not a crash."""
-    try:
-        return yaml.load(text, Loader=_StrictLoader)
-    except ValueError as exc:  # int() of a run of digits beyond sys.get_int_max_str_digits
-        raise yaml.YAMLError(f"a number that cannot be read: {str(exc)[:120]}") from None
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """A YAML error in one line, with its line and column where YAML gives them."""
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-        mark = exc.problem_mark
-        context = f"{exc.context}, " if exc.context else ""
-        return f"{context}{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return " ".join(str(exc).split())
-
-
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():  # a FIFO would block the read for ever
-        raise InputError(path, None, "is not a regular file", allowed="a YAML file")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read it: {exc.strerror or exc}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise InputError(path, None, f"is not UTF-8 text (byte {raw[exc.start]:#04x} on line "
-                         f"{line}); save it as UTF-8") from None
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"malformed YAML: {yaml_problem(exc)}") from None
-    except RecursionError:
-        raise InputError(path, None, "malformed YAML: nested too deeply") from None
+    data = read_file(path, "an experiment's params file", PARAMS_MOST)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -360,7 +302,7 @@ def _validate(doc: dict[str, Any], label, name: str, environment: str, schema: S
                          "repetitions, say which metric the points are ranked by",
                          allowed=", ".join(metrics or []) or "a metric name")
     if confirm is not None and not rule.fixed and confirm.metric not in (None, rule.metric):
-        raise InputError(label, "confirm.metric", f"{confirm.metric!r} differs from the "
+        raise InputError(label, "confirm.metric", f"{excerpt(confirm.metric)} differs from the "
                          f"repetition rule's metric; under a rule the points are ranked by it",
                          allowed=f"{rule.metric}, or leave it out")
     search = (search_params.parse(doc["search"], label, grids, schema.variables, rule.metric,

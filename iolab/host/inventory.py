@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from iolab import __version__
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, excerpt, printable
 from iolab.host.journal import states
 from iolab.host.knobs import Knob, SysRoot, parse_cpulist
 from iolab.host.knobset import make_knobs
@@ -380,8 +380,44 @@ def fingerprint_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             for key in sorted(fa.keys() | fb.keys()) if fa.get(key) != fb.get(key)]
 
 
-def summary_row(inventory: dict[str, Any]) -> dict[str, str]:
-    """A one-column summary of a stored inventory, for the book's table of measured hosts."""
+# JSON's types as FIELDS names them, and what each is in Python (a bool is no number)
+_JSON = {"integer": int, "number": (int, float), "string": str, "object": dict, "array": list,
+         "null": type(None)}
+SUMMARY = ("CPU model", "logical CPUs / threads per core", "sockets / NUMA nodes", "hypervisor",
+           "memory", "kernel", "block devices", "tools", "THP enabled (at campaign start)",
+           "SMT control", "knobs not controllable", "recorded at", "fingerprint")
+
+
+def shape_problem(inventory: dict[str, Any]) -> tuple[str, str] | None:
+    """(key, problem in words) for the first field of a stored inventory that is not of the
+    shape iolab records (a JSON type of :data:`FIELDS`, and each block device an object);
+    None when every field is. A summary reads the record without ``iolab verify``'s schema
+    check, and a field of another shape (``mem_total_kib: "lots"``) would stop it."""
+    for key, (types, _) in FIELDS.items():
+        if key in inventory:
+            value = inventory[key]
+            if isinstance(value, bool) or not isinstance(value, tuple(_JSON[t] for t in types)):
+                if not (value is None and "null" in types):
+                    return key, (f"{excerpt(value)} is not {' or '.join(types)}, as iolab "
+                                 "records it")
+    for i, device in enumerate(inventory.get("block_devices") or []):
+        if not isinstance(device, dict):
+            return f"block_devices[{i}]", f"{excerpt(device)} is not an object, as lsblk writes"
+    for name, tool in (inventory.get("tools") or {}).items():
+        if not isinstance(tool, (dict, type(None))):
+            return f"tools.{name}", f"{excerpt(tool)} is not an object, as iolab records it"
+    return None
+
+
+def summary_row(inventory: dict[str, Any], source: str = "host.json") -> dict[str, str]:
+    """A one-column summary of a stored inventory, for the book's table of measured hosts. A
+    record of another shape (:func:`shape_problem`) is shown as unreadable, its first field
+    naming ``source`` (the file), the key and why: the page is built all the same."""
+    problem = shape_problem(inventory)
+    if problem is not None:
+        key, why = problem
+        return {name: printable(f"unreadable: {source}, key {key}: {why}") if i == 0
+                else "unreadable" for i, name in enumerate(SUMMARY)}
     cpu = inventory.get("cpu") or {}
     lscpu = inventory.get("lscpu") or {}
     knobs = inventory.get("knobs") or {}

@@ -61,11 +61,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
-import yaml
 
 from iolab.analysis.findings import Finding, undefined
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 from iolab.report.reference import like as reference_like
+from iolab.yamlfile import read_file
 
 EXPECT = ("increase", "decrease", "no change")
 # the fields every claim has (in this order), then those it may have
@@ -73,6 +73,7 @@ REQUIRED = ("id", "section", "quote", "conditions", "claim", "finding", "expect"
 FIELDS = REQUIRED + ("margin", "margin_why", "outside", "lab", "reference", "measured")
 MEASURED = ("quantity", "direction", "path")  # the kind of what a claim's finding measures
 SUPPORTED, CONTRADICTED = "supported", "contradicted"
+CLAIMS_MOST = 1 << 20  # bytes of a claims.yaml: the largest holds 8 kB
 UNDISTINGUISHABLE, UNTESTABLE = "not distinguishable on this machine", "not testable here"
 OUTSIDE, NOT_COMPARABLE = "outside its conditions", "not comparable"
 VERDICTS = (SUPPORTED, CONTRADICTED, UNDISTINGUISHABLE, OUTSIDE, NOT_COMPARABLE, UNTESTABLE)
@@ -106,10 +107,7 @@ class Claims:
 
 def load(path: Path) -> Claims:
     """``claims.yaml`` validated: a clear error naming the file, the key and what is allowed."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(path, None, f"cannot be read as YAML: {exc}") from None
+    doc = read_file(path, "an experiment's claims", CLAIMS_MOST)
     if not isinstance(doc, dict) or not isinstance(doc.get("source"), str):
         raise InputError(path, "source", "missing: say which study the claims come from",
                          allowed="a mapping with 'source' (text), 'text' (text) and 'claims' "
@@ -136,12 +134,12 @@ def load(path: Path) -> Claims:
                     raise InputError(path, f"{key}.{field}", "missing or not text",
                                      allowed=", ".join(EXPECT) if field == "expect" else "text")
         if item["expect"] not in EXPECT:
-            raise InputError(path, f"{key}.expect", f"unknown expectation {item['expect']!r}",
+            raise InputError(path, f"{key}.expect", f"unknown expectation {excerpt(item['expect'])}",
                              allowed=", ".join(EXPECT))
         _check_margin(path, key, item)
         measured = _measured(path, key, item)
         if item["id"] in seen:
-            raise InputError(path, f"{key}.id", f"{item['id']!r} is used twice")
+            raise InputError(path, f"{key}.id", f"{excerpt(item['id'])} is used twice")
         seen.add(item["id"])
         out.append(Claim(**{f: str(item.get(f, "")) for f in FIELDS
                             if f not in ("margin", "measured")},
@@ -178,7 +176,7 @@ def _check_margin(path: Path, key: str, item: dict[str, Any]) -> None:
         return
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
         raise InputError(path, f"{key}.margin", f"a claim of no change needs its margin, got "
-                         f"{margin!r}", allowed="a relative change above 0 and below 1 "
+                         f"{excerpt(margin)}", allowed="a relative change above 0 and below 1 "
                          "(0.1 for ±10 %), set from the claim before the runs are read")
     if not isinstance(item.get("margin_why"), str) or not item["margin_why"].strip():
         raise InputError(path, f"{key}.margin_why", "say where the margin comes from",

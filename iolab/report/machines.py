@@ -11,6 +11,10 @@ that no page says by hand what the store says.
 
 Responsible for: grouping the stored campaigns by machine and by experiment and counting
 their runs.
+A host record of another shape, or one that is not JSON, is a machine of its own, shown as
+unreadable naming the file and why: the page is built all the same (``iolab verify`` names
+every such problem).
+
 Not responsible for: reading an inventory's details (``iolab.host.inventory``) or collecting it.
 """
 
@@ -22,11 +26,18 @@ import pandas as pd
 
 from iolab.core import registry
 from iolab.core.store import Store, campaigns
+from iolab.errors import InputError, printable
+from iolab.host.inventory import shape_problem
 from iolab.report.tables import fmt_int
 
 
-def machine_words(host: dict) -> str:
-    """'AMD EPYC, 2 logical CPUs, 3.8 GiB, KVM, kernel 6.18.44-fc-v669'."""
+def machine_words(host: dict, source: str = "host.json") -> str:
+    """'AMD EPYC, 2 logical CPUs, 3.8 GiB, KVM, kernel 6.18.44-fc-v669'; for a record of
+    another shape (:func:`~iolab.host.inventory.shape_problem`), that it is unreadable,
+    naming ``source`` (the file), the key and why."""
+    problem = shape_problem(host)
+    if problem is not None:
+        return unreadable(source, f"key {problem[0]}: {problem[1]}")
     cpu, lscpu = host.get("cpu") or {}, host.get("lscpu") or {}
     mem = host.get("mem_total_kib")
     return ", ".join([str(cpu.get("model_name")), f"{cpu.get('logical_cpus')} logical CPUs",
@@ -35,18 +46,29 @@ def machine_words(host: dict) -> str:
                       f"kernel {host.get('kernel_release')}"])
 
 
+def unreadable(source: str | Path, why: str) -> str:
+    """A host record the tables cannot read, in one line: the file and why."""
+    return printable(f"unreadable host record: {source}: {why}")
+
+
 def measured_by_machine(data_dir: Path) -> pd.DataFrame:
     """One row per machine: the environments and experiments measured on it, with each
     campaign's stored runs and the day its host was recorded (empty without campaigns)."""
     found: dict[str, list[tuple[str, str, int, str]]] = {}
     for exp, env in campaigns(data_dir):
         store = Store(data_dir, exp, env)
-        host = store.read_host()
-        if not host:
-            continue
+        try:
+            host = store.read_host()
+        except InputError as exc:  # not JSON, not an object: the page says so and goes on
+            why = f"key {exc.key}: {exc.problem}" if exc.key else exc.problem
+            host, machine = {}, unreadable(store.host_path, why)
+        else:
+            if not host:
+                continue
+            machine = machine_words(host, str(store.host_path))
         runs = store.root / "runs"
         n = sum(1 for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else 0
-        found.setdefault(machine_words(host), []).append(
+        found.setdefault(machine, []).append(
             (env, exp, n, str(host.get("collected_at", ""))[:10]))
     return pd.DataFrame([{
         "machine (as recorded)": machine,
@@ -69,7 +91,11 @@ def stored_by_experiment(data_dir: Path) -> dict[str, str]:
         runs = store.root / "runs"
         n = sum(1 for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else 0
         if n:
-            found[exp].append((env, n, str((store.read_host() or {}).get("fingerprint"))))
+            try:
+                fingerprint = str((store.read_host() or {}).get("fingerprint"))
+            except InputError:  # unreadable: a host of its own (measured_by_machine names it)
+                fingerprint = f"unreadable {env}"
+            found[exp].append((env, n, fingerprint))
     out = {}
     for exp, items in found.items():
         total = sum(n for _, n, _ in items)

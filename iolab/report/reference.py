@@ -6,7 +6,9 @@ They are read from the data folder the notebook was given, like every other inpu
 A reference's files are the data folder's own: each is read only when it is a regular file
 in ``<data>/reference/`` itself (a YAML's ``table:`` and a registry ``location:`` name a file
 there, never a path), never through a link, never from a FIFO or a device, and only up to
-:data:`FILE_MOST` bytes (:func:`_read`).
+:data:`FILE_MOST` bytes (:func:`_read`). Its YAML is read as all of iolab's is
+(:mod:`iolab.yamlfile`): a key given twice is refused naming both lines, and aliases that
+repeat more than a bounded number of values are refused before anything walks them.
 
 The registry (``<data>/reference/registry.yaml``, :func:`registry`) lists every reference
 value the book sets a measurement against, with what it measures (payload or total traffic,
@@ -22,16 +24,15 @@ from __future__ import annotations
 
 import io
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from iolab.errors import InputError, excerpt
-from iolab.safefiles import open_regular
+from iolab.safefiles import read_regular
+from iolab.yamlfile import parse_bytes
 
 REGISTRY = "registry.yaml"
 KIND = ("quantity", "direction", "path")
@@ -103,9 +104,8 @@ def registry(data_dir: Path, missing_ok: bool = False) -> dict[str, Entry]:
             raise InputError(path, f"values.{key}.{missing[0]}", "each value says it",
                              allowed=", ".join(ENTRY_KEYS))
         value = _number(path, f"values.{key}.value", item["value"])
-        out[key] = Entry(key, value, str(item["unit"]),
-                         *(str(item[k]) for k in KIND), str(item["source"]),
-                         str(item["location"]))
+        out[key] = Entry(key, value, *(_text(path, f"values.{key}.{k}", item[k])
+                                       for k in ENTRY_KEYS[1:]))
     return out
 
 
@@ -162,26 +162,23 @@ def like(measured: dict[str, str], entry: Entry) -> str:
 
 def _read(path: Path) -> bytes | None:
     """The bytes of the reference file ``path``, None when nothing is there; NotOurs for a
-    link, a FIFO, a device or a folder (never followed, never a read that blocks), InputError
+    link, a FIFO, a device or a folder (never followed, never a read that blocks), TooLarge
     for a file of more than :data:`FILE_MOST` bytes."""
-    fd = open_regular(path, os.O_RDONLY, _ROLE)
-    if fd is None:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        raw = fh.read(FILE_MOST + 1)
-    if len(raw) > FILE_MOST:
-        raise InputError(path, None, f"is larger than {FILE_MOST >> 20} MiB, which no table of "
-                         "published values is", allowed=f"a file of at most {FILE_MOST} bytes")
-    return raw
+    return read_regular(path, _ROLE, FILE_MOST)
 
 
 def _yaml(path: Path, raw: bytes) -> Any:
-    try:
-        return yaml.safe_load(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(path, None, f"not UTF-8 text ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"malformed YAML: {exc}") from exc
+    """The YAML of the reference file ``path`` as iolab reads every YAML (no key given twice,
+    aliases bounded: :mod:`iolab.yamlfile`); InputError naming the file otherwise."""
+    return parse_bytes(path, raw)
+
+
+def _text(path: Path, key: str, value: Any) -> str:
+    """``value``, a registry entry's text; InputError naming ``path`` and ``key`` for a
+    list, a mapping or anything else that is not text or a number."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InputError(path, key, f"{excerpt(value)} is not text", allowed="text")
+    return str(value)
 
 
 def _file_name(path: Path, key: str, name: Any) -> str:

@@ -25,7 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -39,6 +38,7 @@ from iolab.safefiles import read_regular
 from iolab.schemas import SCHEMA_DIR
 from iolab.schemas.generate import REGENERATE, experiment_schema
 from iolab.schemas.params import ALLOWED
+from iolab.yamlfile import read_file
 
 _LONGEST = 200  # characters of a message that quotes a value: a whole document is too long
 
@@ -189,10 +189,9 @@ def raw_files(data_dir: Path, experiment: str | None = None,
 
 def _params_problems(path: Path, checker: Draft202012Validator) -> list[InputError]:
     try:
-        doc = specmod.load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        problem = specmod.yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else str(exc)
-        return [InputError(path, None, f"cannot be read as YAML: {problem}")]
+        doc = read_file(path, "an experiment's params file", specmod.PARAMS_MOST)
+    except InputError as exc:
+        return [exc]
     return problems(doc, checker, path)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from iolab.core.schema import Choice, Int, type_name
-from iolab.errors import InputError
+from iolab.errors import InputError, excerpt
 
 KEY = "search"
 FIELDS = ("grid", "strategy", "budget", "seed", "objective", "version")
@@ -106,7 +106,7 @@ def parse(value: Any, label, grids: dict[str, dict[str, Any]], variables: dict[s
                          allowed=", ".join(FIELDS))
     grid = value.get("grid")
     if grid not in grids:
-        raise InputError(label, f"{KEY}.grid", f"{grid!r} is not a grid of this file",
+        raise InputError(label, f"{KEY}.grid", f"{excerpt(grid)} is not a grid of this file",
                          allowed=", ".join(grids))
     strategy = STRATEGY.check(value.get("strategy", "grid"), label, f"{KEY}.strategy")
     budget = BUDGET.check(value["budget"], label, f"{KEY}.budget") \
@@ -127,7 +127,7 @@ def _version(value: Any, strategy: str, label) -> int:
     if value is None:
         return current
     if isinstance(value, bool) or value not in allowed:
-        raise InputError(label, f"{KEY}.version", f"{value!r} is not a version of the "
+        raise InputError(label, f"{KEY}.version", f"{excerpt(value)} is not a version of the "
                          f"{strategy} strategy", allowed=" or ".join(map(str, allowed)) + (
                              f" ({RECORDED}: only to re-plan a search made with it, from its "
                              "record in the campaign log)" if len(allowed) > 1 else ""))
@@ -147,26 +147,26 @@ def _objective(value: Any, label, grid: dict[str, Any], variables: dict[str, Any
                          allowed="maximize, ties")
     metric = value["maximize"]
     if metrics is not None and metric not in metrics:
-        raise InputError(label, f"{key}.maximize", f"{metric!r} is not a metric this "
+        raise InputError(label, f"{key}.maximize", f"{excerpt(metric)} is not a metric this "
                          "experiment produces", allowed=", ".join(metrics))
     if rule_metric is not None and metric != rule_metric:
         # each configuration runs under the rule, which stops on its own metric
-        raise InputError(label, f"{key}.maximize", f"{metric!r} differs from the repetition "
-                         f"rule's metric", allowed=rule_metric)
+        raise InputError(label, f"{key}.maximize", f"{excerpt(metric)} differs from the "
+                         "repetition rule's metric", allowed=rule_metric)
     ties = value.get("ties", [])
     if not isinstance(ties, list):
         raise InputError(label, f"{key}.ties", f"must be a list, got {type_name(ties)}",
                          allowed="variables the grid varies, such as [ncores, ndevs]")
     for var in ties:
         if var not in variables:
-            raise InputError(label, f"{key}.ties", f"{var!r} is not a variable",
+            raise InputError(label, f"{key}.ties", f"{excerpt(var)} is not a variable",
                              allowed=", ".join(variables))
         if var not in grid["vary"]:
-            raise InputError(label, f"{key}.ties", f"{var!r} is not varied by the searched "
+            raise InputError(label, f"{key}.ties", f"{excerpt(var)} is not varied by the searched "
                              "grid, so it cannot break a tie", allowed=", ".join(grid["vary"]))
         if any(not isinstance(v, (int, float)) or isinstance(v, bool)
                for v in grid["vary"][var]):
-            raise InputError(label, f"{key}.ties", f"{var!r} does not take numbers, so its "
+            raise InputError(label, f"{key}.ties", f"{excerpt(var)} does not take numbers, so its "
                              "smaller value means nothing", allowed="a numeric variable")
     if len(set(ties)) != len(ties):
         raise InputError(label, f"{key}.ties", "names a variable twice", allowed="each once")

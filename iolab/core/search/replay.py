@@ -36,8 +36,10 @@ from iolab.core.search.params import Objective
 from iolab.core.search.strategies import VERSIONS, Space, search
 from iolab.errors import InputError
 from iolab.safefiles import NotOurs, check_output, replace_output
+from iolab.yamlfile import read_file
 
 OUTPUT = "iolab search-replay"  # who writes the derived file, for a refusal
+INFO_MOST = 1 << 20  # bytes of the YAML beside the replays: iolab writes about 500
 COMPARED = ("random", "tpe", "adaptive")
 BUDGET_SHARES = (0.05, 0.10, 0.20, 0.40)   # of the grid's runs
 COLUMNS = ["strategy", "version", "budget", "budget_share", "seed", "runs_used",
@@ -223,12 +225,14 @@ def read(path: Path, grid: Grid | None = None):
     """(the replays, their YAML) from a derived file; with ``grid``, refused when the grid's
     stored runs are not those the replays were derived from."""
     import pandas as pd
-    import yaml
 
     if not path.is_file():
         raise InputError(path, None, "no replays derived yet",
                          allowed="the file 'iolab search-replay' writes")
-    info = yaml.safe_load(path.with_suffix(".yaml").read_text())
+    info = read_file(path.with_suffix(".yaml"), "what derived replays are", INFO_MOST)
+    if not isinstance(info, dict):
+        raise InputError(path.with_suffix(".yaml"), None, "is not a mapping",
+                         allowed="the file 'iolab search-replay' writes")
     if grid is not None and info.get("grid_digest") != grid.digest():
         raise InputError(path.with_suffix(".yaml"), "grid_digest", "the grid's stored runs "
                          "changed since these replays were derived; derive them again with: "
