@@ -102,8 +102,11 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     elsewhere = paths.foreign_checkout()
     if elsewhere is not None:
-        print(f"iolab: warning: this is the iolab of {paths.REPO_ROOT}, not of the checkout "
-              f"you are in ({elsewhere}): its params, data and book are that one's; make this "
+        # the folders' names are whoever made them's: an escape sequence or a line break in
+        # one is shown as text, never as a line of its own
+        print(f"iolab: warning: this is the iolab of {printable(str(paths.REPO_ROOT))}, not of "
+              f"the checkout you are in ({printable(str(elsewhere))}): its params, data and book "
+              "are that one's; make this "
               "checkout's own virtualenv (make setup venv) to work on this one",
               file=sys.stderr)
     try:

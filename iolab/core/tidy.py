@@ -353,7 +353,7 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
                 # a table that left corrupt runs out is rebuilt each time, so they are reported
                 cache.write_stamp(stamp)
         if cache.problem:  # a damaged cache is said once: it holds the rebuilt table now
-            print(f"iolab: {cache.problem}", file=sys.stderr)
+            print(f"iolab: {printable(cache.problem)}", file=sys.stderr)  # a path: one line
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not df.empty and df["run.host_fingerprint"].nunique() > 1 and not allow_mixed_hosts:
