@@ -524,16 +524,25 @@ def _hostile_case(case: str, tmp_path: Path, monkeypatch) -> list[str]:
     if case == "clean --under":
         monkeypatch.setenv("IOLAB_STATE_DIR", str(hostile / "state"))
         return ["clean", "--dry-run", "--under", str(hostile)]
+    if case == "a refusal":  # an error naming a path: printed on its one line
+        from iolab.host import scratch
+
+        monkeypatch.setenv("IOLAB_STATE_DIR", str(hostile / "state"))
+        registry = scratch.Registry().path
+        registry.parent.mkdir(mode=0o700)
+        registry.write_text("[]\n")
+        return ["clean", "--dry-run"]
     return ["status", "--data", str(hostile)]
 
 
 @pytest.mark.parametrize("case", ["tidy -o", "env new", "new-experiment --where",
-                                  "another checkout", "stop", "clean --under", "status"])
+                                  "another checkout", "stop", "clean --under", "status",
+                                  "a refusal"])
 def test_a_hostile_name_reaches_the_terminal_as_text(tmp_path, monkeypatch, case):
     """A path, a file's name or a folder printed raw retitled the terminal (ESC ] ... BEL)
     and made a line of its own ('FAKE LINE: ...') in what the command said."""
     code, out, err = run(_hostile_case(case, tmp_path, monkeypatch))
-    assert code == 0, err
+    assert code == (2 if case == "a refusal" else 0), err
     said = out + err
     assert "FAKE LINE" in said, "the name is shown"
     assert [c for c in said if not c.isprintable() and c != "\n"] == []

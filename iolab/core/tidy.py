@@ -43,7 +43,7 @@ import pandas as pd
 from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.durable import write_atomic
-from iolab.errors import IolabError, printable
+from iolab.errors import IolabError, listed_error, printable
 from iolab.safefiles import NotOurs, TooLarge, check_regular, linked_folder, read_regular
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
@@ -308,7 +308,7 @@ def _from_runs(source: TidySource, store: Any, code: str, cache: _Cache | None,
     ``skip_corrupt``; whether the cache holds it now)."""
     runs, corrupt = store.scan()
     if corrupt and not skip_corrupt:
-        raise IolabError(corrupt_message(corrupt, "its table") + "; or pass "
+        raise listed_error(corrupt_message(corrupt, "its table") + "; or pass "
                          "--skip-corrupt to leave them out")
     digest = _digest(runs, code)
     frame = cache.table(digest) if cache is not None else None
