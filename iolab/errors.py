@@ -69,7 +69,21 @@ _SHORT = _ShortRepr()
 
 
 class IolabError(Exception):
-    """Base class: a problem the user can fix, phrased so they can."""
+    """Base class: a problem the user can fix, phrased so they can.
+
+    ``listed``: its message is several lines (a list of corrupt runs, of knobs not restored),
+    each made one line where it was written, what it quotes escaped (:func:`listed_error`);
+    the command line prints them as they are, and any other error as one line, escaped
+    whole."""
+
+    listed = False
+
+
+def listed_error(message: str) -> IolabError:
+    """An IolabError whose ``message`` is several lines, each escaped where it was made."""
+    exc = IolabError(message)
+    exc.listed = True  # pickled with it (a worker of the tidy table)
+    return exc
 
 
 class InputError(IolabError):

@@ -293,6 +293,7 @@ def copy_folder(source: Path, target: Path, role: str) -> None:
     what was copied until then is removed again. A link to a root-only file would have
     copied its content; one to /dev/zero, without end."""
     target = Path(target)
+    _check_source_folder(Path(source), role)  # a linked source: refused before target is made
     os.mkdir(target, 0o700)  # opened up to the source's mode once filled
     try:
         _copy_into(Path(source), target, role)
@@ -302,8 +303,13 @@ def copy_folder(source: Path, target: Path, role: str) -> None:
 
 
 def _copy_into(source: Path, target: Path, role: str) -> None:
-    with os.scandir(source) as it:
-        entries = sorted(it, key=lambda e: e.name)
+    fd = _open_source_folder(source, role)
+    try:
+        with os.scandir(fd) as it:  # the folder opened, not its name: a link put there since
+            entries = sorted(it, key=lambda e: e.name)  # the lstat is never listed
+        folder = os.fstat(fd)
+    finally:
+        os.close(fd)
     for entry in entries:
         path, dest = source / entry.name, target / entry.name
         st = os.lstat(path)
@@ -313,12 +319,38 @@ def _copy_into(source: Path, target: Path, role: str) -> None:
         elif stat.S_ISREG(st.st_mode):
             _copy_file(path, dest, role)
         else:
-            raise NotOurs(path, None, f"is {what_is(st)}{_link_text(path, st)}, in {role}; it is "
-                          "never followed or copied", allowed="regular files and folders only; "
-                          "remove it, or move it out of the folder")
-    st = os.stat(source)
-    os.chmod(target, stat.S_IMODE(st.st_mode) & 0o777)
-    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+            raise _not_copied(path, st, role)
+    os.chmod(target, stat.S_IMODE(folder.st_mode) & 0o777)
+    os.utime(target, ns=(folder.st_atime_ns, folder.st_mtime_ns))
+
+
+def _open_source_folder(folder: Path, role: str) -> int:
+    """``folder`` opened for listing, never through a link (the folder ``copy_folder`` was
+    given as much as one inside it: a link to a root-only folder would copy its files)."""
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a link, or no folder, since the lstat
+            raise _not_a_folder(folder, os.lstat(folder), role) from None
+        raise
+
+
+def _check_source_folder(folder: Path, role: str) -> None:
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise _not_a_folder(folder, st, role)
+
+
+def _not_a_folder(folder: Path, st: os.stat_result, role: str) -> NotOurs:
+    return NotOurs(folder, None, f"is {what_is(st)}{_link_text(folder, st)}, where iolab "
+                   f"copies {role} from; it is never followed or copied",
+                   allowed="a folder, not a link to one")
+
+
+def _not_copied(path: Path, st: os.stat_result, role: str) -> NotOurs:
+    return NotOurs(path, None, f"is {what_is(st)}{_link_text(path, st)}, in {role}; it is "
+                   "never followed or copied", allowed="regular files and folders only; "
+                   "remove it, or move it out of the folder")
 
 
 def _copy_file(path: Path, dest: Path, role: str) -> None:

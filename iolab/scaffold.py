@@ -12,7 +12,8 @@ generate the same way) with the name, class, label and chapter replaced. Two lay
   ``$IOLAB_EXPERIMENTS`` with DIR on ``sys.path``.
 
 Responsible for: checking the name, and writing the new experiment's files, all of them or
-none, never over an existing file, and its published params schema. Not responsible for: what the experiment measures (its
+none, never over an existing file nor through a linked folder, and its published params
+schema. Not responsible for: what the experiment measures (its
 author edits the copy, its claims included), its page and tests (book/architecture.md lists
 them), or
 finding it afterwards (the registry does).
@@ -34,6 +35,7 @@ from iolab.core import spec as specmod
 from iolab.durable import write_atomic
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
+from iolab.safefiles import refuse_linked
 from iolab.schemas import SCHEMA_DIR, generate
 from iolab.yamlfile import parse_bytes
 
@@ -208,12 +210,17 @@ def _check_free(layout: Layout, files: Iterable[Path]) -> None:
                              "replaces a file", allowed="a name none of whose files exist")
 
 
-def _write(files: dict[Path, str], toc: tuple[Path, str] | None) -> None:
-    """Every file, or (on an error) none: the files and folders made are removed again."""
+def _write(files: dict[Path, str], toc: tuple[Path, str] | None, root: Path) -> None:
+    """Every file, or (on an error) none: the files and folders made are removed again. A
+    folder below ``root`` (the checkout, or the --where folder) that is a link is NotOurs,
+    never written through: a linked environment's params folder would take the file
+    wherever it points."""
     made: list[Path] = []
     try:
         for path, text in files.items():
             for folder in reversed(path.parents):
+                if folder != root and folder.is_relative_to(root):
+                    refuse_linked(folder, "a new experiment's files")
                 if not folder.exists():
                     folder.mkdir()
                     made.append(folder)
@@ -253,7 +260,7 @@ def new_experiment(name: str, *, where: str | Path | None = None,
     toc = None
     if layout.toc is not None:
         toc = (layout.toc, toc_with(layout.toc, chapter_of(files[layout.package / "__init__.py"])))
-    _write(files, toc)
+    _write(files, toc, Path(repo) if where is None else Path(where))
     return [*files, *([layout.toc] if toc else [])]
 
 

@@ -196,6 +196,32 @@ def test_env_new_never_follows_a_link_in_the_params_it_copies(tmp_path, monkeypa
     assert not (params / "box").exists(), "nothing of the copy is kept"
 
 
+@pytest.mark.parametrize("linked", ["source", "params"])
+def test_env_new_never_copies_from_or_into_a_linked_folder(tmp_path, monkeypatch, linked):
+    """A source environment that was a link to a root-only folder had its files read and
+    copied into the checkout; a params folder that is a link would take the copy elsewhere."""
+    secret = tmp_path / "secret"
+    secret.mkdir(mode=0o700)
+    (secret / "id_rsa.yaml").write_text("SECRET-ROOT-ONLY\n")
+    params = tmp_path / "params"
+    if linked == "source":
+        (params / "src").mkdir(parents=True)
+        (params / "src" / "smt_thp.yaml").write_text("# params\n")
+        (params / "evlink").symlink_to(secret)
+        argv, refused = ["env", "new", "evcopy", "--from", "evlink"], params / "evlink"
+    else:
+        (secret / "src").mkdir()
+        (secret / "src" / "smt_thp.yaml").write_text("# params\n")
+        params.symlink_to(secret)
+        argv, refused = ["env", "new", "evcopy", "--from", "src"], params
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
+    code, out, err = run(argv)
+    assert code == 2 and f"{refused}: is a symbolic link to {secret}" in err, err
+    assert "never followed" in err and len(err.strip().splitlines()) == 1 and not out
+    assert not os.path.lexists(params / "evcopy") and not (secret / "evcopy").exists()
+
+
 def test_env_new_keeps_the_files_modes_not_more(tmp_path, monkeypatch):
     params = tmp_path / "params"
     (params / "src" / "sub").mkdir(parents=True)
@@ -465,3 +491,59 @@ def test_a_bad_experiments_variable_is_one_line_not_a_traceback(monkeypatch, cap
         registry.reload()
     assert code == 2 and err.startswith("iolab: error: $IOLAB_EXPERIMENTS")
     assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+HOSTILE = "x\x1b]0;pwn\x07\nFAKE LINE: all good"  # retitles a terminal, then a line of its own
+
+
+def _hostile_case(case: str, tmp_path: Path, monkeypatch) -> list[str]:
+    """The argv of ``case``, with what it needs put in place: a name holding ``HOSTILE``
+    where the command prints a path, a file's name or a folder the user gave."""
+    hostile = tmp_path / HOSTILE
+    hostile.mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    if case == "tidy -o":
+        return ["tidy", "smt_thp", "--env", "kvm-2vcpu", "--decisions", "--data", str(data),
+                "-o", str(hostile / "t.csv")]
+    if case == "env new":
+        params = tmp_path / "params"
+        (params / "src").mkdir(parents=True)
+        (params / "src" / f"{HOSTILE}.yaml").write_text("# params\n")
+        monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+        monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
+        return ["env", "new", "box", "--from", "src"]
+    if case == "new-experiment --where":
+        return ["new-experiment", "hostile_probe", "--where", str(hostile)]
+    if case == "another checkout":
+        (hostile / "pyproject.toml").write_text('[project]\nname = "iolab"\n')
+        monkeypatch.chdir(hostile)
+        return ["experiments", "--format", "json"]
+    if case == "stop":
+        return ["stop", "--data", str(hostile)]
+    if case == "clean --under":
+        monkeypatch.setenv("IOLAB_STATE_DIR", str(hostile / "state"))
+        return ["clean", "--dry-run", "--under", str(hostile)]
+    if case == "a refusal":  # an error naming a path: printed on its one line
+        from iolab.host import scratch
+
+        monkeypatch.setenv("IOLAB_STATE_DIR", str(hostile / "state"))
+        registry = scratch.Registry().path
+        registry.parent.mkdir(mode=0o700)
+        registry.write_text("[]\n")
+        return ["clean", "--dry-run"]
+    return ["status", "--data", str(hostile)]
+
+
+@pytest.mark.parametrize("case", ["tidy -o", "env new", "new-experiment --where",
+                                  "another checkout", "stop", "clean --under", "status",
+                                  "a refusal"])
+def test_a_hostile_name_reaches_the_terminal_as_text(tmp_path, monkeypatch, case):
+    """A path, a file's name or a folder printed raw retitled the terminal (ESC ] ... BEL)
+    and made a line of its own ('FAKE LINE: ...') in what the command said."""
+    code, out, err = run(_hostile_case(case, tmp_path, monkeypatch))
+    assert code == (2 if case == "a refusal" else 0), err
+    said = out + err
+    assert "FAKE LINE" in said, "the name is shown"
+    assert [c for c in said if not c.isprintable() and c != "\n"] == []
+    assert not [line for line in said.splitlines() if line.startswith("FAKE")]

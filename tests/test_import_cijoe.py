@@ -518,6 +518,29 @@ def tar_with(folder: Path, archive: Path, extra: dict[str, bytes]) -> Path:
     return archive
 
 
+@pytest.mark.parametrize("second", ["file", "link"])
+def test_a_tar_holding_a_member_twice_is_refused_naming_it(tmp_path, second):
+    """The later copy (every number doubled) had silently replaced the first and been stored."""
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    output = folder / "003_run" / "cmd_04.output"
+    doubled = re.sub(rb"\d+", lambda m: str(2 * int(m.group())).encode(), output.read_bytes())
+    if second == "file":
+        archive = tar_with(folder, tmp_path / "twice.tar.gz", {"003_run/cmd_04.output": doubled})
+    else:
+        archive = tmp_path / "twice.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(folder, arcname="cijoe-output")
+            link = tarfile.TarInfo("cijoe-output/003_run/cmd_04.output")
+            link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(link)
+    with pytest.raises(InputError) as err:
+        import_archive(archive, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert str(err.value) == (f"{archive}: member 'cijoe-output/003_run/cmd_04.output' is "
+                              "given twice; which copy is the command's cannot be told "
+                              "(allowed: archives holding each file once)")
+    assert not (tmp_path / "data").exists()
+
+
 @pytest.mark.parametrize("form", ["tar", "folder"])
 def test_the_bytes_an_import_reads_are_bounded(tmp_path, monkeypatch, form):
     """Past the limit (patched down here from 1 GiB), the import stops naming the member and

@@ -65,6 +65,26 @@ def test_the_packs_environment_runs_the_packs_grids_and_rule(demo, params_dir, t
     assert path.read_text().endswith("# edited\n")
 
 
+@pytest.mark.parametrize("linked", ["environment", "params"])
+def test_a_pack_is_never_written_through_a_linked_folder(demo, params_dir, tmp_path, linked):
+    """A linked environment folder had the pack written wherever the link pointed."""
+    folder = demo_params(params_dir)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    if linked == "environment":
+        (folder / ENV).symlink_to(victim)
+        refused = folder / ENV
+    else:
+        outer = tmp_path / "outer"
+        outer.mkdir()
+        (outer / "params").symlink_to(folder)
+        folder = refused = outer / "params"
+    with pytest.raises(InputError, match="symbolic link.*never followed") as err:
+        rep.prepare(ENV, (demo,), SOURCE, write=True, params_dir=folder)
+    assert err.value.path == str(refused)
+    assert not list(victim.iterdir()) and not (tmp_path / "outer" / ENV).exists()
+
+
 @pytest.mark.parametrize("pack, key", [
     ("replicate: {grids: {x: {vary: {nope: [1]}}}, repetitions: 3}", "replicate.grids.x.vary.nope"),
     ("replicate: {grids: {x: {vary: {concurrency: [1]}}}, repetitions: {min: 5, max: 2, "

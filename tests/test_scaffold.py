@@ -107,6 +107,22 @@ def test_an_existing_file_is_never_replaced(repo):
         new_experiment("probe_two", where=repo / "elsewhere")
 
 
+def test_a_linked_environment_folder_is_never_written_through(repo, tmp_path):
+    """A params folder of an environment that was a link had the new params file written
+    wherever it pointed."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    linked = repo / "notebooks" / "params" / "hpc-server"
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(victim)
+    toc = (repo / "_toc.yml").read_text()
+    with pytest.raises(InputError, match=rf"{linked}: is a symbolic link to {victim}.*never "
+                                         "followed"):
+        new_experiment(NAME, repo=repo)
+    assert list(victim.iterdir()) == [] and (repo / "_toc.yml").read_text() == toc
+    assert not (repo / "iolab").exists() and not (repo / "notebooks" / f"{NAME}.ipynb").exists()
+
+
 def test_one_environment_of_its_own(tmp_path):
     written = new_experiment(NAME, where=tmp_path, environment="h100-pcie5")
     params = [p for p in written if p.suffix == ".yaml" and p.parent.parent.name == "params"]

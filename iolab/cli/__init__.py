@@ -97,13 +97,16 @@ def _main(argv: list[str] | None) -> int:
     try:
         parser = make_parser()  # it imports the experiments $IOLAB_EXPERIMENTS names
     except IolabError as exc:
-        say(f"iolab: error: {exc}", file=sys.stderr)
+        say(f"iolab: error: {_error_text(exc)}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
     elsewhere = paths.foreign_checkout()
     if elsewhere is not None:
-        print(f"iolab: warning: this is the iolab of {paths.REPO_ROOT}, not of the checkout "
-              f"you are in ({elsewhere}): its params, data and book are that one's; make this "
+        # the folders' names are whoever made them's: an escape sequence or a line break in
+        # one is shown as text, never as a line of its own
+        print(f"iolab: warning: this is the iolab of {printable(str(paths.REPO_ROOT))}, not of "
+              f"the checkout you are in ({printable(str(elsewhere))}): its params, data and book "
+              "are that one's; make this "
               "checkout's own virtualenv (make setup venv) to work on this one",
               file=sys.stderr)
     try:
@@ -114,13 +117,13 @@ def _main(argv: list[str] | None) -> int:
     except IolabError as exc:
         if args.debug:
             raise
-        say(f"iolab: error: {exc}", file=sys.stderr)  # a tool's words may be in it
+        say(f"iolab: error: {_error_text(exc)}", file=sys.stderr)
         _print_notes(exc)
         return 2
     except OSError as exc:  # a file system's refusal is the user's to fix, not a bug
         if args.debug:
             raise
-        say(f"iolab: error: {from_os_error(exc)}", file=sys.stderr)
+        say(f"iolab: error: {printable(str(from_os_error(exc)))}", file=sys.stderr)
         _print_notes(exc)
         return 2
     except Exception as exc:  # a bug: one line with how to see more, and its own status
@@ -133,10 +136,17 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_INTERNAL
 
 
+def _error_text(exc: IolabError) -> str:
+    """The error's message on one line (a tool's words, a path or a recorded string in it
+    shown as text: a line break in a folder's name made a line of its own), or a listed
+    error's lines, each made one line where it was written."""
+    return str(exc) if exc.listed else printable(str(exc))
+
+
 def _print_notes(exc: BaseException) -> None:
     """What was added to an error on its way out (knobs that could not be restored after
     it, ``iolab.host.journal``), and to the error it was raised from: a line each."""
     while exc is not None:
         for note in getattr(exc, "__notes__", ()):
-            say(f"iolab: error: {note}", file=sys.stderr)
+            say(f"iolab: error: {printable(str(note))}", file=sys.stderr)
         exc = exc.__cause__

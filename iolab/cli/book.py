@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from iolab.cli.common import add_campaign, add_common, data_dir_of
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 from iolab.paths import REPO_ROOT
 from iolab.safefiles import check_output
 
@@ -89,7 +89,7 @@ def cmd_book(args) -> int:
     if args.glue_snapshot:
         write_glue_snapshot(None if args.glue_snapshot == "-" else Path(args.glue_snapshot))
         if args.glue_snapshot != "-":
-            print(f"wrote the glued values to {args.glue_snapshot}")
+            print(f"wrote the glued values to {printable(args.glue_snapshot)}")
     if args.render_only:
         return 0
     return build(strict=not args.lenient, force=args.force)

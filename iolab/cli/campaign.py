@@ -121,7 +121,7 @@ def cmd_run(args) -> int:
         say(printable(line))
     print(f"completed {result.completed} runs, {len(result.failed)} failed")
     if result.unrestored:  # an interrupted campaign's knobs left changed
-        say(f"iolab: error: {result.unrestored}", file=sys.stderr)
+        say(f"iolab: error: {printable(result.unrestored)}", file=sys.stderr)
     if result.interrupted:
         return 128 + (result.signal or 2)
     if result.failed:
@@ -136,10 +136,13 @@ def cmd_stop(args) -> int:
     data_dir = data_dir_of(args)
     holder = locks.holder(locks.data_lock_path(data_dir))
     if holder is None:
-        print(f"no campaign is running on {data_dir} on this host; nothing to stop (a Slurm "
+        print(f"no campaign is running on {printable(str(data_dir))} on this host; nothing to "
+              "stop (a Slurm "
               "job's campaign runs on its node: scancel --batch --signal=USR1 JOBID)")
         return 0
     path = stop.request(data_dir, f"'iolab stop' by uid {os.getuid()}")
-    say(f"asked the campaign ({locks.describe(holder)}) to stop after its current run "
-        f"({path}); its knobs are restored as it ends")
+    # the holder's words are read from the lock file, the path is under --data: each on
+    # this line, whatever it holds
+    say(f"asked the campaign ({printable(locks.describe(holder))}) to stop after its current "
+        f"run ({printable(str(path))}); its knobs are restored as it ends")
     return 0

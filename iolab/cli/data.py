@@ -59,8 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_status(args) -> int:
     from iolab.status import status_lines
 
-    for line in status_lines(data_dir_of(args)):
-        say(line)
+    for line in status_lines(data_dir_of(args)):  # one line each, whatever a name holds
+        say(printable(line))
     return 0
 
 
@@ -84,19 +84,19 @@ def cmd_verify(args) -> int:
             runs, corrupt = store.scan(rehash=not args.fast)
             say(f"{exp}/{env}: {len(runs)} intact, {len(corrupt)} corrupt")
             for c in corrupt:
-                say(f"  corrupt: {c.describe()}")
+                say(f"  corrupt: {printable(c.describe())}")
             if corrupt:
                 tidy.forget(data_dir, exp, env)  # a cached table must not hide them
             if corrupt and args.quarantine:
                 for line in store.quarantine_corrupt(corrupt):
-                    say(f"  {line}")
+                    say(f"  {printable(line)}")
             elif corrupt:
                 bad += len(corrupt)
             if not corrupt:
                 for line in _implausible_lines(data_dir, exp, env):
-                    say(f"  {line}")
+                    say(f"  {printable(line)}")
         for line in unusable_lines(data_dir):
-            say(line)
+            say(printable(line))
         if chosen and args.fast:
             say("--fast: a file whose size and modification time match its last "
                 "verification was not read again; an alteration that kept both is not seen")
@@ -104,7 +104,8 @@ def cmd_verify(args) -> int:
             say(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
                 "aside with 'iolab verify --quarantine'")
         checked = schemas.verify(data_dir, args.experiment, args.env)
-        say("\n".join(checked.lines()))
+        for line in checked.lines():  # a problem quotes a file's name and value: one line
+            say(printable(line))
         return 1 if bad or checked.problems else 0
     finally:
         if lock:
@@ -136,7 +137,7 @@ def cmd_restore(args) -> int:
 
     data_dir = data_dir_of(args)
     for line in restore_left(data_dir, Path(args.journal) if args.journal else None):
-        say(line)
+        say(printable(line))  # a path or a knob's recorded value in it: one line
     return 0
 
 
@@ -154,9 +155,9 @@ def cmd_clean(args) -> int:
         lines = scratch.clean(registry, dry_run=args.dry_run,
                               under=Path(args.under) if args.under else None,
                               experiment=args.experiment, any_checkout=args.all_checkouts)
-    for line in lines:
-        say(line)
+    for line in lines:  # a scratch file's path, its maker's words: one line each
+        say(printable(line))
     if not lines:
-        say(f"no scratch files of iolab's on this host (registry {registry.path})"
-            + (f" under {args.under}" if args.under else ""))
+        say(f"no scratch files of iolab's on this host (registry {printable(str(registry.path))})"
+            + (f" under {printable(args.under)}" if args.under else ""))
     return 0

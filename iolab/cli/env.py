@@ -1,7 +1,8 @@
 """``iolab env new``: a new environment, a copy of another's params files.
 
 Responsible for: its options, checking the names, and copying the params folder (its regular
-files only: a link, a FIFO or a device in it is refused in one line, never followed).
+files only: the folder or anything in it that is a link, a FIFO or a device is refused in one
+line, never followed), and saying what it copied (a file's name escaped, on one line).
 Not responsible for: what the params files hold or how they are read (``iolab.core.spec``).
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 
+from iolab.cli.common import say
 from iolab.core import spec as specmod
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 from iolab.paths import PARAMS_DIR, REPO_ROOT
-from iolab.safefiles import copy_folder
+from iolab.safefiles import copy_folder, refuse_linked
 
 DEFAULT_TEMPLATE_ENV = "kvm-2vcpu"
 
@@ -39,10 +41,13 @@ def cmd_env_new(args) -> int:
         raise InputError(target, None, "exists already; edit its files, or choose another name")
     # never through a link: one to a root-only file would copy its content, one to /dev/null
     # make a world-writable params file (copytree follows links and copies their mode)
+    refuse_linked(PARAMS_DIR, "the environments' params")  # the copy would land where it points
     copy_folder(source, target, f"the params folder of environment '{args.source}'")
     files = sorted(p.name for p in target.glob("*.yaml"))
     shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
-    print(f"created {shown} from {args.source}: {', '.join(files)}")
-    print("edit what differs on this machine (target_path, file_dir, devices, runtimes, grids), "
-          f"then look before you run: iolab plan EXPERIMENT --env {name}")
+    # a file's name may hold an escape sequence or a line break: shown as text, on this line
+    say(f"created {printable(str(shown))} from {args.source}: "
+        f"{', '.join(printable(f) for f in files)}")
+    say("edit what differs on this machine (target_path, file_dir, devices, runtimes, grids), "
+        f"then look before you run: iolab plan EXPERIMENT --env {name}")
     return 0

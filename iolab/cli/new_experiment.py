@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from iolab.errors import printable
 from iolab.paths import REPO_ROOT
 from iolab.scaffold import (EXPERIMENT_NAME_RULE, SMALLEST_ENV, new_experiment,
                             publish_params_schema, template_environments)
@@ -33,10 +34,13 @@ def cmd_new_experiment(args: argparse.Namespace) -> int:
         written.append(publish_params_schema(args.name))
     for path in written:
         shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
-        print(f"{'changed' if path.name == '_toc.yml' else 'wrote'} {shown}")
+        # the folder is the user's (--where, the checkout's): an escape sequence or a line
+        # break in its name is shown as text, never as a line of its own
+        print(f"{'changed' if path.name == '_toc.yml' else 'wrote'} {printable(str(shown))}")
     env = args.env or SMALLEST_ENV
     if args.where is not None:
-        print(f"register it with IOLAB_EXPERIMENTS={args.name} and {args.where} on PYTHONPATH")
+        print(f"register it with IOLAB_EXPERIMENTS={args.name} and {printable(args.where)} on "
+              "PYTHONPATH")
     else:
         print("the fast test suite takes it as it is; make it measure what you want, with its "
               "claims, page and tests: see book/architecture.md")

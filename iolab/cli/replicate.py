@@ -71,7 +71,7 @@ def cmd_replicate(args) -> int:
             say(printable(line))
         print(f"{name}: completed {result.completed} runs, {len(result.failed)} failed")
         if result.unrestored:
-            say(f"iolab: error: {result.unrestored}", file=sys.stderr)
+            say(f"iolab: error: {printable(result.unrestored)}", file=sys.stderr)
         if result.interrupted:
             return 128 + (result.signal or 2)
         if result.stopped:
@@ -79,6 +79,7 @@ def cmd_replicate(args) -> int:
             return stop.EXIT_STOPPED
         code = 1 if result.failed else code
     raw = shown(resolve_data_dir(args.data) / "raw")
-    say(f"done: the packs are in {raw}/<experiment>/{env}/ with their params in "
-        f"{rep.params_shown(env)}/; 'make book' shows this machine among the others")
+    say(f"done: the packs are in {printable(str(raw))}/<experiment>/{env}/ with their params "
+        f"in {printable(rep.params_shown(env))}/; 'make book' shows this machine among the "
+        "others")
     return code

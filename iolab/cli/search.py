@@ -11,7 +11,7 @@ import os
 
 from iolab.cli.common import add_common, data_dir_of
 from iolab.core import registry
-from iolab.errors import InputError
+from iolab.errors import InputError, printable
 
 SEEDS_MOST = 100_000  # replays per strategy and budget: the book's replays use 100
 JOBS_PER_CPU = 4  # processes per CPU at most: more only share the same CPUs
@@ -52,7 +52,7 @@ def cmd_search_replay(args) -> int:
     replay.write(rows, replay.meta(grid, seeds, replay.BUDGET_SHARES, replay.COMPARED,
                                    args.experiment, args.env), path)
     print(replay.summary(rows, grid.runs).to_string(index=False))
-    print(f"wrote {path}")
+    print(f"wrote {printable(str(path))}")  # under --data, a folder the user names
     return 0
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from iolab.cli.common import add_campaign, data_dir_of
 from iolab.core import registry
-from iolab.errors import IolabError
+from iolab.errors import IolabError, printable
 from iolab.safefiles import check_output, replace_output
 
 
@@ -66,7 +66,8 @@ def cmd_tidy(args) -> int:
     else:
         _write_table(df, Path(args.output), args.format)
     if args.output:
-        print(f"wrote {len(df)} rows to {args.output}", file=sys.stderr)
+        # the path is the user's: an escape sequence or a line break in it is shown as text
+        print(f"wrote {len(df)} rows to {printable(args.output)}", file=sys.stderr)
     return 0
 
 

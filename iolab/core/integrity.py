@@ -97,7 +97,7 @@ class Checker:
         """Say ``line`` about the cache once per process."""
         if str(self.cache_path) not in _TOLD:
             _TOLD.add(str(self.cache_path))
-            print(f"iolab: {line}", file=sys.stderr)
+            print(f"iolab: {printable(line)}", file=sys.stderr)  # a path in it: one line
 
     def check(self, run_dir: Path, files: dict[str, dict[str, Any]]) -> str | None:
         """What is wrong with the run's raw files, or None when each matches its record."""

@@ -43,7 +43,7 @@ import pandas as pd
 from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.durable import write_atomic
-from iolab.errors import IolabError, printable
+from iolab.errors import IolabError, listed_error, printable
 from iolab.safefiles import NotOurs, TooLarge, check_regular, linked_folder, read_regular
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
@@ -308,7 +308,7 @@ def _from_runs(source: TidySource, store: Any, code: str, cache: _Cache | None,
     ``skip_corrupt``; whether the cache holds it now)."""
     runs, corrupt = store.scan()
     if corrupt and not skip_corrupt:
-        raise IolabError(corrupt_message(corrupt, "its table") + "; or pass "
+        raise listed_error(corrupt_message(corrupt, "its table") + "; or pass "
                          "--skip-corrupt to leave them out")
     digest = _digest(runs, code)
     frame = cache.table(digest) if cache is not None else None
@@ -353,7 +353,7 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
                 # a table that left corrupt runs out is rebuilt each time, so they are reported
                 cache.write_stamp(stamp)
         if cache.problem:  # a damaged cache is said once: it holds the rebuilt table now
-            print(f"iolab: {cache.problem}", file=sys.stderr)
+            print(f"iolab: {printable(cache.problem)}", file=sys.stderr)  # a path: one line
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not df.empty and df["run.host_fingerprint"].nunique() > 1 and not allow_mixed_hosts:

@@ -10,7 +10,8 @@ repetition rule (``repetitions``). This module
 - writes that environment's params files, one per pack: the source file with the pack's grids
   and repetitions in place of its own (:func:`pack_document`), leaving a file that exists
   as it is (made by an earlier call, perhaps edited for this machine), so that a second call
-  continues the same campaigns;
+  continues the same campaigns, and never writing through a link at the environment's (or
+  the params) folder;
 - plans every pack with the campaign's own planner, so the ETA is ``iolab plan``'s, and
   refuses to start on a busy machine (:func:`busy`: load average, or foreign CPU over a short
   sample) unless told ``--busy-ok``, which the campaign log records (its ``quiet`` line).
@@ -37,6 +38,7 @@ from iolab.core import spec as specmod
 from iolab.core.planner import format_duration
 from iolab.errors import InputError, IolabError
 from iolab.paths import NAME, PARAMS_DIR, shown
+from iolab.safefiles import own_folder
 
 SOURCE_ENV = "kvm-2vcpu"   # the book's VM: its params files hold the local experiments' packs
 BUDGET_S = 20 * 60        # what the packs together may take on a 2-vCPU machine (issue 45)
@@ -162,7 +164,9 @@ def prepare(env: str, experiments: tuple, source_env: str = SOURCE_ENV, *,
         if base is None:
             raise ValueError("a draft folder is needed to plan without writing")
         path = specmod.params_path(name, env, base)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # never through a link at the environment's folder (or the params folder): the pack
+        # would be written wherever it points
+        own_folder(path.parent, f"the params of environment '{env}'", 2)
         with open(path, "x") as f:  # never over a file: one made meanwhile is kept
             f.write(text)
         packs.append(Pack(experiment, base, write))

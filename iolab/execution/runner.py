@@ -41,7 +41,7 @@ from iolab.core import datadir, locks
 from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, Point, check_size, knob_needs
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
-from iolab.errors import IolabError, ToolError, printable
+from iolab.errors import IolabError, ToolError, listed_error, printable
 from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
@@ -295,7 +295,8 @@ class _Execution:
             self.opts.show_plan(plan)
         self.signals.check()
         if plan.corrupt:
-            raise IolabError(corrupt_message(plan.corrupt, "this campaign") + ". Nothing was run.")
+            raise listed_error(corrupt_message(plan.corrupt, "this campaign") + ". Nothing was "
+                               "run.")
         if plan.scratch_refusals:
             raise IolabError("; ".join(plan.scratch_refusals) + ". Nothing was run.")
         _missing_programs(plan)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab.durable import fsync_dir, write_json_atomic
-from iolab.errors import InputError, IolabError, ParseError, printable
+from iolab.errors import InputError, IolabError, ParseError, listed_error, printable
 from iolab.host.knobs import Knob
 from iolab.parsers import load_json
 from iolab.procs import boot_id, start_ticks
@@ -363,9 +363,10 @@ def restore_from_journal(journal_path: Path, knobs: dict[str, Knob],
         ok, line = _restore_one(knob, change["before"])
         (lines if ok else failures).append(line)
     if failures:
-        raise IolabError("\n".join(lines + ["could not restore:"] + failures
-                                   + [f"the journal {path} is kept; fix the cause and run "
-                                      f"`iolab restore` again"]))
+        # a line each, escaped: a knob's recorded state must not print a line of its own
+        raise listed_error("\n".join(printable(line) for line in [
+            *lines, "could not restore:", *failures,
+            f"the journal {path} is kept; fix the cause and run `iolab restore` again"]))
     _remove_journal(path)
     lines.append(f"removed {path}")
     return lines

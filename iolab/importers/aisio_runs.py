@@ -54,7 +54,7 @@ import yaml
 
 from iolab.core import manifest as mf
 from iolab.core.store import open_store
-from iolab.errors import InputError, IolabError, ParseError
+from iolab.errors import InputError, IolabError, ParseError, printable
 from iolab.importers import aisio as exp
 from iolab.importers.cijoe import P2P, RTOL, import_archive
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
@@ -321,10 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         paths = write(derive_runs(args.archive), args.out, args.repository, args.commit)
     except IolabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)  # one line, whatever it quotes
         return 2
     for path in paths:
-        print(f"wrote {path}")
+        print(f"wrote {printable(str(path))}")  # under --out, the user's folder
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from iolab.errors import printable
 from iolab.paths import shown
 from iolab.schemas import SCHEMA_DIR, generate
 
@@ -19,10 +20,11 @@ def main(argv: list[str]) -> int:
         return 2
     if argv:
         stale = generate.differences()
-        print("\n".join(stale) if stale else f"{shown(SCHEMA_DIR)}: up to date")
+        print("\n".join(map(printable, stale)) if stale
+              else f"{printable(shown(SCHEMA_DIR))}: up to date")
         return 1 if stale else 0
     names = generate.write()
-    print(f"wrote {len(names)} schemas to {shown(SCHEMA_DIR)}")
+    print(f"wrote {len(names)} schemas to {printable(shown(SCHEMA_DIR))}")
     return 0
 
 

@@ -26,6 +26,9 @@ An archive comes from elsewhere, so it is read as data and nothing more:
   digest, a link's note), so an archive with more is refused, naming the limit, before more
   is read; a tar's members are streamed (tarfile keeps the header of every member it read
   unless told not to).
+* **Each member it reads is there once.** A tar holding one of them twice (appended to, a
+  link and a file of one name) is refused, naming the member: which copy is the command's
+  cannot be told.
 
 Responsible for: reading the archive's files, their times and its sha256; finding the CIJOE
 output root; indexing and classifying the commands in order (a ``cat`` reads a capture only
@@ -54,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.core.store import sha256_file
-from iolab.errors import InputError, ParseError
+from iolab.errors import InputError, ParseError, excerpt
 from iolab.paths import resolve
 from iolab.safefiles import what_is
 from iolab.importers.cijoe.kinds import (CPUFREQ_START, DCGM_START, OTHER, _classify, _program,
@@ -175,6 +178,7 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
     """A tar's kept members (read as a stream, in one pass, bounded), their times, and what
     was skipped."""
     files, mtimes, skipped = {}, {}, []
+    seen: set[str] = set()  # the names the import reads: no more than it keeps
     kept = 0
     try:
         with open(path, "rb") as raw, _decompressed(raw) as plain:
@@ -187,6 +191,8 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
                     if count > MAX_MEMBERS:
                         raise _TooMany()
                     stream.member = member.name
+                    if not member.isdir() and KEPT.search(member.name):
+                        _once(path, member.name, seen)  # one the import reads
                     if member.issym() or member.islnk():
                         skipped.append(f"{member.name}: a {'symbolic' if member.issym() else 'hard'}"
                                        f" link to {member.linkname} in the archive; not read "
@@ -205,6 +211,17 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[str]
     except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise InputError(path, None, f"not a readable tar archive ({exc})") from None
     return files, mtimes, skipped
+
+
+def _once(path: Path, name: str, seen: set[str]) -> None:
+    """``name`` (of a member the import would read) added to ``seen``; InputError when it is
+    there already: a tar may hold one path twice (appended to), and which copy the import
+    should read cannot be told (the later one had silently replaced the first)."""
+    if name in seen:
+        raise InputError(path, None, f"member {excerpt(name)} is given twice; which copy is "
+                         "the command's cannot be told", allowed="archives holding each file "
+                         "once")
+    seen.add(name)
 
 
 def _read_member(fh: Any) -> bytes:
