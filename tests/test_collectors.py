@@ -257,6 +257,44 @@ def test_parse_procstat_refuses_what_no_snapshot_pair_gives(before, after, probl
         parse_procstat(before, after, "s")
 
 
+RUN_WINDOW = (10**18, 10**18 + 4 * 10**9)   # a run's driver window of 4 s
+
+
+@pytest.mark.parametrize("t0, t1", [
+    # the after snapshot an hour after a 4 s run: that hour's 0.02 % was the run's host use
+    (RUN_WINDOW[0] - 10**8, RUN_WINDOW[1] + 3600 * 10**9),
+    (RUN_WINDOW[0] + 10**9, RUN_WINDOW[1] + 10**8),   # taken once the run had started
+])
+def test_parse_procstat_refuses_a_pair_that_does_not_bracket_the_run(t0, t1):
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match=r"^s: the snapshots span .* does not bracket the "
+                                         r"run's window"):
+        parse_procstat(f"# time_ns {t0}\ncpu 0 0 0 0 0\n", f"# time_ns {t1}\ncpu 5 0 0 5 0\n",
+                       "s", RUN_WINDOW)
+
+
+def test_parse_procstat_refuses_a_pair_with_no_tick_between():
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match="^s: no CPU tick passed between the snapshots"):
+        parse_procstat("# time_ns 1000\ncpu 5 0 0 5 0\n", "# time_ns 2000\ncpu 5 0 0 5 0\n", "s")
+
+
+def test_procstat_parse_checks_the_drivers_window(tmp_path):
+    from iolab.collectors.procstat import ProcStat
+
+    (tmp_path / "procstat.before").write_text(f"# time_ns {RUN_WINDOW[0] - 10**8}\ncpu 0 0 0 0 0\n")
+    (tmp_path / "procstat.after").write_text(f"# time_ns {RUN_WINDOW[1] + 10**8}\ncpu 5 0 0 5 0\n")
+    (tmp_path / "driver-window.json").write_text(
+        f'{{"start_ns": {RUN_WINDOW[0]}, "end_ns": {RUN_WINDOW[1]}}}')
+    assert ProcStat.parse(tmp_path, None)["host_busy_pct"] == 50.0
+    (tmp_path / "driver-window.json").write_text(
+        f'{{"start_ns": {RUN_WINDOW[0] - 3600 * 10**9}, "end_ns": {RUN_WINDOW[1] - 3600 * 10**9}}}')
+    with pytest.raises(ParseError, match="does not bracket the run's window"):
+        ProcStat.parse(tmp_path, None)
+
+
 def test_output_marker_timestamps_the_announcement(tmp_path):
     (tmp_path / "stdout").write_text("starting\n")
     marker = OutputMarker(r"Running I/O for (\d+) seconds", interval_s=0.01)
@@ -518,3 +556,11 @@ def test_interrupts_refuses_snapshots_it_cannot_read():
     with pytest.raises(ParseError, match=r"interrupts.after: time_ns is '10+… \(allowed: "
                                          r"whole nanoseconds 0 to 9223372036854775807\)"):
         parse_snapshots(good, good.replace("# time_ns 1", "# time_ns 1" + "0" * 299), ["40"])
+    # out of order, or a pair an hour from the run it is stored with
+    with pytest.raises(ParseError, match=r"interrupts: time_ns of the after snapshot \(1\) is "
+                                         r"before the before snapshot's \(5\)"):
+        parse_snapshots(good.replace("time_ns 1", "time_ns 5"), good, ["40"])
+    late = good.replace("# time_ns 1", f"# time_ns {RUN_WINDOW[1] + 3600 * 10**9}")
+    with pytest.raises(ParseError, match="interrupts: the snapshots span .* does not bracket"):
+        parse_snapshots(good.replace("# time_ns 1", f"# time_ns {RUN_WINDOW[0] - 1}"), late,
+                        ["40"], "interrupts", RUN_WINDOW)
