@@ -40,10 +40,7 @@ from iolab.host import scratch, slurm
 from iolab.host.journal import KnobSession
 from iolab.host.scratch import ScratchFile
 from iolab.safefiles import what_is
-from iolab.tools.base import cpu_mask
-
-
-CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
+from iolab.tools.base import CPUS_FILE, cpu_mask  # noqa: F401 (CPUS_FILE: the runner writes it)
 
 
 TIMEOUT_MARGIN_S = 180.0            # beyond runtime and ramp, before a driver is killed

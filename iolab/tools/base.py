@@ -393,6 +393,7 @@ class Snapshots(Collector):
 
 
 WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
+CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run (the runner writes it)
 
 # The one tolerance between a collector's own time stamps and the run's window. Collectors
 # start just before the driver and stop just after it (on the committed runs every snapshot
