@@ -13,13 +13,15 @@ its cache or its checks (``tidy``), or reading the driver's window
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 from iolab.core import tool_registry
 from iolab.core.store import StoredRun
-# the runner's window: read here, and by the collectors that check their stamps against it
-from iolab.tools.base import WINDOW_FILE, driver_window  # noqa: F401 (WINDOW_FILE: the runner's)
+from iolab.tools.base import driver_window
+
+
+def _flat(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
 
 
 def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, Any]],
