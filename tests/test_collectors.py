@@ -140,6 +140,42 @@ def test_parse_cpufreq_refuses_frequencies_no_cpu_runs_at(khz):
     assert parse_cpufreq_samples("cpu,timestamp_ns,khz\n0,5,100000000\n", 0, 10)["n"] == 1
 
 
+META_OF_0_1 = {"available": True, "requested_cpus": [0, 1],
+               "cpus": {"0": {"governor": "performance"}, "1": {"governor": "performance"}}}
+
+
+@pytest.mark.parametrize("meta, problem", [
+    # one sample of CPU 4000 at 99 GHz made the mean over CPUs 34 GHz
+    (META_OF_0_1, r"cpufreq.csv: line 4: a sample of CPU 4000, which the sampler was not "
+                  r"given \(allowed: the CPUs cpufreq-meta.json names, \[0, 1\]\)"),
+    ({**META_OF_0_1, "cpus": {"0": {}, "4000": {}}},
+     r"cpufreq-meta.json: cpus names CPU\(s\) \[4000\] the sampler was not given"),
+    ({"available": False, "requested_cpus": [0, 1]},
+     r"cpufreq.csv: line 2: a sample of CPU 0, which the sampler was not given .* none"),
+    ({"available": True, "requested_cpus": [0, 1]}, r"cpufreq-meta.json: has no cpus"),
+])
+def test_cpufreq_parse_takes_only_the_cpus_the_sampler_was_given(tmp_path, meta, problem):
+    (tmp_path / "cpufreq-meta.json").write_text(json.dumps(meta))
+    (tmp_path / "cpufreq.csv").write_text("cpu,timestamp_ns,khz\n0,100,2000000\n1,101,2000000\n"
+                                          "4000,102,99000000\n")
+    with pytest.raises(ParseError, match=f"^{tmp_path}/{problem}"):
+        CpufreqSampler.parse(tmp_path, (0, 1000))
+    (tmp_path / "cpufreq-meta.json").write_text(json.dumps(META_OF_0_1))
+    (tmp_path / "cpufreq.csv").write_text("cpu,timestamp_ns,khz\n0,100,2000000\n1,101,3000000\n")
+    assert CpufreqSampler.parse(tmp_path, (0, 1000))["mean_khz"] == 2_500_000
+
+
+def test_cpufreq_parse_refuses_a_sample_far_outside_the_drivers_window(tmp_path):
+    start = 10**18
+    (tmp_path / "cpufreq-meta.json").write_text(json.dumps(META_OF_0_1))
+    (tmp_path / "driver-window.json").write_text(json.dumps(
+        {"start_ns": start, "end_ns": start + 10**9}))
+    (tmp_path / "cpufreq.csv").write_text(f"cpu,timestamp_ns,khz\n0,{start},2000000\n"
+                                          f"1,{start + 3600 * 10**9},2000000\n")
+    with pytest.raises(ParseError, match="cpufreq.csv: line 3 is stamped .* outside the run's"):
+        CpufreqSampler.parse(tmp_path, (start, start + 10**9))
+
+
 # --- CPU time of the driver's process tree, and output markers -----------------------------
 
 def _tree_cpu(tmp_path, argv: list[str]) -> dict:
@@ -217,6 +253,20 @@ def test_parse_proctree_cpu_refuses_times_that_go_down(second, key):
         parse_proctree_cpu(csv, '{"clk_tck": 100}', 0, 10, "p.csv")
 
 
+def test_proctree_parse_refuses_a_sample_far_outside_the_drivers_window(tmp_path):
+    start = 10**18
+    (tmp_path / "proctree-cpu.json").write_text('{"clk_tck": 100}\n')
+    (tmp_path / "driver-window.json").write_text(json.dumps(
+        {"start_ns": start, "end_ns": start + 10**9}))
+    (tmp_path / "proctree-cpu.csv").write_text(
+        f"timestamp_ns,pid,comm,utime,stime\n{start},5,x,1,1\n{start + 10**9},5,x,51,1\n")
+    assert ProcTreeCpu.parse(tmp_path, (start, start + 10**9))["cpu_pct"] == 50.0
+    with open(tmp_path / "proctree-cpu.csv", "a") as f:
+        f.write(f"{start + 3600 * 10**9},5,x,99,1\n")
+    with pytest.raises(ParseError, match="proctree-cpu.csv: line 4 is stamped .* outside the"):
+        ProcTreeCpu.parse(tmp_path, (start, start + 10**9))
+
+
 def test_proctree_parse_names_the_record_it_could_not_read(tmp_path):
     (tmp_path / "proctree-cpu.csv").write_text("timestamp_ns,pid,comm,utime,stime\n1,5,x,1,1\n")
     (tmp_path / "proctree-cpu.json").write_text('{"clk_tck": 0}\n')
@@ -255,6 +305,44 @@ def test_parse_procstat_refuses_what_no_snapshot_pair_gives(before, after, probl
 
     with pytest.raises(ParseError, match=f"^{problem}"):
         parse_procstat(before, after, "s")
+
+
+RUN_WINDOW = (10**18, 10**18 + 4 * 10**9)   # a run's driver window of 4 s
+
+
+@pytest.mark.parametrize("t0, t1", [
+    # the after snapshot an hour after a 4 s run: that hour's 0.02 % was the run's host use
+    (RUN_WINDOW[0] - 10**8, RUN_WINDOW[1] + 3600 * 10**9),
+    (RUN_WINDOW[0] + 10**9, RUN_WINDOW[1] + 10**8),   # taken once the run had started
+])
+def test_parse_procstat_refuses_a_pair_that_does_not_bracket_the_run(t0, t1):
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match=r"^s: the snapshots span .* does not bracket the "
+                                         r"run's window"):
+        parse_procstat(f"# time_ns {t0}\ncpu 0 0 0 0 0\n", f"# time_ns {t1}\ncpu 5 0 0 5 0\n",
+                       "s", RUN_WINDOW)
+
+
+def test_parse_procstat_refuses_a_pair_with_no_tick_between():
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match="^s: no CPU tick passed between the snapshots"):
+        parse_procstat("# time_ns 1000\ncpu 5 0 0 5 0\n", "# time_ns 2000\ncpu 5 0 0 5 0\n", "s")
+
+
+def test_procstat_parse_checks_the_drivers_window(tmp_path):
+    from iolab.collectors.procstat import ProcStat
+
+    (tmp_path / "procstat.before").write_text(f"# time_ns {RUN_WINDOW[0] - 10**8}\ncpu 0 0 0 0 0\n")
+    (tmp_path / "procstat.after").write_text(f"# time_ns {RUN_WINDOW[1] + 10**8}\ncpu 5 0 0 5 0\n")
+    (tmp_path / "driver-window.json").write_text(
+        f'{{"start_ns": {RUN_WINDOW[0]}, "end_ns": {RUN_WINDOW[1]}}}')
+    assert ProcStat.parse(tmp_path, None)["host_busy_pct"] == 50.0
+    (tmp_path / "driver-window.json").write_text(
+        f'{{"start_ns": {RUN_WINDOW[0] - 3600 * 10**9}, "end_ns": {RUN_WINDOW[1] - 3600 * 10**9}}}')
+    with pytest.raises(ParseError, match="does not bracket the run's window"):
+        ProcStat.parse(tmp_path, None)
 
 
 def test_output_marker_timestamps_the_announcement(tmp_path):
@@ -372,7 +460,11 @@ def test_stress_runs_pinned_and_stops(tmp_path):
     assert _group_affinities(pgid) == []
 
 
-GOOD_STRESS = {"cpulist": "1", "ended_before_stop": False, "killed": False, "exit_status": 0}
+GOOD_STRESS = {"argv": ["/usr/bin/stress-ng", "--cpu", "1", "--taskset", "1", "--timeout", "6s",
+                        "--metrics-brief"], "cpus": [1], "cpulist": "1", "seconds": 1.0,
+               "ended_before_stop": False, "killed": False, "exit_status": 0}
+STRESS_METRICS = {k: GOOD_STRESS[k] for k in ("cpulist", "ended_before_stop", "killed",
+                                              "exit_status")}
 
 
 @pytest.mark.parametrize("change, problem", [
@@ -400,7 +492,43 @@ def test_stress_parse_names_a_record_that_is_not_json(tmp_path):
     with pytest.raises(ParseError, match="stress-ng.json: not JSON"):
         StressNg.parse(tmp_path, None)
     (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
-    assert StressNg.parse(tmp_path, None) == GOOD_STRESS
+    assert StressNg.parse(tmp_path, None) == STRESS_METRICS
+
+
+def _taskset(cpus: str) -> list[str]:
+    argv = list(GOOD_STRESS["argv"])
+    argv[4] = cpus
+    return argv
+
+
+@pytest.mark.parametrize("change, problem", [
+    # the load pinned to CPU 0 (the tool's) was stored as stress on CPU 1
+    ({"argv": _taskset("0")}, r"argv '/usr/bin/stress-ng --cpu 1 --taskset 0 .* is not the "
+     r"load of the record's cpus and seconds \(allowed: '/usr/bin/stress-ng --cpu 1 "
+     r"--taskset 1 --timeout 6s --metrics-brief'\)"),
+    ({"cpus": [2]}, r"cpulist '1' is not the record's cpus \[2\] \(allowed: '2'\)"),
+    ({"seconds": 30.0}, r"argv .* is not the load of the record's cpus and seconds"),
+    ({"cpus": []}, r"cpus is \[\] \(allowed: a list of CPU ids"),
+    ({"argv": ...}, r"has no argv \(allowed: the stress-ng command line"),
+])
+def test_stress_parse_refuses_a_record_that_contradicts_itself(tmp_path, change, problem):
+    record = {k: v for k, v in {**GOOD_STRESS, **change}.items() if v is not ...}
+    (tmp_path / "stress-ng.json").write_text(json.dumps(record))
+    with pytest.raises(ParseError, match=f"^{tmp_path}/stress-ng.json: {problem}"):
+        StressNg.parse(tmp_path, None)
+
+
+def test_stress_parse_refuses_a_load_on_the_tools_own_cpus(tmp_path):
+    record = {**GOOD_STRESS, "argv": _taskset("0"), "cpus": [0], "cpulist": "0"}
+    (tmp_path / "stress-ng.json").write_text(json.dumps(record))
+    assert StressNg.parse(tmp_path, None)["cpulist"] == "0"   # no run CPUs known: nothing to clash
+    (tmp_path / "cpus.json").write_text('{"cpus": [0], "mask": "0x1"}\n')
+    with pytest.raises(ParseError, match=r"stress-ng.json: the load ran on CPU\(s\) 0, which "
+                                         r"the run's tool was pinned to \(cpus.json: 0; "
+                                         r"allowed: CPUs the run leaves idle\)"):
+        StressNg.parse(tmp_path, None)
+    (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
+    assert StressNg.parse(tmp_path, None) == STRESS_METRICS
 
 
 # --- GNU time --------------------------------------------------------------------------------
@@ -518,3 +646,11 @@ def test_interrupts_refuses_snapshots_it_cannot_read():
     with pytest.raises(ParseError, match=r"interrupts.after: time_ns is '10+… \(allowed: "
                                          r"whole nanoseconds 0 to 9223372036854775807\)"):
         parse_snapshots(good, good.replace("# time_ns 1", "# time_ns 1" + "0" * 299), ["40"])
+    # out of order, or a pair an hour from the run it is stored with
+    with pytest.raises(ParseError, match=r"interrupts: time_ns of the after snapshot \(1\) is "
+                                         r"before the before snapshot's \(5\)"):
+        parse_snapshots(good.replace("time_ns 1", "time_ns 5"), good, ["40"])
+    late = good.replace("# time_ns 1", f"# time_ns {RUN_WINDOW[1] + 3600 * 10**9}")
+    with pytest.raises(ParseError, match="interrupts: the snapshots span .* does not bracket"):
+        parse_snapshots(good.replace("# time_ns 1", f"# time_ns {RUN_WINDOW[0] - 1}"), late,
+                        ["40"], "interrupts", RUN_WINDOW)

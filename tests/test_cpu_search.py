@@ -161,6 +161,20 @@ def test_old_spdk_falls_back_to_the_text_table_and_says_so(tmp_path):
     assert m["lat_mean_us"] is None or math.isnan(m["lat_mean_us"])
 
 
+def test_a_json_it_cannot_read_falls_back_saying_why(tmp_path):
+    # a key given twice is no error perform_tests returned: the note says what happened
+    run = bdevperf_run(tmp_path, "v25.09_randread_4jobs.txt", "perform_tests_2jobs.json")
+    target = run / bdevperf.JSON_RESULTS
+    target.write_text(target.read_text().replace('"iops": ', '"iops": 1e9, "iops": ', 1))
+    m = ADAPTER.parse(run)
+    assert m["results_from"] == "text table" and m["iops"] == pytest.approx(4515975.66)
+    assert m["note"].startswith(f"{bdevperf.JSON_RESULTS} was not taken (")
+    assert "'iops'" in m["note"] and "twice" in m["note"] and "returned an error" not in m["note"]
+    assert m["note"].endswith("): results are read from bdevperf's text table")
+    shutil.copy(BDEVPERF / "bad/rpc_error.txt", target)  # what perform_tests answers a failure
+    assert "perform_tests returned an error" in ADAPTER.parse(run)["note"]
+
+
 def test_failed_job_in_the_text_table_rejects_the_run(tmp_path):
     m = ADAPTER.parse(bdevperf_run(tmp_path, "v25.09_failed_job.txt", None))
     assert m["problem"] and m["fail_per_s"] > 0

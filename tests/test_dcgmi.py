@@ -224,6 +224,26 @@ def test_parse_refuses_a_stamp_no_clock_gives(tmp_path, stamp):
         DcgmDmon.parse(folder, None)
 
 
+def test_parse_refuses_stamps_out_of_time_order(tmp_path):
+    folder = stored_capture(tmp_path, [1, 2, 3], [10, 30, 20])
+    with pytest.raises(ParseError, match=r"dcgm-times.txt: stamp 5 \(20\) is before stamp 4 "
+                                         r"\(30\) \(allowed: stamps in time order\)"):
+        DcgmDmon.parse(folder, None)
+
+
+def test_parse_refuses_a_sample_far_outside_the_runs_window(tmp_path):
+    # the driver's window (driver-window.json): dmon ran from just before it to just after
+    start = 10**18
+    folder = stored_capture(tmp_path, [1, 2, 3], [start + k * 10**8 for k in range(3)])
+    (folder / "driver-window.json").write_text(json.dumps(
+        {"start_ns": start, "end_ns": start + 10**9}))
+    assert DcgmDmon.parse(folder, None)["samples"] == 3
+    stored_capture(tmp_path, [1, 2, 3], [start, start + 10**8, start + 3600 * 10**9])
+    with pytest.raises(ParseError, match=r"dcgm-times.txt: line 5 of dcgm.txt is stamped .* "
+                                         r"outside the run's window"):
+        DcgmDmon.parse(folder, None)
+
+
 # --- starting and stopping a fake dcgmi --------------------------------------------------------
 
 def test_start_and_stop_a_fake_dmon(tmp_path, monkeypatch):

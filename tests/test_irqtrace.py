@@ -74,6 +74,9 @@ def test_counts_are_cut_to_whole_ticks_around_the_window():
     (trace((100, {"@irq": {"0,1": 5}})) + '{"type": "map", "da', None, "not a JSON object"),
     ('{"type": "printf", "data": "@@tick soon\\n"}\n', None, "a tick without a time"),
     ('{"type": "printf", "data": "@@tick ²\\n"}\n', None, "a tick without a time"),  # isdigit
+    # the first and last ticks swapped: out of time order
+    (trace((400, {"@irq": {"0,1": 9}}), (200, {"@irq": {"0,1": 5}}), (100, {"@irq": {"0,1": 1}})),
+     None, "a tick at 200 ns follows one at 400 ns \\(allowed: ticks in time order\\)"),
 ])
 def test_malformed_traces_are_refused(text, window, problem):
     if problem is None:  # a count that went down only shows inside a window
@@ -173,6 +176,24 @@ def test_a_meta_record_the_collector_did_not_write_fails_the_parse_naming_it(tmp
     with pytest.raises(ParseError) as info:
         IrqTrace.parse(run, (1, 2))
     assert str(info.value).startswith(f"{run}/irqtrace.meta.json: {problem}")
+
+
+def test_a_trace_far_from_the_runs_window_is_refused(tmp_path):
+    run = _meta_run(tmp_path, {})
+    traced = IrqTrace.parse(run, None)
+    assert traced["traced"]
+    offset = json.loads((run / irqtrace.META).read_text())["offset_ns"]
+    ticks = [int(json.loads(line)["data"].split()[1]) + offset
+             for line in (run / irqtrace.OUTPUT).read_text().splitlines() if "@@tick" in line]
+    (run / "driver-window.json").write_text(json.dumps({"start_ns": ticks[0] + 10**8,
+                                                        "end_ns": ticks[-1] - 10**8}))
+    assert IrqTrace.parse(run, None) == traced
+    hour = 3600 * 10**9
+    (run / "driver-window.json").write_text(json.dumps({"start_ns": ticks[0] + hour,
+                                                        "end_ns": ticks[-1] + hour}))
+    with pytest.raises(ParseError, match=r"irqtrace.json: the first tick is stamped .* outside "
+                                         r"the run's window"):
+        IrqTrace.parse(run, None)
 
 
 def test_an_untraced_run_says_why(tmp_path):

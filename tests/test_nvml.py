@@ -134,6 +134,38 @@ def test_the_32_bit_counters_are_unwrapped():
     assert out["counter_samples"] == 9 and out["counter_gap_max_s"] == pytest.approx(0.025)
 
 
+def _counter_lines(n: int = 10) -> list[str]:
+    return [json.dumps({"t_ns": 10**18 + k * 20 * MS, "rx_bytes": 1_000_000 * k,
+                        "tx_bytes": 1_000_000 * k}) for k in range(n)]
+
+
+@pytest.mark.parametrize("change, problem", [
+    # two readings swapped: the step back read as a wrap, 50 MB/s stored as 23.9 GB/s
+    (lambda ls: ls[:4] + [ls[5], ls[4]] + ls[6:],
+     r"line 6: t_ns 1000000000080000000 is not after the previous reading's "
+     r"1000000000100000000 \(allowed: readings in time order"),
+    (lambda ls: ls[:5] + [ls[4]] * 3 + ls[5:], "line 6: t_ns .* is not after the previous"),
+    (lambda ls: ls + ['{"t_ns": 1000000001000000000, "t_end_ns": 1000000000999999999, '
+                      '"rx_kb_per_s": 1}'],
+     "line 11: t_end_ns 1000000000999999999 is before its t_ns"),
+])
+def test_readings_out_of_time_order_are_refused_never_read_as_a_wrap(change, problem):
+    lines = _counter_lines()
+    assert parse_samples("\n".join(lines), None)["rx_counter_bytes_per_s"] == pytest.approx(5e7)
+    with pytest.raises(ParseError, match=f"^nvml.jsonl: {problem}"):
+        parse_samples("\n".join(change(lines)), None, "nvml.jsonl")
+
+
+def test_a_reading_far_outside_the_runs_window_is_refused():
+    lines = _counter_lines()
+    run = (10**18 - MS, 10**18 + 200 * MS)
+    assert parse_samples("\n".join(lines), None, "nvml.jsonl", run)["counter_samples"] == 10
+    late = lines + [json.dumps({"t_ns": 10**18 + 3600 * 10**9, "rx_bytes": 10**7})]
+    with pytest.raises(ParseError, match=r"^nvml.jsonl: line 11 is stamped .* outside the run's "
+                                         r"window .* \(allowed: within 60 s of it\)"):
+        parse_samples("\n".join(late), None, "nvml.jsonl", run)
+
+
 def test_a_gap_that_could_hide_a_wrap_gives_no_counter_rate():
     # 70 ms: at a PCIe 5.0 x16 link's line rate, 2^32 bytes pass in 67 ms
     assert unwrapped_rate([(0, 10), (70 * MS, 20)]) == (None, pytest.approx(0.07))

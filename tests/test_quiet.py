@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from iolab.collectors import quiet
@@ -64,10 +62,54 @@ def test_the_tree_using_a_tick_more_than_the_host_counted_is_no_foreign_cpu():
     assert out["foreign_cpu_pct"] == 0
 
 
-def test_no_ticks_between_the_snapshots_give_no_share_and_no_mark():
+def test_no_ticks_between_the_snapshots_fail_the_run_never_mark_it_quiet():
+    # a NaN share gave foreign_load False: the run counted as made on a quiet machine
     same = snap(0, 5, [1] * 8)
-    out = parse_quiet(same, same)
-    assert math.isnan(out["foreign_cpu_pct"]) and out["foreign_load"] is False
+    with pytest.raises(ParseError, match=r"^run/quiet: no CPU tick passed between"):
+        parse_quiet(same, same, "run/quiet")
+
+
+def test_a_tree_using_far_more_than_the_hosts_busy_ticks_is_refused():
+    # 99999999 ticks of the tree over 1000 of the host read as no foreign CPU at all
+    before = snap(0, 0, [0] * 8)
+    with pytest.raises(ParseError, match=r"tree used 99999999 ticks .* host's 300 busy ticks "
+                                         r"\(allowed: at most 20 more"):
+        parse_quiet(before, snap(10**9, 99999999, [200, 0, 80, 700, 0, 0, 20, 0]), "q")
+    # the two clocks' difference is allowed: the tree 20 ticks above the host's 300
+    out = parse_quiet(before, snap(10**9, 320, [200, 0, 80, 700, 0, 0, 20, 0]), "q")
+    assert out["foreign_cpu_pct"] == 0
+
+
+W = (10**18, 10**18 + 4 * 10**9)   # a run's window of 4 s
+
+
+@pytest.mark.parametrize("t0, t1", [
+    (W[0] - 10**8, W[1] + 3600 * 10**9),      # the after snapshot an hour after the run
+    (W[0] - 3600 * 10**9, W[1] + 10**8),      # the before snapshot an hour before it
+    (W[0] + 10**9, W[1] + 10**8),             # taken once the run had started
+    (W[0] - 10**8, W[1] - 10**9),             # taken before the run ended
+    (W[0] - 10**8, W[0] - 10**8),             # a zero-width pair before the run
+])
+def test_snapshots_that_do_not_bracket_the_runs_window_are_refused(t0, t1):
+    before, after = snap(t0, 0, [0] * 8), snap(t1, 50, [100, 0, 0, 900, 0, 0, 0, 0])
+    with pytest.raises(ParseError, match=r"^q: the snapshots span .* which does not bracket "
+                                         r"the run's window .*allowed: .* 60 s"):
+        parse_quiet(before, after, "q", W)
+
+
+def test_snapshots_just_around_the_window_are_the_runs_reading():
+    before, after = snap(W[0] - 10**8, 0, [0] * 8), snap(W[1] + 10**8, 50, [100, 0, 0, 900] + [0] * 4)
+    assert parse_quiet(before, after, "q", W)["foreign_cpu_pct"] == pytest.approx(5.0)
+
+
+def test_the_collector_checks_its_pair_against_the_drivers_window(tmp_path):
+    # the driver's window (driver-window.json) is the one the snapshots bracket, not the
+    # tool's measurement window it is given, which leaves out set-up and ramp
+    (tmp_path / "quiet.before").write_text(snap(W[0] - 10**8, 0, [0] * 8))
+    (tmp_path / "quiet.after").write_text(snap(W[1] + 3600 * 10**9, 50, [100, 0, 0, 900] + [0] * 4))
+    (tmp_path / "driver-window.json").write_text(f'{{"start_ns": {W[0]}, "end_ns": {W[1]}}}')
+    with pytest.raises(ParseError, match="does not bracket the run's window"):
+        Quiet.parse(tmp_path, (W[0] + 10**9, W[1] - 10**9))
 
 
 @pytest.mark.parametrize("before, after, what", [

@@ -1,6 +1,9 @@
 """The CPU frequency collector: ``scaling_cur_freq`` sampled with timestamps, cut to a window.
 
-Responsible for: the sampler (``cpufreq.csv``, ``cpufreq-meta.json``) and its pure parser.
+Responsible for: the sampler (``cpufreq.csv``, ``cpufreq-meta.json``) and its pure parser,
+which takes a sample only of a CPU the metadata says was sampled, stamped within
+:data:`iolab.tools.base.WINDOW_SLACK_NS` of the driver's window (anything else is another
+run's record or an altered one, and fails the run).
 Not responsible for: choosing which CPUs to sample (the experiment) or the measurement window
 (the tool adapter says when the tool measured).
 """
@@ -15,10 +18,12 @@ from typing import Any
 
 from iolab.errors import IolabError, ParseError, excerpt
 from iolab.host.knobs import SmtKnob, SysRoot, TurboKnob
-from iolab.parsers import is_digits
-from iolab.tools.base import Collector
+from iolab.parsers import (CPU_IDS_ALLOWED, is_cpu_ids, is_digits, record_object,
+                           record_value)
+from iolab.tools.base import Collector, check_within, driver_window
 
 CPUFREQ_HEADER = "cpu,timestamp_ns,khz"
+META = "cpufreq-meta.json"
 # The frequencies a CPU can run at, in kHz: a sample outside (0 kHz, or 10^23 kHz) is no
 # reading of a clock, and would pass into the mean as a good sample
 KHZ_LEAST, KHZ_MOST = 1_000, 100_000_000  # 1 MHz and 100 GHz
@@ -165,16 +170,41 @@ class CpufreqSampler(Collector):
         self._write_meta(Path(run_dir))
 
     def _write_meta(self, run_dir: Path) -> None:
-        (run_dir / "cpufreq-meta.json").write_text(json.dumps(self._meta, indent=2) + "\n")
+        (run_dir / META).write_text(json.dumps(self._meta, indent=2) + "\n")
 
 
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         """``mean_khz`` of the samples inside the window (NaN without one, or without cpufreq)."""
-        csv = Path(run_dir) / "cpufreq.csv"
+        run_dir = Path(run_dir)
+        csv = run_dir / "cpufreq.csv"
         if window is None or not csv.exists():
             return {"mean_khz": float("nan")}
-        return {"mean_khz": parse_cpufreq_samples(csv.read_text(), *window, str(csv))["mean_khz"]}
+        meta = run_dir / META
+        sampled = sampled_cpus(meta.read_text(), str(meta)) if meta.exists() else None
+        return {"mean_khz": parse_cpufreq_samples(csv.read_text(), *window, str(csv), sampled,
+                                                  driver_window(run_dir))["mean_khz"]}
+
+
+def sampled_cpus(meta_text: str, source: str = META) -> set[int]:
+    """The CPUs the sampler read, from its ``cpufreq-meta.json``: none when it says cpufreq
+    was not ``available``, else the keys of ``cpus``, each one of ``requested_cpus`` when the
+    sampler was given a list. ParseError for a record the sampler did not write."""
+    meta = record_object(meta_text, source)
+    if not record_value(meta, "available", source, lambda v: isinstance(v, bool),
+                        "true or false"):
+        return set()
+    cpus = record_value(meta, "cpus", source,
+                        lambda v: isinstance(v, dict) and bool(v)
+                        and all(is_digits(k) and len(k) <= 7 for k in v),
+                        "an object keyed by the sampled CPUs' ids, in digits 0-9")
+    requested = record_value(meta, "requested_cpus", source,
+                             lambda v: v is None or is_cpu_ids(v), f"null or {CPU_IDS_ALLOWED}")
+    ids = {int(k) for k in cpus}
+    if requested is not None and not ids <= set(requested):
+        raise ParseError(source, f"cpus names CPU(s) {sorted(ids - set(requested))} the "
+                                 f"sampler was not given (requested_cpus {requested})")
+    return ids
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -182,13 +212,18 @@ def _int_or_none(text: str | None) -> int | None:
 
 
 def parse_cpufreq_samples(csv_text: str, window_start_ns: int, window_end_ns: int,
-                          source: str = "cpufreq.csv") -> dict[str, Any]:
+                          source: str = "cpufreq.csv", sampled: set[int] | None = None,
+                          run: tuple[int, int] | None = None) -> dict[str, Any]:
     """Frequency statistics of the samples taken inside [window_start_ns, window_end_ns].
 
     Returns ``{"cpus": {"0": {"mean_khz", "min_khz", "max_khz", "n"}, ...}, "mean_khz",
     "n", "window_s"}`` where the overall ``mean_khz`` is the mean over CPUs of each CPU's
     mean (every CPU weighs the same, even one that missed a sample) and is NaN when no sample
     falls inside the window. Both window ends are inclusive.
+
+    ParseError for a sample of a CPU not in ``sampled`` (the CPUs the sampler read,
+    :func:`sampled_cpus`: one of CPU 4000 weighed in the mean as much as the run's own), or
+    stamped far outside the ``run``'s window (the driver's).
     """
     if window_end_ns < window_start_ns:
         raise ValueError(f"window ends ({window_end_ns}) before it starts ({window_start_ns})")
@@ -205,6 +240,11 @@ def parse_cpufreq_samples(csv_text: str, window_start_ns: int, window_end_ns: in
             raise ParseError(source, f"line {number}: expected three whole numbers (digits "
                              f"0-9) '{CPUFREQ_HEADER}', got {excerpt(line)}")
         cpu, stamp, khz = (int(f) for f in fields)
+        if sampled is not None and cpu not in sampled:
+            raise ParseError(source, f"line {number}: a sample of CPU {cpu}, which the sampler "
+                             f"was not given (allowed: the CPUs {META} names, "
+                             f"{sorted(sampled) or 'none'})")
+        check_within(stamp, run, f"line {number}", source)
         if not KHZ_LEAST <= khz <= KHZ_MOST:
             raise ParseError(source, f"line {number}: khz is {khz} (allowed: {KHZ_LEAST} to "
                              f"{KHZ_MOST} kHz, 1 MHz to 100 GHz: no CPU runs outside)")

@@ -50,7 +50,8 @@ from iolab.errors import (InputError, IolabError, ParseError, ToolError, excerpt
 from iolab.parsers import (CLOCK_NS_ALLOWED, is_clock_ns, is_digits, record_object,
                            record_value)
 from iolab.parsers.dcgm_dmon import aisio_p95, parse_dcgm_dmon, window_stats
-from iolab.tools.base import Collector, Program, end_process_group, pci_address
+from iolab.tools.base import (Collector, Program, check_within, driver_window, end_process_group,
+                              pci_address)
 
 TX_FIELD, RX_FIELD = 1009, 1010  # DCGM_FI_PROF_PCIE_TX_BYTES, DCGM_FI_PROF_PCIE_RX_BYTES
 FIELDS = (TX_FIELD, RX_FIELD)
@@ -272,6 +273,9 @@ class DcgmDmon(Collector):
             raise ParseError(run_dir / TIMES, f"{len(stamps)} stamps for the {len(lines)} lines "
                              f"of {CAPTURE}")
         taken = [stamps[row] for row in capture["rows"]]
+        run = driver_window(run_dir)  # dmon ran from start to stop: a stamp far off is not
+        for row in capture["rows"]:   # this run's
+            check_within(stamps[row], run, f"line {row + 1} of {CAPTURE}", str(run_dir / TIMES))
         inside = [i for i, t in enumerate(taken)
                   if window is None or window[0] <= t <= window[1]]
         out: dict[str, Any] = {"samples": len(inside)}
@@ -322,12 +326,16 @@ def read_record(run_dir: Path) -> dict[str, Any]:
 def read_times(text: str, source: str) -> list[int]:
     """The stamps of ``dcgm-times.txt``, one CLOCK_REALTIME ns per line as the copier writes
     them; ParseError for anything else (``int`` would take '+1', '1_000' and any script's
-    digits, and a stamp beyond any clock would put every sample outside the window)."""
+    digits, and a stamp beyond any clock would put every sample outside the window), or for a
+    stamp before the one above it (the copier stamps the lines as they come)."""
     stamps = []
     for number, line in enumerate(text.split(), start=1):
         if not (is_digits(line) and len(line) <= 19 and is_clock_ns(int(line))):
             raise ParseError(source, f"stamp {number} is {excerpt(line)} (allowed: "
                                      f"{CLOCK_NS_ALLOWED}, in digits 0-9)")
+        if stamps and int(line) < stamps[-1]:  # the copier stamps each line as it comes
+            raise ParseError(source, f"stamp {number} ({line}) is before stamp {number - 1} "
+                                     f"({stamps[-1]}) (allowed: stamps in time order)")
         stamps.append(int(line))
     return stamps
 

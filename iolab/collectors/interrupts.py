@@ -28,7 +28,7 @@ from iolab.errors import ParseError
 from iolab.parsers import (CPU_ID_MOST, CPU_IDS_ALLOWED, is_cpu_ids, record_object,
                            record_value)
 from iolab.parsers.interrupts import delta, parse_interrupts
-from iolab.tools.base import Snapshots, stamped
+from iolab.tools.base import Snapshots, check_brackets, run_window, stamped
 
 PLACEMENT_FILE = "irqs.json"
 IPI_ROWS = {"res_ipis": "RES", "cal_ipis": "CAL"}
@@ -46,7 +46,7 @@ class Interrupts(Snapshots):
                   if placement.exists() else None)
         return parse_snapshots((run_dir / "interrupts.before").read_text(),
                                (run_dir / "interrupts.after").read_text(), queues,
-                               str(run_dir / "interrupts"))
+                               str(run_dir / "interrupts"), run_window(run_dir, window))
 
 
 IRQ_MOST = 2**22 - 1  # far above any kernel's interrupt count (NR_IRQS)
@@ -104,10 +104,14 @@ def _per_cpu(counts: dict[int, int]) -> str:
 
 
 def parse_snapshots(before: str, after: str, queue_irqs: list[str] | None,
-                    source: str = "interrupts") -> dict[str, Any]:
-    """The metrics of two stamped snapshots (see the module docstring)."""
+                    source: str = "interrupts",
+                    window: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The metrics of two stamped snapshots (see the module docstring); ParseError when they
+    are out of order or do not bracket the run's ``window``
+    (:func:`iolab.tools.base.check_brackets`)."""
     t0, a = _stamped(before, f"{source}.before")
     t1, b = _stamped(after, f"{source}.after")
+    check_brackets(t0, t1, window, source)
     change = delta(a, b, source)
     out: dict[str, Any] = {"window_s": (t1 - t0) / 1e9}
     for metric, row in IPI_ROWS.items():

@@ -36,7 +36,8 @@ from iolab.errors import InputError, ToolError
 from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, record_object, record_value
 from iolab.parsers.irqtrace import TICK, parse_irqtrace
 from iolab.tools import bpftrace
-from iolab.tools.base import Collector, Program, end_process_group
+from iolab.tools.base import (Collector, Program, check_within, driver_window,
+                              end_process_group)
 
 TRACING = Path("/sys/kernel/tracing")
 # the bpftrace adapter's program, needed here to trace beside a benchmark, not as one
@@ -179,6 +180,9 @@ class IrqTrace(Collector):
             return {**out, "why_not_traced": meta["why"]}
         trace = parse_irqtrace((run_dir / OUTPUT).read_text(), meta["offset_ns"], window,
                                str(run_dir / OUTPUT))
+        run = driver_window(run_dir)  # bpftrace ran from start to stop: its ticks lie around it
+        for end, stamp in zip(("first", "last"), trace["traced_ns"]):
+            check_within(stamp, run, f"the {end} tick", str(run_dir / OUTPUT))
         out.update({"probes": trace["probes"], "lost_events": trace["lost_events"],
                     "missing_probes": ",".join(meta["missing"]) or None})
         for name, metric in METRICS.items():

@@ -57,7 +57,7 @@ from typing import Any
 from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.parsers import load_json, record_object, record_value, within_float
 from iolab.parsers.dcgm_dmon import window_stats
-from iolab.tools.base import Collector, pci_address
+from iolab.tools.base import Collector, check_within, driver_window, pci_address
 
 SAMPLES, RECORD = "nvml.jsonl", "nvml.json"
 COUNTER_WRAP = 2**32
@@ -201,7 +201,8 @@ class NvmlPcie(Collector):
                                lambda v: v is None or v in PAYLOAD_SIZES,
                                "null or one of " + ", ".join(map(str, PAYLOAD_SIZES)))
         return {**parse_samples((run_dir / SAMPLES).read_text(), window,
-                                str(run_dir / SAMPLES)), "gpu_pci": gpu_pci,
+                                str(run_dir / SAMPLES), driver_window(run_dir)),
+                "gpu_pci": gpu_pci,
                 "max_payload_bytes": payload}
 
 
@@ -248,10 +249,27 @@ def _check_reading(value: Any, key: str, number: int, source: str) -> None:
                                  "finite number of 0 or more, or null)")
 
 
+def _check_order(sample: dict[str, Any], before: int | None, number: int, source: str) -> None:
+    """ParseError unless a reading is later than the one before it and its throughput call
+    ends no earlier than it starts: the collector writes them in time order, and a step back
+    read as a 32-bit counter's wrap (50 MB/s was stored as 23.9 GB/s)."""
+    t_ns, end = sample["t_ns"], sample.get("t_end_ns")
+    if before is not None and t_ns <= before:
+        raise ParseError(source, f"line {number}: t_ns {t_ns} is not after the previous "
+                                 f"reading's {before} (allowed: readings in time order, each "
+                                 "later than the one before)")
+    if end is not None and end < t_ns:
+        raise ParseError(source, f"line {number}: t_end_ns {end} is before its t_ns {t_ns} "
+                                 "(allowed: a call that ends after it starts)")
+
+
 def parse_samples(text: str, window: tuple[int, int] | None,
-                  source: str = SAMPLES) -> dict[str, Any]:
-    """The metrics of ``nvml.jsonl`` inside ``window`` (every reading when None)."""
-    samples = []
+                  source: str = SAMPLES, run: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The metrics of ``nvml.jsonl`` inside ``window`` (every reading when None).
+
+    ParseError for a reading out of time order (:func:`_check_order`) or, given the ``run``'s
+    window (the driver's), stamped far outside it (:func:`iolab.tools.base.check_within`)."""
+    samples: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -269,6 +287,8 @@ def parse_samples(text: str, window: tuple[int, int] | None,
         for key in ("t_ns", "rx_bytes", "tx_bytes", "rx_kb_per_s", "tx_kb_per_s",
                     "rx_bytes_per_s", "tx_bytes_per_s", "t_end_ns"):
             _check_reading(sample.get(key), key, number, source)
+        _check_order(sample, samples[-1]["t_ns"] if samples else None, number, source)
+        check_within(sample["t_ns"], run, f"line {number}", source)
         samples.append(sample)
 
     def inside(s: dict[str, Any]) -> bool:

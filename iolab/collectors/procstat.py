@@ -12,7 +12,7 @@ from typing import Any
 
 from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import int_within_float, is_digits
-from iolab.tools.base import Snapshots, stamped
+from iolab.tools.base import Snapshots, check_brackets, run_window, stamped
 
 
 class ProcStat(Snapshots):
@@ -28,7 +28,8 @@ class ProcStat(Snapshots):
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         before, after = Path(run_dir) / "procstat.before", Path(run_dir) / "procstat.after"
-        return parse_procstat(before.read_text(), after.read_text(), str(Path(run_dir) / "procstat"))
+        return parse_procstat(before.read_text(), after.read_text(), str(Path(run_dir) / "procstat"),
+                              run_window(run_dir, window))
 
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
@@ -52,18 +53,20 @@ def _cpu_lines(text: str, source: str) -> tuple[int, dict[str, list[int]]]:
     return stamp, cpus
 
 
-def parse_procstat(before: str, after: str, source: str = "procstat") -> dict[str, float]:
+def parse_procstat(before: str, after: str, source: str = "procstat",
+                   window: tuple[int, int] | None = None) -> dict[str, float]:
     """Busy share of all CPUs between the snapshots, in percent (idle and iowait count as idle).
 
-    ParseError when the after snapshot is stamped before the before one, or a counter of the
-    aggregate ``cpu`` line other than iowait went down between them: those counters only
-    grow, so a drop (a snapshot of another boot, or the two swapped) gives a share of nothing
-    (it gave a plausible 75 %). The kernel documents that iowait may decrease."""
+    ParseError when the after snapshot is stamped before the before one, when the pair does
+    not bracket the run's ``window`` (:func:`iolab.tools.base.check_brackets`: a pair an hour
+    apart around a 4 s run gave that hour's 0.02 % as the run's), when no tick passed between
+    them (no share of anything), or when a counter of the aggregate ``cpu`` line other than
+    iowait went down between them: those counters only grow, so a drop (a snapshot of another
+    boot, or the two swapped) gives a share of nothing (it gave a plausible 75 %). The kernel
+    documents that iowait may decrease."""
     t0, a = _cpu_lines(before, f"{source}.before")
     t1, b = _cpu_lines(after, f"{source}.after")
-    if t1 < t0:
-        raise ParseError(source, f"time_ns of the after snapshot ({t1}) is before the before "
-                                 f"snapshot's ({t0}) (allowed: after >= before)")
+    check_brackets(t0, t1, window, source)
     delta = [y - x for x, y in zip(a["cpu"], b["cpu"])]
     if len(delta) < 5:
         raise ParseError(source, "aggregate cpu line has fewer than 5 fields")
@@ -76,8 +79,11 @@ def parse_procstat(before: str, after: str, source: str = "procstat") -> dict[st
                                  f"the snapshots ({a['cpu'][field - 1]} -> "
                                  f"{b['cpu'][field - 1]}; allowed: counters that never decrease)")
     total = sum(delta[:8])  # user nice system idle iowait irq softirq steal; guest is inside user
+    if total <= 0:
+        raise ParseError(source, "no CPU tick passed between the snapshots (allowed: a pair "
+                                 "around a run, over which the CPUs' counters grow)")
     idle = delta[3] + delta[4]
     return {
-        "host_busy_pct": 100.0 * (total - idle) / total if total else float("nan"),
+        "host_busy_pct": 100.0 * (total - idle) / total,
         "host_window_s": (t1 - t0) / 1e9,
     }

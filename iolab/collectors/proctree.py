@@ -16,7 +16,7 @@ from typing import Any
 
 from iolab.errors import ParseError, excerpt
 from iolab.parsers import is_digits, load_json
-from iolab.tools.base import Collector
+from iolab.tools.base import Collector, check_within, driver_window
 
 PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
 
@@ -105,7 +105,8 @@ class ProcTreeCpu(Collector):
         if window is None or not csv.exists():
             return {"cpu_pct": float("nan")}
         meta = Path(run_dir) / "proctree-cpu.json"
-        cpu = parse_proctree_cpu(csv.read_text(), meta.read_text(), *window, str(csv), str(meta))
+        cpu = parse_proctree_cpu(csv.read_text(), meta.read_text(), *window, str(csv), str(meta),
+                                 driver_window(run_dir))
         return {"cpu_pct": cpu["cpu_pct"], "utime_s": cpu["utime_s"], "stime_s": cpu["stime_s"]}
 
 
@@ -131,7 +132,8 @@ def clock_ticks(meta_text: str, source: str = "proctree-cpu.json") -> int:
 
 def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, window_end_ns: int,
                        source: str = "proctree-cpu.csv",
-                       meta_source: str = "proctree-cpu.json") -> dict[str, Any]:
+                       meta_source: str = "proctree-cpu.json",
+                       run: tuple[int, int] | None = None) -> dict[str, Any]:
     """CPU use of the process tree inside [window_start_ns, window_end_ns], in % of one CPU.
 
     For every process, the growth of utime + stime between its first and last sample inside
@@ -140,7 +142,9 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
     fewer than two samples fall inside the window. ParseError for a record without a usable
     ``clk_tck`` (:func:`clock_ticks`) and for CPU times that go down, or a time that goes
     back, between a process's samples: utime and stime only grow, so a drop is no share of a
-    CPU (it gave negative percentages).
+    CPU (it gave negative percentages). ParseError too for a sample stamped far outside the
+    ``run``'s window (the driver's; :func:`iolab.tools.base.check_within`): the sampler runs
+    only around the run.
     """
     ticks = clock_ticks(meta_text, meta_source)
     lines = csv_text.splitlines()
@@ -159,6 +163,7 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
             raise ParseError(source, f"line {number}: expected whole numbers (digits 0-9), got "
                                      f"{excerpt(line)}")
         stamp, pid, utime, stime = (int(f) for f in numbers)
+        check_within(stamp, run, f"line {number}", source)
         if window_start_ns <= stamp <= window_end_ns:
             _check_growth(last.get(pid), (stamp, utime, stime), pid, number, source)
             first.setdefault(pid, (stamp, utime, stime))

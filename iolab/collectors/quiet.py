@@ -17,6 +17,12 @@ threads, every live descendant, and what each has reaped: utime + stime + cutime
 - ``foreign_load``: True when either is above its stated share (:data:`FOREIGN_CPU_PCT`,
   :data:`STEAL_PCT`), so that a chapter can show such runs apart.
 
+A pair that is no reading of the run fails it (ParseError), never a NaN share or a
+``foreign_load`` of False: snapshots that do not bracket the run's window
+(:func:`iolab.tools.base.check_brackets`), no tick between them, or a tree that used more
+ticks than the host's busy ones beyond :data:`TREE_EXCESS_TICKS` and
+:data:`TREE_EXCESS_SHARE`.
+
 Responsible for: the snapshots, their parser, and a live sample of the same quantities over
 a short wait (:func:`sample`) with the load average (:func:`load_average`), which
 ``iolab replicate`` reads before it starts. Not responsible for: refusing to start
@@ -34,11 +40,17 @@ from iolab.collectors.procstat import _cpu_lines
 from iolab.collectors.proctree import _children
 from iolab.errors import ParseError
 from iolab.parsers import is_digits
-from iolab.tools.base import Collector
+from iolab.tools.base import Collector, check_brackets, run_window
 
 # the stated shares: a run with more foreign CPU or steal than these was measured under load
 FOREIGN_CPU_PCT = 10.0   # of all CPUs: a fifth of one CPU on a 2-vCPU machine
 STEAL_PCT = 5.0          # of all CPUs
+
+# How far the tree's ticks may exceed the host's busy ticks: the host counts a CPU's ticks by
+# sampling, the tree its own by accounting, so they differ by a tick or two either way (4 of
+# 812 at most on the committed runs); far more is a snapshot of another tree or boot.
+TREE_EXCESS_TICKS = 10
+TREE_EXCESS_SHARE = 0.02  # of all CPUs' ticks between the snapshots
 
 BUSY = ("user", "nice", "system", "irq", "softirq")   # of a cpu line (proc(5))
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -90,7 +102,8 @@ class Quiet(Collector):
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         before, after = Path(run_dir) / "quiet.before", Path(run_dir) / "quiet.after"
-        return parse_quiet(before.read_text(), after.read_text(), str(Path(run_dir) / "quiet"))
+        return parse_quiet(before.read_text(), after.read_text(), str(Path(run_dir) / "quiet"),
+                           run_window(run_dir, window))
 
 
 def _read(text: str, source: str) -> tuple[int, int, list[int]]:
@@ -108,11 +121,15 @@ def _read(text: str, source: str) -> tuple[int, int, list[int]]:
     return stamp, int(parts[2]), cpus["cpu"]
 
 
-def parse_quiet(before: str, after: str, source: str = "quiet") -> dict[str, Any]:
+def parse_quiet(before: str, after: str, source: str = "quiet",
+                window: tuple[int, int] | None = None) -> dict[str, Any]:
     """Foreign CPU and steal between the snapshots, in % of all CPUs' ticks, and whether
     either is above its stated share. ParseError when a counter other than iowait, or the
     tree's ticks, went down between the snapshots (counters only grow: a drop is two
-    snapshots of different boots or processes, no share of anything)."""
+    snapshots of different boots or processes, no share of anything), when the pair does not
+    bracket the run's ``window``, when no tick passed between them (a NaN share would read
+    as a quiet machine), or when the tree used more ticks than the host's busy ones beyond
+    the stated excess (it would read as no foreign CPU at all)."""
     t0, tree0, a = _read(before, f"{source}.before")
     t1, tree1, b = _read(after, f"{source}.after")
     delta = {name: b[i] - a[i] for i, name in enumerate(_FIELDS)}
@@ -121,14 +138,22 @@ def parse_quiet(before: str, after: str, source: str = "quiet") -> dict[str, Any
         what = dropped[0] if dropped else "tree_ticks" if tree1 < tree0 else "time_ns"
         raise ParseError(source, f"{what} went down between the snapshots (allowed: after "
                                  ">= before)")
+    check_brackets(t0, t1, window, source)
     total = sum(delta.values())
     if total <= 0:
-        return {"foreign_cpu_pct": float("nan"), "steal_pct": float("nan"),
-                "foreign_load": False}
+        raise ParseError(source, "no CPU tick passed between the snapshots: no share of "
+                                 "anything (allowed: a pair around a run, over which the "
+                                 "CPUs' counters grow)")
     busy = sum(delta[n] for n in BUSY)
+    tree = tree1 - tree0
+    excess = max(TREE_EXCESS_TICKS, TREE_EXCESS_SHARE * total)
+    if tree > busy + excess:
+        raise ParseError(source, f"iolab's tree used {tree} ticks between the snapshots, more "
+                                 f"than the host's {busy} busy ticks (allowed: at most "
+                                 f"{excess:g} more, the two clocks' difference)")
     # the host counts a CPU's ticks by sampling, the tree its own by accounting: on a quiet
     # host they differ by a tick or two either way, and less than none is none
-    foreign = 100.0 * max(0, busy - (tree1 - tree0)) / total
+    foreign = 100.0 * max(0, busy - tree) / total
     steal = 100.0 * delta["steal"] / total
     return {"foreign_cpu_pct": foreign, "steal_pct": steal,
             "foreign_load": bool(foreign > FOREIGN_CPU_PCT or steal > STEAL_PCT)}

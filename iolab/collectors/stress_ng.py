@@ -19,6 +19,11 @@ Files in the run folder:
   when a signal ended it; ``ended_before_stop`` true means the load did not last the whole
   run (stress-ng failed or its timeout passed); ``killed`` true means SIGTERM was not enough.
   Times are CLOCK_REALTIME nanoseconds.
+
+The parser reads the record back checked against itself: its ``cpulist`` is its ``cpus``,
+its ``argv`` the one this collector builds for them (a ``--taskset`` of another CPU was
+stored as stress on the CPUs the record names), and none of them is a CPU the run's tool
+was pinned to (the runner's ``cpus.json``). Anything else fails the run.
 """
 
 from __future__ import annotations
@@ -31,10 +36,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from iolab.errors import InputError, IolabError, ToolError
+from iolab.errors import InputError, IolabError, ParseError, ToolError, excerpt
 from iolab.host.knobs import format_cpulist
-from iolab.parsers import record_object, record_value
-from iolab.tools.base import Collector, Program, end_process_group
+from iolab.parsers import CPU_IDS_ALLOWED, is_cpu_ids, record_object, record_value
+from iolab.tools.base import CPUS_FILE, Collector, Program, end_process_group
 
 # stress-ng prints its metrics on SIGTERM; this is how long it gets before SIGKILL.
 GRACE_S = 5.0
@@ -115,11 +120,48 @@ class StressNg(Collector):
 
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict:
-        """What the load was and whether it lasted the whole run, from ``stress-ng.json``."""
-        path = Path(run_dir) / "stress-ng.json"
+        """What the load was and whether it lasted the whole run, from ``stress-ng.json``
+        (checked against itself and the run's CPUs: see the module docstring)."""
+        run_dir = Path(run_dir)
+        path = run_dir / "stress-ng.json"
         record = record_object(path.read_text(), str(path))
-        return {key: record_value(record, key, str(path), usable, allowed)
-                for key, (usable, allowed) in RECORDED.items()}
+        out = {key: record_value(record, key, str(path), usable, allowed)
+               for key, (usable, allowed) in RECORDED.items()}
+        cpus = check_record(record, str(path))
+        pinned = run_dir / CPUS_FILE
+        if pinned.exists():
+            tool = record_value(record_object(pinned.read_text(), str(pinned)), "cpus",
+                                str(pinned), is_cpu_ids, CPU_IDS_ALLOWED)
+            shared = sorted(set(cpus) & set(tool))
+            if shared:
+                raise ParseError(str(path), f"the load ran on CPU(s) {format_cpulist(shared)}, "
+                                 f"which the run's tool was pinned to ({CPUS_FILE}: "
+                                 f"{format_cpulist(tool)}; allowed: CPUs the run leaves idle)")
+        return out
+
+
+def check_record(record: dict, source: str) -> list[int]:
+    """The record's ``cpus``, once its ``cpulist`` is shown to be those CPUs and its ``argv``
+    the one :meth:`StressNg.argv` builds for them and its ``seconds``; ParseError otherwise."""
+    cpus = record_value(record, "cpus", source, lambda v: is_cpu_ids(v) and bool(v),
+                        CPU_IDS_ALLOWED + ", at least one")
+    seconds = record_value(record, "seconds", source,
+                           lambda v: type(v) in (int, float) and 0 < v < 10**9,
+                           "a number of seconds above 0")
+    argv = record_value(record, "argv", source,
+                        lambda v: isinstance(v, list) and bool(v)
+                        and all(isinstance(w, str) for w in v),
+                        "the stress-ng command line, a list of texts")
+    cpulist = format_cpulist(sorted(cpus))
+    if record["cpulist"] != cpulist:
+        raise ParseError(source, f"cpulist {excerpt(record['cpulist'])} is not the record's "
+                                 f"cpus {cpus} (allowed: {cpulist!r})")
+    expected = StressNg(cpus, seconds).argv(argv[0])
+    if argv != expected:
+        raise ParseError(source, f"argv {excerpt(' '.join(argv))} is not the load of the "
+                                 f"record's cpus and seconds (allowed: "
+                                 f"{excerpt(' '.join(expected))})")
+    return cpus
 
 
 # a kernel CPU list in ASCII digits; read by its form, not expanded (0-999999999 would be a

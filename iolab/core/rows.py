@@ -4,44 +4,24 @@ for the columns).
 Kept apart from the table itself so that what runs campaigns (the runner, the experiments)
 does not import pandas: a campaign's start-up then stays a fraction of a second.
 
-Responsible for: the columns every run made by this package has, and the driver's
-measurement window. Not responsible for: the table, its cache or its checks (``tidy``).
+Responsible for: the columns every run made by this package has, and which window the
+collectors are given (the tool's own, else the driver's). Not responsible for: the table,
+its cache or its checks (``tidy``), or reading the driver's window
+(``iolab.tools.base.driver_window``).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 from iolab.core import tool_registry
 from iolab.core.store import StoredRun
-from iolab.errors import ParseError
-from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, record_object, record_value
-
-WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
+from iolab.tools.base import driver_window
 
 
 def _flat(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
-
-
-def driver_window(run_dir: Path) -> tuple[int, int] | None:
-    """When the driver ran (CLOCK_REALTIME ns), from the runner's ``driver-window.json``; None
-    without one. Read back as any output is: a cut-off or altered file fails the run naming
-    the file and the key, and a time no clock gives (1e300, which ``int`` once took and every
-    collector's window then missed) is never a window."""
-    path = Path(run_dir) / WINDOW_FILE
-    if not path.exists():
-        return None
-    source = str(path)
-    w = record_object(path.read_text(), source)
-    start, end = (record_value(w, key, source, is_clock_ns, CLOCK_NS_ALLOWED)
-                  for key in ("start_ns", "end_ns"))
-    if end < start:
-        raise ParseError(source, f"end_ns {end} is before start_ns {start} (the driver ends "
-                                 "after it starts)")
-    return start, end
 
 
 def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, Any]],

@@ -30,7 +30,6 @@ from iolab.core import disturbance
 from iolab.core.identity import config_id
 from iolab.core.manifest import RunManifest
 from iolab.core.planner import ASIS, PlannedRun
-from iolab.core.rows import WINDOW_FILE
 from iolab.core.spec import Spec
 from iolab.core.store import StoredRun, open_store
 from iolab.errors import IolabError, ParseError, shortened
@@ -40,10 +39,7 @@ from iolab.host import scratch, slurm
 from iolab.host.journal import KnobSession
 from iolab.host.scratch import ScratchFile
 from iolab.safefiles import what_is
-from iolab.tools.base import cpu_mask
-
-
-CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run
+from iolab.tools.base import CPUS_FILE, WINDOW_FILE, cpu_mask
 
 
 TIMEOUT_MARGIN_S = 180.0            # beyond runtime and ramp, before a driver is killed

@@ -16,7 +16,8 @@ it counts zero.
 Result of :func:`parse_irqtrace`: ``{"probes": N, "lost_events": N, "ticks": N,
 "window_ns": [start, end] of the snapshots used (start None: from when the probes attached),
 or None without a window, "counts": {"@irq": {(cpu, irq): n}, "@resched": {(cpu,): n},
-...}}``.
+...}, "traced_ns": [first tick, last tick] (CLOCK_REALTIME)}``. Ticks out of time order are
+refused.
 
 Responsible for: the snapshots and the window. Not responsible for: the program or running
 it (the collector), or bpftrace's map formats (:mod:`iolab.parsers.bpftrace`).
@@ -64,6 +65,10 @@ def parse_irqtrace(text: str, offset_ns: int, window: tuple[int, int] | None,
     if not snaps:
         raise ParseError(source, "no tick: bpftrace never printed its counts (it ended before "
                          "its first tick, or the output is cut off)")
+    for (before, _), (now, _) in zip(snaps, snaps[1:]):
+        if now < before:  # bpftrace prints its ticks in time order: a step back is an edit
+            raise ParseError(source, f"a tick at {now} ns follows one at {before} ns (allowed: "
+                                     "ticks in time order)")
     stamped = [(t + offset_ns, parse_bpftrace_json(body, source)["maps"] if body else {})
                for t, body in snaps]
     if window is None:
@@ -86,4 +91,5 @@ def parse_irqtrace(text: str, offset_ns: int, window: tuple[int, int] | None,
         if any(v < 0 for v in counts[name].values()):
             raise ParseError(source, f"map {shortened(name)}: a count went down between ticks")
     return {"probes": summary["probes"], "lost_events": summary["lost_events"],
-            "ticks": len(snaps), "window_ns": span, "counts": counts}
+            "ticks": len(snaps), "window_ns": span, "counts": counts,
+            "traced_ns": [stamped[0][0], stamped[-1][0]]}

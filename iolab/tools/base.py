@@ -11,8 +11,11 @@ or wraps the driver's argv (GNU time); its parser is a pure function of the file
 
 Responsible for: :class:`Program` (find, version, install hint), :class:`CpuRequest` (a CPU
 set named by cores, resolved against a host's topology at run time), :class:`Invocation`,
-the :class:`ToolAdapter` and :class:`Collector` interfaces, reading a driver's version, and
-the one spelling of a PCI address (:func:`pci_address`).
+the :class:`ToolAdapter` and :class:`Collector` interfaces, reading a driver's version, the
+one spelling of a PCI address (:func:`pci_address`), and the run's window as every
+collector's parser checks its own time stamps against it (:func:`driver_window`,
+:func:`run_window`, :func:`check_brackets`, :func:`check_within`, with one stated
+tolerance, :data:`WINDOW_SLACK_NS`).
 Not responsible for: running anything (``iolab.execution.runner``), or any one tool.
 """
 
@@ -32,7 +35,8 @@ from typing import Any, ClassVar, Mapping
 from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.host.inventory import pick_cpus, version_output
 from iolab.host.knobs import format_cpulist
-from iolab.parsers import CLOCK_NS_ALLOWED, int_within_float, is_clock_ns, is_digits
+from iolab.parsers import (CLOCK_NS_ALLOWED, int_within_float, is_clock_ns, is_digits,
+                           record_object, record_value)
 from iolab.paths import DRIVERS_DIR, REPO_ROOT
 
 
@@ -386,6 +390,78 @@ class Snapshots(Collector):
 
     def stop(self, run_dir: Path) -> None:
         self._snap(run_dir / f"{self.name}.after")
+
+
+WINDOW_FILE = "driver-window.json"  # wall-clock start and end of the driver (the runner writes it)
+CPUS_FILE = "cpus.json"             # the resolved CPU set of a pinned run (the runner writes it)
+
+# The one tolerance between a collector's own time stamps and the run's window. Collectors
+# start just before the driver and stop just after it (on the committed runs every snapshot
+# lies within 0.7 s of the driver's window): a minute allows a slow collector's start
+# (bpftrace attaching its probes) and never takes a record from another run, an hour away,
+# as this run's. Inside the window the runner's own stamps allow nothing but a clock step.
+WINDOW_SLACK_NS = 60 * 10**9
+CLOCK_STEP_NS = 10**8   # how far a snapshot may read inside the window (a clock adjustment)
+
+
+def driver_window(run_dir: Path) -> tuple[int, int] | None:
+    """When the driver ran (CLOCK_REALTIME ns), from the runner's ``driver-window.json``; None
+    without one. Read back as any output is: a cut-off or altered file fails the run naming
+    the file and the key, and a time no clock gives (1e300, which ``int`` once took and every
+    collector's window then missed) is never a window."""
+    path = Path(run_dir) / WINDOW_FILE
+    if not path.exists():
+        return None
+    source = str(path)
+    w = record_object(path.read_text(), source)
+    start, end = (record_value(w, key, source, is_clock_ns, CLOCK_NS_ALLOWED)
+                  for key in ("start_ns", "end_ns"))
+    if end < start:
+        raise ParseError(source, f"end_ns {end} is before start_ns {start} (the driver ends "
+                                 "after it starts)")
+    return start, end
+
+
+def run_window(run_dir: Path, window: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The window a collector started before and stopped after: the driver's, where the
+    runner wrote it (the tool's own ``window`` leaves out its set-up and ramp), else
+    ``window``."""
+    return driver_window(run_dir) or window
+
+
+def _span(start: int, end: int) -> str:
+    return f"{start} to {end} ns ({(end - start) / 1e9:.3f} s)"
+
+
+def check_brackets(t0: int, t1: int, window: tuple[int, int] | None, source: str) -> None:
+    """ParseError unless snapshots stamped ``t0`` and ``t1`` bracket the run's ``window``:
+    the before one at most :data:`WINDOW_SLACK_NS` before it starts, the after one at most
+    that after it ends (neither inside it beyond :data:`CLOCK_STEP_NS`). A pair from
+    another run, or one spanning an hour around a 4 s run, is no reading of this run. Without
+    a window, only their order is checked."""
+    if t1 < t0:
+        raise ParseError(source, f"time_ns of the after snapshot ({t1}) is before the before "
+                                 f"snapshot's ({t0}) (allowed: after >= before)")
+    if window is None:
+        return
+    w0, w1 = window
+    if not (w0 - WINDOW_SLACK_NS <= t0 <= w0 + CLOCK_STEP_NS
+            and w1 - CLOCK_STEP_NS <= t1 <= w1 + WINDOW_SLACK_NS):
+        raise ParseError(source, f"the snapshots span {_span(t0, t1)}, which does not bracket "
+                                 f"the run's window {_span(w0, w1)} (allowed: the before "
+                                 f"snapshot at most {WINDOW_SLACK_NS / 1e9:g} s before the "
+                                 "window starts and the after one at most that after it "
+                                 "ends)")
+
+
+def check_within(stamp: int, window: tuple[int, int] | None, what: str, source: str) -> None:
+    """ParseError unless ``stamp`` (of a sample ``what`` names) lies in the run's ``window``
+    widened by :data:`WINDOW_SLACK_NS` on each side: a collector samples only while the run
+    is on, so a sample stamped an hour away is another run's."""
+    if window is not None and not window[0] - WINDOW_SLACK_NS <= stamp <= window[1] + WINDOW_SLACK_NS:
+        raise ParseError(source, f"{what} is stamped {stamp} ns, outside the run's window "
+                                 f"{_span(*window)} (allowed: within "
+                                 f"{WINDOW_SLACK_NS / 1e9:g} s of it)")
 
 
 def stamped(text: str, source: str) -> tuple[int, str]:

@@ -337,10 +337,12 @@ class Bdevperf(ToolAdapter):
                     res = {**parse_bdevperf_json(json_path.read_text(), str(json_path)),
                            "spdk_version": text.get("spdk_version")}
                     source = "perform_tests JSON"
-                except ParseError:
+                except ParseError as exc:
                     # SPDK answers perform_tests with a JSON-RPC error when a job fails; the
-                    # text table on stdout still shows the failed job, so it decides
-                    note = "perform_tests returned an error instead of results: text table used"
+                    # text table on stdout still shows the failed job, so it decides. The note
+                    # says why the JSON was not taken: an error, or a file it cannot read
+                    note = (f"{JSON_RESULTS} was not taken ({exc.problem}): results are read "
+                            "from bdevperf's text table")
         return {"iops": res["iops"], "mibs": res["mibs"], "lat_mean_us": res["avg_latency_us"],
                 "fail_per_s": res["fail_per_s"], "timeout_per_s": res["timeout_per_s"],
                 "version": res.get("spdk_version"), "results_from": source, "note": note,
