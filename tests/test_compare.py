@@ -53,7 +53,10 @@ def test_the_table_has_a_row_per_finding_and_a_summary():
     first = [fd.change("a", "one", [110, 111, 109], A), fd.undefined("b", "two", "no runs")]
     second = [fd.change("a", "one", [110, 112, 108], A), fd.change("b", "two", A, A)]
     shown = compare.table({"amd": first, "intel": second})
-    assert list(shown.columns) == ["finding", "amd", "intel", "across the environments"]
+    assert list(shown.columns) == ["finding", "amd", "intel", "across the environments",
+                                   "across the machines"]
+    assert shown.loc[0, "across the machines"].startswith("holds on every machine: up on both")
+    assert shown.loc[1, "across the machines"] == "fewer than two machines estimate it"
     assert shown.loc[0, "across the environments"].startswith("replicates: ratio")
     assert shown.loc[1, "amd"] == "not measured"
     assert compare.summary(shown) == ("Of 2 comparisons of a finding (exploratory), 1 "
@@ -89,7 +92,12 @@ def test_the_committed_cpu_searches_are_compared():
     # the answer names the finding machine-specific, and the claim resting on it
     answer = ch.text["across_answer"]
     assert "1 is machine-specific (mean IOPS at the optimum with stress-ng" in answer
-    assert "claim stress-hurts-without-siblings rests on it" in answer
+    assert "on which claim stress-hurts-without-siblings rests)" in answer
+    assert answer.startswith("Of the 3 findings that two machines or more estimate, 2 hold")
+    # the table gives each finding's reading across the machines, and why
+    reading = dict(zip(shown["finding"], shown["across the machines"]))
+    assert reading["mean IOPS at 4096-byte against 512-byte reads"].startswith(
+        "holds on every machine: down on all 3 machines, by different amounts")
 
 
 def test_iolab_compare_prints_the_table_and_refuses_what_it_cannot_compare():

@@ -148,6 +148,9 @@ def table(found: dict[str, list[Finding]],
                   else None)
         if pooled is not None and pooled.k >= pooling.PREDICTION_LEAST:
             row["pooled across the machines"] = pooling.text(pooled)
+        said = _generality(f, by_env, machine_of)
+        row["across the machines"] = (f"{said[0]}: {said[1]}" if said is not None else
+                                      "fewer than two machines estimate it")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -262,34 +265,51 @@ def _claims_by_finding(ch) -> dict[str, list[str]]:
     return out
 
 
+def _generality(f: Finding, by_env: dict[str, dict[str, Finding]],
+                machine_of: dict[str, str] | None) -> tuple[str, str] | None:
+    """``pooling.generality`` of finding ``f`` over one estimate per machine of the same
+    quantity (same statement and kind); None where fewer than two machines estimate it."""
+    same = {env: fs[f.id] for env, fs in by_env.items() if f.id in fs
+            and fs[f.id].statement == f.statement and fs[f.id].kind == f.kind}
+    per = pooling.one_per_machine(same, machine_of)
+    return pooling.generality(per, f.confidence) if len(per) >= 2 else None
+
+
 def generality_text(found: dict[str, list[Finding]], machine_of: dict[str, str],
                     confidence: float, claims_of: dict[str, list[str]]) -> str:
     """The answer's sentence on which findings of the first environment hold across
-    machines, each judged over one estimate per machine of the same quantity
-    (``pooling.generality``), with the claims that rest on each."""
+    machines (``pooling.generality``, the table's "across the machines" column): how many
+    fall under each reading, the machine-specific ones named with the claims resting on
+    them."""
     first = next(iter(found))
     by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, list[Finding]] = {}
     for f in found[first]:
-        same = {env: fs[f.id] for env, fs in by_env.items() if f.id in fs
-                and fs[f.id].statement == f.statement and fs[f.id].kind == f.kind}
-        per = pooling.one_per_machine(same, machine_of)
-        if len(per) < 2:
-            continue
-        said, why = pooling.generality(per, confidence)
-        rest = claims_of.get(f.id)
-        groups.setdefault(said, []).append(
-            f"{f.statement}: {why}" + (f"; claim {', '.join(rest)} rests on it" if rest else ""))
+        said = _generality(f, by_env, machine_of)
+        if said is not None:
+            groups.setdefault(said[0], []).append(f)
     if not groups:
         return ("No finding of this environment is estimated on a second machine yet, so "
                 "none can be said to hold across machines.")
-    counted = sum(len(items) for items in groups.values())
-    parts = [f"{pooling.GENERALITY_WORDS[said][len(groups[said]) != 1].format(len(groups[said]))}"
-             f" ({'; '.join(groups[said])})" for said in pooling.GENERALITY if said in groups]
-    return (f"Across machines (exploratory: each finding at the chapter's "
-            f"{confidence * 100:g} % level, one estimate per machine, see "
-            f"the forest plot below): of the {counted} findings that two machines or more "
-            f"estimate, " + "; ".join(parts) + ".")
+
+    def named(f: Finding) -> str:
+        rest = claims_of.get(f.id)
+        return f.statement + (f", on which claim {', '.join(rest)} rests" if rest else "")
+
+    counted = sum(len(fs) for fs in groups.values())
+    parts = []
+    for said in pooling.GENERALITY:
+        if said in groups:
+            n = len(groups[said])
+            part = pooling.GENERALITY_WORDS[said][n != 1].format(n)
+            if said == pooling.SPECIFIC:
+                part += " (" + "; ".join(named(f) for f in groups[said]) + ")"
+            parts.append(part)
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return (f"Of the {counted} findings that two machines or more estimate, {listed} "
+            f"(exploratory, each at the chapter's {confidence * 100:g} % level over one "
+            "estimate per machine; the table under Across environments gives each finding's "
+            "reading and why).")
 
 
 def _forest(ch, found: dict[str, list[Finding]], machine_of: dict[str, str]) -> str:
