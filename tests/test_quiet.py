@@ -42,14 +42,6 @@ def snap(time_ns: int, tree: int, cpu: list[int], cpus: int = 10) -> str:
     return f"# time_ns {time_ns}\n# tree_ticks {tree}\ncpu  {' '.join(map(str, cpu))} 0 0\n{each}"
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    """The snapshots' time stamps, a second apart unless a test says otherwise."""
-    stamps = []
-    monkeypatch.setattr(quiet.time, "time_ns", lambda: stamps.pop(0))
-    return stamps
-
-
 def test_foreign_cpu_is_the_hosts_busy_ticks_beyond_the_tree():
     # 1000 ticks in all: 300 busy (user 200, system 80, softirq 20), 150 of them the tree's
     before = snap(0, 1000, [0, 0, 0, 0, 0, 0, 0, 0])
@@ -192,8 +184,8 @@ def test_the_tree_counts_live_descendants_and_what_they_reaped_but_no_stranger(t
     assert tree_ticks(PID, proc) == 135 + 33 + 10
 
 
-def test_the_collector_writes_snapshots_its_parser_reads(tmp_path, clock):
-    clock += [0, 10 * 10**9]   # 1000 ticks of one CPU: 10 s
+def test_the_collector_writes_snapshots_its_parser_reads(tmp_path, quiet_clock):
+    quiet_clock += [0, 10 * 10**9]   # 1000 ticks of one CPU: 10 s
     proc = fake_proc(tmp_path / "proc", [0] * 8, {PID: (1, (0, 0, 0, 0))})
     run = tmp_path / "run"
     run.mkdir()
@@ -206,8 +198,8 @@ def test_the_collector_writes_snapshots_its_parser_reads(tmp_path, clock):
     assert out["foreign_cpu_pct"] == pytest.approx(30.0) and out["foreign_load"] is True
 
 
-def test_the_live_sample_reads_the_same_quantities_over_its_wait(tmp_path, clock):
-    clock += [0, 2 * 10**9]    # 200 ticks of one CPU: 2 s
+def test_the_live_sample_reads_the_same_quantities_over_its_wait(tmp_path, quiet_clock):
+    quiet_clock += [0, 2 * 10**9]    # 200 ticks of one CPU: 2 s
     proc = fake_proc(tmp_path / "proc", [0] * 8, {PID: (1, (0, 0, 0, 0))},
                      load="1.50 0.80 0.40 2/150 1234")
 
