@@ -473,3 +473,13 @@ def slurm_cluster():
     finally:
         local.stop(root)
         parent.rmdir()
+
+
+@pytest.fixture
+def quiet_clock(monkeypatch):
+    """The time stamps the quiet collector's snapshots take, in the order given (a fake
+    /proc's ticks must fit the time between them)."""
+    from iolab.collectors import quiet
+    stamps: list[int] = []
+    monkeypatch.setattr(quiet.time, "time_ns", lambda: stamps.pop(0))
+    return stamps

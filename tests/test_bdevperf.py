@@ -183,6 +183,13 @@ def test_parse_lscpu_e_any_column_order_and_offline_cpus():
     ("CPU CORE SOCKET\n0 0\n", "line 2: 2 fields for 3 columns"),
     ("CPU CORE SOCKET\n0 x 0\n", "must be whole numbers"),
     ("CPU CORE SOCKET ONLINE\n0 - - no\n", "no online CPU"),
+    # a CPU listed twice was two entries (and its own sibling); a column named twice was
+    # read from its first place only
+    ("CPU NODE SOCKET CORE ONLINE\n0 0 0 0 yes\n0 0 0 1 yes\n1 0 0 1 yes\n",
+     r"line 3: CPU 0 listed twice \(first on line 2; allowed: each CPU once\)"),
+    ("CPU SOCKET CORE ONLINE\n0 - - no\n0 0 0 yes\n", "line 3: CPU 0 listed twice"),
+    ("CPU CPU SOCKET CORE\n0 5 0 0\n1 6 0 1\n",
+     r"the header names the 'CPU' column twice \(allowed: each column once"),
 ])
 def test_parse_lscpu_e_rejects_malformed_tables(text, problem):
     with pytest.raises(ParseError, match=problem) as exc:

@@ -279,9 +279,10 @@ def test_proctree_parse_names_the_record_it_could_not_read(tmp_path):
 def test_parse_procstat_gives_the_busy_share():
     from iolab.collectors.procstat import parse_procstat
 
-    res = parse_procstat("# time_ns 1000\ncpu 1 0 1 6 2 0 0 0 0 0\n",
-                         "# time_ns 3000\ncpu 3 0 3 12 1 0 0 0 0 0\n")  # iowait may go down
-    assert res == {"host_busy_pct": 100.0 * 4 / 9, "host_window_s": 2e-06}
+    res = parse_procstat("# time_ns 1000\ncpu 1 0 1 6 2 0 0 0 0 0\ncpu0 1 0 1 6 2 0 0 0 0 0\n",
+                         f"# time_ns {1000 + 9 * 10**7}\ncpu 3 0 3 12 1 0 0 0 0 0\n"
+                         "cpu0 3 0 3 12 1 0 0 0 0 0\n")  # iowait may go down
+    assert res == {"host_busy_pct": 100.0 * 4 / 9, "host_window_s": 0.09}
 
 
 @pytest.mark.parametrize("before, after, problem", [
@@ -331,11 +332,65 @@ def test_parse_procstat_refuses_a_pair_with_no_tick_between():
         parse_procstat("# time_ns 1000\ncpu 5 0 0 5 0\n", "# time_ns 2000\ncpu 5 0 0 5 0\n", "s")
 
 
+def stat(time_ns: int, cpu: str, cpus: int = 2, extra: str = "") -> str:
+    """A /proc/stat snapshot of ``cpus`` CPUs whose aggregate line is ``cpu``."""
+    each = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(cpus))
+    return f"# time_ns {time_ns}\ncpu  {cpu}\n{extra}{each}intr 1\n"
+
+
+# a committed pair 3.7 s apart on 2 CPUs: 740 ticks, a quarter busy
+PAIR = (stat(0, "1000 0 1000 5000 0 0 0 0 0 0"),
+        stat(37 * 10**8, "1150 0 1035 5555 0 0 0 0 0 0"))
+
+
+def test_parse_procstat_takes_ticks_that_fit_the_time_between_the_snapshots():
+    from iolab.collectors.procstat import parse_procstat
+
+    assert parse_procstat(*PAIR, "s")["host_busy_pct"] == 25.0
+
+
+@pytest.mark.parametrize("idle, shown", [
+    (10**9 + 5555, "1000000740"),   # 10^9 idle ticks added: the host read 0.00001 % busy
+    (5055, "240"),                  # 500 taken away: it read 77 % busy
+])
+def test_parse_procstat_refuses_ticks_the_time_between_the_snapshots_cannot_hold(idle, shown):
+    from iolab.collectors.procstat import parse_procstat
+
+    after = stat(37 * 10**8, f"1150 0 1035 {idle} 0 0 0 0 0 0")
+    with pytest.raises(ParseError, match=rf"^s: {shown} CPU ticks between snapshots 3.7 s apart "
+                                         r"on 2 CPUs \(allowed: 360 to 935, 2 x the time x 100 "
+                                         r"ticks a second"):
+        parse_procstat(PAIR[0], after, "s")
+
+
+@pytest.mark.parametrize("extra, name, line", [
+    ("cpu  1150 0 1035 10000 0 0 0 0 0 0\n", "cpu", 3),   # the last aggregate line was taken
+    ("cpu0 0 0 0 0 0 0 0 0 0 0\n", "cpu0", 4),
+])
+def test_parse_procstat_refuses_a_cpu_line_listed_twice(extra, name, line):
+    from iolab.collectors.procstat import parse_procstat
+
+    after = stat(37 * 10**8, "1150 0 1035 5555 0 0 0 0 0 0", extra=extra)
+    with pytest.raises(ParseError, match=rf"^s.after: line {line}: '{name}' listed twice "
+                                         r"\(first on line \d; allowed: the aggregate line "
+                                         r"and each CPU once\)"):
+        parse_procstat(PAIR[0], after, "s")
+
+
+def test_parse_procstat_refuses_a_snapshot_without_per_cpu_lines():
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match=r"^s.after: no per-CPU line"):
+        parse_procstat(stat(0, "1 0 0 1 0", cpus=0), stat(10**8, "10 0 0 11 0", cpus=0), "s")
+
+
 def test_procstat_parse_checks_the_drivers_window(tmp_path):
     from iolab.collectors.procstat import ProcStat
 
-    (tmp_path / "procstat.before").write_text(f"# time_ns {RUN_WINDOW[0] - 10**8}\ncpu 0 0 0 0 0\n")
-    (tmp_path / "procstat.after").write_text(f"# time_ns {RUN_WINDOW[1] + 10**8}\ncpu 5 0 0 5 0\n")
+    (tmp_path / "procstat.before").write_text(f"# time_ns {RUN_WINDOW[0] - 10**8}\ncpu 0 0 0 0 0\n"
+                                              "cpu0 0 0 0 0 0\n")
+    (tmp_path / "procstat.after").write_text(f"# time_ns {RUN_WINDOW[1] + 10**8}\n"
+                                             "cpu 210 0 0 210 0\ncpu0 210 0 0 210 0\n")
     (tmp_path / "driver-window.json").write_text(
         f'{{"start_ns": {RUN_WINDOW[0]}, "end_ns": {RUN_WINDOW[1]}}}')
     assert ProcStat.parse(tmp_path, None)["host_busy_pct"] == 50.0

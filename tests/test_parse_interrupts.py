@@ -43,6 +43,8 @@ def test_delta_per_row_and_cpu():
     ("   CPU0 CPU1\n 40: nvme0q1\n", "line 2 (40): no count"),
     ("   CPU0 CPU1\n 40: 1\n", "line 2 (40): 1 counts for 2 CPUs (cut off?)"),
     ("   CPU0 CPU1\n 40: 1 2 a\n 40: 1 2 b\n", "line 3: row 40 appears twice"),
+    # the counts are keyed by CPU: the last of the two columns was taken
+    ("   CPU0 CPU0\n 40: 1 2 a\n", "the CPU header names CPU0 twice (allowed: each CPU once)"),
     # str.isdigit takes '²', which int() refuses with a ValueError naming no file
     ("   CPU0\n 40: ² nvme0q1\n", "line 2 (40): no count (allowed: whole numbers"),
     ("   CPU²\n 40: 5 nvme0q1\n", "first line is not a CPU header: 'CPU²'"),

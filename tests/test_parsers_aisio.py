@@ -254,6 +254,11 @@ def test_mean_pvariance_random_columns():
         assert mean_pvariance(values) == (statistics.mean(values), statistics.pvariance(values))
 
 
+def test_cpufreq_log_samples_may_share_a_second():
+    lines = parse_cpufreq_log("2026-01-01_00:00:01 1 2\n2026-01-01_00:00:01 3 4\n", "f")["lines"]
+    assert [line.khz for line in lines] == [(1, 2), (3, 4)]
+
+
 def test_cpufreq_empty_and_unsupported():
     assert parse_cpufreq_log("", "f")["notes"] == ["empty log: no samples"]
     r = parse_cpufreq_log("UNSUPPORTED\n", "f")
@@ -276,6 +281,11 @@ def test_cpufreq_empty_and_unsupported():
      "line 1: '2026-02-30_00:00:00' is not a date and time \\(day is out of range"),
     ("2026-01-01_24:00:00 1 2\n2026-01-01_00:00:01 1 2\n", "line 1: .* is not a date and time"),
     ("2026-01-01_00:00:00\n2026-01-01_00:00:01 1 2\n", "line 1: a timestamp without CPU values"),
+    # a log going back in time was imported: the trimming and windows assume log order
+    ("2026-01-01_00:00:05 1 2\n2026-01-01_00:00:06 1 2\n2026-01-01_00:00:01 1 2\n"
+     "2026-01-01_00:00:07 1 2\n",
+     "line 3: 2026-01-01_00:00:01 is before the line above's 2026-01-01_00:00:06 "
+     "\\(allowed: samples in time order"),
 ])
 def test_cpufreq_malformed(body, message):
     with pytest.raises(ParseError, match=f"^f: {message}"):

@@ -20,8 +20,9 @@ def proc_stat(pid: int, ppid: int, ticks: tuple[int, int, int, int], comm: str =
 
 def fake_proc(root, cpu: list[int], tree: dict[int, tuple[int, tuple]],
               load: str = "0.10 0.20 0.30 1/100 999"):
-    """A /proc with an aggregate cpu line (user nice system idle iowait irq softirq steal),
-    the load averages, and processes {pid: (ppid, (utime, stime, cutime, cstime))}."""
+    """A /proc of one CPU with an aggregate cpu line (user nice system idle iowait irq
+    softirq steal), the load averages, and processes {pid: (ppid, (utime, stime, cutime,
+    cstime))}."""
     root.mkdir(exist_ok=True)
     (root / "stat").write_text("cpu  " + " ".join(map(str, cpu)) + " 0 0\n"
                                "cpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n")
@@ -35,8 +36,10 @@ def fake_proc(root, cpu: list[int], tree: dict[int, tuple[int, tuple]],
     return root
 
 
-def snap(time_ns: int, tree: int, cpu: list[int]) -> str:
-    return f"# time_ns {time_ns}\n# tree_ticks {tree}\ncpu  {' '.join(map(str, cpu))} 0 0\n"
+def snap(time_ns: int, tree: int, cpu: list[int], cpus: int = 10) -> str:
+    """A snapshot of a host of ``cpus`` CPUs (1000 ticks a second with the default 10)."""
+    each = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(cpus))
+    return f"# time_ns {time_ns}\n# tree_ticks {tree}\ncpu  {' '.join(map(str, cpu))} 0 0\n{each}"
 
 
 def test_foreign_cpu_is_the_hosts_busy_ticks_beyond_the_tree():
@@ -51,14 +54,14 @@ def test_foreign_cpu_is_the_hosts_busy_ticks_beyond_the_tree():
 
 def test_a_quiet_host_is_not_marked_and_steal_alone_marks_it():
     base = snap(0, 0, [0] * 8)
-    calm = parse_quiet(base, snap(1, 95, [90, 0, 10, 900, 0, 0, 0, 0]))
+    calm = parse_quiet(base, snap(10**9, 95, [90, 0, 10, 900, 0, 0, 0, 0]))
     assert calm["foreign_cpu_pct"] == pytest.approx(0.5) and calm["foreign_load"] is False
-    stolen = parse_quiet(base, snap(1, 100, [100, 0, 0, 800, 0, 0, 0, 100]))
+    stolen = parse_quiet(base, snap(10**9, 100, [100, 0, 0, 800, 0, 0, 0, 100]))
     assert stolen["steal_pct"] == pytest.approx(10.0) and stolen["foreign_load"] is True
 
 
 def test_the_tree_using_a_tick_more_than_the_host_counted_is_no_foreign_cpu():
-    out = parse_quiet(snap(0, 0, [0] * 8), snap(1, 102, [100, 0, 0, 900, 0, 0, 0, 0]))
+    out = parse_quiet(snap(0, 0, [0] * 8), snap(10**9, 102, [100, 0, 0, 900, 0, 0, 0, 0]))
     assert out["foreign_cpu_pct"] == 0
 
 
@@ -98,7 +101,8 @@ def test_snapshots_that_do_not_bracket_the_runs_window_are_refused(t0, t1):
 
 
 def test_snapshots_just_around_the_window_are_the_runs_reading():
-    before, after = snap(W[0] - 10**8, 0, [0] * 8), snap(W[1] + 10**8, 50, [100, 0, 0, 900] + [0] * 4)
+    before = snap(W[0] - 10**8, 0, [0] * 8, cpus=2)
+    after = snap(W[1] + 10**8, 50, [100, 0, 0, 900] + [0] * 4, cpus=2)
     assert parse_quiet(before, after, "q", W)["foreign_cpu_pct"] == pytest.approx(5.0)
 
 
@@ -127,6 +131,49 @@ def test_a_snapshot_without_the_tree_line_is_refused_naming_it():
         parse_quiet("# time_ns 1\ncpu  1 2 3 4 5 6 7 8\n", snap(2, 1, [9] * 8))
 
 
+# a pair 3.7 s apart on 2 CPUs: 740 ticks, 140 busy, 40 of them the tree's
+CALM = [100, 0, 40, 600, 0, 0, 0, 0]
+
+
+def test_ticks_the_time_between_the_snapshots_cannot_hold_are_refused():
+    before = snap(0, 0, [0] * 8, cpus=2)
+    assert parse_quiet(before, snap(37 * 10**8, 40, CALM, cpus=2), "q")["foreign_load"] is True
+    # 10^9 idle ticks added read as 0.0000024 % foreign CPU: a quiet machine
+    flooded = snap(37 * 10**8, 40, [100, 0, 40, 600 + 10**9, 0, 0, 0, 0], cpus=2)
+    with pytest.raises(ParseError, match=r"^q: 1000000740 CPU ticks between snapshots 3.7 s "
+                                         r"apart on 2 CPUs \(allowed: 360 to 935"):
+        parse_quiet(before, flooded, "q")
+    with pytest.raises(ParseError, match=r"^q: 240 CPU ticks .* on 2 CPUs"):
+        parse_quiet(before, snap(37 * 10**8, 40, [100, 0, 40, 100, 0, 0, 0, 0], cpus=2), "q")
+
+
+def test_a_snapshot_with_a_cpu_line_twice_is_refused():
+    # the second aggregate line was taken without a word
+    after = snap(37 * 10**8, 40, CALM, cpus=2).replace("cpu0", f"cpu  {' '.join(['9'] * 10)}\ncpu0")
+    with pytest.raises(ParseError, match=r"^q.after: line 4: 'cpu' listed twice \(first on "
+                                         r"line 3"):
+        parse_quiet(snap(0, 0, [0] * 8, cpus=2), after, "q")
+
+
+def test_the_collector_bounds_snapshots_without_per_cpu_lines_by_the_host_record(tmp_path):
+    # the committed snapshots kept the aggregate line only: the host record counts the CPUs
+    run = tmp_path / "env" / "runs" / "r0"
+    run.mkdir(parents=True)
+    (run / "quiet.before").write_text(snap(0, 0, [0] * 8, cpus=0))
+    (run / "quiet.after").write_text(snap(37 * 10**8, 40, CALM, cpus=0))
+    with pytest.raises(ParseError, match=r"quiet.after: no per-CPU line .* and no host record"):
+        Quiet.parse(run, None)
+    host = tmp_path / "env" / "host.json"
+    host.write_text('{"cpu": {"logical_cpus": 2}}')
+    assert Quiet.parse(run, None)["foreign_load"] is True
+    host.write_text('{"cpu": {"logical_cpus": 1}}')
+    with pytest.raises(ParseError, match=r"740 CPU ticks .* on 1 CPUs"):
+        Quiet.parse(run, None)
+    host.write_text('{"cpu": {"logical_cpus": "2"}}')
+    with pytest.raises(ParseError, match=r"host.json: cpu.logical_cpus: expected a whole number"):
+        Quiet.parse(run, None)
+
+
 def test_the_tree_counts_live_descendants_and_what_they_reaped_but_no_stranger(tmp_path):
     proc = fake_proc(tmp_path / "proc", [0] * 8, {
         PID: (1, (10, 5, 100, 20)),          # iolab, with the ticks of children it reaped
@@ -137,7 +184,8 @@ def test_the_tree_counts_live_descendants_and_what_they_reaped_but_no_stranger(t
     assert tree_ticks(PID, proc) == 135 + 33 + 10
 
 
-def test_the_collector_writes_snapshots_its_parser_reads(tmp_path):
+def test_the_collector_writes_snapshots_its_parser_reads(tmp_path, quiet_clock):
+    quiet_clock += [0, 10 * 10**9]   # 1000 ticks of one CPU: 10 s
     proc = fake_proc(tmp_path / "proc", [0] * 8, {PID: (1, (0, 0, 0, 0))})
     run = tmp_path / "run"
     run.mkdir()
@@ -150,7 +198,8 @@ def test_the_collector_writes_snapshots_its_parser_reads(tmp_path):
     assert out["foreign_cpu_pct"] == pytest.approx(30.0) and out["foreign_load"] is True
 
 
-def test_the_live_sample_reads_the_same_quantities_over_its_wait(tmp_path):
+def test_the_live_sample_reads_the_same_quantities_over_its_wait(tmp_path, quiet_clock):
+    quiet_clock += [0, 2 * 10**9]    # 200 ticks of one CPU: 2 s
     proc = fake_proc(tmp_path / "proc", [0] * 8, {PID: (1, (0, 0, 0, 0))},
                      load="1.50 0.80 0.40 2/150 1234")
 

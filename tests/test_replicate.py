@@ -201,7 +201,9 @@ def test_busy_ok_measures_all_the_same_and_the_campaign_log_says_so(
     ("0.20 0.10 0.05 1/90 100", [300, 0, 50, 650, 0, 0, 0, 0], "35.0 % of its CPU used by other"),
     ("0.20 0.10 0.05 1/90 100", [10, 0, 5, 885, 0, 0, 0, 100], "10.0 % of its CPU stolen"),
 ])
-def test_the_quiet_check_reads_load_foreign_cpu_and_steal(tmp_path, load, cpu_after, busy):
+def test_the_quiet_check_reads_load_foreign_cpu_and_steal(tmp_path, quiet_clock, load,
+                                                          cpu_after, busy):
+    quiet_clock += [0, 10 * 10**9]   # 1000 ticks of fake_proc's one CPU: 10 s
     proc = fake_proc(tmp_path / "proc", [0] * 8, {}, load=load)
     reading = rep.measure_quiet(proc, sleep=lambda s: fake_proc(proc, cpu_after, {}, load=load),
                                 cpus=2)

@@ -36,13 +36,33 @@ FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
           "guest_nice")  # of a cpu line, in order (proc(5))
 IOWAIT = FIELDS.index("iowait")
 
+# /proc/stat counts in USER_HZ ticks, 100 a second on every Linux ABI iolab runs on
+# (sysconf(_SC_CLK_TCK)); fixed here, as the snapshots may come from another host.
+USER_HZ = 100
+# How far the ticks between two snapshots may stray from what their time stamps allow
+# (CPUs x elapsed x USER_HZ): the committed runs read 0.85 to 1.11 of it (a guest's
+# unreported steal below, a stamp written just before its read above); more is a counter
+# that no clock behind it could have grown, and its shares dilute toward 0 or 100 %.
+TICKS_OVER = 0.25     # share of the allowed ticks, above
+TICKS_UNDER = 0.5     # share of the allowed ticks, below
+TICKS_SLACK = 5       # ticks per CPU either way: a tick's sampling at each snapshot
+
 
 def _cpu_lines(text: str, source: str) -> tuple[int, dict[str, list[int]]]:
+    """(time stamp, counters by name: ``cpu`` the aggregate, ``cpuN`` each CPU's) of one
+    snapshot. ParseError for a name listed twice: which of the two is the reading is
+    unknowable (the last one used to be taken without a word)."""
     stamp, rest = stamped(text, source)
-    cpus = {}
+    cpus: dict[str, list[int]] = {}
+    first: dict[str, int] = {}
     for number, line in enumerate(rest.splitlines(), 2):
         if line.startswith("cpu"):
             name, *vals = line.split()
+            if name in first:
+                raise ParseError(source, f"line {number}: {shortened(name)!r} listed twice "
+                                         f"(first on line {first[name]}; allowed: the "
+                                         "aggregate line and each CPU once)")
+            first[name] = number
             if not all(is_digits(v) for v in vals):
                 raise ParseError(source, f"line {number} ({shortened(name)}): expected whole "
                                          f"numbers of ticks (digits 0-9), got {excerpt(line)}")
@@ -51,6 +71,27 @@ def _cpu_lines(text: str, source: str) -> tuple[int, dict[str, list[int]]]:
     if "cpu" not in cpus:
         raise ParseError(source, "no aggregate 'cpu' line")
     return stamp, cpus
+
+
+def cpu_count(cpus: dict[str, list[int]]) -> int:
+    """How many per-CPU lines (``cpu0``, ``cpu1``, ...) a snapshot has."""
+    return sum(1 for name in cpus if name != "cpu" and is_digits(name[3:]))
+
+
+def check_tick_span(total: int, cpus: int, t0: int, t1: int, source: str) -> None:
+    """ParseError unless ``total`` ticks of ``cpus`` CPUs fit the ``t0``..``t1`` nanoseconds
+    between two snapshots, within the stated tolerance (:data:`TICKS_OVER`,
+    :data:`TICKS_UNDER`, :data:`TICKS_SLACK`): 10⁹ idle ticks added to a pair 3.7 s apart
+    gave a busy share of 0.00001 %, a machine read as idle."""
+    allowed = cpus * (t1 - t0) / 1e9 * USER_HZ
+    high = allowed * (1 + TICKS_OVER) + TICKS_SLACK * cpus
+    low = allowed * (1 - TICKS_UNDER) - TICKS_SLACK * cpus
+    if not low <= total <= high:
+        raise ParseError(source, f"{total} CPU ticks between snapshots {(t1 - t0) / 1e9:g} s "
+                                 f"apart on {cpus} CPUs (allowed: {max(0.0, low):.0f} to "
+                                 f"{high:.0f}, {cpus} x the time x {USER_HZ} ticks a second, "
+                                 f"-{TICKS_UNDER:.0%}/+{TICKS_OVER:.0%} and {TICKS_SLACK} "
+                                 "ticks a CPU)")
 
 
 def parse_procstat(before: str, after: str, source: str = "procstat",
@@ -63,7 +104,8 @@ def parse_procstat(before: str, after: str, source: str = "procstat",
     them (no share of anything), or when a counter of the aggregate ``cpu`` line other than
     iowait went down between them: those counters only grow, so a drop (a snapshot of another
     boot, or the two swapped) gives a share of nothing (it gave a plausible 75 %). The kernel
-    documents that iowait may decrease."""
+    documents that iowait may decrease. ParseError too for a snapshot naming a cpu line twice,
+    and for ticks that the time between the stamps cannot hold (:func:`check_tick_span`)."""
     t0, a = _cpu_lines(before, f"{source}.before")
     t1, b = _cpu_lines(after, f"{source}.after")
     check_brackets(t0, t1, window, source)
@@ -82,6 +124,11 @@ def parse_procstat(before: str, after: str, source: str = "procstat",
     if total <= 0:
         raise ParseError(source, "no CPU tick passed between the snapshots (allowed: a pair "
                                  "around a run, over which the CPUs' counters grow)")
+    cpus = max(cpu_count(a), cpu_count(b))
+    if not cpus:
+        raise ParseError(f"{source}.after", "no per-CPU line (cpu0, cpu1, ...; allowed: a "
+                                            "whole /proc/stat, which lists each online CPU)")
+    check_tick_span(total, cpus, t0, t1, source)
     idle = delta[3] + delta[4]
     return {
         "host_busy_pct": 100.0 * (total - idle) / total,

@@ -3,10 +3,10 @@ iolab's own process tree, and how much the hypervisor stole, around one run.
 
 A measurement is only as good as the machine's quiet: a compile, a test suite or a
 neighbour's VM on the same cores lowers a rate without any error. This collector snapshots,
-just before and just after the driver (``quiet.before``, ``quiet.after``), the aggregate
-``cpu`` line of ``/proc/stat`` and the CPU ticks of iolab's process tree (iolab itself, its
-threads, every live descendant, and what each has reaped: utime + stime + cutime + cstime of
-``/proc/<pid>/stat``). Its pure parser gives, over the snapshots:
+just before and just after the driver (``quiet.before``, ``quiet.after``), the ``cpu``
+lines of ``/proc/stat`` (the aggregate and each CPU's) and the CPU ticks of iolab's process
+tree (iolab itself, its threads, every live descendant, and what each has reaped: utime +
+stime + cutime + cstime of ``/proc/<pid>/stat``). Its pure parser gives, over the snapshots:
 
 - ``foreign_cpu_pct``: the host's busy ticks (user, nice, system, irq, softirq) minus the
   tree's, in % of all CPUs' ticks: CPU that something else used. Interrupt work the run's
@@ -19,8 +19,9 @@ threads, every live descendant, and what each has reaped: utime + stime + cutime
 
 A pair that is no reading of the run fails it (ParseError), never a NaN share or a
 ``foreign_load`` of False: snapshots that do not bracket the run's window
-(:func:`iolab.tools.base.check_brackets`), no tick between them, or a tree that used more
-ticks than the host's busy ones beyond :data:`TREE_EXCESS_TICKS` and
+(:func:`iolab.tools.base.check_brackets`), no tick between them, more or fewer ticks than
+their time stamps allow on the host's CPUs, a cpu line listed twice, or a tree that used
+more ticks than the host's busy ones beyond :data:`TREE_EXCESS_TICKS` and
 :data:`TREE_EXCESS_SHARE`.
 
 Responsible for: the snapshots, their parser, and a live sample of the same quantities over
@@ -31,15 +32,17 @@ a short wait (:func:`sample`) with the load average (:func:`load_average`), whic
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from iolab.collectors.procstat import _cpu_lines
+from iolab.collectors.procstat import _cpu_lines, check_tick_span, cpu_count
 from iolab.collectors.proctree import _children
 from iolab.errors import ParseError
 from iolab.parsers import is_digits
+from iolab.safefiles import read_regular
 from iolab.tools.base import Collector, check_brackets, run_window
 
 # the stated shares: a run with more foreign CPU or steal than these was measured under load
@@ -76,11 +79,12 @@ def tree_ticks(root_pid: int, proc: Path = Path("/proc")) -> int:
 
 
 def snapshot(root_pid: int, proc: Path = Path("/proc")) -> str:
-    """The text of one snapshot: a time stamp, the tree's ticks, and /proc/stat's cpu line."""
+    """The text of one snapshot: a time stamp, the tree's ticks, and /proc/stat's cpu lines
+    (the aggregate and each CPU's: their count bounds the ticks the pair can hold)."""
     ticks = tree_ticks(root_pid, proc)
     stat = (proc / "stat").read_text()
-    cpu = next((line for line in stat.splitlines() if line.startswith("cpu ")), "")
-    return f"# time_ns {time.time_ns()}\n{TREE_HEADER} {ticks}\n{cpu}\n"
+    cpus = "".join(f"{line}\n" for line in stat.splitlines() if line.startswith("cpu"))
+    return f"# time_ns {time.time_ns()}\n{TREE_HEADER} {ticks}\n{cpus}"
 
 
 class Quiet(Collector):
@@ -103,35 +107,62 @@ class Quiet(Collector):
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         before, after = Path(run_dir) / "quiet.before", Path(run_dir) / "quiet.after"
         return parse_quiet(before.read_text(), after.read_text(), str(Path(run_dir) / "quiet"),
-                           run_window(run_dir, window))
+                           run_window(run_dir, window), host_cpus(Path(run_dir)))
 
 
-def _read(text: str, source: str) -> tuple[int, int, list[int]]:
-    """(time_ns, tree ticks, the aggregate cpu line's counters) of one snapshot."""
+def host_cpus(run_dir: Path) -> int | None:
+    """The logical CPUs of the host record of the run's environment
+    (``<env>/host.json``, the run being ``<env>/runs/<id>``); None when there is none. The
+    snapshots written before they kept each CPU's line (the committed ones) have only it to
+    bound their ticks."""
+    path = run_dir.parent.parent / "host.json"
+    data = read_regular(path, "host record", 16 << 20)
+    if data is None:
+        return None
+    try:
+        cpus = json.loads(data)["cpu"]["logical_cpus"]
+    except (ValueError, TypeError, KeyError):
+        raise ParseError(str(path), "cpu.logical_cpus: expected the host's logical CPUs "
+                                    "(a whole number)") from None
+    if type(cpus) is not int or cpus < 1:
+        raise ParseError(str(path), f"cpu.logical_cpus: expected a whole number of CPUs above "
+                                    f"0, got {cpus!r}"[:200])
+    return cpus
+
+
+def _read(text: str, source: str) -> tuple[int, int, list[int], int]:
+    """(time_ns, tree ticks, the aggregate cpu line's counters, how many per-CPU lines) of
+    one snapshot."""
     first, _, rest = text.partition("\n")
     header, _, rest = rest.partition("\n")
     parts = header.split()
     if len(parts) != 3 or " ".join(parts[:2]) != TREE_HEADER or not is_digits(parts[2]):
         raise ParseError(source, f"line 2: expected '{TREE_HEADER}' and a whole number of "
                                  "ticks (digits 0-9)")
-    stamp, cpus = _cpu_lines(f"{first}\n{rest}", source)
+    # the tree line kept as a blank one, so that errors name the file's own line numbers
+    stamp, cpus = _cpu_lines(f"{first}\n\n{rest}", source)
     if len(cpus["cpu"]) < len(_FIELDS):
         raise ParseError(source, f"the aggregate cpu line has {len(cpus['cpu'])} fields "
                                  f"(allowed: {len(_FIELDS)} or more, up to steal)")
-    return stamp, int(parts[2]), cpus["cpu"]
+    return stamp, int(parts[2]), cpus["cpu"], cpu_count(cpus)
 
 
 def parse_quiet(before: str, after: str, source: str = "quiet",
-                window: tuple[int, int] | None = None) -> dict[str, Any]:
+                window: tuple[int, int] | None = None,
+                cpus: int | None = None) -> dict[str, Any]:
     """Foreign CPU and steal between the snapshots, in % of all CPUs' ticks, and whether
     either is above its stated share. ParseError when a counter other than iowait, or the
     tree's ticks, went down between the snapshots (counters only grow: a drop is two
     snapshots of different boots or processes, no share of anything), when the pair does not
     bracket the run's ``window``, when no tick passed between them (a NaN share would read
     as a quiet machine), or when the tree used more ticks than the host's busy ones beyond
-    the stated excess (it would read as no foreign CPU at all)."""
-    t0, tree0, a = _read(before, f"{source}.before")
-    t1, tree1, b = _read(after, f"{source}.after")
+    the stated excess (it would read as no foreign CPU at all), or when the ticks between
+    them do not fit their time stamps on the host's CPUs
+    (:func:`iolab.collectors.procstat.check_tick_span`; the CPUs are counted from the
+    snapshots' per-CPU lines, else ``cpus``, the host record's, is used: a pair with neither
+    is refused, as nothing bounds its ticks)."""
+    t0, tree0, a, n0 = _read(before, f"{source}.before")
+    t1, tree1, b, n1 = _read(after, f"{source}.after")
     delta = {name: b[i] - a[i] for i, name in enumerate(_FIELDS)}
     dropped = [n for n, d in delta.items() if d < 0 and n != "iowait"]
     if t1 < t0 or tree1 < tree0 or dropped:
@@ -144,6 +175,13 @@ def parse_quiet(before: str, after: str, source: str = "quiet",
         raise ParseError(source, "no CPU tick passed between the snapshots: no share of "
                                  "anything (allowed: a pair around a run, over which the "
                                  "CPUs' counters grow)")
+    count = max(n0, n1) or cpus
+    if not count:
+        raise ParseError(f"{source}.after", "no per-CPU line (cpu0, cpu1, ...) and no host "
+                                            "record's CPU count: nothing bounds the ticks "
+                                            "(allowed: snapshots iolab writes, which keep "
+                                            "each CPU's line)")
+    check_tick_span(total, count, t0, t1, source)
     busy = sum(delta[n] for n in BUSY)
     tree = tree1 - tree0
     excess = max(TREE_EXCESS_TICKS, TREE_EXCESS_SHARE * total)

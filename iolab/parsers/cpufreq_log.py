@@ -19,6 +19,9 @@ AiSIO does (the script lists every ``cpu*/cpufreq`` folder in ``sort -V`` order;
 CPUs could shift the columns, which the log cannot show). A log whose first line is
 ``UNSUPPORTED``, and an empty log, give no samples and a note.
 
+The timestamps never go back: a line stamped before the line above is a ParseError (the
+trimming of :func:`aisio_cpu_freqs` and any window alignment assume log order).
+
 A line is *partial* when it has fewer values than the lines before it, or when the text does
 not end with a newline (its last value may be cut short). Only the last line may be partial.
 
@@ -79,6 +82,11 @@ def parse_cpufreq_log(text: str, source: str = "<string>") -> dict:
         if lines and len(row[1]) != len(lines[0].khz):
             raise ParseError(source, f"line {number}: {len(row[1])} CPU values, but the first "
                              f"line has {len(lines[0].khz)}")
+        if lines and row[0] < lines[-1].timestamp:
+            raise ParseError(source, f"line {number}: {row[0]:%Y-%m-%d_%H:%M:%S} is before the "
+                             f"line above's {lines[-1].timestamp:%Y-%m-%d_%H:%M:%S} (allowed: "
+                             "samples in time order, as the logger writes them; the same "
+                             "second twice is fine)")
         lines.append(FreqLine(row[0], tuple(map(int, row[1]))))
     return {"lines": lines, "ncpus": len(lines[0].khz) if lines else 0, "notes": notes}
 

@@ -35,6 +35,10 @@ def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, A
         raise ParseError(source, f"first line is not a CPU header: "
                                  f"{excerpt(lines[0].strip()[:60])}")
     cpus = [int_within_float(h[3:], "CPU header", source) for h in header]
+    twice = next((cpu for n, cpu in enumerate(cpus) if cpu in cpus[:n]), None)
+    if twice is not None:  # the per-CPU counts are keyed by CPU: the last column was taken
+        raise ParseError(source, f"the CPU header names CPU{twice} twice (allowed: each CPU "
+                                 "once)")
     rows: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(lines[1:], 2):
         if not line.strip():

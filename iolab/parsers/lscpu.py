@@ -21,6 +21,8 @@ def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]
     is left out when its ONLINE column says ``no`` or its core or socket is ``-`` (lscpu
     knows no topology for offline CPUs). Siblings are the online CPUs sharing the
     (socket, core) pair, read from the table rather than assumed from CPU numbering.
+    ParseError for a header naming a column twice or a CPU listed twice: which of the two
+    is the host's is unknowable (the first column and every line used to be taken).
     """
     lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
     if not lines:
@@ -30,13 +32,20 @@ def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]
     if missing:
         raise ParseError(source, f"the header names no {', '.join(missing)} column "
                                  f"(header: {excerpt(' '.join(header))})")
+    twice = next((name for name in header if header.count(name) > 1), None)
+    if twice is not None:
+        raise ParseError(source, f"the header names the {excerpt(twice)} column twice "
+                                 f"(allowed: each column once; header: "
+                                 f"{excerpt(' '.join(header))})")
     col = {name: header.index(name) for name in header}
     out = []
+    seen: dict[int, int] = {}  # CPU id: the line that listed it
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split()
         if len(fields) != len(header):
             raise ParseError(source, f"line {number}: {len(fields)} fields for "
                                      f"{len(header)} columns: {excerpt(line.strip())}")
+        _check_once(fields[col["CPU"]], number, seen, line, source)
         if "ONLINE" in col and fields[col["ONLINE"]] == "no":
             continue
         cpu, core, package = (fields[col[name]] for name in ("CPU", "CORE", "SOCKET"))
@@ -54,6 +63,17 @@ def parse_lscpu_e(text: str, source: str = "<lscpu -e>") -> list[dict[str, Any]]
     for entry in out:
         entry["siblings"] = sorted(cores[(entry["package"], entry["core"])])
     return sorted(out, key=lambda entry: entry["cpu"])
+
+
+def _check_once(cpu: str, number: int, seen: dict[int, int], line: str, source: str) -> None:
+    """ParseError unless ``cpu`` is a whole number no line before (``seen``) listed; notes it."""
+    if not (is_digits(cpu) and len(cpu) <= 9):
+        raise ParseError(source, f"line {number}: CPU, CORE and SOCKET must be whole "
+                                 f"numbers: {excerpt(line.strip())}")
+    if int(cpu) in seen:
+        raise ParseError(source, f"line {number}: CPU {int(cpu)} listed twice (first on line "
+                                 f"{seen[int(cpu)]}; allowed: each CPU once)")
+    seen[int(cpu)] = number
 
 
 def offline_cpus(text: str) -> int:
