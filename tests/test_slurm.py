@@ -57,6 +57,24 @@ def test_partitions_put_the_default_first(monkeypatch):
     assert slurm.partitions() == ["debug", "gpu", "io"]
 
 
+@pytest.mark.parametrize("printed", ["\u0661\u0662\u0663", "\u00b2", "1" * 11, "12\x1b]0;x\x07"],
+                         ids=["arabic-indic digits", "superscript", "11 digits", "escape"])
+def test_a_job_id_sbatch_prints_in_other_than_ascii_digits_is_refused(monkeypatch, printed):
+    """A job id '١٢٣' was taken (str.isdigit) and saved; the job record's reader then refused
+    it, and status showed none of the campaign's jobs."""
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, printed + "\n", ""))
+    with pytest.raises(IolabError, match="not a job id \\(allowed: up to 10 digits 0-9\\)") as err:
+        slurm.submit("job.sh")
+    assert "\x1b" not in str(err.value)
+
+
+def test_a_job_id_of_ascii_digits_is_taken(monkeypatch):
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, "4242;cluster\n", ""))
+    assert slurm.submit("job.sh") == "4242"
+
+
 def test_a_missing_slurm_command_is_named_with_how_to_get_it(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(IolabError, match="squeue is not on PATH: this machine is not a Slurm "
