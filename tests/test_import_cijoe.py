@@ -396,6 +396,13 @@ def test_a_gnu_time_status_no_process_has_fails_the_run_not_the_import(tmp_path,
     assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u0665\u0661\u0662", "9" * 5000, "1_000"])
+def test_a_command_lines_number_in_other_than_ascii_digits_is_not_read(value):
+    """'²' passed str.isdigit and int() then raised: the import ended as an internal error."""
+    from iolab.importers.cijoe.params import _int
+    assert _int(value) is None and _int("512") == 512
+
+
 def test_a_frequency_log_off_its_start_is_noted_with_and_without_a_cpumask(tmp_path):
     """A log's first sample is checked against its logger's start command: from the lines
     derive read (a run with a cpumask), or, for cuda-run (no cpumask), read for the check."""

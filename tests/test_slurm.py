@@ -39,6 +39,14 @@ def test_the_allocation_comes_from_the_jobs_environment(monkeypatch):
                                      "cluster": "lab", "cpus_on_node": 96, "exclusive": True}
 
 
+@pytest.mark.parametrize("cpus", ["\u00b2", "9" * 5000], ids=["superscript", "5000 digits"])
+def test_a_cpu_count_in_other_than_ascii_digits_is_not_known(monkeypatch, cpus):
+    """'²' passed str.isdigit and then int() raised, ending the run as an internal error."""
+    monkeypatch.setattr(slurm, "exclusive", lambda job, env=None: None)
+    env = {"SLURM_JOB_ID": "42", "SLURM_CPUS_ON_NODE": cpus}
+    assert slurm.allocation(env)["cpus_on_node"] is None
+
+
 def test_without_scontrol_exclusivity_is_unknown(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert slurm.exclusive("42") is None

@@ -391,8 +391,9 @@ class Experiment:
         does, or at 0 beside another rate of the tool that says it moved something
         (:meth:`_implausible_rate`). Nor can a bound that no measurement exceeds be crossed:
         a latency longer than the run (:meth:`_latency_beyond_run`), GNU time's lifetime of
-        the tool longer than the run that held it (:func:`_lifetime_beyond_run`), a CPU share above 100 %
-        of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS` when the caller
+        the tool longer than the run that held it (:func:`_lifetime_beyond_run`), a CPU
+        share above 100 % of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS`
+        when the caller
         does not know them; :meth:`_cpu_share_beyond_host`), a higher percentile below a lower
         one (:func:`_percentiles_out_of_order`), a rate beside a reported runtime of 0
         (:meth:`_rate_without_runtime`), the tool's user and system CPU together above the

@@ -44,7 +44,7 @@ def allocation(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     cpus = env.get("SLURM_CPUS_ON_NODE")
     return {"job_id": job, "node": env.get("SLURMD_NODENAME"),
             "partition": env.get("SLURM_JOB_PARTITION"), "cluster": env.get("SLURM_CLUSTER_NAME"),
-            "cpus_on_node": int(cpus) if cpus and cpus.isdigit() else None,
+            "cpus_on_node": int(cpus) if cpus and is_digits(cpus) and len(cpus) <= 9 else None,
             "exclusive": exclusive(job, env)}
 
 

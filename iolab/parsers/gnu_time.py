@@ -21,8 +21,9 @@ is ``(user + system) / elapsed`` as a whole percent of one CPU, over the command
 lifetime (start-up and teardown included), and is ``?`` when elapsed is zero; it is then
 returned as None; a ``%CPU`` the printed times cannot give, minutes or seconds of 60 or
 more, a time beyond what a float holds, or an exit status outside 1-255 or a signal outside
-1-127 (what a wait status holds) is a ParseError (the report is not GNU time's own). GNU time writes the report last,
-after the command has exited, so the *last* report in the text is the one read.
+1-127 (what a wait status holds) is a ParseError (the report is not GNU time's own). GNU
+time writes the report last, after the command has exited, so the *last* report in the text
+is the one read.
 """
 
 from __future__ import annotations
