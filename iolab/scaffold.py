@@ -26,6 +26,7 @@ import importlib.util
 import keyword
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from iolab.core import spec as specmod
 from iolab.durable import write_atomic
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
-from iolab.safefiles import refuse_linked
+from iolab.safefiles import check_regular, read_regular, refuse_linked
 from iolab.schemas import SCHEMA_DIR, generate
 from iolab.yamlfile import parse_bytes
 
@@ -167,13 +168,24 @@ def _toc_chapters(entries) -> list[str]:
     return out
 
 
+TOC_ROLE = "the book's table of contents (_toc.yml)"
+# the repository's _toc.yml holds about 2 KB; a book a thousand times larger still fits
+TOC_MOST = 2 << 20
+
+
 def toc_with(toc: Path, chapter: str) -> str:
     """The text of ``toc`` with ``chapter`` (and a glob for its environment pages) appended to
     the sections of the experiments' index, its comments and order kept as they are."""
-    if not toc.is_file():
+    # never followed (a link would copy its target into the checkout) and bounded
+    data = read_regular(toc, TOC_ROLE, TOC_MOST)
+    if data is None:
         raise InputError(toc, None, "not found: the package's chapters are listed there",
                          allowed="the repository's _toc.yml")
-    text = toc.read_text()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(toc, None, f"is not UTF-8 (byte {exc.start})",
+                         allowed="the repository's _toc.yml, in UTF-8") from None
     doc = parse_bytes(toc, text.encode("utf-8"))
     if chapter in _toc_chapters(doc.get("chapters") if isinstance(doc, dict) else None):
         raise InputError(toc, None, f"lists the chapter {chapter} already",
@@ -230,7 +242,11 @@ def _write(files: dict[Path, str], toc: tuple[Path, str] | None, root: Path) -> 
                 fh.write(text)
         if toc is not None:
             path, text = toc
-            write_atomic(path, text.encode())  # through a temporary file only this call made
+            # still the regular file read (a link put there since is NotOurs), and written
+            # with its own permissions through a temporary file only this call made
+            st = check_regular(path, TOC_ROLE)
+            write_atomic(path, text.encode(),
+                         mode=None if st is None else stat.S_IMODE(st.st_mode))
     except BaseException:
         for path in reversed(made):
             if path.is_dir():

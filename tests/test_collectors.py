@@ -650,6 +650,14 @@ def test_parse_gnu_time_values_and_unknown_cpu():
      "line 5: 'maxrss_kib' has the value '-1' \\(allowed: a whole number of 0 or more\\)"),
     (GOOD.replace("maxrss_kib=0", "maxrss_kib=1" + "0" * 400),
      "line 5: 'maxrss_kib': an integer of about 401 digits"),
+    # float() and int() take other scripts' digits and '_' between digits: GNU time prints
+    # neither, so a file holding them is not GNU time's
+    (GOOD.replace("user_s=0", "user_s=\u0665.\u0661\u0668"),
+     "line 1: 'user_s' has the value '\u0665.\u0661\u0668'"),
+    (GOOD.replace("maxrss_kib=0", "maxrss_kib=441_072"),
+     "line 5: 'maxrss_kib' has the value '441_072'"),
+    (GOOD.replace("elapsed_s=0", "elapsed_s=3_600.0"), "line 3: 'elapsed_s' has the value"),
+    (GOOD.replace("cpu_pct=0", "cpu_pct=\u0661\u0667\u0660%"), "line 4: 'cpu_pct' has the value"),
     ("10.02user 0.79system 0:10.99elapsed 98%CPU\n", "line 1: not a GNU time line"),
     ("Command exited with non-zero status 3\n" + GOOD, "disagrees"),
 ])

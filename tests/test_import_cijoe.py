@@ -359,6 +359,50 @@ def test_failed_benchmark_is_stored_as_failed(tmp_path):
     assert (again.imported, again.skipped, again.failed) == (0, 2, 0)
 
 
+@pytest.mark.parametrize("line, reason", [
+    ("Command exited with non-zero status 3", "the tool exited with status 3"),
+    ("Command terminated by signal 9", "the tool was killed by signal 9"),
+], ids=["exit 3", "signal 9"])
+def test_a_tool_gnu_time_says_failed_is_stored_as_failed(tmp_path, line, reason):
+    """GNU time's report saying the tool exited 3 or was killed by signal 9 was imported as a
+    good run (CIJOE's state said err 0; only the times were read from the report)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output = folder / "003_run" / "cmd_04.output"
+    lines = output.read_text().split("\n")
+    at = next(i for i, text in enumerate(lines) if "elapsed" in text and "%CPU" in text)
+    output.write_text("\n".join(lines[:at] + [line] + lines[at:]))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: GNU time's report says " + reason in n
+               for n in report.notes), report.notes
+    assert any("CIJOE's state says err 0, but GNU time's report says the tool did not end "
+               "well" in n for n in report.notes), report.notes
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("Command exited with non-zero status " + "9" * 5000, "(5000 digits) is none a process"),
+    ("Command exited with non-zero status 999", "exit status 999 is none a process can have"),
+], ids=["5000 digits", "999"])
+def test_a_gnu_time_status_no_process_has_fails_the_run_not_the_import(tmp_path, line, reason):
+    """A 5,000-digit status ended the whole import as an internal error (rc 70); 999 was a
+    good run."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output = folder / "003_run" / "cmd_04.output"
+    lines = output.read_text().split("\n")
+    at = next(i for i, text in enumerate(lines) if "elapsed" in text and "%CPU" in text)
+    output.write_text("\n".join(lines[:at] + [line] + lines[at:]))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0665\u0661\u0662", "9" * 5000, "1_000"])
+def test_a_command_lines_number_in_other_than_ascii_digits_is_not_read(value):
+    """'²' passed str.isdigit and int() then raised: the import ended as an internal error."""
+    from iolab.importers.cijoe.params import _int
+    assert _int(value) is None and _int("512") == 512
+
+
 def test_a_frequency_log_off_its_start_is_noted_with_and_without_a_cpumask(tmp_path):
     """A log's first sample is checked against its logger's start command: from the lines
     derive read (a run with a cpumask), or, for cuda-run (no cpumask), read for the check."""

@@ -79,3 +79,12 @@ def test_a_job_record_nested_too_deeply_or_too_large_is_named_and_the_rest_shown
     bad = [line for line in lines if "8.json" in line]
     assert len(bad) == 1 and said in bad[0]
     assert any(line.startswith("zzdemo/b-second: 0 complete") for line in lines)
+
+
+def test_a_record_named_in_other_digits_is_no_record_and_hides_no_job(data):
+    """An earlier submit saved sbatch's job id '١٢٣' as jobs/١٢٣.json (str.isdigit); reading
+    it refused the record, and status showed none of the campaign's jobs."""
+    folder = data(**{"7": RECORD, "١٢٣": {**RECORD, "job_id": "١٢٣"}})
+    records = jobs.read_all(folder / "raw" / "zzdemo" / "a-first" / "jobs")
+    assert [r.job_id for r in records] == ["7"]
+    assert any("job 7 " in line for line in status_lines(folder))

@@ -434,6 +434,20 @@ def test_a_latency_is_bounded_by_the_longest_account_of_the_run(demo):
         "no account of the run's time: no bound"
 
 
+def test_gnu_times_lifetime_of_the_tool_is_bounded_by_the_run(demo):
+    """time.txt saying the tool lived 3,600 s inside a 3.7 s run was stored, and its %CPU of
+    0 made cpu_usage_lifetime_pct 0."""
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "run.duration_s": 3.7,
+           "gnu_time.elapsed_s": 3.68, "gnu_time.cpu_pct": 170}
+    assert demo.sample_problem(row) == ""
+    assert demo.sample_problem({**row, "gnu_time.elapsed_s": 3.8}) == "", "within the slack"
+    assert demo.sample_problem({**row, "gnu_time.elapsed_s": 3600.0}) == (
+        "gnu_time.elapsed_s reads 3600 s, longer than the whole run (3.7 s, run.duration_s, "
+        "allowed: up to 0.1 s more): GNU time's process ran inside the run")
+    assert demo.sample_problem({**row, "gnu_time.elapsed_s": 3600.0,
+                                "run.duration_s": None}) == "", "no run time: no bound"
+
+
 def test_percentiles_of_one_quantity_must_not_decrease(demo):
     row = {"run.tool": "uring_reader", "uring_reader.clat_p50_us": 10.0,
            "uring_reader.clat_p90_us": 20.0, "uring_reader.clat_p99_us": 30.0,

@@ -533,3 +533,25 @@ def test_p2p_bandwidth_every_matrix():
 def test_p2p_malformed(edit, message):
     with pytest.raises(ParseError, match=message):
         parse_p2p_bandwidth(edit(text("p2p_bandwidth.txt")), "p2p")
+
+
+REPORT = ("{user}user 0.79system 0:10.99elapsed 98%CPU (0avgtext+0avgdata 200448maxresident)k\n"
+          "0inputs+0outputs (0major+13080minor)pagefaults 0swaps\n")
+
+
+@pytest.mark.parametrize("body, message", [
+    (REPORT.format(user="9" * 400), "line 1: user: a number of 400 digits"),
+    ("Command exited with non-zero status " + "9" * 5000 + "\n" + REPORT.format(user="10.02"),
+     r"line 1: exit status 9{20}\.\.\. \(5000 digits\) is none a process can have"),
+    ("Command exited with non-zero status 999\n" + REPORT.format(user="10.02"),
+     r"exit status 999 is none a process can have \(allowed: 1 to 255\)"),
+    ("Command terminated by signal 300\n" + REPORT.format(user="10.02"),
+     r"signal 300 is none a process can have \(allowed: 1 to 127\)"),
+    ("Command exited with non-zero status 0\n" + REPORT.format(user="10.02"),
+     "exit status 0 is none"),
+], ids=["400-digit user", "5000-digit status", "status 999", "signal 300", "status 0"])
+def test_gnu_time_numbers_no_process_has_are_parse_errors(body, message):
+    """A 400-digit user time ended an import with OverflowError, a 5,000-digit status with
+    int()'s digit limit (both rc 70), and a status of 999 was taken."""
+    with pytest.raises(ParseError, match=message):
+        parse_gnu_time_default(body, "t")

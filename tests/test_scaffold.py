@@ -208,3 +208,34 @@ def test_the_params_schema_is_written_only_where_nothing_is(tmp_path, monkeypatc
     with pytest.raises(InputError, match="exists already"):
         scaffold.publish_params_schema("smt_thp")
     assert victim.read_text() == "victim\n"
+
+
+def test_a_link_at_the_tocs_name_is_refused_and_its_target_never_copied(repo, tmp_path):
+    """new-experiment followed a link at _toc.yml, read its 0600 target outside the checkout
+    and wrote it back into the checkout as a new world-readable regular file."""
+    outside = tmp_path / "outside-toc.yml"
+    outside.write_text((repo / "_toc.yml").read_text() + "# SECRET token=hunter2\n")
+    outside.chmod(0o600)
+    (repo / "_toc.yml").unlink()
+    (repo / "_toc.yml").symlink_to(outside)
+    with pytest.raises(InputError, match=r"_toc.yml.*symbolic link"):
+        new_experiment(NAME, repo=repo)
+    assert (repo / "_toc.yml").is_symlink() and "SECRET" in outside.read_text()
+    assert not (repo / "iolab" / "experiments").exists()
+
+
+def test_a_toc_larger_than_any_book_is_refused_before_it_is_read(repo):
+    """A 3 GB _toc.yml was read whole: MemoryError, an internal error (rc 70)."""
+    toc = repo / "_toc.yml"
+    with open(toc, "r+b") as fh:
+        fh.truncate(3 << 30)  # sparse: no disk used
+    with pytest.raises(InputError, match=r"_toc.yml.*3,221,225,472 bytes"):
+        new_experiment(NAME, repo=repo)
+    assert toc.stat().st_size == 3 << 30 and not (repo / "iolab" / "experiments").exists()
+
+
+def test_the_toc_keeps_its_permissions_when_the_chapter_is_added(repo):
+    toc = repo / "_toc.yml"
+    toc.chmod(0o640)
+    new_experiment(NAME, repo=repo)
+    assert toc.stat().st_mode & 0o777 == 0o640 and f"glob: experiments/{NAME}/*" in toc.read_text()

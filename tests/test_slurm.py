@@ -39,6 +39,14 @@ def test_the_allocation_comes_from_the_jobs_environment(monkeypatch):
                                      "cluster": "lab", "cpus_on_node": 96, "exclusive": True}
 
 
+@pytest.mark.parametrize("cpus", ["\u00b2", "9" * 5000], ids=["superscript", "5000 digits"])
+def test_a_cpu_count_in_other_than_ascii_digits_is_not_known(monkeypatch, cpus):
+    """'²' passed str.isdigit and then int() raised, ending the run as an internal error."""
+    monkeypatch.setattr(slurm, "exclusive", lambda job, env=None: None)
+    env = {"SLURM_JOB_ID": "42", "SLURM_CPUS_ON_NODE": cpus}
+    assert slurm.allocation(env)["cpus_on_node"] is None
+
+
 def test_without_scontrol_exclusivity_is_unknown(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert slurm.exclusive("42") is None
@@ -55,6 +63,24 @@ def test_partitions_put_the_default_first(monkeypatch):
     monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
                         subprocess.CompletedProcess(argv, 0, "io\ndebug*\ngpu\n", ""))
     assert slurm.partitions() == ["debug", "gpu", "io"]
+
+
+@pytest.mark.parametrize("printed", ["\u0661\u0662\u0663", "\u00b2", "1" * 11, "12\x1b]0;x\x07"],
+                         ids=["arabic-indic digits", "superscript", "11 digits", "escape"])
+def test_a_job_id_sbatch_prints_in_other_than_ascii_digits_is_refused(monkeypatch, printed):
+    """A job id '١٢٣' was taken (str.isdigit) and saved; the job record's reader then refused
+    it, and status showed none of the campaign's jobs."""
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, printed + "\n", ""))
+    with pytest.raises(IolabError, match="not a job id \\(allowed: up to 10 digits 0-9\\)") as err:
+        slurm.submit("job.sh")
+    assert "\x1b" not in str(err.value)
+
+
+def test_a_job_id_of_ascii_digits_is_taken(monkeypatch):
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, "4242;cluster\n", ""))
+    assert slurm.submit("job.sh") == "4242"
 
 
 def test_a_missing_slurm_command_is_named_with_how_to_get_it(monkeypatch):

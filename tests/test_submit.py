@@ -24,6 +24,7 @@ import pytest
 from iolab.batch import jobs, script, submit
 from iolab.errors import InputError, IolabError
 from iolab.execution.campaign import Campaign
+from iolab.host import slurm
 from iolab.paths import REPO_ROOT
 
 ENV = "kvm-2vcpu"
@@ -147,6 +148,31 @@ def test_bad_options_are_refused_before_anything_is_written(tmp_path, request_, 
     with pytest.raises(IolabError, match=match):
         submit.submit(["smt_thp"], [ENV], request_, log=lambda line: None)
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("limit, match", [
+    ("\u00b2", r"--time: '\u00b2' is no Slurm time limit \(allowed: M, M:S"),
+    ("\u0660:\u0660\u0660:\u0660\u0665", "is no Slurm time limit"),
+    ("9" * 5000, r"--time: '9{32}'\.\.\. is no Slurm time limit"),
+    ("99999999999999999999-00:00:00", "is 100,000,000,000,000,000,000 days"),
+    ("366-0", r"--time: 366-0 is 366 days \(allowed: .* at most 365 days, or UNLIMITED\)"),
+], ids=["superscript", "arabic-indic", "5000 digits", "1e20 days", "366 days"])
+def test_a_time_limit_no_slurm_job_has_is_refused_before_sbatch(tmp_path, monkeypatch, limit,
+                                                                match):
+    """'²' and 5,000 digits ended submit as an internal error (rc 70); 10^20 days reached
+    sbatch, and '٠:٠٠:٠٥' was read as 5 s and written to the #SBATCH line as those digits."""
+    def no_sbatch(*args, **kwargs):
+        raise AssertionError("sbatch was run")
+    monkeypatch.setattr(slurm, "submit", no_sbatch)
+    request = submit.Request(mode="plan", slurm={"time": limit}, data_dir=tmp_path / "data")
+    with pytest.raises(InputError, match=match):
+        submit.submit(["smt_thp"], [ENV], request, log=lambda line: None)
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_years_time_limit_and_unlimited_are_taken():
+    assert submit._check_time("365-0") == 365 * 86400
+    assert submit._check_time("UNLIMITED") is None and submit._check_time(None) is None
 
 
 def test_without_sbatch_nothing_is_written(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from typing import Any
 
 from iolab.durable import write_json_atomic
 from iolab.errors import InputError, ParseError, excerpt, printable
-from iolab.parsers import load_json
+from iolab.parsers import is_digits, load_json
 from iolab.safefiles import read_regular, refuse_linked
 
 FOLDER = "jobs"
@@ -69,7 +69,7 @@ def read_all(folder: Path) -> list[JobRecord]:
         return []
     out = []
     for path in folder.glob("*.json"):
-        if not path.stem.isdigit():
+        if not is_digits(path.stem):  # '١٢٣.json' too: no record of ours, which hid the rest
             continue
         raw = read_regular(path, "a Slurm job's record", RECORD_MOST)
         if raw is None:

@@ -26,9 +26,10 @@ from typing import Any, Callable
 from iolab import __version__
 from iolab.batch import jobs, script
 from iolab.core import datadir
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, excerpt
 from iolab.host import slurm
 from iolab.durable import write_atomic
+from iolab.parsers import is_digits
 from iolab.paths import REPO_ROOT, resolve_data_dir
 from iolab.safefiles import refuse_linked
 
@@ -69,7 +70,7 @@ def _check_request(request: Request) -> None:
     if request.signal_before_s < 1:
         raise InputError("--signal-before", None, f"{request.signal_before_s} s",
                          allowed="a positive number of seconds")
-    limit_s = seconds(request.slurm.get("time", ""))
+    limit_s = _check_time(request.slurm.get("time"))
     if limit_s is not None and request.mode == "run" and limit_s <= request.signal_before_s:
         raise InputError("--time", None, f"{request.slurm['time']} is not longer than "
                          f"--signal-before ({request.signal_before_s} s): the job would be told "
@@ -94,17 +95,44 @@ def _check_request(request: Request) -> None:
                              allowed=", ".join(known) or "none (sinfo lists no partitions)")
 
 
+# The longest --time taken: a year. Slurm holds a limit in 32-bit minutes (8,000 years) and
+# cuts it to the partition's MaxTime; a longer one is a typo ('UNLIMITED' asks for none).
+TIME_MOST_S = 365 * 24 * 3600
+TIME_CHARS_MOST = 32  # 'DDDD-HH:MM:SS' and 'UNLIMITED' are far shorter
+
+
+def _check_time(limit: str | None) -> int | None:
+    """``--time`` in seconds (None: not given, or for Slurm to read); InputError, before
+    anything is written or submitted, for a limit in other than ASCII characters (``str``
+    takes '²' and '٥' as digits; Slurm reads neither, and the #SBATCH line would carry them),
+    one longer than any limit is written, or one above :data:`TIME_MOST_S`."""
+    if limit is None:
+        return None
+    allowed = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S in the digits 0-9, at most "
+               f"{TIME_MOST_S // 86400} days, or UNLIMITED")
+    if not limit.isascii() or len(limit) > TIME_CHARS_MOST:
+        raise InputError("--time", None, f"{excerpt(limit[:TIME_CHARS_MOST])}"
+                         f"{'...' if len(limit) > TIME_CHARS_MOST else ''} is no Slurm time "
+                         "limit", allowed=allowed)
+    limit_s = seconds(limit)
+    if limit_s is not None and limit_s > TIME_MOST_S:
+        raise InputError("--time", None, f"{limit} is {limit_s / 86400:,.0f} days",
+                         allowed=allowed)
+    return limit_s
+
+
 def seconds(limit: str) -> int | None:
     """A Slurm time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds; None for what
-    only Slurm can read (UNLIMITED, empty, a typo: sbatch then says what is wrong)."""
+    only Slurm can read (UNLIMITED, empty, a typo: sbatch then says what is wrong). Digits
+    are ASCII 0-9 (``str.isdigit`` takes '²', which ``int`` refuses)."""
     days, rest = 0, limit
     if "-" in limit:
         day, rest = limit.split("-", 1)
-        if not day.isdigit():
+        if not is_digits(day) or len(day) > TIME_CHARS_MOST:
             return None
         days = int(day)
     parts = rest.split(":")
-    if len(parts) > 3 or not all(p.isdigit() for p in parts):
+    if len(parts) > 3 or not all(is_digits(p) and len(p) <= TIME_CHARS_MOST for p in parts):
         return None
     v = [int(p) for p in parts]
     if "-" in limit:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import within_float
+from iolab.parsers import decimal_within_float, int_within_float, is_digits, within_float
 from iolab.tools.base import Collector, Program
 
 GNU_TIME = "/usr/bin/time"
@@ -58,14 +58,21 @@ _TIME_SIGNALLED = re.compile(r"Command terminated by signal ([0-9]{1,3})")
 
 
 def _value(key: str, kind: type, raw: str, number: int, source: str) -> int | float:
-    """The value of one line: a finite number of 0 or more that a float can hold, as GNU time
-    prints it (float() takes nan, -inf and 1e999; int() takes -1; neither is a time, a count
-    or a size that GNU time gives); ParseError naming the line and key otherwise."""
+    """The value of one line: a finite number of 0 or more that a float can hold, in the ASCII
+    digits 0-9 (with one point for a time) as GNU time prints it (float() takes nan, -inf,
+    1e999, '1_000' and other scripts' digits; int() takes -1; none is a time, a count or a
+    size that GNU time gives); ParseError naming the line and key otherwise."""
     allowed = "a number of 0 or more" if kind is float else "a whole number of 0 or more"
-    try:
-        value = kind(raw.removesuffix("%") if key == "cpu_pct" else raw)
-    except ValueError:
-        value = None
+    word = raw.removesuffix("%") if key == "cpu_pct" else raw
+    # ASCII digits only (float() and int() take any script's digits and '_' between them)
+    if kind is float:
+        value = decimal_within_float(word)
+    else:
+        try:
+            value = int_within_float(word, f"line {number}: '{key}'", source) \
+                if is_digits(word) else None
+        except ValueError:
+            value = None
     if value is None or not math.isfinite(within_float(value, f"line {number}: '{key}'", source)) \
             or value < 0:
         raise ParseError(source, f"line {number}: '{key}' has the value {excerpt(raw)} "

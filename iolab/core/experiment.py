@@ -145,6 +145,25 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# GNU time's elapsed (%e, hundredths) against the run's wall time (run.duration_s), which
+# iolab's runner measures around GNU time's whole process: in the committed runs elapsed is
+# 0.003 s to 0.062 s *below* it. The slack covers the rounding of %e and the two clocks
+# being read at different moments.
+LIFETIME_SLACK_S = 0.1
+
+
+def _lifetime_beyond_run(row: dict[str, Any]) -> str:
+    """Why GNU time's elapsed cannot be the tool's lifetime ("" when it can): the process ran
+    inside the run, so it cannot have lived longer than the run's wall time
+    (``run.duration_s``) plus :data:`LIFETIME_SLACK_S`."""
+    elapsed, duration = row.get("gnu_time.elapsed_s"), row.get("run.duration_s")
+    if not (_present(elapsed) and _present(duration)) or elapsed <= duration + LIFETIME_SLACK_S:
+        return ""
+    return (f"gnu_time.elapsed_s reads {elapsed:g} s, longer than the whole run "
+            f"({duration:g} s, run.duration_s, allowed: up to {LIFETIME_SLACK_S:g} s more): "
+            "GNU time's process ran inside the run")
+
+
 def _percentiles_out_of_order(row: dict[str, Any]) -> str:
     """Why the row's percentiles cannot be measured ("" when they can): of one quantity
     (``<what>_p<digits>_<unit>`` columns, and ``<what>_max_<unit>``), a higher percentile below
@@ -371,8 +390,10 @@ class Experiment:
         the window, no cpufreq on this host). Nor can a rate be above what any device here
         does, or at 0 beside another rate of the tool that says it moved something
         (:meth:`_implausible_rate`). Nor can a bound that no measurement exceeds be crossed:
-        a latency longer than the run (:meth:`_latency_beyond_run`), a CPU share above 100 %
-        of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS` when the caller
+        a latency longer than the run (:meth:`_latency_beyond_run`), GNU time's lifetime of
+        the tool longer than the run that held it (:func:`_lifetime_beyond_run`), a CPU
+        share above 100 % of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS`
+        when the caller
         does not know them; :meth:`_cpu_share_beyond_host`), a higher percentile below a lower
         one (:func:`_percentiles_out_of_order`), a rate beside a reported runtime of 0
         (:meth:`_rate_without_runtime`), the tool's user and system CPU together above the
@@ -398,7 +419,8 @@ class Experiment:
                     math.isnan(value) or math.isinf(value) or value < 0):
                 return (f"{column} reads {value!r}, which no measurement the tool reports can "
                         "be")
-        return (self._latency_beyond_run(row) or self._cpu_share_beyond_host(row, cpus)
+        return (self._latency_beyond_run(row) or _lifetime_beyond_run(row)
+                or self._cpu_share_beyond_host(row, cpus)
                 or _percentiles_out_of_order(row) or self._rate_without_runtime(row)
                 or self._implausible_rate(row) or self._size_beside_rates(row)
                 or self._outside_unit_range(row))

@@ -21,9 +21,11 @@ import shutil
 import subprocess
 from typing import Any, Mapping
 
-from iolab.errors import IolabError
+from iolab.errors import IolabError, excerpt, printable
+from iolab.parsers import is_digits
 
 SCONTROL_TIMEOUT_S = 20.0
+JOB_ID_DIGITS_MOST = 10  # Slurm's job ids are 32-bit: 4,294,967,295 at most
 # job states after which a job no longer runs (squeue/scontrol spellings)
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
                    "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"})
@@ -42,7 +44,7 @@ def allocation(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     cpus = env.get("SLURM_CPUS_ON_NODE")
     return {"job_id": job, "node": env.get("SLURMD_NODENAME"),
             "partition": env.get("SLURM_JOB_PARTITION"), "cluster": env.get("SLURM_CLUSTER_NAME"),
-            "cpus_on_node": int(cpus) if cpus and cpus.isdigit() else None,
+            "cpus_on_node": int(cpus) if cpus and is_digits(cpus) and len(cpus) <= 9 else None,
             "exclusive": exclusive(job, env)}
 
 
@@ -86,8 +88,11 @@ def submit(script: str, env: Mapping[str, str] | None = None,
         argv.append(f"--dependency={dependency}")
     out = _slurm(argv + [script], env).stdout.strip()
     job = out.split(";")[0]  # "ID" or "ID;CLUSTER"
-    if not job.isdigit():
-        raise IolabError(f"sbatch printed {out!r}, not a job id")
+    # ASCII digits only: str.isdigit takes '١٢٣', which the job record's reader then refuses,
+    # hiding every job of the campaign; a Slurm job id is a 32-bit number
+    if not (is_digits(job) and len(job) <= JOB_ID_DIGITS_MOST):
+        raise IolabError(f"sbatch printed {printable(excerpt(out))}, not a job id (allowed: "
+                         f"up to {JOB_ID_DIGITS_MOST} digits 0-9)")
     return job
 
 

@@ -14,7 +14,8 @@ Metrics (tidy columns; AiSIO's names where AiSIO has the metric):
   timer; xnvmeperf only). AiSIO ignores both.
 * ``run_problem``: why the run is not usable (the tool adapter's ``problem``: failed
   commands or error lines for xnvmeperf, a controller without I/O for spdk_nvme_perf; for
-  bdevperf its parser's problems, e.g. Fail/s > 0), else empty. As for native experiments,
+  bdevperf its parser's problems, e.g. Fail/s > 0; for every tool, a GNU time report that
+  says the tool exited non-zero or was killed by a signal), else empty. As for native experiments,
   the importer stores a run with a problem as failed, and one whose metrics no measurement
   can have (:func:`sample_problem`, the check of a measured run: NaN, inf, a rate beyond any
   device, ...).
@@ -190,7 +191,8 @@ def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) 
     else:
         raise ParseError(stdout_path, f"iolab has no parser for {kind!r} output")
     time = parse_gnu_time_default(stdout, str(stdout_path))
-    problem = "; ".join(problems)
+    ended = _ended_badly(time)
+    problem = "; ".join(problems + ([ended] if ended else []))
     derived = Derived(metrics={"iops": iops, "mibs": mibs, "failed": failed,
                                "elapsed_s": elapsed_s, "cpu_usage": time["cpu_percent"],
                                "run_problem": problem},
@@ -198,6 +200,16 @@ def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) 
     derived.metrics.update(_dcgm(run_dir, dcgm, derived.notes))
     derived.metrics.update(_cpufreq(run_dir, cpus, derived))
     return derived
+
+
+def _ended_badly(time: dict) -> str:
+    """Why GNU time's report says the tool did not end well ("" when it exited 0): a tool that
+    exited non-zero or was killed measured nothing that can be trusted, whatever CIJOE says."""
+    if time["signal"] is not None:
+        return f"GNU time's report says the tool was killed by signal {time['signal']}"
+    if time["exit_status"] is not None:
+        return f"GNU time's report says the tool exited with status {time['exit_status']}"
+    return ""
 
 
 def _dcgm(run_dir: Path, dcgm: dict | None, notes: list[str]) -> dict[str, float | None]:

@@ -19,9 +19,11 @@ The default format (GNU time 1.7–1.9; samples in tests/fixtures/aisio_formats/
 Elapsed is ``m:ss.cc`` below one hour and ``h:mm:ss`` (no fraction) from one hour on. ``%CPU``
 is ``(user + system) / elapsed`` as a whole percent of one CPU, over the command's whole
 lifetime (start-up and teardown included), and is ``?`` when elapsed is zero; it is then
-returned as None; a ``%CPU`` the printed times cannot give, or minutes or seconds of 60 or
-more, is a ParseError (the report is not GNU time's own). GNU time writes the report last,
-after the command has exited, so the *last* report in the text is the one read.
+returned as None; a ``%CPU`` the printed times cannot give, minutes or seconds of 60 or
+more, a time beyond what a float holds, or an exit status outside 1-255 or a signal outside
+1-127 (what a wait status holds) is a ParseError (the report is not GNU time's own). GNU
+time writes the report last, after the command has exited, so the *last* report in the text
+is the one read.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import math
 import re
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import int_within_float, within_float
+from iolab.parsers import int_within_float, measured_decimal, within_float
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
 _LINE1 = re.compile(
@@ -41,8 +43,11 @@ _LINE2 = re.compile(
     r"^(?P<inputs>[0-9]+)inputs\+(?P<outputs>[0-9]+)outputs \((?P<major>[0-9]+)major\+"
     r"(?P<minor>[0-9]+)minor\)pagefaults (?P<swaps>[0-9]+)swaps$")
 _NUMBER = re.compile(_NUM)
+# a wait status holds an exit status of 1-255 and a signal number of 1-127 (7 bits): longer
+# numbers are not GNU time's, and are read no further than three digits
 _EXITED = re.compile(r"^Command exited with non-zero status (?P<n>[0-9]+)$")
 _SIGNALLED = re.compile(r"^Command terminated by signal (?P<n>[0-9]+)$")
+_EXIT_MOST, _SIGNAL_MOST = 255, 127
 
 
 def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
@@ -73,7 +78,8 @@ def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
     def whole(match: re.Match, group: str, key: str) -> int:
         return int_within_float(match.group(group), f"line {at + 1}: {key}", source)
 
-    user_s, system_s = float(first.group("user")), float(first.group("system"))
+    user_s = measured_decimal(first.group("user"), f"line {at + 1}: user", source)
+    system_s = measured_decimal(first.group("system"), f"line {at + 1}: system", source)
     elapsed = first.group("elapsed")
     elapsed_s = _elapsed_s(elapsed, at + 1, source)
     cpu_percent = None if first.group("cpu") == "?" else whole(first, "cpu", "%CPU")
@@ -92,9 +98,23 @@ def parse_gnu_time_default(text: str, source: str = "<string>") -> dict:
         "major_faults": whole(second, "major", "major"),
         "minor_faults": whole(second, "minor", "minor"),
         "swaps": whole(second, "swaps", "swaps"),
-        "exit_status": int(exited.group("n")) if exited else None,
-        "signal": int(signalled.group("n")) if signalled else None,
+        "exit_status": _status(exited, "exit status", _EXIT_MOST, at, source),
+        "signal": _status(signalled, "signal", _SIGNAL_MOST, at, source),
     }
+
+
+def _status(match: re.Match | None, what: str, most: int, number: int,
+            source: str) -> int | None:
+    """The number of GNU time's status line (line ``number``), 1 to ``most``; None without
+    the line; a ParseError for any other number (no wait status holds one)."""
+    if match is None:
+        return None
+    digits = match.group("n")
+    if len(digits) > 3 or not 1 <= int(digits) <= most:
+        shown = digits if len(digits) <= 20 else f"{digits[:20]}... ({len(digits)} digits)"
+        raise ParseError(source, f"line {number}: {what} {shown} is none a process can have "
+                                 f"(allowed: 1 to {most})")
+    return int(digits)
 
 
 def _check_cpu(cpu_percent: int | None, cpu_s: float, elapsed_s: float, step_s: float,

@@ -26,7 +26,7 @@ from iolab.errors import InputError, ParseError, excerpt, shortened
 from iolab.importers import aisio as exp
 from iolab.importers.cijoe.archive import Command
 from iolab.importers.cijoe.kinds import _program
-from iolab.parsers import load_json, within_float
+from iolab.parsers import is_digits, load_json, within_float
 from iolab.parsers.bdevperf import parse_bdevperf_text
 from iolab.tools import spdk_nvme_perf, xnvmeperf
 
@@ -126,7 +126,9 @@ def _last(opts: dict[str, list[str]], name: str) -> str | None:
 
 
 def _int(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() else None
+    # ASCII digits, as a command line's numbers are ('²' passes str.isdigit, then int()
+    # raises), and no more than 18 of them (int() refuses 4,300 with an error naming nothing)
+    return int(value) if value is not None and is_digits(value) and len(value) <= 18 else None
 
 
 def _setting(aisio: dict | None, key: str) -> Any:

@@ -180,6 +180,9 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
     if bench.state.get("err") != 0:
         problem = f"the benchmark exited with err {bench.state.get('err')}" + (
             f"; {problem}" if problem else "")
+    elif derived is not None and "GNU time's report says" in derived.metrics["run_problem"]:
+        report.notes.append(f"{run.label}: CIJOE's state says err 0, but GNU time's report "
+                            "says the tool did not end well")
     if problem:
         manifest.failure = problem
         batch.store.commit_failed(tmp, manifest)
