@@ -359,6 +359,17 @@ def test_failed_benchmark_is_stored_as_failed(tmp_path):
     assert (again.imported, again.skipped, again.failed) == (0, 2, 0)
 
 
+def import_with_time_line(tmp_path, line: str):
+    """The mini archive imported with ``line`` added to its xnvmeperf run's GNU time report,
+    just before the report's elapsed/%CPU line."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output = folder / "003_run" / "cmd_04.output"
+    lines = output.read_text().split("\n")
+    at = next(i for i, text in enumerate(lines) if "elapsed" in text and "%CPU" in text)
+    output.write_text("\n".join(lines[:at] + [line] + lines[at:]))
+    return import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+
+
 @pytest.mark.parametrize("line, reason", [
     ("Command exited with non-zero status 3", "the tool exited with status 3"),
     ("Command terminated by signal 9", "the tool was killed by signal 9"),
@@ -366,12 +377,7 @@ def test_failed_benchmark_is_stored_as_failed(tmp_path):
 def test_a_tool_gnu_time_says_failed_is_stored_as_failed(tmp_path, line, reason):
     """GNU time's report saying the tool exited 3 or was killed by signal 9 was imported as a
     good run (CIJOE's state said err 0; only the times were read from the report)."""
-    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
-    output = folder / "003_run" / "cmd_04.output"
-    lines = output.read_text().split("\n")
-    at = next(i for i, text in enumerate(lines) if "elapsed" in text and "%CPU" in text)
-    output.write_text("\n".join(lines[:at] + [line] + lines[at:]))
-    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    report = import_with_time_line(tmp_path, line)
     assert (report.imported, report.failed) == (1, 1)
     assert any("stored as failed: GNU time's report says " + reason in n
                for n in report.notes), report.notes
@@ -386,12 +392,7 @@ def test_a_tool_gnu_time_says_failed_is_stored_as_failed(tmp_path, line, reason)
 def test_a_gnu_time_status_no_process_has_fails_the_run_not_the_import(tmp_path, line, reason):
     """A 5,000-digit status ended the whole import as an internal error (rc 70); 999 was a
     good run."""
-    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
-    output = folder / "003_run" / "cmd_04.output"
-    lines = output.read_text().split("\n")
-    at = next(i for i, text in enumerate(lines) if "elapsed" in text and "%CPU" in text)
-    output.write_text("\n".join(lines[:at] + [line] + lines[at:]))
-    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    report = import_with_time_line(tmp_path, line)
     assert (report.imported, report.failed) == (1, 1)
     assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes
 
