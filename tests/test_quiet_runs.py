@@ -17,6 +17,7 @@ NAN = math.nan
 def rows(foreign, steal, loaded):
     return pd.DataFrame({"run.id": [f"p{i}-r0" for i in range(len(foreign))],
                          "engine": ["psync"] * len(foreign), "concurrency": range(len(foreign)),
+                         "stress": [False] * len(foreign),
                          qr.FOREIGN: foreign, qr.STEAL: steal, qr.LOADED: loaded})
 
 
@@ -34,9 +35,11 @@ def test_runs_under_foreign_load_are_counted_and_listed_with_their_point():
     said = qr.text(some)
     assert said.startswith("2 of 3 runs record") and "2 runs were measured under foreign" in said
     assert "below with their points; they stay" in said
-    shown = qr.table(some, ["engine", "concurrency", "absent"])
+    shown = qr.table(some, ["engine", "concurrency", "stress", "absent"])
     assert shown["run"].tolist() == ["p0-r0", "p1-r0"]
-    assert shown["point"].tolist() == ["engine psync, concurrency 0", "engine psync, concurrency 1"]
+    # a flag reads yes/no, never a Python repr
+    assert shown["point"].tolist() == ["engine psync, concurrency 0, stress no",
+                                       "engine psync, concurrency 1, stress no"]
     assert shown["foreign CPU (%)"].tolist() == ["2.0", "11.3"]
     assert shown["steal (%)"].tolist() == ["11.9", "0.0"]
 

@@ -133,6 +133,8 @@ def table(found: dict[str, list[Finding]],
     envs = list(found)
     first, others = envs[0], envs[1:]
     by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
+    # the machines the table spans: a pooled column exists when three or more do
+    machines = len({(machine_of or {}).get(env, f"environment {env}") for env in envs})
     rows = []
     for f in found[first]:
         row = {"finding": f.statement, first: f.text() if f.defined else "not measured"}
@@ -148,6 +150,10 @@ def table(found: dict[str, list[Finding]],
                   else None)
         if pooled is not None and pooled.k >= pooling.PREDICTION_LEAST:
             row["pooled across the machines"] = pooling.text(pooled)
+        elif machines >= pooling.PREDICTION_LEAST:  # the column exists: say why not here
+            row["pooled across the machines"] = (
+                f"not pooled: {len(per)} machine{'s' if len(per) != 1 else ''} estimate it, "
+                f"and pooling needs {pooling.PREDICTION_LEAST}")
         said = _generality(f, by_env, machine_of)
         row["across the machines"] = (f"{said[0]}: {said[1]}" if said is not None else
                                       "fewer than two machines estimate it")

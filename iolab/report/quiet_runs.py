@@ -20,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from iolab.collectors.quiet import FOREIGN_CPU_PCT, STEAL_PCT
+from iolab.report.chapter import setting_words
 from iolab.report.tables import fmt_num
 
 FOREIGN, STEAL, LOADED = "quiet.foreign_cpu_pct", "quiet.steal_pct", "quiet.foreign_load"
@@ -77,7 +78,8 @@ def table(rows: pd.DataFrame, variables: list[str]) -> pd.DataFrame | None:
     shown = [v for v in variables if v in under]
     return pd.DataFrame({
         "run": under["run.id"].astype(str) if "run.id" in under else under.index.astype(str),
-        "point": [", ".join(f"{v} {row[v]}" for v in shown) for _, row in under.iterrows()],
+        "point": [", ".join(f"{v} {setting_words(row[v])}" for v in shown)
+                  for _, row in under.iterrows()],
         "foreign CPU (%)": [fmt_num(x, 1) for x in under[FOREIGN]],
         "steal (%)": [fmt_num(x, 1) for x in under[STEAL]],
     }).reset_index(drop=True)
