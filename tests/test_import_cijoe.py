@@ -359,6 +359,17 @@ def test_failed_benchmark_is_stored_as_failed(tmp_path):
     assert (again.imported, again.skipped, again.failed) == (0, 2, 0)
 
 
+def tar_with_link(folder, archive, name: str, target: str):
+    """``folder`` as a tar's cijoe-output/, with a symbolic link ``name`` to ``target``
+    added after it."""
+    with tarfile.open(archive, "w") as tar:
+        tar.add(folder, arcname="cijoe-output")
+        link = tarfile.TarInfo(f"cijoe-output/{name}")
+        link.type, link.linkname = tarfile.SYMTYPE, target
+        tar.addfile(link)
+    return archive
+
+
 def import_with_time_line(tmp_path, line: str):
     """The mini archive imported with ``line`` added to its xnvmeperf run's GNU time report,
     just before the report's elapsed/%CPU line."""
@@ -572,12 +583,8 @@ def test_a_tar_holding_a_member_twice_is_refused_naming_it(tmp_path, second):
     if second == "file":
         archive = tar_with(folder, tmp_path / "twice.tar.gz", {"003_run/cmd_04.output": doubled})
     else:
-        archive = tmp_path / "twice.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(folder, arcname="cijoe-output")
-            link = tarfile.TarInfo("cijoe-output/003_run/cmd_04.output")
-            link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
-            tar.addfile(link)
+        archive = tar_with_link(folder, tmp_path / "twice.tar", "003_run/cmd_04.output",
+                                "/etc/passwd")
     with pytest.raises(InputError) as err:
         import_archive(archive, "aisio-mini", "lab", tmp_path / "data", progress=False)
     assert str(err.value) == (f"{archive}: member 'cijoe-output/003_run/cmd_04.output' is "
@@ -1141,12 +1148,8 @@ def test_what_an_archive_names_prints_on_its_own_line_escaped(tmp_path, capsys):
     write_cmd(folder / "005_more", 1, f"/tmp/cpu_freq_logger.sh {log} 0.5", "", T0 + 200,
               T0 + 201)
     write_cmd(folder / "005_more", 2, f"cat {log}", "", T0 + 202, T0 + 203)
-    archive = tmp_path / "a.tar"
-    with tarfile.open(archive, "w") as tar:
-        tar.add(folder, arcname="cijoe-output")
-        link = tarfile.TarInfo("cijoe-output/x\nFAKE LINE: imported 999, all good")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow\n  note: FAKE NOTE\x1b[2J"
-        tar.addfile(link)
+    archive = tar_with_link(folder, tmp_path / "a.tar", "x\nFAKE LINE: imported 999, all good",
+                            "/etc/shadow\n  note: FAKE NOTE\x1b[2J")
     code = cli.main(["import-cijoe", str(archive), "--experiment", "aisio-mini", "--env", "lab",
                      "--data", str(tmp_path / "data"), "--no-progress"])
     out = capsys.readouterr().out
