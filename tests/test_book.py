@@ -171,3 +171,41 @@ def test_braces_in_a_notebook_s_paths_are_part_of_the_name(tmp_path):
     execute(src, dst, {"mode": "replay"})
     out = nbformat.read(dst, as_version=4)
     assert out.cells[-1].outputs[0]["text"] == "replay\n"
+
+
+def test_one_quantity_has_one_value_on_each_page(html):
+    """A glued quantity's label (tests/book_labels.py) never carries two values on one page:
+    the CPU chapter once called three different numbers its "device capacity"."""
+    from book_labels import contradictions
+
+    found = [f"{page.relative_to(html)}: {said}" for page in sorted(html.rglob("*.html"))
+             if "_static" not in page.parts for said in contradictions(page.read_text())]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("exp", registry.all_experiments(), ids=lambda e: e.name)
+def test_the_experiments_index_counts_the_stored_runs(html, exp):
+    """The index's "stored" column is what the data folder the book was replayed from holds:
+    its run folders counted here on disk, per environment, and named as the index names them."""
+    import re
+
+    from iolab.core.store import Store
+    from iolab.paths import default_data_dir
+
+    index = (html / "experiments" / "index.html").read_text()
+    chapter = Path(exp.chapter).name
+    rows = [r for r in re.findall(r"<tr.*?</tr>", index, re.S) if f'href="{chapter}.html#' in r]
+    assert len(rows) == 1, f"{exp.name}: {len(rows)} rows of the experiments index link its chapter"
+    stored = re.sub(r"<[^>]+>", "", re.findall(r"<td>(.*?)</td>", rows[0], re.S)[-1]).strip()
+    data = default_data_dir()
+    counts = {env.name: n for env in sorted((data / "raw" / exp.name).glob("*"))
+              if (n := sum(p.is_dir() for p in Store(data, exp.name, env.name)
+                           .root.joinpath("runs").glob("*")))}
+    if not counts:
+        assert stored == "no runs stored"
+        return
+    total = f"{sum(counts.values()):,} runs in "
+    assert stored.startswith(total), f"{exp.name}: the index says {stored!r}, data/raw {counts}"
+    for env, n in counts.items():
+        assert env in stored and (len(counts) == 1 or f"{env} ({n:,})" in stored), \
+            f"{exp.name}: the index says {stored!r}, data/raw {counts}"
