@@ -209,3 +209,19 @@ def test_the_experiments_index_counts_the_stored_runs(html, exp):
     for env, n in counts.items():
         assert env in stored and (len(counts) == 1 or f"{env} ({n:,})" in stored), \
             f"{exp.name}: the index says {stored!r}, data/raw {counts}"
+
+
+def test_a_figure_not_drawn_says_so_in_its_caption(html):
+    """A figure in whose place a chapter set a sentence (iolab.report.chapter.Sentence) keeps
+    only its caption's first sentence and says it is not drawn (book/_ext/undrawn_figures.py):
+    a caption describing bars and dots under a sentence misleads."""
+    import re
+
+    found = []
+    for page in sorted(html.rglob("*.html")):
+        for figure in re.findall(r"<figure.*?</figure>", page.read_text(), re.S):
+            caption = re.sub(r"<[^>]+>", "", "".join(re.findall(r"<figcaption>(.*?)</figcaption>",
+                                                                 figure, re.S)))
+            if "<img" not in figure and "Not drawn" not in caption:
+                found.append(f"{page.relative_to(html)}: {' '.join(caption.split())[:120]}")
+    assert not found, "\n".join(found)

@@ -70,7 +70,9 @@ class Sentence(str):
     image. Glued as Markdown, every punctuation mark escaped, so it reads as the characters
     it is, and each of its ``code`` fragments (a command to type) as inline code, which no
     typography turns into other characters ('--' into a dash); its plain text is the
-    sentence itself."""
+    sentence itself. The figure keeps its number and its caption's first sentence, followed by
+    "Not drawn" (book/_ext/undrawn_figures.py), so its caption never describes marks that
+    are not there."""
 
     code: tuple[str, ...]
 
