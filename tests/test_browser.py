@@ -14,6 +14,8 @@ in headless Chromium driven by Playwright, and failing on what a reader would se
 - a saved widget that does not render (a widget-view script with no widget DOM beside it);
 - a formula left as LaTeX (a ``.math`` element without MathJax's ``mjx-container``, a MathJax
   error, or ``$$``, ``\\[``, ``\\(`` and ``\\begin{`` left in the text);
+- a table of the book's own (not a plain DataFrame, nor one with columns per environment)
+  wider than the page's column;
 - a console error, an uncaught page error, an HTTP error status or a failed request;
 - any request for something outside the served book: every request is routed, and one for
   another host is aborted and reported. This is the book's promise to render with no
@@ -257,6 +259,17 @@ JS_CONTENT_PROBLEMS = r"""() => {
     if (/\$\$|\\\[|\\\(|\\begin\{/.test(text)) found.push(['raw LaTeX', short(text)]);
     if (/\{glue(:\w+)?\}`/.test(text)) found.push(['unfilled glue', short(text)]);
   }
+  // a table of the book's own wider than the page's column (book/_static/wrap.css makes them
+  // fit; a plain DataFrame, class "dataframe", and one with columns per environment, class
+  // "wide", may scroll sideways)
+  const column = document.querySelector('article');
+  const room = column ? column.getBoundingClientRect().width : 0;
+  for (const el of column ? column.querySelectorAll('table:not(.dataframe):not(.wide)') : []) {
+    if (el.scrollWidth > room + 1) {
+      found.push(['table wider than the page', `${Math.round(el.scrollWidth)} px in a column `
+                  + `of ${Math.round(room)} px: ` + short(el.textContent).slice(0, 60)]);
+    }
+  }
   return found.map(([kind, detail]) => kind + ': ' + detail);
 }"""
 
@@ -414,6 +427,9 @@ FAULTS = {
     "latex-left-raw": (MATH_PAGE, lambda t: _insert(t, "<p>$$x^2 + y^2$$</p>"), "raw LaTeX"),
     "mathjax-missing": (MATH_PAGE, lambda t: t.replace(
         "_static/mathjax/tex-chtml.js", "_static/mathjax/not-there.js"), "formula not typeset"),
+    "table-too-wide": (BASE_PAGE, lambda t: _insert(
+        t, '<table class="table"><tr><td><span style="display: inline-block; width: 4000px">'
+           'wide</span></td></tr></table>'), "table wider than the page"),
     "console-error": (BASE_PAGE, lambda t: _insert(
         t, '<script>console.error("injected fault")</script>'), "console error"),
     "script-throws": (BASE_PAGE, lambda t: _insert(

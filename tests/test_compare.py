@@ -137,6 +137,17 @@ def test_three_environments_give_a_pooled_estimate_and_two_do_not():
         "not pooled: 2 machines estimate it, and pooling needs 3")
 
 
+def test_three_machines_stating_a_finding_against_different_references_are_not_pooled():
+    """Three machines estimate it, but the best other depth differs between them: the row
+    said "not pooled: 3 machines estimate it, and pooling needs 3"."""
+    found = {env: [fd.change("a", f"IOPS at 128 against the best other depth ({ref})",
+                             [110 + k, 111 + k, 109 + k], A)]
+             for k, (env, ref) in enumerate((("x", 512), ("y", 64), ("z", 512)))}
+    assert compare.table(found).loc[0, "pooled across the machines"] == (
+        "not pooled: the machines state it against different references, so it is not one "
+        "quantity")
+
+
 def test_the_forest_plot_draws_what_two_machines_share_and_pools_three():
 
     from iolab.report import forest

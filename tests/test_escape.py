@@ -74,7 +74,7 @@ def test_a_table_shows_every_cell_label_name_and_caption_as_text():
                             caption=text).to_html()
         soup = BeautifulSoup(html, "html.parser")
         assert _elements(soup) <= {"style", "table", "caption", "thead", "tbody", "tr", "th",
-                                   "td"}
+                                   "td", "wbr"}
         cells = [c.get_text() for c in soup.find_all(["th", "td", "caption"])]
         # the caption, the column label and a cell; with the index, its label and name and
         # the name of the columns' level too
@@ -89,10 +89,32 @@ def test_a_table_escapes_cells_and_labels_of_every_type_and_the_missing_text():
                           (text, 1): [1.5, 2.0, 3.0, None]})
     html = escape.table(frame, formats={(text, 1): "{:.1f}"}, na_rep=text).to_html()
     soup = BeautifulSoup(html, "html.parser")
-    assert _elements(soup) <= {"style", "table", "thead", "tbody", "tr", "th", "td"}, html
+    # <wbr>: where a long word may break (escape.breakable), no character
+    assert _elements(soup) <= {"style", "table", "thead", "tbody", "tr", "th", "td", "wbr"}, html
     cells = [c.get_text() for c in soup.find_all(["th", "td"])]
     assert cells == ["c", str((text, 1)), str([text]), "1.5", str((text,)), "2.0",
                      str({text: 1}), "3.0", text, text], cells
+
+
+def test_a_long_word_of_a_text_cell_may_break_and_reads_the_same():
+    """A path or a program's name in a claims table widened it past the page: its long words
+    get <wbr> after / _ . : = , and between a lower- and an upper-case letter, never inside a
+    character reference; short words, numbers and the text as read are unchanged."""
+    said = ("p2pBandwidthLatencyTest's matrix at /sys/devices/system/cpu/cpu*/cpufreq: "
+            "61,720,159 IOPS <b>&nope;</b>")
+    frame = pd.DataFrame({"the source says": [said, None], "ratio": [0.98, 1.0],
+                          "kvm-2vcpu against epyc-2vcpu-v782": ["a", "b"]})
+    html = escape.table(frame, formats={"ratio": "{:.2f}"}).to_html()
+    soup = BeautifulSoup(html, "html.parser")
+    label = soup.find_all("th")[-1]
+    assert label.get_text() == "kvm-2vcpu against epyc-2vcpu-v782"
+    assert "epyc-<wbr/>2vcpu-<wbr/>v782" in str(label), "a label's long word breaks too"
+    cells = [c for c in soup.find_all("td") if c.get_text() not in ("a", "b")]
+    assert [c.get_text() for c in cells] == [said, "0.98", "nan", "1.00"]
+    assert str(cells[0]).count("<wbr/>") == 10, str(cells[0])
+    assert "p2p<wbr/>Bandwidth<wbr/>Latency<wbr/>Test's" in str(cells[0])
+    assert "61,720,159 IOPS" in str(cells[0]), "a word of 12 characters or fewer is kept whole"
+    assert not soup.find("b") and "&amp;nope;" in html, "markup is still escaped"
 
 
 def test_a_table_formats_numbers_as_a_styler_does():
@@ -326,3 +348,11 @@ def test_recorded_strings_are_shown_as_they_were_recorded(marked_book):
         assert "inventory" in shown.get(where, set()), f"{where} is not shown: {shown}"
     reasons = {w for w in shown if w.startswith("knobs_not_controllable.")}
     assert reasons, "the host's reasons are not shown (the CPU search lists them)"
+
+
+def test_a_table_with_columns_per_environment_is_marked_wide():
+    """Only such a table may outgrow the page (book/_static/wrap.css, tests/test_browser.py):
+    every other table of the book is held to its width."""
+    frame = pd.DataFrame({"finding": ["x"], "kvm-2vcpu": ["1"]})
+    assert 'class="wide"' in escape.table(frame, wide=True).to_html()
+    assert "wide" not in escape.table(frame).to_html()

@@ -134,6 +134,19 @@ def pool(found: Mapping[str, Finding], confidence: float = 0.95) -> Pooled | Non
                   prediction, confidence)
 
 
+def why_not_pooled(found: Mapping[str, Finding], least: int = PREDICTION_LEAST) -> str:
+    """Why :func:`pool` gives no estimate over ``found`` (machine -> its estimate) worth
+    showing: too few machines estimate it (``least``), they state it against different
+    references, or an interval cannot be put on the pooling scale."""
+    usable = [f for f in found.values() if f.defined]
+    if len(usable) < least:
+        return (f"{len(usable)} machine{'s' if len(usable) != 1 else ''} estimate it, and "
+                f"pooling needs {least}")
+    if len({(f.statement, f.kind, f.id) for f in usable}) != 1:
+        return "the machines state it against different references, so it is not one quantity"
+    return "an interval has no width or reaches a factor of 0"
+
+
 def one_per_machine(found: Mapping[str, Finding],
                     machine_of: Mapping[str, str] | None = None) -> dict[str, Finding]:
     """``found`` (environment -> its estimate) with one environment per machine: the first,

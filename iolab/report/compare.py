@@ -151,9 +151,7 @@ def table(found: dict[str, list[Finding]],
         if pooled is not None and pooled.k >= pooling.PREDICTION_LEAST:
             row["pooled across the machines"] = pooling.text(pooled)
         elif machines >= pooling.PREDICTION_LEAST:  # the column exists: say why not here
-            row["pooled across the machines"] = (
-                f"not pooled: {len(per)} machine{'s' if len(per) != 1 else ''} estimate it, "
-                f"and pooling needs {pooling.PREDICTION_LEAST}")
+            row["pooled across the machines"] = f"not pooled: {pooling.why_not_pooled(per)}"
         said = _generality(f, by_env, machine_of)
         row["across the machines"] = (f"{said[0]}: {said[1]}" if said is not None else
                                       "fewer than two machines estimate it")

@@ -5,7 +5,8 @@ environment's name is data: the book shows it as the characters it is. Each way 
 shows a string has one function here, and every page calls it:
 
 - :func:`table`: a DataFrame as a table (an HTML output): every cell, row and column label,
-  the text shown for a missing value and the caption escaped as HTML text; a cell or label
+  the text shown for a missing value and the caption escaped as HTML text, and a long word
+  of a text cell or label given places to break (``<wbr>``, :func:`breakable`); a cell or label
   that is neither a string nor a plain scalar (a number, a time, a missing value), such as
   a list, a tuple, a mapping or any other object, is shown as its ``str()``, escaped (pandas
   escapes only ``str`` values and shows the others' ``str()`` as it is);
@@ -45,6 +46,11 @@ _LINE_BREAK = re.compile(r"\r\n|[\r\n]")
 _BACKTICKS = re.compile(r"`+")
 # pandas' own escaping for a Styler's cells and labels ('&', '<', '>' and both quotes)
 _PANDAS_ESCAPE = "html"
+# a word this long in a table's cell (a path, a program's name) gets line-break opportunities
+# after / _ . : = , - and between a lower- and an upper-case letter; ';', '#' and '&' are
+# not among them, so that no break falls inside a character reference
+_LONG_WORD = re.compile(r"\S{13,}")
+_BREAK_POINT = re.compile(r"(?<=[/_.:=,-])(?=\S)|(?<=[a-z])(?=[A-Z])")
 
 
 def html_text(value: Any) -> str:
@@ -80,21 +86,73 @@ def markdown_block(value: Any, info: str = "text") -> str:
 
 def table(frame: pd.DataFrame, *, index: bool = False,
           formats: str | Callable | Mapping[Any, str | Callable] | None = None,
-          na_rep: str | None = None, caption: str | None = None) -> Styler:
+          na_rep: str | None = None, caption: str | None = None, wide: bool = False) -> Styler:
     """``frame`` as a table of the book: its cells escaped before ``formats`` (a format
     string, a function, or one per column, as ``Styler.format`` takes them) format them, its
     row and column labels escaped, its ``caption`` escaped; the index shown only with
-    ``index``. Numbers come out as ``Styler`` formats them, escaped or not."""
+    ``index``. Numbers come out as ``Styler`` formats them, escaped or not. ``wide``: a
+    table with columns per environment, which more environments widen; it is set smaller and
+    scrolls sideways once it outgrows the page (class ``wide``, book/_static/wrap.css), where
+    every other table fits the page."""
     shown, formats = _as_text(frame, formats)
+    formats = _long_words_breakable(shown, formats)
     styler = _with_escaped_names(shown).style.format(
         formats, na_rep=None if na_rep is None else html_text(na_rep), escape=_PANDAS_ESCAPE)
     for axis in ("index", "columns"):
-        styler = styler.format_index(escape=_PANDAS_ESCAPE, axis=axis)
+        labels = shown.index if axis == "index" else shown.columns
+        styler = styler.format_index(_breakable_cell if _all_text(labels) else None,
+                                     escape=_PANDAS_ESCAPE, axis=axis)
     if not index:
         styler = styler.hide(axis="index")
     if caption is not None:
         styler = styler.set_caption(html_text(caption))
+    if wide:
+        styler = styler.set_table_attributes('class="wide"')
     return styler
+
+
+def breakable(escaped: str) -> str:
+    """An escaped cell's text with ``<wbr>`` (a place a line may break, no character) inside
+    each long word (after / _ . : = , - and between a lower- and an upper-case letter), so
+    that a path, a program's or an environment's name breaks there instead of widening its
+    table past the page (copied, the text is unchanged); short words are left as they are."""
+    return _LONG_WORD.sub(lambda word: _BREAK_POINT.sub("<wbr>", word.group(0)), escaped)
+
+
+def _breakable_cell(value: Any) -> str:
+    # pandas escapes a string cell before its formatter sees it ("Escaping is done before
+    # formatter", Styler.format), so the <wbr> added here stays markup
+    return breakable(value) if isinstance(value, str) else str(value)
+
+
+def _long_words_breakable(frame: pd.DataFrame, formats: Any) -> Any:
+    """``formats`` with :func:`_breakable_cell` for each column of text (every cell a string
+    or missing) that has no format of its own; a single format for all columns is kept."""
+    import pandas as pd
+
+    if formats is not None and not isinstance(formats, Mapping):
+        return formats
+    formats = dict(formats or {})
+    for at, label in enumerate(frame.columns):
+        column = frame.iloc[:, at]
+        if (label not in formats
+                and (column.dtype == object or pd.api.types.is_string_dtype(column.dtype))
+                and column.map(lambda v: isinstance(v, str) or _missing(v)).all()):
+            formats[label] = _breakable_cell
+    return formats
+
+
+def _all_text(labels: pd.Index) -> bool:
+    """Whether every label (every level's part of it) is a string: only then are they given
+    places to break, a number being shown as pandas formats it."""
+    return all(isinstance(part, str) for label in labels
+               for part in (label if isinstance(label, tuple) else (label,)))
+
+
+def _missing(value: Any) -> bool:
+    import pandas as pd
+
+    return _plain(value) and not isinstance(value, str) and bool(pd.isna(value))
 
 
 def _with_escaped_names(frame: pd.DataFrame) -> pd.DataFrame:
