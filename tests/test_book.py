@@ -124,7 +124,8 @@ PYTHON_REPR = r"^\[.*\]$|^\{.*\}$|^\(.*,.*\)$|\bTrue\b|\bFalse\b|^(None|nan|NaN)
 
 def test_the_book_reads_as_a_book_not_a_log(html):
     """No page shows a path of the machine that built it (the checkout, a temporary folder),
-    a program reported missing on that machine, or a Python repr in a table cell."""
+    a program reported missing on that machine, or a Python repr or a bare "n/a" in a table
+    cell."""
     import html as htmlmod
     import re
 
@@ -148,6 +149,8 @@ def test_the_book_reads_as_a_book_not_a_log(html):
                 value = htmlmod.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
                 if re.search(PYTHON_REPR, value):
                     found.append(f"{name}: a Python repr in a table cell: {value[:80]!r}")
+                if value == "n/a":
+                    found.append(f"{name}: a table cell reads 'n/a' (say what is missing)")
     assert not found, "\n".join(found)
 
 

@@ -66,6 +66,9 @@ def test_the_sections_show_their_tables(committed):
     ad = shown["ad"][-1].data
     assert list(ad.index) == ["A", "B", "C", "D"]
     assert set(ad["thread siblings"]) == {"both threads of each core", "one thread per core"}
+    # A and B have no runs here: their interval is "not measured" like their mean, not "n/a"
+    html = shown["ad"][-1].to_html()
+    assert "n/a" not in html and html.count("not measured") >= 6, html
     assert shown["confirmed"] is not None and shown["effects"] is not None
     assert shown["replication"] is None and shown["sweeps"] is None
     assert shown["tools"] is None        # the tool comparison's environment exists

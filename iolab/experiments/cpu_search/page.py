@@ -298,7 +298,9 @@ def ad(ch: Chapter) -> list[Any]:
         "thread siblings": [describe("thr_sib", v) for v in table["thr_sib"]],
         "stress": [describe("stress", v) for v in table["stress"]],
         "n": table["n"], "mean IOPS (measured)": table["mean"], "sd": table["sd"],
-        f"{_ci(ch)} CI": [fmt_range(a, b) for a, b in zip(table["ci_low"], table["ci_high"])]}
+        # a point without runs has no interval: None, shown as "not measured" like its mean
+        f"{_ci(ch)} CI": [None if pd.isna(a) else fmt_range(a, b)
+                          for a, b in zip(table["ci_low"], table["ci_high"])]}
     if "published" in table:
         columns.update({"AiSIO (published)": table["published"],
                         "measured / published": table["measured / published"]})
