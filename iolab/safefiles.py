@@ -213,7 +213,7 @@ def folder_trust_problem(folder: Path, depth: int = 1) -> str | None:
     for part in [Path(folder), *Path(folder).parents][:depth]:
         try:
             st = os.lstat(part)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not there (under a file: never made)
             continue
         if not stat.S_ISDIR(st.st_mode):
             return f"{part} is {what_is(st)}{_link_text(part, st)}, not a folder"
