@@ -13,6 +13,13 @@ and each driver run additionally gets ``IOLAB_RUN`` (its run folder). :func:`fin
 those whose owner is gone (an ``iolab run`` killed with SIGKILL) and :func:`end` kills a set
 and waits until each is gone. The owner is recorded in ``campaign-log.jsonl`` too.
 
+Only this user's processes are ever taken for a campaign's (every uid of the process, real,
+effective, saved and file system, is this user's): the processes a campaign starts run as its
+user, and anyone can put the two variables into their own process's environment. Root can
+read every user's ``environ`` and kill every process, so another user's process carrying the
+markers is never listed, nor signalled (:func:`is_mine`, checked again just before the
+kill); nor is one whose owner is not of the form iolab writes.
+
 Responsible for: naming, finding and ending the processes of a campaign. Not responsible
 for: starting them (the runner and collectors do) or the process-group handling of a single
 background collector (``iolab.tools.base.end_process_group``).
@@ -94,13 +101,36 @@ def _command(pid: int) -> str:
         return "?"
 
 
+def is_mine(pid: int) -> bool:
+    """Whether the process ``pid`` is this user's: each of its uids (real, effective, saved,
+    file system; ``/proc/<pid>/status``) is this process's effective uid. False when it is
+    gone or cannot be read."""
+    try:
+        status = (PROC / str(pid) / "status").read_text(errors="replace")
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            uids = line.split()[1:]
+            return len(uids) == 4 and all(u == str(os.geteuid()) for u in uids)
+    return False
+
+
+def well_formed(owner: str) -> bool:
+    """Whether ``owner`` has the form :func:`owner_name` writes: ``<boot id>/<pid>/<ticks>``."""
+    parts = owner.split("/")
+    return (len(parts) == 3 and bool(parts[0]) and parts[1].isdigit()
+            and parts[2].isdigit())
+
+
 def find(*, owner: str | None = None, data_dir: Path | str | None = None,
          run: str | None = None) -> list[Proc]:
-    """Live processes carrying an iolab owner, narrowed by owner, data directory or run."""
+    """Live processes of this user's carrying an iolab owner, narrowed by owner, data
+    directory or run (another user's are never ours, whatever their environment says)."""
     me = os.getpid()
     out = []
     for entry in PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
+        if not entry.name.isdigit() or int(entry.name) == me or not is_mine(int(entry.name)):
             continue
         env = _environ(int(entry.name))
         if not env or OWNER_VAR not in env:
@@ -115,8 +145,10 @@ def find(*, owner: str | None = None, data_dir: Path | str | None = None,
 
 
 def leftovers(data_dir: Path | str) -> list[Proc]:
-    """Processes started for a campaign on ``data_dir`` whose iolab process is gone."""
-    return [p for p in find(data_dir=data_dir) if not owner_alive(p.owner)]
+    """Processes (this user's) started for a campaign on ``data_dir`` whose iolab process is
+    gone; one whose owner is not of the form iolab writes is not a campaign's."""
+    return [p for p in find(data_dir=data_dir)
+            if well_formed(p.owner) and not owner_alive(p.owner)]
 
 
 def _zombie_or_gone(pid: int) -> bool:
@@ -128,8 +160,10 @@ def _zombie_or_gone(pid: int) -> bool:
 
 
 def end(procs: list[Proc], timeout_s: float = 10.0) -> list[Proc]:
-    """SIGKILL each process and wait until all are gone; returns those still there after
+    """SIGKILL each process (this user's: one that is not, e.g. a pid reused since it was
+    found, is left alone) and wait until all are gone; returns those still there after
     ``timeout_s`` (a process stuck in the kernel, e.g. in uninterruptible I/O)."""
+    procs = [p for p in procs if is_mine(p.pid)]
     for p in procs:
         try:
             os.kill(p.pid, signal.SIGKILL)

@@ -25,7 +25,10 @@ would then truncate, a FIFO that would block every read for ever, a device node.
 * **Outputs** a user names (``iolab tidy -o``, ``iolab notebook -o``, ``iolab book
   --glue-snapshot``) are written the same way, by a rename, never by an open for writing of
   the final name; a path that exists and is not a regular file (a link, a FIFO, a device, a
-  folder) is refused, never replaced (:func:`check_output`, :func:`replace_output`).
+  folder) is refused, never replaced, and so is a path one of whose folders is a link
+  another user made, another user's folder, or one others may write into without the
+  sticky bit (:func:`folders_problem`): another user could make the output land elsewhere
+  (:func:`check_output`, :func:`replace_output`).
 
 A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
 
@@ -34,8 +37,11 @@ file of its role can hold when iolab wrote it, and a larger file is :class:`TooL
 line naming the file and the bound, before a byte of it is read. A 3 GB sparse file in place
 of a knob journal or a cache would otherwise be read whole and end the command with a
 MemoryError. The bound is a limit, never a reservation: memory follows the file's size
-(:func:`read_bounded`). A state file others could have written is refused too where its reader asks
-(``own``): only one of this user's or root's is read.
+(:func:`read_bounded`). A state file or cache others could have written is refused too where
+its reader asks (``own``): only one of this user's or root's that no one else may write is read
+(:func:`check_owner`), and a cache in a folder others may write into is not trusted
+(:func:`folder_trust_problem`). Caches are written with :data:`CACHE_MODE` in folders made
+with :data:`CACHE_FOLDER_MODE`, whatever the umask.
 
 Responsible for: those checks, and the opens, reads, copies and replacements that apply them.
 Not responsible for: what the files hold or where they live (their modules), crash safety
@@ -56,6 +62,8 @@ from iolab.errors import InputError
 
 STATE_MODE = 0o600   # a state file: this user's alone, whatever the umask
 FOLDER_MODE = 0o700  # a state folder made by iolab
+CACHE_MODE = 0o644   # a cache file: others may read it, only its owner write it, whatever the umask
+CACHE_FOLDER_MODE = 0o755  # a cache folder made by iolab
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OUTPUT_ALLOWED = "a path where nothing is, a regular file (replaced whole), or - for standard output"
 
@@ -128,7 +136,7 @@ def read_regular(path: Path, role: str, most: int = READ_MOST, own: bool = False
                  ) -> bytes | None:
     """The bytes of the regular file ``path``; None when nothing is there; NotOurs for
     anything else (see :func:`open_regular`), and with ``own`` for a file of another user's
-    than this one's or root's; TooLarge when it holds more than ``most`` bytes (the most a
+    than this one's or root's, or one others than its owner may write (:func:`check_owner`); TooLarge when it holds more than ``most`` bytes (the most a
     file of ``role`` holds when iolab wrote it), before any of it is read."""
     fd = open_regular(path, os.O_RDONLY, role)
     if fd is None:
@@ -173,14 +181,49 @@ def too_large(path: Path, size: int, most: int, role: str) -> TooLarge:
 
 
 def check_owner(path: Path, st: os.stat_result, role: str) -> None:
-    """NotOurs unless the file of ``st`` belongs to this user or root: a file of ``role``
-    another user made (in a folder both may write into) is never taken for this user's."""
+    """NotOurs unless the file of ``st`` belongs to this user or root and no one else may
+    write it (no group or world write bit): a file of ``role`` another user made, or could
+    have rewritten since (a cache made under ``umask 000`` is 0666), is never taken for this
+    user's."""
+    problem = trust_problem(st)
+    if problem:
+        raise NotOurs(path, None, f"{problem}, where iolab keeps {role}; a file another user "
+                      "made or may write is never read as this user's", allowed="a file of this "
+                      "user's or root's that only its owner may write (mode 0644 or 0600); "
+                      "remove it if it is not yours to keep")
+
+
+def trust_problem(st: os.stat_result) -> str | None:
+    """Why a file of ``st`` may hold what another user wrote, in words; None when it may not:
+    it belongs to this user or root and only its owner may write it."""
     me = os.geteuid()
     if st.st_uid not in (me, 0):
-        raise NotOurs(path, None, f"belongs to uid {st.st_uid}, not to this user (uid {me}) or "
-                      f"root, where iolab keeps {role}; another user's file is never read as "
-                      "this user's", allowed="a file this user or root made; remove it if it "
-                      "is not yours to keep")
+        return f"belongs to uid {st.st_uid}, not to this user (uid {me}) or root"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by others than its owner (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def folder_trust_problem(folder: Path, depth: int = 1) -> str | None:
+    """Why files in ``folder`` may have been put or replaced by another user, in words: it or
+    one of its ``depth - 1`` parents is a link, not a folder, another user's folder, or one
+    others may write into (:func:`others_write`). None when none is, or when they do not
+    exist yet (iolab then makes them, :data:`CACHE_FOLDER_MODE`)."""
+    me = os.geteuid()
+    for part in [Path(folder), *Path(folder).parents][:depth]:
+        try:
+            st = os.lstat(part)
+        except (FileNotFoundError, NotADirectoryError):  # not there (under a file: never made)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{part} is {what_is(st)}{_link_text(part, st)}, not a folder"
+        if st.st_uid not in (me, 0):
+            return (f"the folder {part} belongs to uid {st.st_uid}, not to this user "
+                    f"(uid {me}) or root")
+        problem = others_write(st)
+        if problem:
+            return f"the folder {part} {problem}"
+    return None
 
 
 def append_regular(path: Path, data: bytes, role: str, mode: int = 0o666) -> None:
@@ -460,14 +503,22 @@ def _folder_refusal(path: Path, problem: str) -> NotOurs:
 
 
 def check_output(path: Path, option: str) -> None:
-    """Refuse (InputError naming ``option``) an output path whose folder is not one, or that
-    exists and is not a regular file (a link, a FIFO, a device, a folder): an output is
-    written only where nothing is, or over a regular file."""
+    """Refuse (InputError naming ``option``) an output path whose folder is not one, that
+    exists and is not a regular file (a link, a FIFO, a device, a folder), or one of whose
+    folders another user could redirect (:func:`folders_problem`: a link another user made,
+    another user's folder, one others may write into without the sticky bit): an output is
+    written only where nothing is, or over a regular file, and only where this user meant."""
     path = Path(path)
     folder = path.parent
     if not folder.is_dir():
         raise InputError(option, None, f"{path}: its folder {folder} "
                          f"{'is not a folder' if folder.exists() else 'does not exist'}")
+    problem = folders_problem(path)
+    if problem:
+        raise NotOurs(option, None, f"{path}: {problem}; an output is never written where "
+                      "another user decides where it lands", allowed="a path whose folders "
+                      "are this user's or root's, and that others cannot write into (or that "
+                      "have the sticky bit, as /tmp has), or - for standard output")
     try:
         st = os.lstat(path)
     except FileNotFoundError:

@@ -5,6 +5,7 @@ while every other campaign is still shown."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -14,7 +15,8 @@ from iolab.errors import InputError
 from iolab.host import slurm
 from iolab.status import status_lines
 
-RECORD = {"job_id": "7", "script": "x.sh", "submitted_at": "2026-01-01", "mode": "replay",
+RECORD = {"job_id": "7", "script": "20260101T000000.000000Z-replay.sh",
+          "submitted_at": "2026-01-01", "mode": "replay",
           "options": {}, "resumes": None}
 
 
@@ -63,8 +65,6 @@ def test_a_job_record_of_the_wrong_kind_is_named_and_the_rest_shown(data, job_id
 def test_a_job_record_nested_too_deeply_or_too_large_is_named_and_the_rest_shown(data, kind):
     """The same pattern as probe 6's C1-C4 and B7: a RecursionError, or a record read whole
     whatever its size."""
-    import os
-
     folder = data(**{"7": RECORD, "8": RECORD})
     path = folder / "raw" / "zzdemo" / "a-first" / "jobs" / "8.json"
     if kind == "nested":
@@ -88,3 +88,44 @@ def test_a_record_named_in_other_digits_is_no_record_and_hides_no_job(data):
     records = jobs.read_all(folder / "raw" / "zzdemo" / "a-first" / "jobs")
     assert [r.job_id for r in records] == ["7"]
     assert any("job 7 " in line for line in status_lines(folder))
+
+
+@pytest.mark.parametrize("script", ["../../../../../../probe9/evil.sh", "/tmp/evil.sh",
+                                    "sub/20260101T000000.000000Z-run.sh", "..", "evil.sh"])
+def test_a_record_whose_script_is_not_one_iolab_wrote_in_jobs_is_refused(data, script):
+    """Probe 9, F6: 'submit --resume' submitted the script a record named with '../', outside
+    the campaign."""
+    folder = data(**{"7": {**RECORD, "script": script}})
+    with pytest.raises(InputError) as info:
+        jobs.read_all(folder / "raw" / "zzdemo" / "a-first" / "jobs")
+    assert info.value.key == "script" and info.value.path.endswith("jobs/7.json")
+    assert "is not the name of a script iolab wrote" in str(info.value)
+    assert "allowed: the file name 'iolab submit' gives a job's script in jobs/" in str(info.value)
+
+
+def test_resume_never_submits_a_script_through_a_link(tmp_path, monkeypatch):
+    """A record's script swapped for a link (to a script outside the campaign) is refused,
+    and the link left as it is."""
+    from iolab.batch import submit
+    from iolab.safefiles import NotOurs
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "sbatch.log"
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {log}\necho 77\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(slurm, "job_states", lambda ids, env=None: {})
+    data = tmp_path / "data"
+    (record,) = submit.submit(["smt_thp"], ["kvm-2vcpu"],
+                              submit.Request(mode="replay", data_dir=data), log=lambda line: None)
+    script = data / "raw" / "smt_thp" / "kvm-2vcpu" / "jobs" / record.script
+    evil = tmp_path / "evil.sh"
+    evil.write_text("#!/bin/sh\necho evil\n")
+    script.unlink()
+    script.symlink_to(evil)
+    with pytest.raises(NotOurs, match=f"{re.escape(str(script))}: is a symbolic link to "
+                       f"{re.escape(str(evil))}, where iolab keeps the script of job 77"):
+        submit.resume("smt_thp", "kvm-2vcpu", data, log=lambda line: None)
+    assert len(log.read_text().splitlines()) == 1, "submitted again"
+    assert script.is_symlink()

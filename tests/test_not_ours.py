@@ -442,6 +442,33 @@ def test_an_output_that_is_not_a_regular_file_is_refused(stored, tmp_path, kind)
         as_it_was(out, kind, victim)
 
 
+@pytest.mark.parametrize("through", ["folder", "link"])
+def test_an_output_in_a_folder_others_may_write_into_is_refused(stored, tmp_path, through):
+    """Probe 9, F4: 'tidy -o' wrote through another user's link to that user's folder: whoever
+    may write a folder of the path decides where the output (and its temporary file) lands.
+    (A link another user made cannot be made in a test that runs as one user: a folder
+    every user may write into, or this user's link to one, stands for it.)"""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # no sticky bit: anyone may put a link in place of what is there
+    folder = shared if through == "folder" else tmp_path / "link"
+    if through == "link":
+        folder.symlink_to(shared)
+    out = folder / "table.csv"
+    try:
+        code, out_text, err = cli([*TIDY, "--data", str(stored), "-o", str(out)])
+        assert code == 2 and out_text == "" and len(err.splitlines()) == 1, err
+        assert (f"-o: {out}: {folder}, a folder of its path, is writable by every user (mode "
+                "0777) without the sticky bit") in err
+        assert "an output is never written where another user decides where it lands" in err
+        assert list(shared.iterdir()) == [], "written, or a temporary file left"
+        with pytest.raises(safefiles.NotOurs, match="a folder of its path"):
+            safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "-o")
+        assert list(shared.iterdir()) == []
+    finally:
+        shared.chmod(0o755)
+
+
 def test_an_output_over_a_regular_file_replaces_it_whole_and_dash_is_standard_output(
         stored, tmp_path):
     out = tmp_path / "table.csv"
@@ -790,3 +817,17 @@ def test_a_stored_file_nested_too_deeply_is_named_in_one_line(tmp_path, name):
     assert got == code and "arrays or objects nested more than 100 levels deep" in out + err, (
         out, err)
     assert "internal error" not in out + err and "Traceback" not in out + err
+
+
+def test_a_build_record_others_may_write_is_refused_in_one_line(places):
+    """The owner and mode rule of the caches (probe 9, C2) for the book's build record: one
+    others may rewrite could call any page fresh."""
+    path = freshness.STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    freshness.remember("page", "0" * 64)
+    assert freshness.is_fresh("page", "0" * 64, path)
+    path.chmod(0o666)
+    with pytest.raises(safefiles.NotOurs, match=re.escape(
+            f"{path}: is writable by others than its owner (mode 0666), where iolab keeps the "
+            "book's build record")):
+        freshness.is_fresh("page", "0" * 64, path)

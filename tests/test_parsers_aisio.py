@@ -555,3 +555,40 @@ def test_gnu_time_numbers_no_process_has_are_parse_errors(body, message):
     int()'s digit limit (both rc 70), and a status of 999 was taken."""
     with pytest.raises(ParseError, match=message):
         parse_gnu_time_default(body, "t")
+
+
+def test_p2p_a_matrix_with_a_device_s_row_twice_is_refused():
+    """Probe 9, Q24: a row id repeated made a device's local cell (1012 GB/s) count as a pair,
+    and the p2p bandwidth read 531.5 GB/s where the report says 50.5."""
+    report = text("p2p_bandwidth.txt")
+    title = "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)"
+    before, after = report.split(title)
+    edited = before + title + after.replace("     1  51.00", "     0  51.00", 1)
+    assert edited != report
+    with pytest.raises(ParseError, match=r"^p2p: line \d+: section 'Bidirectional P2P=Enabled "
+                       r"Bandwidth Matrix \(GB/s\)': row id 0 appears more than once \(allowed: "
+                       "each device's id once"):
+        parse_p2p_bandwidth(edited, "p2p")
+
+
+def test_p2p_columns_twice_or_rows_not_the_columns_are_refused():
+    report = text("p2p_bandwidth.txt")
+    twice = report.replace("   D\\D     0      1 \n     0 1012.00",
+                           "   D\\D     0      0 \n     0 1012.00", 1)
+    assert twice != report
+    with pytest.raises(ParseError, match="column id 0 appears more than once"):
+        parse_p2p_bandwidth(twice, "p2p")
+    swapped = report.replace("   D\\D     0      1 \n     0 1012.00",
+                             "   D\\D     1      0 \n     0 1012.00", 1)
+    with pytest.raises(ParseError, match=r"row ids \[0, 1\] are not the column ids \[1, 0\]"):
+        parse_p2p_bandwidth(swapped, "p2p")
+
+
+def test_cijoe_state_a_key_given_twice_is_refused():
+    """Probe 9, Q23: 'err: 1' then 'err: 0' kept the last, and a failed command was imported
+    as good."""
+    with pytest.raises(ParseError, match=r"^cmd_04.state: line 2: key 'err' is given twice "
+                       r"\(first on line 1\); allowed: each key once"):
+        parse_cijoe_state(b"err: 1\nerr: 0\n", "cmd_04.state")
+    with pytest.raises(ParseError, match=r"line 8: key 'err' is given twice \(first on line 1\)"):
+        parse_cijoe_state(("err: 1\n" + STATE).encode(), "cmd_04.state")

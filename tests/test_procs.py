@@ -95,3 +95,39 @@ def test_a_stop_asked_just_before_the_driver_started_ends_it_at_once():
     driver = subprocess.Popen(["sleep", "30"], start_new_session=True)
     signals.driver_started(driver.pid)
     assert driver.wait(timeout=10) == -signal.SIGKILL
+
+
+def _marked_child(data, owner: str) -> subprocess.Popen:
+    """A process carrying a campaign's markers for ``data``, as anyone can set them."""
+    env = {**os.environ, procs.OWNER_VAR: owner, procs.DATA_VAR: str(data)}
+    return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+
+
+def test_another_users_process_carrying_the_markers_is_never_listed_or_killed(
+        tmp_path, monkeypatch):
+    """Probe 9, F5: root took another user's process whose environment named its data folder
+    for a leftover of its own campaign, listed it in 'status' and SIGKILLed it."""
+    child = _marked_child(tmp_path, f"{procs.boot_id()}/1/2")  # an owner that is gone
+    try:
+        assert [p.pid for p in procs.leftovers(tmp_path)] == [child.pid]  # this user's: ours
+        other = os.geteuid() + 1  # the child's uids are this user's: seen as another's
+        monkeypatch.setattr(procs.os, "geteuid", lambda: other)
+        assert not procs.is_mine(child.pid)
+        assert procs.leftovers(tmp_path) == [] and procs.end_leftovers(tmp_path) == []
+        assert procs.end([procs.Proc(child.pid, "sleep", "x", "", "")]) == []
+        assert child.poll() is None, "another user's process was signalled"
+        monkeypatch.undo()
+    finally:
+        procs.end([procs.Proc(child.pid, "sleep", "x", "", "")])
+        child.wait()
+
+
+def test_a_process_whose_owner_iolab_never_wrote_is_not_a_leftover(tmp_path):
+    child = _marked_child(tmp_path, "not-an-owner")
+    try:
+        assert [p.pid for p in procs.find(data_dir=tmp_path)] == [child.pid]
+        assert procs.leftovers(tmp_path) == [] and procs.end_leftovers(tmp_path) == []
+        assert child.poll() is None
+    finally:
+        procs.end([procs.Proc(child.pid, "sleep", "x", "", "")])
+        child.wait()

@@ -264,6 +264,7 @@ def test_a_cache_of_verified_files_nested_too_deeply_or_too_large_is_ignored(
         os.truncate(verified, 3 << 30)  # sparse: no disk, and no memory unless read
     else:
         verified.write_text(content)
+    verified.chmod(0o644)  # as iolab writes it, whatever this host's umask
     assert len(tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", use_cache=False)) == 4
     told = capsys.readouterr().err
     if content is None:
@@ -274,3 +275,121 @@ def test_a_cache_of_verified_files_nested_too_deeply_or_too_large_is_ignored(
         assert told == ""
     assert verified.stat().st_size < integrity.CACHE_MOST  # replaced by what was verified
     assert integrity.Checker(verified)._load(), "it holds what was verified now"
+
+
+def forge(parquet) -> None:
+    """iops x10 in the cached table, and the digest's sha256 line made to match (as anyone
+    who may write the cache can do)."""
+    import hashlib
+    import io
+
+    import pandas as pd
+
+    frame = pd.read_parquet(parquet)
+    frame["iops"] = frame["iops"] * 10
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    parquet.write_bytes(buffer.getvalue())  # written into: its owner and mode are kept
+    digest = parquet.with_suffix(".digest")
+    lines = digest.read_text().split("\n")
+    lines[1] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    digest.write_text("\n".join(lines))
+
+
+def test_a_cache_others_may_write_is_never_served_and_is_replaced(data, capsys):
+    """Probe 9, C2: a cache made under 'umask 000' was 0666; another user rewrote it (iops x10,
+    its digest to match) and 'tidy' served it."""
+    first = load(data)
+    files = cache_files(data)
+    for path in files.values():
+        path.chmod(0o666)
+    forge(files["parquet"])
+    assert load(data).equals(first), "a cache others may write was served"
+    assert capsys.readouterr().err == (
+        f"iolab: the tidy table's cache file {files['parquet']} is writable by others than its "
+        "owner (mode 0666); another user's file is never served: the table was built again "
+        "from the stored runs, and replaces it\n")
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in files.values()} == {oct(0o644)}
+    assert load(data).equals(first) and capsys.readouterr().err == ""  # trusted again
+
+
+def test_a_cache_in_a_folder_others_may_write_is_not_read_and_left(data, capsys):
+    """Probe 9, F1: a cache in a shared folder (another user's there) was served as the table:
+    whoever may write the folder may put files and a matching digest there."""
+    first = load(data)
+    files = cache_files(data)
+    forge(files["parquet"])
+    folder = files["parquet"].parent
+    folder.chmod(0o777)  # no sticky bit: anyone may replace the files
+    try:
+        for _ in range(2):
+            assert load(data).equals(first), "a cache others could have written was served"
+            assert capsys.readouterr().err == (
+                f"iolab: the folder {folder} is writable by every user (mode 0777) without the "
+                f"sticky bit: others could have written the tidy table's cache {files['parquet']} "
+                "there; the table was built from the stored runs without the cache (make the "
+                "folders this user's alone, e.g. chmod go-w, or remove them)\n")
+        assert pd_iops(files["parquet"]) == [i * 10 for i in first["iops"]], "left as it was"
+    finally:
+        folder.chmod(0o755)
+
+
+def pd_iops(parquet) -> list:
+    import pandas as pd
+
+    return list(pd.read_parquet(parquet)["iops"])
+
+
+def test_a_cache_file_of_another_user_is_not_trusted():
+    """Probe 9, F1: the owner half of the rule (a file of another uid cannot be made in a
+    test that runs as one user)."""
+    from iolab.safefiles import trust_problem
+
+    def st(uid, mode):
+        return os.stat_result((stat.S_IFREG | mode, 0, 0, 1, uid, 0, 0, 0, 0, 0))
+
+    other = os.geteuid() + 1
+    assert trust_problem(st(other, 0o644)) == (
+        f"belongs to uid {other}, not to this user (uid {os.geteuid()}) or root")
+    assert trust_problem(st(0, 0o644)) is None and trust_problem(st(os.geteuid(), 0o600)) is None
+    assert "mode 0664" in trust_problem(st(os.geteuid(), 0o664))
+
+
+def test_caches_are_made_with_their_own_modes_whatever_the_umask(data):
+    """Probe 9, C2: under 'umask 000' the cache folders were 0777 and the files 0666."""
+    old = os.umask(0)
+    try:
+        load(data)
+        tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", use_cache=False)
+    finally:
+        os.umask(old)
+    verified = Store(data, "smt_thp", "kvm-2vcpu").verify_cache_path
+    made = [*cache_files(data).values(), verified]
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in made} == {oct(0o644)}
+    folders = {p.parent for p in made} | {data / "cache" / "tidy", data / "cache" / "verified",
+                                          data / "cache"}
+    assert {oct(stat.S_IMODE(f.stat().st_mode)) for f in folders} == {oct(0o755)}
+
+
+def test_a_cache_of_verified_files_others_may_write_vouches_for_nothing(data, capsys,
+                                                                        monkeypatch):
+    """Probe 9, C2 for the cache of verified files: one others may write could say that an
+    altered raw file (its size and time kept) was verified."""
+    from iolab.core import integrity
+
+    monkeypatch.setattr(integrity, "_TOLD", set(), raising=False)
+    load(data)
+    verified = Store(data, "smt_thp", "kvm-2vcpu").verify_cache_path
+    run = sorted((data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir())[0]
+    raw = run / "fio.json"
+    st = raw.stat()
+    raw.write_bytes(raw.read_bytes().replace(b'"iops"', b'"IOPS"', 1))  # same size
+    os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns))  # and time: the cache vouches for it
+    fresh = dict(use_cache=False)
+    assert len(tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", **fresh)) == 4, \
+        "the cache this user wrote is trusted (its documented limit)"
+    verified.chmod(0o666)
+    with pytest.raises(IolabError, match=f"{run.name}.*fio.json differs"):
+        tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", **fresh)
+    assert f"the cache of verified files {verified} is writable by others than its owner " \
+           "(mode 0666); another user's file is never trusted" in capsys.readouterr().err

@@ -7,7 +7,9 @@ stored: it is asked of Slurm when shown (``iolab.host.slurm.job_states``).
 
 Records are read only when they are regular files of at most :data:`RECORD_MOST` bytes, and
 nothing is read or written through a ``jobs/`` (or campaign) folder that is a link
-(:mod:`iolab.safefiles`).
+(:mod:`iolab.safefiles`). A record's ``script`` is the file name iolab gave the script in
+``jobs/`` (:data:`SCRIPT_NAME`): a path outside it, ``..`` or a folder is refused, and
+``--resume`` submits it only when it is a regular file there, never through a link.
 
 Responsible for: writing, reading and describing records. Not responsible for: submitting
 (``iolab.batch.submit``).
@@ -15,6 +17,7 @@ Responsible for: writing, reading and describing records. Not responsible for: s
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,11 @@ ROLE = "the campaign's Slurm jobs (jobs/)"
 # jobs/, the campaign's folder and the experiment's: none is followed if it is a link
 DEPTH = 3
 RECORD_MOST = 1 << 20  # bytes of a record at most: iolab writes a few hundred
+# the name 'iolab submit' gives a job's script in jobs/: <UTC stamp>-<mode>.sh, a file name
+# (no folder, no '..'), so that --resume never submits a script outside the campaign
+SCRIPT_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z-[a-z]+\.sh")
+SCRIPT_ALLOWED = "the file name 'iolab submit' gives a job's script in jobs/ (e.g. " \
+                 "20250101T120000.000000Z-run.sh), no folder, '..' or other path"
 
 
 def jobs_dir(campaign_root: Path) -> Path:
@@ -100,6 +108,10 @@ def _check_record(record: JobRecord, path: Path) -> None:
             raise InputError(path, key, f"{excerpt(value)} is not a job record's {key}",
                              allowed="a Slurm job id (digits)" if key in ("job_id", "resumes")
                              else "a mapping" if kind is dict else "text")
+    if not SCRIPT_NAME.fullmatch(record.script):  # '../x.sh', '/etc/x': never submitted
+        raise InputError(path, "script", f"{excerpt(record.script)} is not the name of a script "
+                         "iolab wrote in the record's folder; it is never submitted",
+                         allowed=SCRIPT_ALLOWED)
 
 
 def describe(record: JobRecord, state: dict[str, str] | None, folder: Path,

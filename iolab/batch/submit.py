@@ -31,7 +31,7 @@ from iolab.host import slurm
 from iolab.durable import write_atomic
 from iolab.parsers import is_digits
 from iolab.paths import REPO_ROOT, resolve_data_dir
-from iolab.safefiles import refuse_linked
+from iolab.safefiles import check_regular, refuse_linked
 
 MODES = ("run", "replay", "plan")
 
@@ -291,8 +291,9 @@ def resume(experiment: str, environment: str, data_dir: str | Path | None, *,
         raise IolabError(f"no job was submitted for {experiment}/{environment} on {data_dir} "
                          f"({folder} has no job records); use iolab submit without --resume")
     last = records[-1]
-    path = folder / last.script
-    if not path.is_file():
+    path = folder / last.script  # a file name in jobs/ (jobs.read_all checks it)
+    # a link is never followed, a FIFO never submitted: NotOurs naming it
+    if check_regular(path, f"the script of job {last.job_id}") is None:
         raise IolabError(f"{path}, the script of job {last.job_id}, is gone; submit anew")
     if last.mode == "run":
         options = last.options

@@ -12,7 +12,10 @@ makes the run corrupt, never followed or opened (a FIFO would block the read for
 
 Anything but a regular file in the cache's place (a folder, a link, a FIFO) is neither read,
 followed nor replaced (``iolab.safefiles``): the files are then hashed without the cache, and
-the user told once. A cache iolab cannot have written (more than :data:`CACHE_MOST` bytes,
+the user told once; so is a cache in a folder others may write into. A cache file another
+user may have written (not this user's or root's, or writable by group or others) is never
+trusted: every file is hashed and the cache replaced. It is written 0644 in folders made
+0755, whatever the umask. A cache iolab cannot have written (more than :data:`CACHE_MOST` bytes,
 not JSON, nested deeper than it writes, of another shape) is ignored as if it were absent,
 and replaced when the files are next verified; one too large to read is said once.
 
@@ -38,8 +41,9 @@ from typing import Any
 from iolab.durable import write_atomic
 from iolab.errors import ParseError, printable
 from iolab.parsers import load_json
-from iolab.safefiles import (NotOurs, TooLarge, linked_folder, open_regular, read_regular,
-                             what_is)
+from iolab.safefiles import (CACHE_FOLDER_MODE, CACHE_MODE, NotOurs, TooLarge, check_regular,
+                             folder_trust_problem, linked_folder, make_folders, open_regular,
+                             read_regular, trust_problem, what_is)
 
 CACHE_VERSION = 1
 # bytes of the cache at most: an entry takes about a hundred per raw file, and the largest
@@ -76,8 +80,23 @@ class Checker:
         self._bad: set[str] = set()  # files found altered: never remembered as verified
 
     def _load(self) -> dict[str, list[Any]]:
+        # <experiment>/, verified/, cache/
+        folders = folder_trust_problem(self.cache_path.parent, 3)
+        if folders:  # others could have written it: neither read nor replaced
+            self.taken = True
+            self._tell(f"{folders}: others could have written the cache of verified files "
+                       f"{self.cache_path} there; every file is hashed without it (make the "
+                       "folders this user's alone, e.g. chmod go-w, or remove them)")
+            return {}
         try:
-            raw = read_regular(self.cache_path, _ROLE, CACHE_MOST)
+            st = check_regular(self.cache_path, _ROLE)
+            problem = trust_problem(st) if st is not None else None
+            if problem:  # another user may have vouched for altered files: replaced by save()
+                self._tell(f"the cache of verified files {self.cache_path} {problem}; another "
+                           "user's file is never trusted: every file is hashed, and the cache "
+                           "replaced")
+                return {}
+            raw = read_regular(self.cache_path, _ROLE, CACHE_MOST, own=True)
             doc = load_json(raw.decode("utf-8"), str(self.cache_path)) if raw else None
         except NotOurs as exc:
             self.taken = True
@@ -152,9 +171,11 @@ class Checker:
         if linked_folder(self.cache_path.parent, 3) is not None:  # cache/, verified/, <exp>/
             return  # a link is never followed: the files are verified again next time
         try:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            # through a temporary file only this call made: a link put beside it is not followed
+            make_folders(self.cache_path.parent, CACHE_FOLDER_MODE)  # not the umask's 0777
+            # through a temporary file only this call made: a link put beside it is not
+            # followed; 0644 whatever the umask, so that no one else may rewrite it
             write_atomic(self.cache_path, json.dumps({"version": CACHE_VERSION,
-                                                      "files": {**kept, **self._new}}).encode())
+                                                      "files": {**kept, **self._new}}).encode(),
+                         mode=CACHE_MODE)
         except OSError:
             pass

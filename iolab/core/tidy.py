@@ -21,7 +21,11 @@ holds the sha256 of the parquet's bytes too: a cache cut short or overwritten is
 and the user told why on standard error. Anything but a regular file in the place of a cache
 file is neither read, followed nor removed: the table is built without the cache, saying so.
 A cache file larger than iolab writes (:data:`CACHE_MOST`, :data:`CACHE_NOTE_MOST`) is not
-read: the table is built again and replaces it, saying so once.
+read: the table is built again and replaces it, saying so once. Nor is one another user may
+have written (its owner not this user or root, or writable by group or others: it is built
+again and replaces it by a rename), nor any cache in a folder others may write into (a link,
+another user's folder, one writable by others: the table is built without the cache, which is
+left as it is). The cache is written 0644 in folders made 0755, whatever the umask.
 
 Responsible for: building, caching and checking the table. Not responsible for: statistics
 (``iolab.analysis``) or running anything.
@@ -44,7 +48,9 @@ from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.durable import write_atomic
 from iolab.errors import IolabError, listed_error, printable
-from iolab.safefiles import NotOurs, TooLarge, check_regular, linked_folder, read_regular
+from iolab.safefiles import (CACHE_FOLDER_MODE, CACHE_MODE, NotOurs, TooLarge, check_regular,
+                             folder_trust_problem, linked_folder, make_folders, read_regular,
+                             trust_problem)
 
 SKIP_CORRUPT_VAR = "IOLAB_SKIP_CORRUPT"
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -153,10 +159,24 @@ class _Cache:
         self.problem = ""
 
     def usable(self) -> bool:
-        """Whether each of the cache's names is free or a regular file."""
+        """Whether each of the cache's names is free or a regular file, in folders only this
+        user or root may write into. A cache file another user may have written is not read
+        (``problem`` says so): the rebuilt table replaces it."""
+        folders = folder_trust_problem(self.path.parent, 3)  # <experiment>/, tidy/, cache/
+        if folders:
+            self.problem = (f"{folders}: others could have written the tidy table's cache "
+                            f"{self.path} there; the table was built from the stored runs "
+                            "without the cache (make the folders this user's alone, e.g. "
+                            "chmod go-w, or remove them)")
+            return False
         try:
             for path in (self.path, self.digest_path, self.stat_path):
-                check_regular(path, _ROLE)
+                st = check_regular(path, _ROLE)
+                problem = trust_problem(st) if st is not None else None
+                if problem and not self.problem:
+                    self.problem = (f"the tidy table's cache file {path} {problem}; another "
+                                    "user's file is never served: the table was built again "
+                                    "from the stored runs, and replaces it")
         except NotOurs as exc:
             self._taken(exc)
             return False
@@ -173,7 +193,8 @@ class _Cache:
         """The content of the regular file ``path``; None where there is none or it cannot
         be read (``problem`` says why)."""
         try:
-            return read_regular(path, _ROLE, CACHE_MOST if path == self.path else CACHE_NOTE_MOST)
+            return read_regular(path, _ROLE, CACHE_MOST if path == self.path else CACHE_NOTE_MOST,
+                                own=True)  # what was opened: another user's is never read
         except NotOurs as exc:  # put there since usable() looked
             self._taken(exc)
         except TooLarge as exc:  # not one iolab wrote: the rebuilt table replaces it
@@ -186,6 +207,8 @@ class _Cache:
         return None
 
     def stamp(self) -> str | None:
+        if self.problem:
+            return None
         data = self._bytes(self.stat_path)
         return data.decode(errors="replace") if data is not None else None
 
@@ -219,15 +242,16 @@ class _Cache:
         if linked_folder(self.path.parent, 3) is not None:  # cache/, tidy/, <experiment>/
             return False  # a link is never followed: the table is built without a cache
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(self.path.parent, CACHE_FOLDER_MODE)  # not the umask's 0777
             _remove(self.digest_path)  # the old digest must not vouch for a table being replaced
             buffer = io.BytesIO()
             frame.to_parquet(buffer, index=False)
             data = buffer.getvalue()
             # each through a temporary file only this call made: no link beside it followed
-            write_atomic(self.path, data)
+            write_atomic(self.path, data, mode=CACHE_MODE)
             write_atomic(self.digest_path,
-                         f"{digest}\n{hashlib.sha256(data).hexdigest()}\n".encode())
+                         f"{digest}\n{hashlib.sha256(data).hexdigest()}\n".encode(),
+                         mode=CACHE_MODE)
             return True
         except OSError:
             return False  # without its current digest, a cache is never read
@@ -236,7 +260,7 @@ class _Cache:
         if linked_folder(self.stat_path.parent, 3) is not None:
             return
         try:
-            write_atomic(self.stat_path, stamp.encode())
+            write_atomic(self.stat_path, stamp.encode(), mode=CACHE_MODE)
         except OSError:
             pass  # best effort, like the cache itself
 

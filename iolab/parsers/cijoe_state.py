@@ -17,7 +17,8 @@ another type (hex, octal or sexagesimal numbers, underscores in numbers, dates, 
 ``=``) and every other YAML construct (comments, flow or block collections, block scalars,
 anchors, tags, document markers) raise :class:`~iolab.errors.ParseError`, naming the
 record, the line and the key: CIJOE never writes them, and a guessed value would be wrong
-silently.
+silently. So does a key given twice (``yaml.dump`` writes each once; keeping either value,
+say ``err: 0`` over ``err: 1``, would import a failed command as good).
 
 Responsible for: turning one record's text into a dict. Not responsible for: which keys a
 record must have or what they mean (:mod:`iolab.importers.cijoe`, which also checks that
@@ -95,6 +96,7 @@ def parse_cijoe_state(data: bytes | str, source: str) -> dict[str, Any]:
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     record: dict[str, Any] = {}
     entry: tuple[int, str, list[str]] | None = None  # (line number, key, value lines)
+    seen: dict[str, int] = {}  # key -> the line it was first given on
     for number, line in enumerate(lines, start=1):
         match = _KEY.fullmatch(line)
         if match:
@@ -103,6 +105,11 @@ def parse_cijoe_state(data: bytes | str, source: str) -> dict[str, Any]:
             if match.group(1) in _NULL or match.group(1) in _BOOL:
                 raise ParseError(source, f"line {number}: key {excerpt(match.group(1))} reads "
                                  "as a YAML null or boolean (allowed: a name such as 'cmd')")
+            if match.group(1) in seen:  # yaml.dump never writes one twice: which would count?
+                raise ParseError(source, f"line {number}: key {excerpt(match.group(1))} is "
+                                 f"given twice (first on line {seen[match.group(1)]}); "
+                                 "allowed: each key once, as CIJOE's yaml.dump writes it")
+            seen[match.group(1)] = number
             entry = (number, match.group(1), [match.group(2) or ""])
         elif not line.strip(" ") or (entry and _CONTINUATION.match(line)):
             if entry:

@@ -2,7 +2,9 @@
 
 Responsible for: the device list, the peer-access lines and every matrix of the report as a
 named section (a 2-D list with its row and column ids and its unit), and raising
-:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed output.
+:class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed output:
+a matrix's row and column ids are distinct, the same devices in the same order, and the
+listed devices when the report lists them (a cell is a pair of devices by its ids).
 
 Not responsible for: running the test, or choosing a reference value from it (AiSIO's
 "p2p ceiling" is the mean of cells (0,1) and (1,0) of the bidirectional P2P-enabled matrix,
@@ -71,10 +73,15 @@ def parse_p2p_bandwidth(text: str, source: str = "<string>") -> dict:
         raise ParseError(source, "no matrix section found (no line ending in 'Matrix (GB/s)' "
                          "or 'Matrix (us)')")
     if devices:
+        listed = [d["id"] for d in devices]
         for name, matrix in matrices.items():
             if len(matrix["row_ids"]) != len(devices):
                 raise ParseError(source, f"section {excerpt(name)} has {len(matrix['row_ids'])} "
                                  f"rows, but {len(devices)} devices were listed")
+            if matrix["row_ids"] != listed:
+                raise ParseError(source, f"section {excerpt(name)}: its row ids "
+                                 f"{matrix['row_ids']} are not the listed devices {listed} "
+                                 "(allowed: one row per listed device, in their order)")
     return {"devices": devices, "peer_access": access, "matrices": matrices}
 
 
@@ -114,6 +121,7 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
             raise ParseError(source, f"line {at + 1}: section {excerpt(title)} has a header but "
                                      f"no rows")
         name = title if label == "D\\D" else f"{title} [{label}]"
+        _check_ids(name, row_ids, col_ids, at, source)
         if name in matrices:
             raise ParseError(source, f"section {excerpt(name)} appears twice")
         matrices[name] = {"unit": unit, "row_ids": row_ids, "col_ids": col_ids, "values": values}
@@ -122,6 +130,22 @@ def _section(lines: list[str], at: int, unit: str | None, matrices: dict, source
         raise ParseError(source, f"line {at + 1}: section {excerpt(title)} has no matrix "
                                  f"(truncated?)")
     return at
+
+
+def _check_ids(name: str, row_ids: list[int], col_ids: list[int], at: int, source: str) -> None:
+    """ParseError unless a block's rows and columns are the same devices, each once, in the
+    same order: a cell is taken for a pair of devices by its ids, so a repeated id would make
+    a device's own (local) cell count as a pair."""
+    for what, ids in (("row", row_ids), ("column", col_ids)):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ParseError(source, f"line {at}: section {excerpt(name)}: {what} id "
+                             f"{twice[0]} appears more than once (allowed: each device's id "
+                             "once, as the test prints them)")
+    if row_ids != col_ids:
+        raise ParseError(source, f"line {at}: section {excerpt(name)}: row ids {row_ids} are not "
+                         f"the column ids {col_ids} (allowed: the same devices, in the same "
+                         "order, as the test prints them)")
 
 
 def _decimal(token: str) -> float:

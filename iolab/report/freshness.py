@@ -127,7 +127,8 @@ def build_key(argv: list[str]) -> str:
 
 def _state() -> dict[str, Any]:
     try:
-        raw = read_regular(STATE_FILE, "the book's build record", STATE_MOST)
+        # another user's, or one others may write, is refused as a link is (NotOurs)
+        raw = read_regular(STATE_FILE, "the book's build record", STATE_MOST, own=True)
         doc = load_json(raw.decode("utf-8"), str(STATE_FILE)) if raw else {}
     except (OSError, ValueError, ParseError, TooLarge):  # not iolab's: everything made again
         return {}
