@@ -28,8 +28,9 @@ nvme bdevs. The driver is ``scripts/drivers/bdevperf.sh``; bdevperf announces it
 The build record of a package-built SPDK is copied into every run (``spdk-build.json``).
 
 Responsible for: the SPDK JSON subsystem configuration, hex core masks, bdevperf's option
-list, finding bdevperf, and the metrics of a stored run (with the text-table fallback for
-SPDK releases without JSON results, said once per campaign). Every check raises
+list, finding bdevperf, the metrics of a stored run (with the text-table fallback for
+SPDK releases without JSON results, said once per campaign), and whether a stored report is
+the run's own (its jobs' workload, size, depth and cores against the argv). Every check raises
 :class:`~iolab.errors.InputError` naming the key.
 Not responsible for: binding devices to a user-space driver (``iolab.host.binding``),
 reserving hugepages (the ``hugepages`` knob), telling whether a block device is in use

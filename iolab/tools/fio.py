@@ -16,8 +16,9 @@ their ids. What fio measured is unchanged; what GNU time measured around it is n
 its user, system and elapsed times of runs made through the script include a shell and a
 ``fio --version`` (a few milliseconds), those of later runs do not.
 
-Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`)
-and the measurement window. Not responsible for: which options an experiment wants.
+Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`),
+the measurement window, and whether a stored report is the run's own (its jobs' options, and
+the directions its I/O moved in, against the argv). Not responsible for: which options an experiment wants.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ current PCIe links (``iolab-gpu-clocks:`` lines) before the probe runs; the metr
 of the GPU used.
 
 Responsible for: checking options (every error names the key and what is allowed), the argv,
-the probe's version, its window and the metrics of a stored run. Not responsible for: the
+the probe's version, its window, the metrics of a stored run (a PCIe link no PCIe has is
+refused), and whether a stored report is the run's own (its options against the argv). Not responsible for: the
 report's format (:mod:`iolab.parsers.gpu_pcie_probe`) or the probe itself.
 """
 

@@ -25,8 +25,9 @@ Runs go through ``scripts/drivers/p2p_bandwidth.sh``, which prints provenance li
 test's report (``p2pBandwidthLatencyTest: PATH`` and the host's GPUs from nvidia-smi, ``iolab-gpu:
 …``); :meth:`P2pBandwidth.parse` blanks them before parsing.
 
-Responsible for: the argv, finding the test, and the metrics of a stored run (via
-:mod:`iolab.parsers.p2p_bandwidth`). Not responsible for: parsing the report, or choosing
+Responsible for: the argv, finding the test, the metrics of a stored run (via
+:mod:`iolab.parsers.p2p_bandwidth`), and whether a stored report is the run's own (its P2P
+read matrices against ``--p2p_read``). Not responsible for: parsing the report, or choosing
 which figure is a roofline for an experiment.
 """
 

@@ -44,7 +44,8 @@ uses it): ``read_argv(build_argv(o)) == check(o)``.
 
 Responsible for: finding xnvmeperf and its version, checking options (every error names the
 key and what is allowed), the argv in both directions, the driver's provenance lines, the
-measurement window and the metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding
+measurement window, the metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`) and
+whether a stored report is the run's own (its subcommand and argument echo against the argv). Not responsible for: binding
 devices to a user-space driver (``iolab.host.binding``), choosing CPUs
 (:meth:`CpuRequest.resolve`) or parsing the report.
 """
