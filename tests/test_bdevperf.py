@@ -28,6 +28,7 @@ from iolab.host.inventory import pick_cpus, topology
 from iolab.parsers.bdevperf import parse_bdevperf_json, parse_bdevperf_text, spdk_supports_json
 from iolab.parsers.lscpu import parse_lscpu_e
 from iolab.tools.base import CpuRequest, Invocation, cpu_mask
+from iolab.tools import bdevperf
 from iolab.tools.bdevperf import (Bdevperf, bdev_config, bdevperf_argv, check_devices, config_for,
                                   file_bdev_config, malloc_bdev_config)
 
@@ -1061,3 +1062,40 @@ def test_a_real_bdevperf_run_with_json_results(tmp_path, built_spdk):
     metrics = Bdevperf().parse(run)
     assert metrics["results_from"] == "perform_tests JSON" and metrics["note"] is None
     assert metrics["problem"] is None and metrics["iops"] > 1000
+
+
+def _bdevperf_run(tmp_path, change=None):
+    """A run folder with the two-job perform_tests JSON, ``change`` applied to it, and the
+    text table of the same jobs on stdout."""
+    doc = json.loads((FIX / "perform_tests_2jobs.json").read_text())
+    if change:
+        change(doc)
+    (tmp_path / bdevperf.JSON_RESULTS).write_text(json.dumps(doc))
+    shutil.copy(FIX / "v25.09_rpc_mode_stdout.txt", tmp_path / "stdout")
+    return tmp_path
+
+
+ARGV = ["bdevperf.sh", "--config", "bdev.json", "--json-results", bdevperf.JSON_RESULTS, "--",
+        "-m", "0x3", "-q", "128", "-o", "512", "-t", "10", "-w", "randread"]
+
+
+@pytest.mark.parametrize("change, argv, reason", [
+    (lambda d: d["results"][1].__setitem__("workload", "randwrite"), ARGV,
+     "bdevperf-results.json is not this run's report: its job 1 ('nvme01n1') ran with "
+     "workload 'randwrite', the run gave bdevperf -w 'randread'"),
+    (lambda d: [j.__setitem__("io_size", 65536) for j in d["results"]], ARGV,
+     "bdevperf-results.json is not this run's report: its job 0 ('nvme00n1') ran with "
+     "io_size 65536, the run gave bdevperf -o '512'"),
+    (None, [*ARGV[:-8], "-q", "32", *ARGV[-6:]],
+     "stdout is not this run's report: its job 0 ('nvme00n1') ran with queue_depth 128, the "
+     "run gave bdevperf -q '32'"),
+    (None, [*ARGV[:-10], "-m", "0x1", *ARGV[-8:]],
+     "stdout is not this run's report: its job 1 ('nvme01n1') ran on core mask '0x2', outside "
+     "the run's -m 0x1 (allowed: a non-zero mask of those cores)"),
+], ids=["another workload", "another io size", "another depth", "a core outside the mask"])
+def test_a_report_of_another_workload_size_depth_or_core_is_foreign(tmp_path, change, argv,
+                                                                   reason):
+    """bdevperf JSON of a randwrite job, of 64 KiB I/O, or of a core the run was not given was
+    stored as the run's sample."""
+    assert bdevperf.Bdevperf().foreign_report(_bdevperf_run(tmp_path), ARGV) == ""
+    assert bdevperf.Bdevperf().foreign_report(_bdevperf_run(tmp_path, change), argv) == reason

@@ -80,3 +80,42 @@ def test_a_key_given_twice_is_no_report_of_fios():
     text = '{"fio version": "fio-3.33", "jobs": [{"read": {"iops": 75218.0, "iops": 999}}]}'
     with pytest.raises(ParseError, match="key 'iops' is given twice in one object"):
         parse_fio_json(text, "fio.json")
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "fio")
+
+
+def _randread_run(tmp_path, change=None):
+    """A run folder holding the randread fixture's report, ``change`` applied to its job."""
+    with open(os.path.join(FIXTURES, "io_uring_randread_4k_qd16.jsonplus.json")) as f:
+        report = json.load(f)
+    if change:
+        change(report["jobs"][0])
+    (tmp_path / "fio.json").write_text(json.dumps(report))
+    return tmp_path
+
+
+def test_a_report_with_io_its_rw_never_does_is_foreign(tmp_path):
+    """A randread run's fio.json with a write section (a copy of its read one) was stored, its
+    iops the sum of both: twice what the run read."""
+    argv = ["fio", "--rw=randread", "--bs=4k"]
+    assert Fio().foreign_report(_randread_run(tmp_path), argv) == ""
+    run_dir = _randread_run(tmp_path, lambda job: job.__setitem__(
+        "write", json.loads(json.dumps(job["read"]))))
+    assert Fio().foreign_report(run_dir, argv).startswith(
+        "fio.json is not this run's report: it has write I/O (io_bytes ")
+    assert "which its jobs' rw ('randread') never does (allowed: read I/O only)" in \
+        Fio().foreign_report(run_dir, argv)
+
+
+def test_a_verifying_write_job_may_read(tmp_path):
+    def write_job(job, verify):
+        job["job options"].update(rw="write", verify=verify)
+        job["write"], job["read"] = job["read"], job["write"]
+        job["read"]["io_bytes"], job["read"]["total_ios"] = 4096, 1
+
+    argv = ["fio"]
+    assert "has read I/O" in Fio().foreign_report(
+        _randread_run(tmp_path, lambda job: write_job(job, "0")), argv)
+    assert Fio().foreign_report(
+        _randread_run(tmp_path, lambda job: write_job(job, "crc32c")), argv) == ""

@@ -319,3 +319,39 @@ def test_physical_limit_from_the_recorded_link():
     rows = pd.DataFrame({"gpu_pcie_probe.link_gen": [5, 5], "gpu_pcie_probe.link_width": [16, 16]})
     assert an.physical_limit(rows) == pytest.approx(32 * 16 * 128 / 130 / 8)
     assert an.physical_limit(pd.DataFrame()) is None
+
+
+@pytest.mark.parametrize("link", ["99, 16", "5, 1024", "0, 16", "5, 3"])
+def test_a_link_no_pcie_has_is_refused(link):
+    """A clocks line saying Gen 99 x1024 raised the line-rate ceiling, and 1 TB/s was stored."""
+    line = f"iolab-gpu-clocks: 0, 00000000:00:06.0, 1980, 3201, 1980, 3201, {link}\n"
+    with pytest.raises(ParseError, match=r"line 1: the PCIe link's link_(gen|width) is "):
+        probe.read_clocks(line, 0, "s")
+    assert probe.read_clocks(line.replace(link, "6, 32"), 0, "s")["link_width"] == 32
+
+
+def test_an_iteration_moving_other_than_its_requests_is_refused():
+    doc = report("read_4k.json")
+    doc["iterations"][0]["bytes"] *= 20
+    with pytest.raises(ParseError, match=r"key 'iterations\[0\].bytes': .* \(allowed: exactly "):
+        parse_gpu_pcie_probe(json.dumps(doc), "r.json")
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("mode", "write", "its mode is 'write', the run gave the probe --mode 'read'"),
+    ("seed", 7, "its seed is 7, the run gave the probe --seed '1'"),
+    ("buffer_bytes", 2**31, "its buffer_bytes is 2147483648, the run gave the probe --buffer "),
+])
+def test_a_report_of_other_options_is_foreign(tmp_path, key, value, reason):
+    """probe.json of a write run was stored as a run asked to read."""
+    doc = report("read_4k.json")
+    argv = ["gpu_pcie_probe.sh", "--output", probe.OUTPUT, "--mode", "read", "--iosize",
+            str(doc["iosize"]), "--inflight", str(doc["inflight"]), "--requests-per-warp",
+            str(doc["requests_per_warp"]), "--iterations", str(len(doc["iterations"])),
+            "--warmup", str(doc["warmup"]), "--device", "0", "--buffer",
+            str(doc["buffer_bytes"]), "--seed", "1"]
+    (tmp_path / probe.OUTPUT).write_text(json.dumps(doc))
+    assert probe.GpuPcieProbe().foreign_report(tmp_path, argv) == ""
+    (tmp_path / probe.OUTPUT).write_text(json.dumps({**doc, key: value}))
+    assert probe.GpuPcieProbe().foreign_report(tmp_path, argv).startswith(
+        f"probe.json is not this run's report: {reason}")

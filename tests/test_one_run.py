@@ -245,10 +245,10 @@ def test_every_operation_size_is_a_variable_of_its_experiment():
 
 
 @pytest.mark.parametrize("fields, reason", [
-    ({"total_ios": 5}, "jobs[0].read: iops 75218.8 over runtime 1001 ms makes 75294.0 I/Os, "
+    ({"total_ios": 5}, "jobs[0].read: iops 75218.8 over runtime 20 ms makes 1504.4 I/Os, "
                        "but total_ios is 5"),
     ({"bw_bytes": 30809612700, "io_bytes": 308404224},
-     "jobs[0].read: io_bytes 308404224 over runtime 1001 ms is 308096128 B/s, but bw_bytes "
+     "jobs[0].read: io_bytes 308404224 over runtime 20 ms is 15420211200 B/s, but bw_bytes "
      "is 30809612700"),
     ({"clat_ns": {**json.loads(Path(__file__).with_name("fixtures").joinpath(
         "fio", "io_uring_randread_4k_qd16.jsonplus.json").read_text())["jobs"][0]["read"][
@@ -422,16 +422,47 @@ def test_a_latency_no_run_can_have_fails_the_run_naming_it(campaign, fake_fio, c
 
 
 def test_a_latency_is_bounded_by_the_longest_account_of_the_run(demo):
-    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "run.duration_s": 0.05,
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "run.duration_s": 3.05,
            "fio.runtime_ms": 3000, "fio.clat_mean_us": 2_900_000.0}
-    assert demo.sample_problem(row) == "", "fio's own runtime is longer than the wall time"
+    assert demo.sample_problem(row) == ""
     assert demo.sample_problem({**row, "fio.clat_mean_us": 3_100_000.0}) == (
-        "fio.clat_mean_us reads 3.1e+06 µs, longer than the whole run (3 s), within which "
+        "fio.clat_mean_us reads 3.1e+06 µs, longer than the whole run (3.05 s), within which "
         "every timed operation began and ended")
     assert demo.sample_problem({**row, "config.runtime_s": 4, "config.ramp_s": 1,
                                 "fio.clat_mean_us": 4_900_000.0}) == ""
     assert demo.sample_problem({"run.tool": "fio", "fio.clat_mean_us": 1e300}) == "", \
         "no account of the run's time: no bound"
+
+
+def test_the_tools_own_runtime_is_bounded_by_the_run(demo):
+    """fio.json saying fio measured for 60 s (its counts and rates made to agree) inside a
+    4.285 s run was stored."""
+    row = {"run.tool": "fio", "fio.iops": 1000.0, "iops": 1000.0, "run.duration_s": 4.285,
+           "fio.runtime_ms": 3008}
+    assert demo.sample_problem(row) == ""
+    assert demo.sample_problem({**row, "fio.runtime_ms": 4385}) == ""
+    assert demo.sample_problem({**row, "fio.runtime_ms": 60000}) == (
+        "fio.runtime_ms reads 60000, a runtime of 60 s, longer than the whole run (4.285 s, "
+        "run.duration_s, allowed: up to 0.1 s more): the tool measured inside the run")
+    assert demo.sample_problem({**row, "run.tool": "uring_reader",
+                                "uring_reader.runtime_s": 5.0}) != ""
+    assert demo.sample_problem({**row, "run.duration_s": None, "fio.runtime_ms": 60000}) == "", \
+        "no wall time: no bound"
+
+
+@pytest.mark.parametrize("tool, column", [("fio", "clat_p50_us"), ("fio", "clat_mean_us"),
+                                          ("uring_reader", "clat_max_us")])
+def test_a_latency_of_zero_beside_io_is_no_sample(demo, tool, column):
+    """fio's and the uring reader's reports with every latency 0 ns, beside 25,530 IOPS, were
+    stored with a p99 of 0 µs: no I/O completes in no time."""
+    row = {"run.tool": tool, f"{tool}.iops": 1000.0, f"{tool}.{column}": 80.0,
+           f"{tool}.clat_min_us": 0.0, f"{tool}.errors": 0, f"{tool}.short_reads": 0}
+    assert demo.sample_problem(row) == "", "a minimum of 0 and counts of 0 are measurements"
+    assert demo.sample_problem({**row, f"{tool}.{column}": 0.0}) == (
+        f"{tool}.{column} reads 0 µs while the tool moved something: no I/O completes in no "
+        "time")
+    assert demo.sample_problem({**row, f"{tool}.iops": 0.0, f"{tool}.{column}": 0.0}) == "", \
+        "nothing moved: no latency to judge"
 
 
 def test_gnu_times_lifetime_of_the_tool_is_bounded_by_the_run(demo):

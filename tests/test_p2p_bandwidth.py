@@ -277,3 +277,15 @@ def test_a_driven_run_parses(tmp_path, monkeypatch):
     assert (folder / "stdout").read_text().startswith("p2pBandwidthLatencyTest: ")
     metrics = p2p.P2pBandwidth().parse(folder)
     assert metrics["gpus"] == 2 and metrics["p2p_write_min_gbs"] == 25.0
+
+
+def test_a_report_with_read_matrices_the_run_did_not_ask_for_is_foreign(tmp_path):
+    """Only fio's and the uring reader's reports were set against the run's argv: a report
+    without the P2P read matrices was stored as a run given --p2p_read."""
+    folder = run_dir(tmp_path, (FIX / "p2p_bandwidth.txt").read_text())
+    argv = ["p2p_bandwidth.sh", "--executable", "p2pBandwidthLatencyTest", "--"]
+    assert adapter("p2p_bandwidth").foreign_report(folder, argv) == ""
+    assert adapter("p2p_bandwidth").foreign_report(folder, [*argv, "--p2p_read"]) == (
+        "stdout is not this run's report: it lacks the section 'Unidirectional P2P=Enabled "
+        "Bandwidth (P2P Reads) Matrix (GB/s)', and the run gave the test --p2p_read, which "
+        "prints it")

@@ -684,3 +684,25 @@ def test_runs_into_gpu_memory_need_nvidia_smi():
     assert "nvidia-smi" in xp.Xnvmeperf().program(CUDA).install
     assert xp.Xnvmeperf().program({**RUN, "be": "upcie-cuda"}).needs == ("nvidia-smi",)
     assert xp.Xnvmeperf().program(RUN).needs == ()
+
+
+RUN_ARGV = ["xnvmeperf.sh", "--xnvmeperf", "xnvmeperf", "--", "run", "0000:01:00.0",
+            "0000:02:00.0", "0000:03:00.0", "--iopattern", "randread", "--qdepth", "64",
+            "--iosize", "512", "--runtime", "5", "--cpumask", "0x3"]
+
+
+@pytest.mark.parametrize("argv, reason", [
+    ([*RUN_ARGV[:-5], "4096", *RUN_ARGV[-4:]],
+     "its argument echo has io_size 512, the run gave xnvmeperf iosize 4096"),
+    ([*RUN_ARGV[:-2], "--cpumask", "0x1"],
+     "its argument echo has cpus [0, 1], the run gave xnvmeperf cpumask [0]"),
+    ([*RUN_ARGV[:4], "cuda-run", *RUN_ARGV[5:-2]],
+     "it is of xnvmeperf run, the run gave xnvmeperf cuda-run"),
+], ids=["another io size", "other CPUs", "another subcommand"])
+def test_a_report_of_other_options_is_foreign(tmp_path, argv, reason):
+    """No adapter but fio's and the uring reader's set the report against the run's argv: an
+    xnvmeperf report of another io size was stored as this run's."""
+    folder = run_dir(tmp_path, (FIX / "xnvmeperf_run.txt").read_text())
+    assert xp.Xnvmeperf().foreign_report(folder, RUN_ARGV) == ""
+    assert xp.Xnvmeperf().foreign_report(folder, argv) == (
+        f"stdout is not this run's report: {reason}")

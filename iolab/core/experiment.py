@@ -164,6 +164,29 @@ def _lifetime_beyond_run(row: dict[str, Any]) -> str:
             "GNU time's process ran inside the run")
 
 
+# The tool's own runtime (``<tool>.runtime_ms``, ``<tool>.runtime_s``) against the run's wall
+# time: the tool measured inside the process iolab timed, so its runtime is shorter (fio rounds
+# its runtime up to the next ms; the committed runs' runtimes are 0.27 s to 1.38 s below it).
+# The slack is that of GNU time's lifetime: rounding and two clocks read at different moments.
+RUNTIME_SLACK_S = LIFETIME_SLACK_S
+
+
+def _runtime_beyond_run(row: dict[str, Any]) -> str:
+    """Why the tool's reported runtime cannot be this run's ("" when it can): the tool measured
+    inside the run, so its runtime is not longer than the run's wall time (``run.duration_s``)
+    plus :data:`RUNTIME_SLACK_S`; a longer one is of a report another run wrote."""
+    tool, duration = row.get("run.tool"), row.get("run.duration_s")
+    if not _present(duration):
+        return ""
+    for key, scale in (("runtime_s", 1.0), ("runtime_ms", 1e-3)):
+        value = row.get(f"{tool}.{key}")
+        if _present(value) and value * scale > duration + RUNTIME_SLACK_S:
+            return (f"{tool}.{key} reads {value:g}, a runtime of {value * scale:g} s, longer "
+                    f"than the whole run ({duration:g} s, run.duration_s, allowed: up to "
+                    f"{RUNTIME_SLACK_S:g} s more): the tool measured inside the run")
+    return ""
+
+
 def _percentiles_out_of_order(row: dict[str, Any]) -> str:
     """Why the row's percentiles cannot be measured ("" when they can): of one quantity
     (``<what>_p<digits>_<unit>`` columns, and ``<what>_max_<unit>``), a higher percentile below
@@ -391,7 +414,9 @@ class Experiment:
         does, or at 0 beside another rate of the tool that says it moved something
         (:meth:`_implausible_rate`). Nor can a bound that no measurement exceeds be crossed:
         a latency longer than the run (:meth:`_latency_beyond_run`), GNU time's lifetime of
-        the tool longer than the run that held it (:func:`_lifetime_beyond_run`), a CPU
+        the tool longer than the run that held it (:func:`_lifetime_beyond_run`), the tool's
+        own runtime longer than the run (:func:`_runtime_beyond_run`), a latency (not a
+        minimum) of 0 where the tool moved something (:meth:`_latency_of_zero`), a CPU
         share above 100 % of each of the host's ``cpus`` (its logical CPUs; :data:`MAX_CPUS`
         when the caller
         does not know them; :meth:`_cpu_share_beyond_host`), a higher percentile below a lower
@@ -420,6 +445,7 @@ class Experiment:
                 return (f"{column} reads {value!r}, which no measurement the tool reports can "
                         "be")
         return (self._latency_beyond_run(row) or _lifetime_beyond_run(row)
+                or _runtime_beyond_run(row) or self._latency_of_zero(row)
                 or self._cpu_share_beyond_host(row, cpus)
                 or _percentiles_out_of_order(row) or self._rate_without_runtime(row)
                 or self._implausible_rate(row) or self._size_beside_rates(row)
@@ -459,6 +485,20 @@ class Experiment:
             if value > span_s * 1e6:
                 return (f"{self._named(column)} reads {value:g} µs, longer than the whole run "
                         f"({span_s:g} s), within which every timed operation began and ended")
+        return ""
+
+    def _latency_of_zero(self, row: dict[str, Any]) -> str:
+        """Why a latency cannot be measured ("" when it can): a mean, percentile or maximum
+        of 0 µs beside a rate of the tool above 0. No I/O completes in no time, so none of
+        these is 0 where anything moved (a minimum is left alone: a clock too coarse to see
+        the fastest completion reads 0 for it; a count of 0, as of errors, is no latency)."""
+        moving = any(value > 0 for _, value in self._tool_rates(row).values())
+        if not moving:
+            return ""
+        for column, value in self._latencies(row).items():
+            if value == 0 and "min" not in column.rsplit(".", 1)[-1].split("_"):
+                return (f"{self._named(column)} reads 0 µs while the tool moved something: "
+                        "no I/O completes in no time")
         return ""
 
     def _cpu_share_beyond_host(self, row: dict[str, Any], cpus: int | None) -> str:

@@ -11,8 +11,9 @@ response time by Little's law, ``latency_us`` = warps resident at once / request
 (each resident warp has one request in flight), with ``resident_warps`` as the probe reports
 it (at most the warps the GPU can hold at once).
 
-Responsible for: checking the report (schema version 1; every key, type and range, each error
-naming the file and the key) and those derivations. Not responsible for: running the probe
+Responsible for: checking the report (schema version 1; every key, type and range, and that
+a read or write iteration's bytes are its requests of ``iosize``, each error naming the file
+and the key) and those derivations. Not responsible for: running the probe
 (``iolab.tools.gpu_pcie_probe``).
 """
 
@@ -89,6 +90,11 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
                              f"time, got {excerpt(seconds)}")
         _whole(it, "bytes", f"{source}: iterations[{i}]")
         _whole(it, "requests", f"{source}: iterations[{i}]")
+        if not copy and it["bytes"] != it["requests"] * doc["iosize"]:
+            raise ParseError(source, f"key 'iterations[{i}].bytes': {it['bytes']}, but its "
+                             f"{it['requests']} requests of iosize {doc['iosize']} move "
+                             f"{it['requests'] * doc['iosize']} (allowed: exactly that): the "
+                             "report contradicts itself")
     seconds = sum(it["seconds"] for it in iterations)
     moved = sum(it["bytes"] for it in iterations)
     requests = sum(it["requests"] for it in iterations)

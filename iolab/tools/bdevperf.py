@@ -28,8 +28,9 @@ nvme bdevs. The driver is ``scripts/drivers/bdevperf.sh``; bdevperf announces it
 The build record of a package-built SPDK is copied into every run (``spdk-build.json``).
 
 Responsible for: the SPDK JSON subsystem configuration, hex core masks, bdevperf's option
-list, finding bdevperf, and the metrics of a stored run (with the text-table fallback for
-SPDK releases without JSON results, said once per campaign). Every check raises
+list, finding bdevperf, the metrics of a stored run (with the text-table fallback for
+SPDK releases without JSON results, said once per campaign), and whether a stored report is
+the run's own (its jobs' workload, size, depth and cores against the argv). Every check raises
 :class:`~iolab.errors.InputError` naming the key.
 Not responsible for: binding devices to a user-space driver (``iolab.host.binding``),
 reserving hugepages (the ``hugepages`` knob), telling whether a block device is in use
@@ -348,6 +349,30 @@ class Bdevperf(ToolAdapter):
                 "version": res.get("spdk_version"), "results_from": source, "note": note,
                 "problem": "; ".join(res["problems"]) if not res["ok"] else None}
 
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """A job of the report (the ``perform_tests`` JSON, and the text table on stdout) whose
+        workload, I/O size, queue depth or read share differ from bdevperf's ``-w``, ``-o``,
+        ``-q`` and ``-M`` in the run's argv, or whose core mask has a core outside ``-m``, ran
+        something else: a report another run left, or something that is not this run wrote."""
+        given = _bdevperf_args(argv)
+        reports = [("stdout", lambda: parse_bdevperf_text(
+            (Path(run_dir) / "stdout").read_text(errors="replace"), "stdout"))]
+        json_path = Path(run_dir) / JSON_RESULTS
+        if json_path.exists() and json_path.stat().st_size:
+            reports.append((JSON_RESULTS, lambda: parse_bdevperf_json(json_path.read_text(),
+                                                                      JSON_RESULTS)))
+        for name, read in reports:
+            try:
+                jobs = read()["jobs"]
+            except (ParseError, OSError):
+                continue  # parse took the other report, or said why it took none
+            for i, job in enumerate(jobs):
+                odd = _foreign_job(job, given)
+                if odd:
+                    return (f"{name} is not this run's report: its job {i} "
+                            f"({excerpt(job['name'])}) {odd}")
+        return ""
+
     def window(self, run_dir: Path) -> tuple[int, int] | None:
         """From the marker's timestamp of bdevperf's "Running I/O for T seconds"."""
         marker = Path(run_dir) / OutputMarker.FILE
@@ -363,3 +388,32 @@ class Bdevperf(ToolAdapter):
             raise ParseError(marker, f"line is {excerpt(line)}: the window would end past any "
                                      f"clock's time ({CLOCK_NS_MOST} ns)")
         return start_ns, end_ns
+
+
+# what a bdevperf job of the report echoes of the run's argv: flag -> the job's key
+_ECHOED = {"-w": "workload", "-o": "io_size", "-q": "queue_depth", "-M": "percentage"}
+
+
+def _bdevperf_args(argv: list[str]) -> dict[str, str]:
+    """bdevperf's own ``-x value`` options in a run's argv (those after the driver's ``--``)."""
+    args = argv[argv.index("--") + 1:] if "--" in argv else []
+    return {flag: value for flag, value in zip(args, args[1:])
+            if flag in (*_ECHOED, "-m")}
+
+
+def _foreign_job(job: dict[str, Any], given: dict[str, str]) -> str:
+    """How one job of a report differs from the run's bdevperf options ("" where it does
+    not): a workload, size, depth or read share other than given (a value the report leaves
+    out, as the short pre-v24.01 Job line does, is not compared), or a core outside ``-m``."""
+    for flag, key in _ECHOED.items():
+        if flag in given and job.get(key) is not None and str(job[key]) != given[flag]:
+            return (f"ran with {key} {excerpt(job[key])}, the run gave bdevperf {flag} "
+                    f"{excerpt(given[flag])}")
+    mask, allowed = job.get("core_mask"), given.get("-m")
+    if mask is None or allowed is None or not re.fullmatch(r"0x[0-9a-fA-F]+", allowed):
+        return ""
+    if not re.fullmatch(r"0x[0-9a-fA-F]{1,256}", str(mask)) or int(mask, 16) == 0 \
+            or int(mask, 16) & ~int(allowed, 16):
+        return (f"ran on core mask {excerpt(mask)}, outside the run's -m {allowed} (allowed: "
+                "a non-zero mask of those cores)")
+    return ""

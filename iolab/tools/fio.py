@@ -16,8 +16,9 @@ their ids. What fio measured is unchanged; what GNU time measured around it is n
 its user, system and elapsed times of runs made through the script include a shell and a
 ``fio --version`` (a few milliseconds), those of later runs do not.
 
-Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`)
-and the measurement window. Not responsible for: which options an experiment wants.
+Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`),
+the measurement window, and whether a stored report is the run's own (its jobs' options, and
+the directions its I/O moved in, against the argv). Not responsible for: which options an experiment wants.
 """
 
 from __future__ import annotations
@@ -93,14 +94,15 @@ class Fio(ToolAdapter):
         given = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
         for key in ("output", *FORMAT_OPTIONS):
             given.pop(key, None)
-        for i, job in enumerate(_report(run_dir)["job_options"]):
+        report = _report(run_dir)
+        for i, job in enumerate(report["job_options"]):
             if job is None:
                 continue
             for key, value in given.items():
                 if job.get(key) != value:
                     return (f"{OUTPUT} is not this run's report: its jobs[{i}] ran with "
                             f"{key} {excerpt(job.get(key))}, the run gave fio {excerpt(value)}")
-        return ""
+        return _foreign_direction(report, given)
 
     def window(self, run_dir: Path) -> tuple[int, int] | None:
         """fio stamps its report when the measurement ends and says how long it measured."""
@@ -111,6 +113,42 @@ class Fio(ToolAdapter):
         if not runtime_ms or end_ms is None:
             return None
         return int((end_ms - runtime_ms) * 1e6), int(end_ms * 1e6)
+
+
+# the directions each of fio's rw values moves data in ("rw=randread:8" is randread)
+RW_DIRECTIONS = {"read": {"read"}, "randread": {"read"}, "write": {"write"},
+                 "randwrite": {"write"}, "trim": {"trim"}, "randtrim": {"trim"},
+                 "rw": {"read", "write"}, "readwrite": {"read", "write"},
+                 "randrw": {"read", "write"}, "trimwrite": {"trim", "write"},
+                 "randtrimwrite": {"trim", "write"}}
+# a verify option other than these makes a writing job read back what it wrote
+NO_VERIFY = ("0", "none")
+
+
+def _foreign_direction(report: dict[str, Any], given: dict[str, str]) -> str:
+    """Why the report's I/O is not of the directions its jobs were given ("" when it is): a
+    direction that moved bytes, or counted I/Os, that no job's ``rw`` (fio's default: read)
+    moves in, reads of a verify aside. Its rates are summed into ``iops``, so a write section
+    in a randread run's report would count I/O the run never did."""
+    allowed: set[str] = set()
+    given_rw: list[str] = []
+    for job in report["job_options"]:
+        options = job if job is not None else given
+        rw = str(options.get("rw", options.get("readwrite", "read"))).split(":", 1)[0]
+        if rw not in RW_DIRECTIONS:
+            return ""  # a value fio may take that is not listed here: nothing to set against
+        allowed |= RW_DIRECTIONS[rw]
+        given_rw.append(rw)
+        if options.get("verify", "0") not in NO_VERIFY:
+            allowed.add("read")
+    for d in ("read", "write", "trim"):
+        moved = {key: report[f"{d}_{key}"] for key in ("io_bytes", "total_ios")}
+        if d not in allowed and any(moved.values()):
+            return (f"{OUTPUT} is not this run's report: it has {d} I/O (io_bytes "
+                    f"{moved['io_bytes']}, total_ios {moved['total_ios']}), which its jobs' rw "
+                    f"({excerpt(', '.join(dict.fromkeys(given_rw)))}) never does (allowed: "
+                    f"{', '.join(sorted(allowed))} I/O only)")
+    return ""
 
 
 def _report(run_dir: str | Path) -> dict[str, Any]:

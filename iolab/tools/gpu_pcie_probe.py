@@ -12,7 +12,8 @@ current PCIe links (``iolab-gpu-clocks:`` lines) before the probe runs; the metr
 of the GPU used.
 
 Responsible for: checking options (every error names the key and what is allowed), the argv,
-the probe's version, its window and the metrics of a stored run. Not responsible for: the
+the probe's version, its window, the metrics of a stored run (a PCIe link no PCIe has is
+refused), and whether a stored report is the run's own (its options against the argv). Not responsible for: the
 report's format (:mod:`iolab.parsers.gpu_pcie_probe`) or the probe itself.
 """
 
@@ -22,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError, ParseError
+from iolab.errors import InputError, ParseError, excerpt
 from iolab.parsers import is_digits
 from iolab.parsers.gpu_pcie_probe import DIRECTIONS, MODES, parse_gpu_pcie_probe_file
 from iolab.paths import DRIVERS_DIR
@@ -95,7 +96,23 @@ def read_clocks(stdout: str, device: int, source: str) -> dict[str, Any]:
         if int(fields[0]) == device:
             out.update(zip(out, (int(f) if is_digits(f) and len(f) <= 9 else None
                                  for f in fields[2:])))
+            _check_link(out, number, source)
     return out
+
+
+# the links PCIe has: generations 1 to 6, and the widths its specification defines; the
+# line-rate ceiling of the probe's rates follows the recorded link, so another is refused
+LINK_GENS = range(1, 7)
+LINK_WIDTHS = (1, 2, 4, 8, 12, 16, 32)
+
+
+def _check_link(clocks: dict[str, Any], number: int, source: str) -> None:
+    """ParseError for a link generation or width that no PCIe link has."""
+    for key, allowed, said in (("link_gen", LINK_GENS, "1 to 6"),
+                               ("link_width", LINK_WIDTHS, "x" + ", x".join(map(str, LINK_WIDTHS)))):
+        if clocks[key] is not None and clocks[key] not in allowed:
+            raise ParseError(source, f"line {number}: the PCIe link's {key} is {clocks[key]} "
+                                     f"(allowed: {said}, what PCIe has)")
 
 
 def _nvcc() -> str:
@@ -130,6 +147,22 @@ class GpuPcieProbe(ToolAdapter):
         path = Path(run_dir) / OUTPUT
         return tuple(parse_gpu_pcie_probe_file(path)["window_ns"]) if path.exists() else None
 
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """A report whose mode, direction, sizes, warps, iterations, device, buffer or seed
+        differ from the options the run gave the probe was not written by this run (another
+        run's, or something else's): its numbers are not this run's."""
+        report = parse_gpu_pcie_probe_file(Path(run_dir) / OUTPUT)
+        given = dict(zip(argv, argv[1:]))
+        for option, (key, read) in _ECHOED.items():
+            flag = f"--{option.replace('_', '-')}"
+            if flag not in given:
+                continue
+            got = read(report)
+            if str(got) != given[flag]:
+                return (f"{OUTPUT} is not this run's report: its {key} is {excerpt(got)}, the "
+                        f"run gave the probe {flag} {excerpt(given[flag])}")
+        return ""
+
     def parse(self, run_dir: Path) -> dict[str, Any]:
         run_dir = Path(run_dir)
         report = parse_gpu_pcie_probe_file(run_dir / OUTPUT)
@@ -144,3 +177,18 @@ class GpuPcieProbe(ToolAdapter):
                 "gpu_name": report["device"]["name"], **clocks,
                 "version": f"{report['probe_version']} (CUDA runtime {report['cuda_runtime']})",
                 "problem": None, "note": None}
+
+
+def _key(key: str):
+    return lambda report: report.get(key)
+
+
+# what the probe's report echoes of its options: option -> (report key, how to read it)
+_ECHOED = {"mode": ("mode", _key("mode")), "direction": ("direction", _key("direction")),
+           "bytes": ("bytes", _key("bytes")), "iosize": ("iosize", _key("iosize")),
+           "inflight": ("inflight", _key("inflight")),
+           "requests_per_warp": ("requests_per_warp", _key("requests_per_warp")),
+           "buffer": ("buffer_bytes", _key("buffer_bytes")), "warmup": ("warmup", _key("warmup")),
+           "seed": ("seed", _key("seed")),
+           "iterations": ("iterations", lambda report: report["timed_iterations"]),
+           "device": ("device.index", lambda report: report["device"]["index"])}

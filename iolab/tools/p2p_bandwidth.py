@@ -25,8 +25,9 @@ Runs go through ``scripts/drivers/p2p_bandwidth.sh``, which prints provenance li
 test's report (``p2pBandwidthLatencyTest: PATH`` and the host's GPUs from nvidia-smi, ``iolab-gpu:
 …``); :meth:`P2pBandwidth.parse` blanks them before parsing.
 
-Responsible for: the argv, finding the test, and the metrics of a stored run (via
-:mod:`iolab.parsers.p2p_bandwidth`). Not responsible for: parsing the report, or choosing
+Responsible for: the argv, finding the test, the metrics of a stored run (via
+:mod:`iolab.parsers.p2p_bandwidth`), and whether a stored report is the run's own (its P2P
+read matrices against ``--p2p_read``). Not responsible for: parsing the report, or choosing
 which figure is a roofline for an experiment.
 """
 
@@ -163,6 +164,22 @@ class P2pBandwidth(ToolAdapter):
         executable = self.program(options).find() or check(options)["executable"]
         return Launch([str(self.driver_path), "--executable", executable, "--",
                        *build_argv(options)[1:]])
+
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """The test prints its P2P read matrices when, and only when, it is given
+        ``--p2p_read``: a report with them in a run without it, or without them in a run with
+        it, is another run's (the only option the report shows)."""
+        given = "--p2p_read" in argv[argv.index("--") + 1:] if "--" in argv else None
+        if given is None:
+            return ""
+        stdout = Path(run_dir) / "stdout"
+        text = without_provenance(stdout.read_text(encoding="utf-8", errors="replace"))
+        has = UNIDIR_READ in parse_p2p_bandwidth(text, str(stdout))["matrices"]
+        if has == given:
+            return ""
+        return (f"stdout is not this run's report: it {'has' if has else 'lacks'} the section "
+                f"{UNIDIR_READ!r}, and the run {'did not give' if has else 'gave'} the test "
+                "--p2p_read, which prints it")
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         stdout = Path(run_dir) / "stdout"

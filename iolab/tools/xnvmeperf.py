@@ -44,7 +44,8 @@ uses it): ``read_argv(build_argv(o)) == check(o)``.
 
 Responsible for: finding xnvmeperf and its version, checking options (every error names the
 key and what is allowed), the argv in both directions, the driver's provenance lines, the
-measurement window and the metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`). Not responsible for: binding
+measurement window, the metrics of a stored run (via :mod:`iolab.parsers.xnvmeperf`) and
+whether a stored report is the run's own (its subcommand and argument echo against the argv). Not responsible for: binding
 devices to a user-space driver (``iolab.host.binding``), choosing CPUs
 (:meth:`CpuRequest.resolve`) or parsing the report.
 """
@@ -56,7 +57,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from iolab.errors import InputError, ParseError
+from iolab.errors import InputError, ParseError, excerpt
 from iolab.host.binding import check_free
 from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, is_digits
 from iolab.parsers.xnvmeperf import TITLE, parse_xnvmeperf
@@ -83,6 +84,10 @@ _FLAGS = {"--iopattern": "iopattern", "--qdepth": "qdepth", "--iosize": "iosize"
           "--runtime": "runtime", "--nqueues": "nqueues", "--be": "be", "--cpumask": "cpumask",
           "--gpu_id": "gpu_id"}
 _INTEGER = ("qdepth", "iosize", "runtime", "nqueues", "gpu_id")
+# what xnvmeperf's argument echo repeats of its options: echo key -> option
+_ECHOED = {"devices": "devices", "io_pattern": "iopattern", "queue_depth": "qdepth",
+           "io_size": "iosize", "runtime": "runtime", "queues_per_device": "nqueues",
+           "cpus": "cpumask"}
 # xnvmeperf prints its version only in the footer of its usage text (--help)
 VERSION_PATTERN = r"ver: \{major: ([0-9]+), minor: ([0-9]+), patch: ([0-9]+)\}"
 _VERSION = re.compile(VERSION_PATTERN)
@@ -425,6 +430,27 @@ class Xnvmeperf(ToolAdapter):
             if record is not None:
                 inputs[BUILD_RECORD] = json.dumps(record, indent=2) + "\n"
         return Launch(argv, inputs=inputs, cpus=checked["cpumask"])
+
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """A report whose subcommand, or argument echo (devices, io pattern, queue depth, io
+        size, runtime, queues, CPUs), differs from the options the run gave xnvmeperf (those
+        after the driver's ``--``) was not written by this run: another run's, or something
+        else's."""
+        try:
+            given = read_argv([EXECUTABLE, *argv[argv.index("--") + 1:]])
+        except (ValueError, InputError):
+            return ""  # no xnvmeperf command line the adapter wrote: nothing to compare
+        report = read_report(run_dir)
+        if report["kind"] != given["subcommand"]:
+            return (f"stdout is not this run's report: it is of xnvmeperf {report['kind']}, the "
+                    f"run gave xnvmeperf {given['subcommand']}")
+        for key, option in _ECHOED.items():
+            if key in report["echo"] and given[option] is not None \
+                    and report["echo"][key] != given[option]:
+                return (f"stdout is not this run's report: its argument echo has {key} "
+                        f"{excerpt(report['echo'][key])}, the run gave xnvmeperf {option} "
+                        f"{excerpt(given[option])}")
+        return ""
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         """Metrics of a stored run (see :func:`metrics`). xnvmeperf prints its version only
