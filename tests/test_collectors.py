@@ -333,8 +333,9 @@ def test_parse_procstat_refuses_a_pair_with_no_tick_between():
 
 
 def stat(time_ns: int, cpu: str, cpus: int = 2, extra: str = "") -> str:
-    """A /proc/stat snapshot of ``cpus`` CPUs whose aggregate line is ``cpu``."""
-    each = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(cpus))
+    """A /proc/stat snapshot of ``cpus`` CPUs whose aggregate line is ``cpu``, all of it
+    cpu0's (so the CPUs' lines add up to it)."""
+    each = "".join(f"cpu{n} {cpu if n == 0 else '0 0 0 0 0 0 0 0 0 0'}\n" for n in range(cpus))
     return f"# time_ns {time_ns}\ncpu  {cpu}\n{extra}{each}intr 1\n"
 
 
@@ -717,3 +718,73 @@ def test_interrupts_refuses_snapshots_it_cannot_read():
     with pytest.raises(ParseError, match="interrupts: the snapshots span .* does not bracket"):
         parse_snapshots(good.replace("# time_ns 1", f"# time_ns {RUN_WINDOW[0] - 1}"), late,
                         ["40"], "interrupts", RUN_WINDOW)
+
+
+def test_parse_procstat_refuses_per_cpu_lines_that_are_not_the_aggregates_parts():
+    """Probe 9, Q1: 998 lines 'cpuN 0 0 ...' added to both snapshots of a 2-CPU host widened
+    the tick bound, and 400,000 idle ticks added to the aggregate read 18 % busy as 0.04 %."""
+    from iolab.collectors.procstat import parse_procstat
+
+    zeros = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(2, 1000))
+    before = stat(0, "1000 0 1000 5000 0 0 0 0 0 0", extra=zeros)
+    after = stat(37 * 10**8, "1150 0 1035 5555 0 0 0 0 0 0", extra=zeros).replace(
+        "cpu  1150 0 1035 5555 ", "cpu  1150 0 1035 405555 ")   # the aggregate's idle alone
+    with pytest.raises(ParseError, match=r"^s: idle of the aggregate cpu line grew by 400555 "
+                                         r"ticks, its 1000 CPUs' lines by 555 \(allowed: the "
+                                         r"CPUs' sum, within 5 ticks a CPU\)"):
+        parse_procstat(before, after, "s")
+    with pytest.raises(ParseError, match=r"^s: 1000 per-CPU lines, up to cpu999, on a host "
+                                         r"whose record has 2 logical CPUs \(allowed: cpu0 to "
+                                         r"cpu1"):
+        parse_procstat(before, after, "s", host=2)
+
+
+def test_parse_procstat_refuses_snapshots_listing_different_cpus():
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match=r"^s: the snapshots list different CPUs \(cpu2 in one "
+                                         r"only"):
+        parse_procstat(PAIR[0], stat(37 * 10**8, "1150 0 1035 5555 0 0 0 0 0 0", cpus=3), "s")
+
+
+def test_parse_procstat_takes_the_per_cpu_lines_of_a_host_with_offline_cpus():
+    from iolab.collectors.procstat import parse_procstat
+
+    # a host record of 4 CPUs, two of them offline: /proc/stat lists the online ones
+    assert parse_procstat(*PAIR, "s", host=4)["host_busy_pct"] == 25.0
+
+
+@pytest.mark.parametrize("iowait, ok", [(300, False), (10, True)])
+def test_parse_procstat_bounds_how_far_iowait_steps_back(iowait, ok):
+    """Probe 9, Q2: iowait 300 ticks (3 s on 2 CPUs) lower after the run read a host 18 %
+    busy as 30 %; the kernel's step back is a tick or so a CPU."""
+    from iolab.collectors.procstat import parse_procstat
+
+    before = stat(0, "1000 0 1000 5000 400 0 0 0 0 0")
+    after = stat(37 * 10**8, f"1150 0 1035 5555 {400 - iowait} 0 0 0 0 0")
+    if ok:
+        assert parse_procstat(before, after, "s")["host_busy_pct"] > 0
+        return
+    with pytest.raises(ParseError, match=r"^s: iowait of the aggregate cpu line went down by "
+                                         r"300 ticks between the snapshots \(400 -> 100; "
+                                         r"allowed: at most 5 ticks a CPU, 10 on 2 CPUs\)"):
+        parse_procstat(before, after, "s")
+
+
+def test_procstat_parse_bounds_the_cpu_lines_by_the_host_record(tmp_path):
+    from iolab.collectors.procstat import ProcStat
+
+    run = tmp_path / "env" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "procstat.before").write_text(f"# time_ns {RUN_WINDOW[0] - 10**8}\ncpu 0 0 0 0 0\n"
+                                         "cpu0 0 0 0 0 0\ncpu7 0 0 0 0 0\n")
+    (run / "procstat.after").write_text(f"# time_ns {RUN_WINDOW[1] + 10**8}\n"
+                                        "cpu 420 0 0 420 0\ncpu0 210 0 0 210 0\n"
+                                        "cpu7 210 0 0 210 0\n")
+    (run / "driver-window.json").write_text(
+        f'{{"start_ns": {RUN_WINDOW[0]}, "end_ns": {RUN_WINDOW[1]}}}')
+    assert ProcStat.parse(run, None)["host_busy_pct"] == 50.0
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 2}}')
+    with pytest.raises(ParseError, match=r"procstat: 2 per-CPU lines, up to cpu7, on a host "
+                                         r"whose record has 2 logical CPUs"):
+        ProcStat.parse(run, None)
