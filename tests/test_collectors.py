@@ -17,7 +17,7 @@ from iolab.collectors.cpufreq import CPUFREQ_HEADER, CpufreqSampler, parse_cpufr
 from iolab.collectors.gnu_time import GNU_TIME, GNU_TIME_FORMAT, gnu_time_prefix, parse_gnu_time_kv
 from iolab.collectors.hugepages import Hugepages
 from iolab.collectors.proctree import ProcTreeCpu, parse_proctree_cpu
-from iolab.collectors.stress_ng import StressNg, unused_cpus
+from iolab.collectors.stress_ng import StressNg, check_lasted, unused_cpus
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.knobs import SysRoot
 from iolab.tools.marker import OutputMarker
@@ -518,7 +518,8 @@ def test_stress_runs_pinned_and_stops(tmp_path):
 
 GOOD_STRESS = {"argv": ["/usr/bin/stress-ng", "--cpu", "1", "--taskset", "1", "--timeout", "6s",
                         "--metrics-brief"], "cpus": [1], "cpulist": "1", "seconds": 1.0,
-               "ended_before_stop": False, "killed": False, "exit_status": 0}
+               "ended_before_stop": False, "killed": False, "exit_status": 0,
+               "started_ns": 10**18, "stopped_ns": 10**18 + 2 * 10**9}
 STRESS_METRICS = {k: GOOD_STRESS[k] for k in ("cpulist", "ended_before_stop", "killed",
                                               "exit_status")}
 
@@ -585,6 +586,32 @@ def test_stress_parse_refuses_a_load_on_the_tools_own_cpus(tmp_path):
         StressNg.parse(tmp_path, None)
     (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
     assert StressNg.parse(tmp_path, None) == STRESS_METRICS
+
+
+@pytest.mark.parametrize("change, problem", [
+    # probe 9, Q17: a stressor that exited with status 2 10 ms after it started was stored as
+    # a stressed sample
+    ({"exit_status": 2, "ended_before_stop": True, "stopped_ns": 10**18 + 10**7},
+     r"ended_before_stop is true: the load ended by itself during the run \(exit_status 2; "
+     r"allowed: a load that lasts until stopped"),
+    ({"exit_status": 2}, r"exit_status is 2: stress-ng reported a failure"),
+    ({"stopped_ns": 10**18 + 10**7}, r"the snapshots span .* which does not bracket the run's "
+                                     r"window"),
+    ({"started_ns": "soon"}, r"started_ns is 'soon' \(allowed: whole nanoseconds"),
+])
+def test_stress_parse_refuses_a_load_that_did_not_last_the_run(tmp_path, change, problem):
+    (tmp_path / "driver-window.json").write_text(
+        f'{{"start_ns": {10**18 + 10**6}, "end_ns": {10**18 + 19 * 10**8}}}')
+    (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
+    assert StressNg.parse(tmp_path, None) == STRESS_METRICS
+    (tmp_path / "stress-ng.json").write_text(json.dumps({**GOOD_STRESS, **change}))
+    with pytest.raises(ParseError, match=f"^{tmp_path}/stress-ng.json: {problem}"):
+        StressNg.parse(tmp_path, None)
+
+
+def test_stress_parse_takes_a_load_the_stop_signal_ended():
+    out = {"ended_before_stop": False, "exit_status": None}
+    check_lasted({**GOOD_STRESS, "exit_status": None, "signal": 15}, out, None, "s")
 
 
 # --- GNU time --------------------------------------------------------------------------------
@@ -665,6 +692,26 @@ def test_parse_gnu_time_values_and_unknown_cpu():
 def test_parse_gnu_time_rejects(text, problem):
     with pytest.raises(ParseError, match=problem):
         parse_gnu_time_kv(text, "run/time.out")
+
+
+def test_gnu_time_parse_refuses_a_maxrss_above_the_hosts_memory(tmp_path):
+    """Probe 9, Q13: maxrss_kib 999999999999999 (1 EiB) on a host of 24 GiB was stored."""
+    from iolab.collectors.gnu_time import GnuTime
+
+    run = tmp_path / "env" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "time.txt").write_text(GOOD.replace("maxrss_kib=0", "maxrss_kib=999999999999999"))
+    assert GnuTime.parse(run, None)["maxrss_kib"] == 999999999999999   # no host record
+    (tmp_path / "env" / "host.json").write_text('{"mem_total_kib": 24684084}')
+    with pytest.raises(ParseError, match=r"time.txt: maxrss_kib=999999999999999 is above the "
+                                         r"host's memory \(24684084 KiB, mem_total_kib of the "
+                                         r"host record; allowed: at most that\)"):
+        GnuTime.parse(run, None)
+    (run / "time.txt").write_text(GOOD.replace("maxrss_kib=0", "maxrss_kib=24684084"))
+    assert GnuTime.parse(run, None)["maxrss_kib"] == 24684084
+    (tmp_path / "env" / "host.json").write_text('{"mem_total_kib": "lots"}')
+    with pytest.raises(ParseError, match=r"host.json: mem_total_kib: expected a whole number"):
+        GnuTime.parse(run, None)
 
 
 def test_interrupts_counts_the_device_vectors_and_ipis_per_cpu(tmp_path):
