@@ -767,6 +767,44 @@ def test_interrupts_refuses_snapshots_it_cannot_read():
                         ["40"], "interrupts", RUN_WINDOW)
 
 
+def _kvm_interrupts(time_ns: int, change: tuple[str, str] = ("", "")) -> str:
+    snapshot = (Path(__file__).parent / "fixtures/interrupts/kvm-2vcpu.txt").read_text()
+    return f"# time_ns {time_ns}\n" + snapshot.replace(*change)
+
+
+def test_interrupts_refuses_a_count_no_cpu_takes_in_the_time_between_the_snapshots():
+    """Probe 9, Q4: 10^15 function-call IPIs added to CPU0 in a 4.3 s pair (2 x 10^14 a
+    second) was stored as cal_ipis_total."""
+    from iolab.collectors.interrupts import parse_snapshots
+
+    before = _kvm_interrupts(RUN_WINDOW[0] - 10**8)
+    bump = ("CAL:    1637417", f"CAL:    {1637417 + 10**15}")
+    with pytest.raises(ParseError, match=r"^interrupts: row CAL: 1000000000000000 interrupts on "
+                                         r"CPU0 in 4.2 s between the snapshots \(allowed: at "
+                                         r"most 52000000, 1e\+07 a CPU a second and 1 s\)"):
+        parse_snapshots(before, _kvm_interrupts(RUN_WINDOW[1] + 10**8, bump), None,
+                        "interrupts", RUN_WINDOW)
+    # 10^7 a second is far above any device's or IPI's rate: 4 x 10^7 in 4.2 s is taken
+    busy = ("CAL:    1637417", f"CAL:    {1637417 + 4 * 10**7}")
+    metrics = parse_snapshots(before, _kvm_interrupts(RUN_WINDOW[1] + 10**8, busy), None,
+                              "interrupts", RUN_WINDOW)
+    assert metrics["cal_ipis_total"] == 4 * 10**7
+
+
+def test_interrupts_refuses_a_cpu_the_host_record_lacks(tmp_path):
+    from iolab.collectors.interrupts import Interrupts
+
+    run = tmp_path / "env" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "interrupts.before").write_text(_kvm_interrupts(10**18))
+    (run / "interrupts.after").write_text(_kvm_interrupts(10**18 + 10**9))
+    assert Interrupts.parse(run, None)["cal_ipis_total"] == 0
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 1}}')
+    with pytest.raises(ParseError, match=r"interrupts: the snapshots name CPU1, on a host whose "
+                                         r"record has 1 logical CPUs \(allowed: CPU0 to CPU0\)"):
+        Interrupts.parse(run, None)
+
+
 def test_parse_procstat_refuses_per_cpu_lines_that_are_not_the_aggregates_parts():
     """Probe 9, Q1: 998 lines 'cpuN 0 0 ...' added to both snapshots of a 2-CPU host widened
     the tick bound, and 400,000 idle ticks added to the aggregate read 18 % busy as 0.04 %."""
