@@ -109,10 +109,10 @@ def check_cpu_lines(a: dict[str, list[int]], b: dict[str, list[int]], host: int 
             whole = b["cpu"][i] - a["cpu"][i]
             parts = sum(b[n][i] - a[n][i] for n in a if n != "cpu")
             if abs(whole - parts) > TICKS_SLACK * len(ids):
-                raise ParseError(source, f"{FIELDS[i]} of the aggregate cpu line grew by {whole} "
-                                         f"ticks, its {len(ids)} CPUs' lines by {parts} "
-                                         f"(allowed: the CPUs' sum, within {TICKS_SLACK} "
-                                         "ticks a CPU)")
+                raise ParseError(source, f"{FIELDS[i]} of the aggregate cpu line changed by "
+                                         f"{whole} ticks between the snapshots, its "
+                                         f"{len(ids)} CPUs' lines by {parts} (allowed: the "
+                                         f"CPUs' sum, within {TICKS_SLACK} ticks a CPU)")
     return len(ids)
 
 
