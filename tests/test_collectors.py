@@ -17,7 +17,7 @@ from iolab.collectors.cpufreq import CPUFREQ_HEADER, CpufreqSampler, parse_cpufr
 from iolab.collectors.gnu_time import GNU_TIME, GNU_TIME_FORMAT, gnu_time_prefix, parse_gnu_time_kv
 from iolab.collectors.hugepages import Hugepages
 from iolab.collectors.proctree import ProcTreeCpu, parse_proctree_cpu
-from iolab.collectors.stress_ng import StressNg, unused_cpus
+from iolab.collectors.stress_ng import StressNg, check_lasted, unused_cpus
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.host.knobs import SysRoot
 from iolab.tools.marker import OutputMarker
@@ -333,8 +333,9 @@ def test_parse_procstat_refuses_a_pair_with_no_tick_between():
 
 
 def stat(time_ns: int, cpu: str, cpus: int = 2, extra: str = "") -> str:
-    """A /proc/stat snapshot of ``cpus`` CPUs whose aggregate line is ``cpu``."""
-    each = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(cpus))
+    """A /proc/stat snapshot of ``cpus`` CPUs whose aggregate line is ``cpu``, all of it
+    cpu0's (so the CPUs' lines add up to it)."""
+    each = "".join(f"cpu{n} {cpu if n == 0 else '0 0 0 0 0 0 0 0 0 0'}\n" for n in range(cpus))
     return f"# time_ns {time_ns}\ncpu  {cpu}\n{extra}{each}intr 1\n"
 
 
@@ -517,7 +518,8 @@ def test_stress_runs_pinned_and_stops(tmp_path):
 
 GOOD_STRESS = {"argv": ["/usr/bin/stress-ng", "--cpu", "1", "--taskset", "1", "--timeout", "6s",
                         "--metrics-brief"], "cpus": [1], "cpulist": "1", "seconds": 1.0,
-               "ended_before_stop": False, "killed": False, "exit_status": 0}
+               "ended_before_stop": False, "killed": False, "exit_status": 0,
+               "started_ns": 10**18, "stopped_ns": 10**18 + 2 * 10**9}
 STRESS_METRICS = {k: GOOD_STRESS[k] for k in ("cpulist", "ended_before_stop", "killed",
                                               "exit_status")}
 
@@ -584,6 +586,32 @@ def test_stress_parse_refuses_a_load_on_the_tools_own_cpus(tmp_path):
         StressNg.parse(tmp_path, None)
     (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
     assert StressNg.parse(tmp_path, None) == STRESS_METRICS
+
+
+@pytest.mark.parametrize("change, problem", [
+    # probe 9, Q17: a stressor that exited with status 2 10 ms after it started was stored as
+    # a stressed sample
+    ({"exit_status": 2, "ended_before_stop": True, "stopped_ns": 10**18 + 10**7},
+     r"ended_before_stop is true: the load ended by itself during the run \(exit_status 2; "
+     r"allowed: a load that lasts until stopped"),
+    ({"exit_status": 2}, r"exit_status is 2: stress-ng reported a failure"),
+    ({"stopped_ns": 10**18 + 10**7}, r"the snapshots span .* which does not bracket the run's "
+                                     r"window"),
+    ({"started_ns": "soon"}, r"started_ns is 'soon' \(allowed: whole nanoseconds"),
+])
+def test_stress_parse_refuses_a_load_that_did_not_last_the_run(tmp_path, change, problem):
+    (tmp_path / "driver-window.json").write_text(
+        f'{{"start_ns": {10**18 + 10**6}, "end_ns": {10**18 + 19 * 10**8}}}')
+    (tmp_path / "stress-ng.json").write_text(json.dumps(GOOD_STRESS))
+    assert StressNg.parse(tmp_path, None) == STRESS_METRICS
+    (tmp_path / "stress-ng.json").write_text(json.dumps({**GOOD_STRESS, **change}))
+    with pytest.raises(ParseError, match=f"^{tmp_path}/stress-ng.json: {problem}"):
+        StressNg.parse(tmp_path, None)
+
+
+def test_stress_parse_takes_a_load_the_stop_signal_ended():
+    out = {"ended_before_stop": False, "exit_status": None}
+    check_lasted({**GOOD_STRESS, "exit_status": None, "signal": 15}, out, None, "s")
 
 
 # --- GNU time --------------------------------------------------------------------------------
@@ -666,6 +694,26 @@ def test_parse_gnu_time_rejects(text, problem):
         parse_gnu_time_kv(text, "run/time.out")
 
 
+def test_gnu_time_parse_refuses_a_maxrss_above_the_hosts_memory(tmp_path):
+    """Probe 9, Q13: maxrss_kib 999999999999999 (1 EiB) on a host of 24 GiB was stored."""
+    from iolab.collectors.gnu_time import GnuTime
+
+    run = tmp_path / "env" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "time.txt").write_text(GOOD.replace("maxrss_kib=0", "maxrss_kib=999999999999999"))
+    assert GnuTime.parse(run, None)["maxrss_kib"] == 999999999999999   # no host record
+    (tmp_path / "env" / "host.json").write_text('{"mem_total_kib": 24684084}')
+    with pytest.raises(ParseError, match=r"time.txt: maxrss_kib=999999999999999 is above the "
+                                         r"host's memory \(24684084 KiB, mem_total_kib of the "
+                                         r"host record; allowed: at most that\)"):
+        GnuTime.parse(run, None)
+    (run / "time.txt").write_text(GOOD.replace("maxrss_kib=0", "maxrss_kib=24684084"))
+    assert GnuTime.parse(run, None)["maxrss_kib"] == 24684084
+    (tmp_path / "env" / "host.json").write_text('{"mem_total_kib": "lots"}')
+    with pytest.raises(ParseError, match=r"host.json: mem_total_kib: expected a whole number"):
+        GnuTime.parse(run, None)
+
+
 def test_interrupts_counts_the_device_vectors_and_ipis_per_cpu(tmp_path):
     """Two real snapshots of this machine around a burst of disk reads (virtio1-req.0 is
     IRQ 36 there); the device's vectors come from the run's irqs.json."""
@@ -717,3 +765,112 @@ def test_interrupts_refuses_snapshots_it_cannot_read():
     with pytest.raises(ParseError, match="interrupts: the snapshots span .* does not bracket"):
         parse_snapshots(good.replace("# time_ns 1", f"# time_ns {RUN_WINDOW[0] - 1}"), late,
                         ["40"], "interrupts", RUN_WINDOW)
+
+
+def _kvm_interrupts(time_ns: int, change: tuple[str, str] = ("", "")) -> str:
+    snapshot = (Path(__file__).parent / "fixtures/interrupts/kvm-2vcpu.txt").read_text()
+    return f"# time_ns {time_ns}\n" + snapshot.replace(*change)
+
+
+def test_interrupts_refuses_a_count_no_cpu_takes_in_the_time_between_the_snapshots():
+    """Probe 9, Q4: 10^15 function-call IPIs added to CPU0 in a 4.3 s pair (2 x 10^14 a
+    second) was stored as cal_ipis_total."""
+    from iolab.collectors.interrupts import parse_snapshots
+
+    before = _kvm_interrupts(RUN_WINDOW[0] - 10**8)
+    bump = ("CAL:    1637417", f"CAL:    {1637417 + 10**15}")
+    with pytest.raises(ParseError, match=r"^interrupts: row CAL: 1000000000000000 interrupts on "
+                                         r"CPU0 in 4.2 s between the snapshots \(allowed: at "
+                                         r"most 52000000, 1e\+07 a CPU a second and 1 s\)"):
+        parse_snapshots(before, _kvm_interrupts(RUN_WINDOW[1] + 10**8, bump), None,
+                        "interrupts", RUN_WINDOW)
+    # 10^7 a second is far above any device's or IPI's rate: 4 x 10^7 in 4.2 s is taken
+    busy = ("CAL:    1637417", f"CAL:    {1637417 + 4 * 10**7}")
+    metrics = parse_snapshots(before, _kvm_interrupts(RUN_WINDOW[1] + 10**8, busy), None,
+                              "interrupts", RUN_WINDOW)
+    assert metrics["cal_ipis_total"] == 4 * 10**7
+
+
+def test_interrupts_refuses_a_cpu_the_host_record_lacks(tmp_path):
+    from iolab.collectors.interrupts import Interrupts
+
+    run = tmp_path / "env" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "interrupts.before").write_text(_kvm_interrupts(10**18))
+    (run / "interrupts.after").write_text(_kvm_interrupts(10**18 + 10**9))
+    assert Interrupts.parse(run, None)["cal_ipis_total"] == 0
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 1}}')
+    with pytest.raises(ParseError, match=r"interrupts: the snapshots name CPU1, on a host whose "
+                                         r"record has 1 logical CPUs \(allowed: CPU0 to CPU0\)"):
+        Interrupts.parse(run, None)
+
+
+def test_parse_procstat_refuses_per_cpu_lines_that_are_not_the_aggregates_parts():
+    """Probe 9, Q1: 998 lines 'cpuN 0 0 ...' added to both snapshots of a 2-CPU host widened
+    the tick bound, and 400,000 idle ticks added to the aggregate read 18 % busy as 0.04 %."""
+    from iolab.collectors.procstat import parse_procstat
+
+    zeros = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(2, 1000))
+    before = stat(0, "1000 0 1000 5000 0 0 0 0 0 0", extra=zeros)
+    after = stat(37 * 10**8, "1150 0 1035 5555 0 0 0 0 0 0", extra=zeros).replace(
+        "cpu  1150 0 1035 5555 ", "cpu  1150 0 1035 405555 ")   # the aggregate's idle alone
+    with pytest.raises(ParseError, match=r"^s: idle of the aggregate cpu line changed by "
+                                         r"400555 ticks between the snapshots, its 1000 CPUs' "
+                                         r"lines by 555 \(allowed: the CPUs' sum, within 5 "
+                                         r"ticks a CPU\)"):
+        parse_procstat(before, after, "s")
+    with pytest.raises(ParseError, match=r"^s: 1000 per-CPU lines, up to cpu999, on a host "
+                                         r"whose record has 2 logical CPUs \(allowed: cpu0 to "
+                                         r"cpu1"):
+        parse_procstat(before, after, "s", host=2)
+
+
+def test_parse_procstat_refuses_snapshots_listing_different_cpus():
+    from iolab.collectors.procstat import parse_procstat
+
+    with pytest.raises(ParseError, match=r"^s: the snapshots list different CPUs \(cpu2 in one "
+                                         r"only"):
+        parse_procstat(PAIR[0], stat(37 * 10**8, "1150 0 1035 5555 0 0 0 0 0 0", cpus=3), "s")
+
+
+def test_parse_procstat_takes_the_per_cpu_lines_of_a_host_with_offline_cpus():
+    from iolab.collectors.procstat import parse_procstat
+
+    # a host record of 4 CPUs, two of them offline: /proc/stat lists the online ones
+    assert parse_procstat(*PAIR, "s", host=4)["host_busy_pct"] == 25.0
+
+
+@pytest.mark.parametrize("iowait, ok", [(300, False), (10, True)])
+def test_parse_procstat_bounds_how_far_iowait_steps_back(iowait, ok):
+    """Probe 9, Q2: iowait 300 ticks (3 s on 2 CPUs) lower after the run read a host 18 %
+    busy as 30 %; the kernel's step back is a tick or so a CPU."""
+    from iolab.collectors.procstat import parse_procstat
+
+    before = stat(0, "1000 0 1000 5000 400 0 0 0 0 0")
+    after = stat(37 * 10**8, f"1150 0 1035 5555 {400 - iowait} 0 0 0 0 0")
+    if ok:
+        assert parse_procstat(before, after, "s")["host_busy_pct"] > 0
+        return
+    with pytest.raises(ParseError, match=r"^s: iowait of the aggregate cpu line went down by "
+                                         r"300 ticks between the snapshots \(400 -> 100; "
+                                         r"allowed: at most 5 ticks a CPU, 10 on 2 CPUs\)"):
+        parse_procstat(before, after, "s")
+
+
+def test_procstat_parse_bounds_the_cpu_lines_by_the_host_record(tmp_path):
+    from iolab.collectors.procstat import ProcStat
+
+    run = tmp_path / "env" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "procstat.before").write_text(f"# time_ns {RUN_WINDOW[0] - 10**8}\ncpu 0 0 0 0 0\n"
+                                         "cpu0 0 0 0 0 0\ncpu7 0 0 0 0 0\n")
+    (run / "procstat.after").write_text(f"# time_ns {RUN_WINDOW[1] + 10**8}\n"
+                                        "cpu 420 0 0 420 0\ncpu0 210 0 0 210 0\n"
+                                        "cpu7 210 0 0 210 0\n")
+    (run / "driver-window.json").write_text(
+        f'{{"start_ns": {RUN_WINDOW[0]}, "end_ns": {RUN_WINDOW[1]}}}')
+    assert ProcStat.parse(run, None)["host_busy_pct"] == 50.0
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 2}}')
+    with pytest.raises(ParseError, match=r"procstat: 2 per-CPU lines, up to cpu7, on a host "
+                                         r"whose record has 2 logical CPUs"):
+        ProcStat.parse(run, None)

@@ -199,3 +199,68 @@ def test_a_trace_far_from_the_runs_window_is_refused(tmp_path):
 def test_an_untraced_run_says_why(tmp_path):
     run = _meta_run(tmp_path, '{"traced": false, "why": "bpftrace not found"}')
     assert IrqTrace.parse(run, None) == {"traced": False, "why_not_traced": "bpftrace not found"}
+
+
+def _edited_trace(tmp_path, edit) -> Path:
+    """The fixture run at ``<env>/runs/r1``, each map of its 5th tick on given to ``edit``."""
+    run = tmp_path / "env" / "runs" / "r1"
+    shutil.copytree(FIXTURES, run)
+    lines, tick = [], 0
+    for line in (run / irqtrace.OUTPUT).read_text().splitlines():
+        event = json.loads(line)
+        tick += event["type"] == "printf"
+        if event["type"] == "map" and tick >= 5:
+            edit(event["data"])
+        lines.append(json.dumps(event))
+    (run / irqtrace.OUTPUT).write_text("\n".join(lines) + "\n")
+    return run
+
+
+def _bump(name: str, key: str, by: int):
+    def edit(maps: dict) -> None:
+        if name in maps:
+            maps[name][key] = maps[name].get(key, 0) + by
+    return edit
+
+
+def test_counts_beyond_what_the_ticks_time_holds_are_refused(tmp_path):
+    """Probe 9, Q5: 10^12 function-call IPIs added to CPU 0 from a tick on (still
+    never decreasing) gave call_ipis_per_io 5,547,850."""
+    run = _edited_trace(tmp_path, _bump("@call", "0", 10**12))
+    with pytest.raises(ParseError, match=r"irqtrace.json: map @call counts 1000000\d+ on CPU 0 "
+                                         r"in [\d.]+ s of ticks \(allowed: at most \d+, 1e\+07 a "
+                                         r"CPU a second and 1 s\)"):
+        IrqTrace.parse(run, None)
+    assert IrqTrace.parse(_edited_trace(tmp_path / "b", _bump("@call", "0", 10**6)),
+                          None)["call_ipis_total"] > 10**6   # a busy CPU's is taken
+
+
+def test_a_cpu_the_host_record_lacks_is_refused(tmp_path):
+    """Probe 9, Q6: 5,000 IPIs to CPU 4000 of a 2-CPU host were stored in call_ipis."""
+    run = _edited_trace(tmp_path, _bump("@call", "4000", 5000))
+    assert json.loads(IrqTrace.parse(run, None)["call_ipis"])["4000"] > 0   # no host record
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 2}}')
+    with pytest.raises(ParseError, match=r"irqtrace.json: map @call counts CPU 4000, on a host "
+                                         r"whose record has 2 logical CPUs \(allowed: 0 to 1\)"):
+        IrqTrace.parse(run, None)
+    shutil.rmtree(tmp_path / "env" / "runs")
+    run = _edited_trace(tmp_path, lambda maps: None)
+    assert IrqTrace.parse(run, None)["irqs_total"] > 0   # the fixture's own CPUs 0 and 1
+
+
+def test_an_irq_the_program_does_not_trace_is_refused(tmp_path):
+    """Probe 9, Q7: @irq key '1,99' (the program traces IRQs 35 and 36) was counted as the
+    device's: irqs_per_io 0.031 read 0.531."""
+    run = _edited_trace(tmp_path, _bump("@irq", "1,99", 90000))
+    with pytest.raises(ParseError, match=r"irqtrace.json: map @irq counts IRQ 99 on CPU 1, "
+                                         r"which the program does not trace \(allowed: the IRQs "
+                                         r"of irqtrace.meta.json, \[35, 36\]\)"):
+        IrqTrace.parse(run, None)
+
+
+@pytest.mark.parametrize("irqs", [..., [35, 35], ["35"], [-1]])
+def test_a_meta_record_without_the_traced_irqs_is_refused(tmp_path, irqs):
+    run = _meta_run(tmp_path, {"irqs": irqs})
+    with pytest.raises(ParseError, match=r"irqtrace.meta.json: (has no irqs|irqs is .*) "
+                                         r"\(allowed: a list, without repeats, of IRQ numbers"):
+        IrqTrace.parse(run, None)

@@ -21,11 +21,11 @@ def proc_stat(pid: int, ppid: int, ticks: tuple[int, int, int, int], comm: str =
 def fake_proc(root, cpu: list[int], tree: dict[int, tuple[int, tuple]],
               load: str = "0.10 0.20 0.30 1/100 999"):
     """A /proc of one CPU with an aggregate cpu line (user nice system idle iowait irq
-    softirq steal), the load averages, and processes {pid: (ppid, (utime, stime, cutime,
+    softirq steal) and cpu0's the same, the load averages, and processes {pid: (ppid, (utime, stime, cutime,
     cstime))}."""
     root.mkdir(exist_ok=True)
-    (root / "stat").write_text("cpu  " + " ".join(map(str, cpu)) + " 0 0\n"
-                               "cpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n")
+    line = " ".join(map(str, cpu))
+    (root / "stat").write_text(f"cpu  {line} 0 0\ncpu0 {line} 0 0\nintr 1\n")
     (root / "loadavg").write_text(load + "\n")
     for old in root.glob("[0-9]*"):
         (old / "stat").unlink()
@@ -37,8 +37,10 @@ def fake_proc(root, cpu: list[int], tree: dict[int, tuple[int, tuple]],
 
 
 def snap(time_ns: int, tree: int, cpu: list[int], cpus: int = 10) -> str:
-    """A snapshot of a host of ``cpus`` CPUs (1000 ticks a second with the default 10)."""
-    each = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(cpus))
+    """A snapshot of a host of ``cpus`` CPUs (1000 ticks a second with the default 10), all
+    the aggregate's ticks cpu0's (so the CPUs' lines add up to it)."""
+    line = " ".join(map(str, cpu))
+    each = "".join(f"cpu{n} {line if n == 0 else '0 0 0 0 0 0 0 0'} 0 0\n" for n in range(cpus))
     return f"# time_ns {time_ns}\n# tree_ticks {tree}\ncpu  {' '.join(map(str, cpu))} 0 0\n{each}"
 
 
@@ -221,3 +223,39 @@ def test_every_run_records_the_quiet_collector(demo):
 
 def demo_point():
     return {"engine": "psync", "concurrency": 1, "thp": "asis", "pinned": False}
+
+
+def test_per_cpu_lines_in_one_snapshot_only_are_refused(tmp_path):
+    """Probe 9, Q3: 1,000 lines 'cpuN 0 0 ...' appended to quiet.after only (quiet.before
+    has none, the host record says 2 CPUs) and 400,000 idle ticks added to its aggregate read
+    3.27 % foreign CPU as 0.006 %."""
+    run = tmp_path / "env" / "runs" / "r0"
+    run.mkdir(parents=True)
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 2}}')
+    (run / "quiet.before").write_text(snap(0, 0, [0] * 8, cpus=0))
+    idle = [CALM[0], CALM[1], CALM[2], CALM[3] + 400_000, *CALM[4:]]
+    zeros = "".join(f"cpu{n} 0 0 0 0 0 0 0 0 0 0\n" for n in range(1000))
+    (run / "quiet.after").write_text(snap(37 * 10**8, 40, idle, cpus=0) + zeros)
+    with pytest.raises(ParseError, match=r"quiet: the snapshots list different CPUs \(cpu0, "
+                                         r"cpu1, cpu2, cpu3, \.\.\. in one only"):
+        Quiet.parse(run, None)
+
+
+def test_per_cpu_lines_beyond_the_host_records_cpus_are_refused(tmp_path):
+    run = tmp_path / "env" / "runs" / "r0"
+    run.mkdir(parents=True)
+    (tmp_path / "env" / "host.json").write_text('{"cpu": {"logical_cpus": 2}}')
+    (run / "quiet.before").write_text(snap(0, 0, [0] * 8, cpus=4))
+    (run / "quiet.after").write_text(snap(37 * 10**8, 40, CALM, cpus=4))
+    with pytest.raises(ParseError, match=r"quiet: 4 per-CPU lines, up to cpu3, on a host whose "
+                                         r"record has 2 logical CPUs"):
+        Quiet.parse(run, None)
+
+
+def test_iowait_stepping_back_by_seconds_is_refused():
+    before = snap(0, 0, [0, 0, 0, 0, 400, 0, 0, 0], cpus=2)
+    after = snap(37 * 10**8, 40, [CALM[0], CALM[1], CALM[2], CALM[3] + 300, 100, *CALM[5:]],
+                 cpus=2)
+    with pytest.raises(ParseError, match=r"^q: iowait of the aggregate cpu line went down by 300 "
+                                         r"ticks .* at most 5 ticks a CPU, 10 on 2 CPUs"):
+        parse_quiet(before, after, "q")

@@ -1,7 +1,7 @@
 """GNU time as a collector: it wraps the driver's argv and writes its counters to a file.
 
-Responsible for: the argv prefix with iolab's key=value format, finding ``/usr/bin/time``, and
-the pure parser of that format. Not responsible for: GNU time's default two-line format
+Responsible for: the argv prefix with iolab's key=value format, finding ``/usr/bin/time``, the
+pure parser of that format, and bounding its ``maxrss_kib`` by the host record's memory. Not responsible for: GNU time's default two-line format
 (``iolab.parsers.gnu_time``, for AiSIO's archives).
 """
 
@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from iolab.collectors.hostrec import host_mem_kib
 from iolab.errors import ParseError, excerpt
 from iolab.parsers import decimal_within_float, int_within_float, is_digits, within_float
 from iolab.tools.base import Collector, Program
@@ -123,6 +124,16 @@ def parse_gnu_time_kv(text: str, source: str = "time.out") -> dict[str, Any]:
     return values
 
 
+def check_maxrss(maxrss_kib: int, mem_kib: int | None, source: str) -> None:
+    """ParseError when the command's largest resident set is above the host's memory
+    (``mem_kib``, the host record's MemTotal; None: no record, nothing to bound by): no
+    process keeps more resident than the machine has (1 EiB on a host of 24 GiB was stored)."""
+    if mem_kib is not None and maxrss_kib > mem_kib:
+        raise ParseError(source, f"maxrss_kib={maxrss_kib} is above the host's memory "
+                                 f"({mem_kib} KiB, mem_total_kib of the host record; allowed: "
+                                 "at most that)")
+
+
 class GnuTime(Collector):
     """Runs the driver under GNU time, which writes ``GNU_TIME_FORMAT`` to ``file``."""
 
@@ -140,5 +151,6 @@ class GnuTime(Collector):
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         path = Path(run_dir) / GnuTime.FILE
         values = parse_gnu_time_kv(path.read_text(), str(path))
+        check_maxrss(values["maxrss_kib"], host_mem_kib(Path(run_dir)), str(path))
         return {key: values[key] for key in ("cpu_pct", "user_s", "sys_s", "elapsed_s",
                                              "maxrss_kib", "exit", "signal")}

@@ -24,10 +24,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from iolab.collectors.hostrec import host_cpus
 from iolab.errors import ParseError
 from iolab.parsers import (CPU_ID_MOST, CPU_IDS_ALLOWED, is_cpu_ids, record_object,
                            record_value)
-from iolab.parsers.interrupts import delta, parse_interrupts
+from iolab.parsers.interrupts import check_rates, delta, parse_interrupts
 from iolab.tools.base import Snapshots, check_brackets, run_window, stamped
 
 PLACEMENT_FILE = "irqs.json"
@@ -46,7 +47,8 @@ class Interrupts(Snapshots):
                   if placement.exists() else None)
         return parse_snapshots((run_dir / "interrupts.before").read_text(),
                                (run_dir / "interrupts.after").read_text(), queues,
-                               str(run_dir / "interrupts"), run_window(run_dir, window))
+                               str(run_dir / "interrupts"), run_window(run_dir, window),
+                               host_cpus(run_dir))
 
 
 IRQ_MOST = 2**22 - 1  # far above any kernel's interrupt count (NR_IRQS)
@@ -105,14 +107,22 @@ def _per_cpu(counts: dict[int, int]) -> str:
 
 def parse_snapshots(before: str, after: str, queue_irqs: list[str] | None,
                     source: str = "interrupts",
-                    window: tuple[int, int] | None = None) -> dict[str, Any]:
+                    window: tuple[int, int] | None = None,
+                    host: int | None = None) -> dict[str, Any]:
     """The metrics of two stamped snapshots (see the module docstring); ParseError when they
     are out of order or do not bracket the run's ``window``
-    (:func:`iolab.tools.base.check_brackets`)."""
+    (:func:`iolab.tools.base.check_brackets`), name a CPU the host record's ``host`` logical
+    CPUs do not have, or hold a count no CPU takes in the time between them
+    (:func:`iolab.parsers.interrupts.check_rates`)."""
     t0, a = _stamped(before, f"{source}.before")
     t1, b = _stamped(after, f"{source}.after")
     check_brackets(t0, t1, window, source)
+    if host is not None and b["cpus"] and max(b["cpus"]) >= host:
+        raise ParseError(source, f"the snapshots name CPU{max(b['cpus'])}, on a host whose "
+                                 f"record has {host} logical CPUs (allowed: CPU0 to "
+                                 f"CPU{host - 1})")
     change = delta(a, b, source)
+    check_rates(change, (t1 - t0) / 1e9, len(b["cpus"]), source)
     out: dict[str, Any] = {"window_s": (t1 - t0) / 1e9}
     for metric, row in IPI_ROWS.items():
         counts = change.get(row)

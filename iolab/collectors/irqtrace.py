@@ -17,8 +17,10 @@ Metrics (per CPU as JSON ``{"cpu": n}``, and totals): ``irqs``/``irqs_total`` (t
 interrupts handled), ``resched_ipis``, ``call_ipis``, ``call_mask_ipis`` (by sending CPU),
 ``task_add``, ``task_run``, ``local_run``; ``probes``, ``lost_events``, ``missing_probes``.
 
-Responsible for: the program, running bpftrace beside the driver, the metrics, and reading
-``irqtrace.meta.json`` back checked (:func:`read_meta`).
+Responsible for: the program, running bpftrace beside the driver, the metrics, reading
+``irqtrace.meta.json`` back checked (:func:`read_meta`), and refusing counts the program did
+not count (:func:`check_counts`: an IRQ it does not trace, a CPU the host record lacks, more
+than the ticks' time holds).
 Not responsible for: the output format (``iolab.parsers.irqtrace``), or which IRQs a device
 has (``iolab.host.irqs``).
 """
@@ -32,8 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab.errors import InputError, ToolError
+from iolab.collectors.hostrec import host_cpus
+from iolab.collectors.interrupts import IRQ_MOST
+from iolab.errors import InputError, ParseError, ToolError, shortened
 from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, record_object, record_value
+from iolab.parsers.interrupts import EVENTS_PER_CPU_S, RATE_SLACK_S, most_events
 from iolab.parsers.irqtrace import TICK, parse_irqtrace
 from iolab.tools import bpftrace
 from iolab.tools.base import (Collector, Program, check_within, driver_window,
@@ -183,6 +188,7 @@ class IrqTrace(Collector):
         run = driver_window(run_dir)  # bpftrace ran from start to stop: its ticks lie around it
         for end, stamp in zip(("first", "last"), trace["traced_ns"]):
             check_within(stamp, run, f"the {end} tick", str(run_dir / OUTPUT))
+        check_counts(trace, meta["irqs"], host_cpus(run_dir), str(run_dir / OUTPUT))
         out.update({"probes": trace["probes"], "lost_events": trace["lost_events"],
                     "missing_probes": ",".join(meta["missing"]) or None})
         for name, metric in METRICS.items():
@@ -200,6 +206,39 @@ class IrqTrace(Collector):
             out[metric] = json.dumps({str(key[0]): n for key, n in sorted(counts.items())})
             out[f"{metric}_total"] = sum(counts.values())
         return out
+
+
+def check_counts(trace: dict[str, Any], irqs: list[int], host: int | None,
+                 source: str) -> None:
+    """ParseError for a count of ``trace`` (:func:`iolab.parsers.irqtrace.parse_irqtrace`)
+    that the program did not count: an ``@irq`` key of an IRQ not in ``irqs`` (the program's
+    filter), a key of a CPU the host record's ``host`` logical CPUs do not have, or a count
+    (a CPU's, all IRQs of ``@irq`` together) above what a CPU takes in the ticks' time
+    (:func:`iolab.parsers.interrupts.most_events`). Each was stored: IRQ 99 counted as the
+    device's, CPU 4000 on a 2-CPU host, 10^12 IPIs in 4 s."""
+    start, end = trace["window_ns"] or (None, trace["traced_ns"][1])
+    # counted from when the probes attached: before the first tick, by at most a tick
+    start = start if start is not None else trace["traced_ns"][0] - TICK_MS * 10**6
+    seconds = (end - start) / 1e9
+    for name, counts in trace["counts"].items():
+        per_cpu: dict[int, int] = {}
+        for key, n in counts.items():
+            cpu = key[0]
+            if name == "@irq" and key[1:] and key[1] not in irqs:
+                raise ParseError(source, f"map @irq counts IRQ {key[1]} on CPU {cpu}, which "
+                                         f"the program does not trace (allowed: the IRQs of "
+                                         f"{META}, {irqs})")
+            if host is not None and not 0 <= cpu < host:
+                raise ParseError(source, f"map {shortened(name)} counts CPU {cpu}, on a host "
+                                         f"whose record has {host} logical CPUs (allowed: 0 "
+                                         f"to {host - 1})")
+            per_cpu[cpu] = per_cpu.get(cpu, 0) + n
+        for cpu, n in per_cpu.items():
+            if n > most_events(seconds):
+                raise ParseError(source, f"map {shortened(name)} counts {n} on CPU {cpu} in "
+                                         f"{seconds:g} s of ticks (allowed: at most "
+                                         f"{most_events(seconds)}, {EVENTS_PER_CPU_S:.0e} a "
+                                         f"CPU a second and {RATE_SLACK_S:g} s)")
 
 
 TRACEPOINTS = sorted({tp for tp, _, _ in PROBES.values()})
@@ -227,4 +266,11 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
                                       f"CLOCK_REALTIME minus CLOCK_MONOTONIC, {CLOCK_NS_ALLOWED}"),
             "missing": record_value(meta, "missing", source, _is_missing,
                                     "a sorted list, without repeats, of the tracepoints "
-                                    + ", ".join(TRACEPOINTS))}
+                                    + ", ".join(TRACEPOINTS)),
+            "irqs": record_value(meta, "irqs", source, _is_irqs,
+                                 f"a list, without repeats, of IRQ numbers 0 to {IRQ_MOST}")}
+
+
+def _is_irqs(value: Any) -> bool:
+    return (isinstance(value, list) and all(type(v) is int and 0 <= v <= IRQ_MOST for v in value)
+            and len(set(value)) == len(value))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from iolab.collectors.hostrec import host_cpus
 from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import int_within_float, is_digits
 from iolab.tools.base import Snapshots, check_brackets, run_window, stamped
@@ -29,7 +30,7 @@ class ProcStat(Snapshots):
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict[str, Any]:
         before, after = Path(run_dir) / "procstat.before", Path(run_dir) / "procstat.after"
         return parse_procstat(before.read_text(), after.read_text(), str(Path(run_dir) / "procstat"),
-                              run_window(run_dir, window))
+                              run_window(run_dir, window), host_cpus(Path(run_dir)))
 
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
@@ -78,6 +79,54 @@ def cpu_count(cpus: dict[str, list[int]]) -> int:
     return sum(1 for name in cpus if name != "cpu" and is_digits(name[3:]))
 
 
+def check_cpu_lines(a: dict[str, list[int]], b: dict[str, list[int]], host: int | None,
+                    source: str) -> int:
+    """How many per-CPU lines the pair ``a``, ``b`` (of :func:`_cpu_lines`) has, once both
+    list the same CPUs, each a CPU of the host record's ``host`` logical CPUs (when there is
+    one), and each counter of their aggregate line grew by what the CPUs' lines grew, within
+    :data:`TICKS_SLACK` ticks a CPU (the kernel reads the two a moment apart). ParseError
+    otherwise: their count bounds the ticks the pair may hold (:func:`check_tick_span`), so
+    998 added lines of zeros widened the bound and 400,000 idle ticks added to the aggregate
+    read a 18 % busy host as 0.04 %."""
+    odd = next((n for n in (*a, *b) if n != "cpu" and not is_digits(n[3:])), None)
+    if odd is not None:
+        raise ParseError(source, f"a cpu line named {shortened(odd)!r} (allowed: 'cpu', the "
+                                 "aggregate, and 'cpuN', one CPU's)")
+    if set(a) != set(b):
+        only = sorted(set(a) ^ set(b), key=lambda n: (len(n), n))
+        shown = ", ".join(shortened(n) for n in only[:4]) + (", ..." if len(only) > 4 else "")
+        raise ParseError(source, f"the snapshots list different CPUs ({shown} in one only; "
+                                 "allowed: the same CPUs in both, as a host whose CPUs stay "
+                                 "online lists them)")
+    ids = sorted(int(n[3:]) for n in a if n != "cpu")
+    if host is not None and ids and (len(ids) > host or ids[-1] >= host):
+        raise ParseError(source, f"{len(ids)} per-CPU lines, up to cpu{ids[-1]}, on a host whose "
+                                 f"record has {host} logical CPUs (allowed: cpu0 to "
+                                 f"cpu{host - 1}, each at most once)")
+    if ids:
+        fields = min(len(values) for values in (*a.values(), *b.values()))
+        for i in range(min(fields, len(FIELDS))):
+            whole = b["cpu"][i] - a["cpu"][i]
+            parts = sum(b[n][i] - a[n][i] for n in a if n != "cpu")
+            if abs(whole - parts) > TICKS_SLACK * len(ids):
+                raise ParseError(source, f"{FIELDS[i]} of the aggregate cpu line changed by "
+                                         f"{whole} ticks between the snapshots, its "
+                                         f"{len(ids)} CPUs' lines by {parts} (allowed: the "
+                                         f"CPUs' sum, within {TICKS_SLACK} ticks a CPU)")
+    return len(ids)
+
+
+def check_iowait(before: int, after: int, cpus: int, source: str) -> None:
+    """ParseError when the aggregate iowait went down by more than :data:`TICKS_SLACK` ticks a
+    CPU: the kernel lets it step back by a tick or so (proc(5)), never by seconds (300 ticks
+    taken off read a host 18 % busy as 30 %)."""
+    if before - after > TICKS_SLACK * cpus:
+        raise ParseError(source, f"iowait of the aggregate cpu line went down by "
+                                 f"{before - after} ticks between the snapshots ({before} -> "
+                                 f"{after}; allowed: at most {TICKS_SLACK} ticks a CPU, "
+                                 f"{TICKS_SLACK * cpus} on {cpus} CPUs)")
+
+
 def check_tick_span(total: int, cpus: int, t0: int, t1: int, source: str) -> None:
     """ParseError unless ``total`` ticks of ``cpus`` CPUs fit the ``t0``..``t1`` nanoseconds
     between two snapshots, within the stated tolerance (:data:`TICKS_OVER`,
@@ -95,7 +144,8 @@ def check_tick_span(total: int, cpus: int, t0: int, t1: int, source: str) -> Non
 
 
 def parse_procstat(before: str, after: str, source: str = "procstat",
-                   window: tuple[int, int] | None = None) -> dict[str, float]:
+                   window: tuple[int, int] | None = None,
+                   host: int | None = None) -> dict[str, float]:
     """Busy share of all CPUs between the snapshots, in percent (idle and iowait count as idle).
 
     ParseError when the after snapshot is stamped before the before one, when the pair does
@@ -104,8 +154,11 @@ def parse_procstat(before: str, after: str, source: str = "procstat",
     them (no share of anything), or when a counter of the aggregate ``cpu`` line other than
     iowait went down between them: those counters only grow, so a drop (a snapshot of another
     boot, or the two swapped) gives a share of nothing (it gave a plausible 75 %). The kernel
-    documents that iowait may decrease. ParseError too for a snapshot naming a cpu line twice,
-    and for ticks that the time between the stamps cannot hold (:func:`check_tick_span`)."""
+    documents that iowait may decrease, by a tick or so (:func:`check_iowait`). ParseError
+    too for a snapshot naming a cpu line twice, for per-CPU lines that are not the same in
+    both, not CPUs of the host record's ``host`` logical CPUs or not the aggregate's parts
+    (:func:`check_cpu_lines`), and for ticks that the time between the stamps cannot hold
+    (:func:`check_tick_span`)."""
     t0, a = _cpu_lines(before, f"{source}.before")
     t1, b = _cpu_lines(after, f"{source}.after")
     check_brackets(t0, t1, window, source)
@@ -124,10 +177,11 @@ def parse_procstat(before: str, after: str, source: str = "procstat",
     if total <= 0:
         raise ParseError(source, "no CPU tick passed between the snapshots (allowed: a pair "
                                  "around a run, over which the CPUs' counters grow)")
-    cpus = max(cpu_count(a), cpu_count(b))
+    cpus = check_cpu_lines(a, b, host, source) or host
     if not cpus:
         raise ParseError(f"{source}.after", "no per-CPU line (cpu0, cpu1, ...; allowed: a "
                                             "whole /proc/stat, which lists each online CPU)")
+    check_iowait(a["cpu"][IOWAIT], b["cpu"][IOWAIT], cpus, source)
     check_tick_span(total, cpus, t0, t1, source)
     idle = delta[3] + delta[4]
     return {

@@ -20,7 +20,8 @@ stime + cutime + cstime of ``/proc/<pid>/stat``). Its pure parser gives, over th
 A pair that is no reading of the run fails it (ParseError), never a NaN share or a
 ``foreign_load`` of False: snapshots that do not bracket the run's window
 (:func:`iolab.tools.base.check_brackets`), no tick between them, more or fewer ticks than
-their time stamps allow on the host's CPUs, a cpu line listed twice, or a tree that used
+their time stamps allow on the host's CPUs, a cpu line listed twice, per-CPU lines that
+are not the host's CPUs or not the aggregate's parts, iowait stepping back by seconds, or a tree that used
 more ticks than the host's busy ones beyond :data:`TREE_EXCESS_TICKS` and
 :data:`TREE_EXCESS_SHARE`.
 
@@ -32,17 +33,16 @@ a short wait (:func:`sample`) with the load average (:func:`load_average`), whic
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from iolab.collectors.procstat import _cpu_lines, check_tick_span, cpu_count
+from iolab.collectors.hostrec import host_cpus
+from iolab.collectors.procstat import _cpu_lines, check_cpu_lines, check_iowait, check_tick_span
 from iolab.collectors.proctree import _children
 from iolab.errors import ParseError
 from iolab.parsers import is_digits
-from iolab.safefiles import read_regular
 from iolab.tools.base import Collector, check_brackets, run_window
 
 # the stated shares: a run with more foreign CPU or steal than these was measured under load
@@ -110,29 +110,8 @@ class Quiet(Collector):
                            run_window(run_dir, window), host_cpus(Path(run_dir)))
 
 
-def host_cpus(run_dir: Path) -> int | None:
-    """The logical CPUs of the host record of the run's environment
-    (``<env>/host.json``, the run being ``<env>/runs/<id>``); None when there is none. The
-    snapshots written before they kept each CPU's line (the committed ones) have only it to
-    bound their ticks."""
-    path = run_dir.parent.parent / "host.json"
-    data = read_regular(path, "host record", 16 << 20)
-    if data is None:
-        return None
-    try:
-        cpus = json.loads(data)["cpu"]["logical_cpus"]
-    except (ValueError, TypeError, KeyError):
-        raise ParseError(str(path), "cpu.logical_cpus: expected the host's logical CPUs "
-                                    "(a whole number)") from None
-    if type(cpus) is not int or cpus < 1:
-        raise ParseError(str(path), f"cpu.logical_cpus: expected a whole number of CPUs above "
-                                    f"0, got {cpus!r}"[:200])
-    return cpus
-
-
-def _read(text: str, source: str) -> tuple[int, int, list[int], int]:
-    """(time_ns, tree ticks, the aggregate cpu line's counters, how many per-CPU lines) of
-    one snapshot."""
+def _read(text: str, source: str) -> tuple[int, int, dict[str, list[int]]]:
+    """(time_ns, tree ticks, the cpu lines' counters by name) of one snapshot."""
     first, _, rest = text.partition("\n")
     header, _, rest = rest.partition("\n")
     parts = header.split()
@@ -144,7 +123,7 @@ def _read(text: str, source: str) -> tuple[int, int, list[int], int]:
     if len(cpus["cpu"]) < len(_FIELDS):
         raise ParseError(source, f"the aggregate cpu line has {len(cpus['cpu'])} fields "
                                  f"(allowed: {len(_FIELDS)} or more, up to steal)")
-    return stamp, int(parts[2]), cpus["cpu"], cpu_count(cpus)
+    return stamp, int(parts[2]), cpus
 
 
 def parse_quiet(before: str, after: str, source: str = "quiet",
@@ -160,9 +139,14 @@ def parse_quiet(before: str, after: str, source: str = "quiet",
     them do not fit their time stamps on the host's CPUs
     (:func:`iolab.collectors.procstat.check_tick_span`; the CPUs are counted from the
     snapshots' per-CPU lines, else ``cpus``, the host record's, is used: a pair with neither
-    is refused, as nothing bounds its ticks)."""
-    t0, tree0, a, n0 = _read(before, f"{source}.before")
-    t1, tree1, b, n1 = _read(after, f"{source}.after")
+    is refused, as nothing bounds its ticks). ParseError too for per-CPU lines that differ
+    between the snapshots, are not CPUs of the host record's ``cpus`` or are not the
+    aggregate's parts (:func:`iolab.collectors.procstat.check_cpu_lines`), and for iowait
+    stepping back by more than a tick or so a CPU
+    (:func:`iolab.collectors.procstat.check_iowait`)."""
+    t0, tree0, lines0 = _read(before, f"{source}.before")
+    t1, tree1, lines1 = _read(after, f"{source}.after")
+    a, b = lines0["cpu"], lines1["cpu"]
     delta = {name: b[i] - a[i] for i, name in enumerate(_FIELDS)}
     dropped = [n for n, d in delta.items() if d < 0 and n != "iowait"]
     if t1 < t0 or tree1 < tree0 or dropped:
@@ -175,12 +159,13 @@ def parse_quiet(before: str, after: str, source: str = "quiet",
         raise ParseError(source, "no CPU tick passed between the snapshots: no share of "
                                  "anything (allowed: a pair around a run, over which the "
                                  "CPUs' counters grow)")
-    count = max(n0, n1) or cpus
+    count = check_cpu_lines(lines0, lines1, cpus, source) or cpus
     if not count:
         raise ParseError(f"{source}.after", "no per-CPU line (cpu0, cpu1, ...) and no host "
                                             "record's CPU count: nothing bounds the ticks "
                                             "(allowed: snapshots iolab writes, which keep "
                                             "each CPU's line)")
+    check_iowait(a[_FIELDS.index("iowait")], b[_FIELDS.index("iowait")], count, source)
     check_tick_span(total, count, t0, t1, source)
     busy = sum(delta[n] for n in BUSY)
     tree = tree1 - tree0

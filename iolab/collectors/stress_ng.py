@@ -23,7 +23,9 @@ Files in the run folder:
 The parser reads the record back checked against itself: its ``cpulist`` is its ``cpus``,
 its ``argv`` the one this collector builds for them (a ``--taskset`` of another CPU was
 stored as stress on the CPUs the record names), and none of them is a CPU the run's tool
-was pinned to (the runner's ``cpus.json``). Anything else fails the run.
+was pinned to (the runner's ``cpus.json``). The load must have lasted the whole run: a record
+whose stress-ng ended before the stop, reported a failure (exit status other than 0) or does
+not span the driver's window is no stressed sample. Anything else fails the run.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from pathlib import Path
 
 from iolab.errors import InputError, IolabError, ParseError, ToolError, excerpt
 from iolab.host.knobs import format_cpulist
-from iolab.parsers import CPU_IDS_ALLOWED, is_cpu_ids, record_object, record_value
-from iolab.tools.base import CPUS_FILE, Collector, Program, end_process_group
+from iolab.parsers import (CLOCK_NS_ALLOWED, CPU_IDS_ALLOWED, is_clock_ns, is_cpu_ids,
+                           record_object, record_value)
+from iolab.tools.base import (CPUS_FILE, Collector, Program, check_brackets, end_process_group,
+                              run_window)
 
 # stress-ng prints its metrics on SIGTERM; this is how long it gets before SIGKILL.
 GRACE_S = 5.0
@@ -120,14 +124,15 @@ class StressNg(Collector):
 
     @staticmethod
     def parse(run_dir: Path, window: tuple[int, int] | None) -> dict:
-        """What the load was and whether it lasted the whole run, from ``stress-ng.json``
-        (checked against itself and the run's CPUs: see the module docstring)."""
+        """What the load was, from ``stress-ng.json`` (checked against itself and the run's
+        CPUs, and that it lasted the whole run: see the module docstring)."""
         run_dir = Path(run_dir)
         path = run_dir / "stress-ng.json"
         record = record_object(path.read_text(), str(path))
         out = {key: record_value(record, key, str(path), usable, allowed)
                for key, (usable, allowed) in RECORDED.items()}
         cpus = check_record(record, str(path))
+        check_lasted(record, out, run_window(run_dir, window), str(path))
         pinned = run_dir / CPUS_FILE
         if pinned.exists():
             tool = record_value(record_object(pinned.read_text(), str(pinned)), "cpus",
@@ -162,6 +167,25 @@ def check_record(record: dict, source: str) -> list[int]:
                                  f"record's cpus and seconds (allowed: "
                                  f"{excerpt(' '.join(expected))})")
     return cpus
+
+
+def check_lasted(record: dict, out: dict, window: tuple[int, int] | None, source: str) -> None:
+    """ParseError unless the load ran the whole run: it did not end before the stop
+    (``ended_before_stop``), stress-ng did not report a failure (an ``exit_status`` other
+    than 0), and its ``started_ns`` .. ``stopped_ns`` bracket the driver's ``window``. A
+    stressor that exited with status 2 10 ms after it started was stored as a stressed
+    sample of a machine that was not under load."""
+    if out["ended_before_stop"]:
+        raise ParseError(source, f"ended_before_stop is true: the load ended by itself during "
+                                 f"the run (exit_status {out['exit_status']!r}; allowed: a load "
+                                 "that lasts until stopped, as a stressed sample needs)")
+    if out["exit_status"] not in (0, None):
+        raise ParseError(source, f"exit_status is {out['exit_status']}: stress-ng reported a "
+                                 "failure, so its load is not the one the point names "
+                                 "(allowed: 0, or null when the stop's signal ended it)")
+    started, stopped = (record_value(record, key, source, is_clock_ns, CLOCK_NS_ALLOWED)
+                        for key in ("started_ns", "stopped_ns"))
+    check_brackets(started, stopped, window, source)
 
 
 # a kernel CPU list in ASCII digits; read by its form, not expanded (0-999999999 would be a

@@ -12,7 +12,8 @@ per CPU (``ERR``, ``MIS``): they are kept with ``counts`` of length one and ``pe
 Result of :func:`parse_interrupts`: ``{"cpus": [0, 1], "rows": {"36": {"counts": [0, 9205310],
 "description": "PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0", "per_cpu": True}, "RES": {...}}}``.
 
-Responsible for: the text format and :func:`delta`. Not responsible for: which rows belong to
+Responsible for: the text format, :func:`delta`, and the bound on how many interrupts a CPU
+takes in a time (:func:`check_rates`). Not responsible for: which rows belong to
 a device (``iolab.host.irqs``) or reading the file (the collector does).
 """
 
@@ -24,6 +25,14 @@ from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import int_within_float, is_digits
 
 SYSTEM_WIDE = ("ERR", "MIS")  # rows with one count for the whole system
+
+# The most interrupts (of one row, or IPIs, or traced events of one kind) one CPU takes in a
+# second: one every 100 ns, beyond what any CPU's interrupt entry and exit allow (the
+# committed runs reach 5,800 a second). A count above it over the time between two readings
+# is no count of that time (10^15 function-call IPIs in 4 s was stored). RATE_SLACK_S is
+# added to the time: the readings' own stamps are taken a moment from the counts.
+EVENTS_PER_CPU_S = 10**7
+RATE_SLACK_S = 1.0
 
 
 def parse_interrupts(text: str, source: str = "/proc/interrupts") -> dict[str, Any]:
@@ -91,3 +100,24 @@ def delta(before: dict[str, Any], after: dict[str, Any], source: str = "interrup
                              f"snapshots")
         out[name] = diff
     return out
+
+
+def most_events(seconds: float, cpus: int = 1) -> int:
+    """The most events ``cpus`` CPUs take in ``seconds`` (:data:`EVENTS_PER_CPU_S`, with
+    :data:`RATE_SLACK_S` added to the time)."""
+    return int(EVENTS_PER_CPU_S * cpus * (max(0.0, seconds) + RATE_SLACK_S))
+
+
+def check_rates(change: dict[str, dict[int, int]], seconds: float, cpus: int,
+                source: str) -> None:
+    """ParseError when a count of :func:`delta` is more than a CPU takes in ``seconds``
+    (:func:`most_events`; a system-wide row, key -1, by all ``cpus``)."""
+    for name, counts in change.items():
+        for cpu, n in counts.items():
+            most = most_events(seconds, cpus if cpu == -1 else 1)
+            if n > most:
+                where = "in all" if cpu == -1 else f"on CPU{cpu}"
+                raise ParseError(source, f"row {shortened(name)}: {n} interrupts {where} in "
+                                         f"{seconds:g} s between the snapshots (allowed: at most "
+                                         f"{most}, {EVENTS_PER_CPU_S:.0e} a CPU a second and "
+                                         f"{RATE_SLACK_S:g} s)")

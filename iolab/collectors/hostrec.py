@@ -1,0 +1,55 @@
+"""The host record of a run's environment, read by collectors that bound a run's counts by
+the host it ran on (its CPUs, its memory).
+
+A stored run lies at ``<env>/runs/<id>`` and its environment's host record at
+``<env>/host.json``. Each value is read checked: a host record whose value is not of the
+stated kind fails the run naming the file and the key; a missing record (a run folder
+outside a store) gives None, and the collector bounds by what it has.
+
+Responsible for: finding and reading those values. Not responsible for: writing or
+validating the whole record (``iolab.host.inventory``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from iolab.errors import ParseError
+from iolab.safefiles import read_regular
+
+HOST_FILE = "host.json"
+
+
+def host_value(run_dir: Path, keys: tuple[str, ...], allowed: str) -> int | None:
+    """The whole number above 0 at ``keys`` of the host record of the run's environment;
+    None when there is no record (or it holds null there); ParseError naming the file and
+    the key when it holds anything else."""
+    path = Path(run_dir).parent.parent / HOST_FILE
+    data = read_regular(path, "host record", 16 << 20)
+    if data is None:
+        return None
+    name = ".".join(keys)
+    try:
+        value: Any = json.loads(data)
+        for key in keys:
+            value = value[key]
+    except (ValueError, TypeError, KeyError):
+        raise ParseError(str(path), f"{name}: expected {allowed} (a whole number)") from None
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise ParseError(str(path), f"{name}: expected a whole number above 0 ({allowed}), "
+                                    f"got {value!r}"[:200])
+    return value
+
+
+def host_cpus(run_dir: Path) -> int | None:
+    """The logical CPUs (online or not) of the host record of the run's environment."""
+    return host_value(run_dir, ("cpu", "logical_cpus"), "the host's logical CPUs")
+
+
+def host_mem_kib(run_dir: Path) -> int | None:
+    """The host's memory (MemTotal, KiB) of the host record of the run's environment."""
+    return host_value(run_dir, ("mem_total_kib",), "the host's MemTotal in KiB")
