@@ -139,6 +139,10 @@ def test_an_sbatch_option_must_be_one_word(arg):
     (submit.Request(mode="measure"), "unknown mode"),
     (submit.Request(limit=0), "--limit"),
     (submit.Request(signal_before_s=0), "--signal-before"),
+    (submit.Request(signal_before_s=65536), r"--signal-before: 65536 s \(allowed: 1 to 65535 "
+                                            "seconds"),
+    (submit.Request(signal_before_s=10**20), "--signal-before: 100000000000000000000 s"),
+    (submit.Request(limit=10**20), r"--limit: .* \(allowed: 1 to 1,000,000 "),
     (submit.Request(slurm={"time": "1 day"}), "--time"),
     (submit.Request(sbatch_args=["--mem 0"]), "#SBATCH"),
     (submit.Request(slurm={"time": "5"}), "not longer than --signal-before"),
@@ -244,6 +248,17 @@ def test_one_job_per_experiment_and_environment_each_in_its_campaign(tmp_path, m
         assert record.mode == "replay"
         assert (folder / record.script).read_text().count(f"notebook {exp} ") == 1
     assert len(log.read_text().splitlines()) == 2
+
+
+def test_an_experiment_or_environment_given_twice_is_submitted_once(tmp_path, monkeypatch):
+    """'submit smt_thp smt_thp --env E --env E' had submitted 4 jobs of one campaign."""
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    records = submit.submit(["smt_thp", "irq_affinity", "smt_thp"], [ENV, ENV],
+                            submit.Request(mode="replay", data_dir=data), log=lambda line: None)
+    assert len(records) == 2 and len(log.read_text().splitlines()) == 2
+    for exp in ("smt_thp", "irq_affinity"):
+        assert len(jobs.read_all(data / "raw" / exp / ENV / "jobs")) == 1
 
 
 def test_resume_takes_the_last_jobs_options_only(tmp_path, capsys):

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from iolab import __version__
 from iolab.batch import jobs, script
 from iolab.core import datadir
+from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, IolabError, excerpt
 from iolab.host import slurm
 from iolab.durable import write_atomic
@@ -34,6 +35,8 @@ from iolab.paths import REPO_ROOT, resolve_data_dir
 from iolab.safefiles import refuse_linked
 
 MODES = ("run", "replay", "plan")
+# sbatch --signal=B:USR1@SECONDS: Slurm holds the time in 16 bits and refuses more
+SIGNAL_BEFORE_MOST_S = 65535
 
 
 @dataclass
@@ -65,11 +68,13 @@ def _need_sbatch() -> None:
 def _check_request(request: Request) -> None:
     if request.mode not in MODES:
         raise InputError("--mode", None, f"unknown mode {request.mode!r}", allowed=", ".join(MODES))
-    if request.limit is not None and request.limit < 1:
-        raise InputError("--limit", None, f"{request.limit} runs per job", allowed="1 or more")
-    if request.signal_before_s < 1:
+    if request.limit is not None and not 1 <= request.limit <= MAX_RUNS:
+        raise InputError("--limit", None, f"{request.limit} runs per job",
+                         allowed=f"1 to {MAX_RUNS:,} (the most runs a plan holds)")
+    if not 1 <= request.signal_before_s <= SIGNAL_BEFORE_MOST_S:
         raise InputError("--signal-before", None, f"{request.signal_before_s} s",
-                         allowed="a positive number of seconds")
+                         allowed=f"1 to {SIGNAL_BEFORE_MOST_S} seconds (what Slurm's "
+                         "--signal takes)")
     limit_s = _check_time(request.slurm.get("time"))
     if limit_s is not None and request.mode == "run" and limit_s <= request.signal_before_s:
         raise InputError("--time", None, f"{request.slurm['time']} is not longer than "
@@ -224,9 +229,10 @@ def follow(record: jobs.JobRecord, folder: Path, data_dir: Path) -> str:
 
 def submit(experiments: list[str], environments: list[str], request: Request,
            log: Callable[[str], None] = print) -> list[jobs.JobRecord]:
-    """One job per experiment and environment; returns their records. Every script is
-    written before the first is submitted, so that a folder that cannot be written stops
-    them all."""
+    """One job per experiment and environment, each named once however often it is given;
+    returns their records. Every script is written before the first is submitted, so that a
+    folder that cannot be written stops them all."""
+    experiments, environments = list(dict.fromkeys(experiments)), list(dict.fromkeys(environments))
     _check_request(request)
     data_dir = resolve_data_dir(request.data_dir).resolve()
     _check_path(data_dir, "the data directory")
