@@ -269,8 +269,10 @@ def test_indexed_exclusions_say_what_the_first_matching_rule_says(demo, params_d
 
 
 def test_an_exclusion_of_a_value_no_table_holds_is_matched_one_by_one():
+    """A rule naming a list (no table can hold it) is matched as before, in its turn."""
     rules = [{"when": {"cpus": [1]}, "why": "a"}, {"when": {"cpus": [[0, 1]]}, "why": "b"},
-             {"when": {"cpus": [[0, 1]], "n": [2]}, "why": "c"}, {"when": {"n": [True]}, "why": "d"}]
+             {"when": {"cpus": [[0, 1]], "n": [2]}, "why": "c"},
+             {"when": {"n": [True]}, "why": "d"}]
     index = planner.Exclusions(rules)
     for params in ({"cpus": 1, "n": 1}, {"cpus": [0, 1], "n": 2}, {"cpus": [0, 1], "n": 3},
                    {"cpus": [1], "n": 1}, {"cpus": 2, "n": 2}, {"n": 1}):
