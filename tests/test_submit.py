@@ -358,6 +358,15 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` is ended, waiting a while for a SIGKILL sent to it to be delivered
+    (a grandchild is reaped by init, not by iolab)."""
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _running(pid)
+
+
 def _signal_while_hanging(args: list[str], pid_file: Path, signum: int) -> tuple[int, int]:
     """Run iolab, send it ``signum`` once the hanging client runs; (its exit status, the
     client's pid). A client left running is ended here, after the test has seen it."""
@@ -397,7 +406,7 @@ def test_a_stop_signal_while_sbatch_hangs_leaves_no_script_without_a_record(tmp_
     _hanging(tmp_path / "bin", "sbatch", tmp_path / "sbatch.pid")
     code, pid = _signal_while_hanging(["submit", "smt_thp", "--env", ENV, "--mode", "plan",
                                        "--data", str(data)], tmp_path / "sbatch.pid", signum)
-    gone = not _running(pid)
+    gone = _ended(pid)
     _end(pid)
     assert code == 128 + signum
     assert gone, "sbatch was left running"
@@ -415,7 +424,7 @@ def test_a_stop_signal_while_squeue_hangs_ends_it_with_status(tmp_path, monkeypa
     _hanging(tmp_path / "bin", "squeue", tmp_path / "squeue.pid")
     code, pid = _signal_while_hanging(["status", "--data", str(data)],
                                       tmp_path / "squeue.pid", signal.SIGTERM)
-    gone = not _running(pid)
+    gone = _ended(pid)
     _end(pid)
     assert code == 128 + signal.SIGTERM and gone, "squeue was left running"
 
@@ -432,7 +441,7 @@ def test_a_version_probe_that_hangs_is_ended_with_what_it_started(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         inventory.version_output([str(tool), "--version"], timeout=5)
     pids = [int((tmp_path / name).read_text()) for name in ("child.pid", "tool.pid")]
-    left = [pid for pid in pids if _running(pid)]
+    left = [pid for pid in pids if not _ended(pid)]
     for pid in left:
         _end(pid)
     assert left == []
