@@ -230,3 +230,51 @@ def test_a_params_string_cannot_make_a_line_of_the_plans_text(demo, params_dir):
     assert r"excluded (5 runs): slow\ndemo / x: 0 points FORGED\x1b]0;title\x07" in summary
     assert not any(line.startswith("demo / x: 0 points") for line in summary.splitlines())
     assert "\x1b" not in summary
+
+
+EXCLUSIONS_IN_ORDER = """exclusions:
+  - {when: {concurrency: [4, 16], thp: never}, why: first}
+  - {when: {engine: io_uring, concurrency: 1}, why: second}
+  - {when: {engine: io_uring}, why: third}
+  - {when: {thp: always, engine: psync, concurrency: 16}, why: fourth}
+  - {when: {concurrency: 1}, why: fifth}
+"""
+
+
+def test_indexed_exclusions_say_what_the_first_matching_rule_says(demo, params_dir,
+                                                                  monkeypatch):
+    """Each point's exclusion is the first rule (in the file's order) it matches, as matching
+    it against every rule gave; and rules naming hashable values are found by look-up, never
+    matched one by one (a 90,000-point grid with thousands of exclusions made points x
+    rules comparisons)."""
+    text = DEMO_PARAMS.replace(
+        "grids:\n  conc: {vary: {engine: [psync, io_uring], concurrency: [1, 4, 16]}}",
+        "grids:\n  conc: {vary: {engine: [psync, io_uring], concurrency: [1, 4, 16], "
+        "thp: [always, never]}}").split("exclusions:")[0] + EXCLUSIONS_IN_ORDER
+    spec = specmod.load(demo, "x", params_dir=params_dir({"x": text}))
+
+    def first_match(params):
+        return next((rule["why"] for rule in spec.exclusions
+                     if planner.matches(rule["when"], params)), None)
+
+    expected = {planner.canonical_json(p.params): first_match(p.params)
+                for p in planner.expand(spec)}
+    assert set(expected.values()) == {"first", "second", "third", "fourth", "fifth", None}
+    calls = []
+    real = planner.matches
+    monkeypatch.setattr(planner, "matches",
+                        lambda rule, params: calls.append(rule) or real(rule, params))
+    got = {planner.canonical_json(p.params): p.excluded_by for p in planner.expand(spec)}
+    assert got == expected and calls == []
+
+
+def test_an_exclusion_of_a_value_no_table_holds_is_matched_one_by_one():
+    """A rule naming a list (no table can hold it) is matched as before, in its turn."""
+    rules = [{"when": {"cpus": [1]}, "why": "a"}, {"when": {"cpus": [[0, 1]]}, "why": "b"},
+             {"when": {"cpus": [[0, 1]], "n": [2]}, "why": "c"},
+             {"when": {"n": [True]}, "why": "d"}]
+    index = planner.Exclusions(rules)
+    for params in ({"cpus": 1, "n": 1}, {"cpus": [0, 1], "n": 2}, {"cpus": [0, 1], "n": 3},
+                   {"cpus": [1], "n": 1}, {"cpus": 2, "n": 2}, {"n": 1}):
+        assert index.why(params) == next((r["why"] for r in rules
+                                          if planner.matches(r["when"], params)), None), params

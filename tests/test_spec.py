@@ -348,3 +348,22 @@ def test_a_params_file_larger_than_any_is_refused_unread_in_one_line(demo, param
                                     "ever writes in an experiment's params file; it is not read "
                                     "(allowed: at most 1,048,576 bytes; move the file away if it "
                                     "is not iolab's)")
+
+
+def test_the_exclusions_of_a_params_file_are_bounded(demo, params_dir, monkeypatch):
+    """A plan indexes every exclusion and combination of values it names: a params file
+    holds at most EXCLUSIONS_MOST rules naming EXCLUSION_COMBOS_MOST combinations."""
+    monkeypatch.setattr(specmod, "EXCLUSIONS_MOST", 3)
+    rule = "{when: {engine: io_uring, concurrency: 1}, why: not interesting}"
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(f"exclusions: [{rule}]",
+                                                          f"exclusions: [{', '.join([rule] * 4)}]"))
+    assert err.key == "exclusions" and "4 exclusions" in str(err)
+    assert err.allowed == "at most 3 exclusions"
+    load(demo, params_dir, DEMO_PARAMS.replace(f"exclusions: [{rule}]",
+                                               f"exclusions: [{', '.join([rule] * 3)}]"))
+    monkeypatch.setattr(specmod, "EXCLUSION_COMBOS_MOST", 5)
+    err = error_for(demo, params_dir, DEMO_PARAMS.replace(
+        "when: {engine: io_uring, concurrency: 1}",
+        "when: {engine: [psync, io_uring], concurrency: [1, 4, 16]}"))
+    assert err.key == "exclusions[0].when" and "6 combinations" in str(err)
+    assert err.allowed == "at most 5 combinations in all"

@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -139,6 +140,10 @@ def test_an_sbatch_option_must_be_one_word(arg):
     (submit.Request(mode="measure"), "unknown mode"),
     (submit.Request(limit=0), "--limit"),
     (submit.Request(signal_before_s=0), "--signal-before"),
+    (submit.Request(signal_before_s=65536), r"--signal-before: 65536 s \(allowed: 1 to 65535 "
+                                            "seconds"),
+    (submit.Request(signal_before_s=10**20), "--signal-before: 100000000000000000000 s"),
+    (submit.Request(limit=10**20), r"--limit: .* \(allowed: 1 to 1,000,000 "),
     (submit.Request(slurm={"time": "1 day"}), "--time"),
     (submit.Request(sbatch_args=["--mem 0"]), "#SBATCH"),
     (submit.Request(slurm={"time": "5"}), "not longer than --signal-before"),
@@ -246,6 +251,17 @@ def test_one_job_per_experiment_and_environment_each_in_its_campaign(tmp_path, m
     assert len(log.read_text().splitlines()) == 2
 
 
+def test_an_experiment_or_environment_given_twice_is_submitted_once(tmp_path, monkeypatch):
+    """'submit smt_thp smt_thp --env E --env E' had submitted 4 jobs of one campaign."""
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    records = submit.submit(["smt_thp", "irq_affinity", "smt_thp"], [ENV, ENV],
+                            submit.Request(mode="replay", data_dir=data), log=lambda line: None)
+    assert len(records) == 2 and len(log.read_text().splitlines()) == 2
+    for exp in ("smt_thp", "irq_affinity"):
+        assert len(jobs.read_all(data / "raw" / exp / ENV / "jobs")) == 1
+
+
 def test_resume_takes_the_last_jobs_options_only(tmp_path, capsys):
     from iolab.cli import main
 
@@ -322,6 +338,113 @@ def test_status_names_a_fifo_job_record_and_goes_on(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"smt_thp/{ENV}: 0 complete" in out, "the campaign is still listed"
     assert "its Slurm jobs cannot be read: " in out and "1.json: is a FIFO" in out
+
+
+# -- stop signals while a Slurm client hangs ---------------------------------------------------
+
+def _hanging(bin_dir: Path, name: str, pid_file: Path) -> None:
+    """A Slurm client that writes its pid and then hangs (as one whose controller does not
+    answer), first on PATH."""
+    fake = bin_dir / name
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 1000\n")
+    fake.chmod(0o755)
+
+
+def _running(pid: int) -> bool:
+    """Whether the hanging client ``pid`` (a 'sleep 1000') still runs."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x001000\x00"
+    except OSError:
+        return False
+
+
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` is ended, waiting a while for a SIGKILL sent to it to be delivered
+    (a grandchild is reaped by init, not by iolab)."""
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _running(pid)
+
+
+def _signal_while_hanging(args: list[str], pid_file: Path, signum: int) -> tuple[int, int]:
+    """Run iolab, send it ``signum`` once the hanging client runs; (its exit status, the
+    client's pid). A client left running is ended here, after the test has seen it."""
+    proc = subprocess.Popen([sys.executable, "-m", "iolab", *args], cwd=REPO_ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the client never ran"
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        proc.send_signal(signum)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, pid
+
+
+def _end(pid: int) -> None:
+    if _running(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_while_sbatch_hangs_leaves_no_script_without_a_record(tmp_path,
+                                                                           monkeypatch, signum):
+    """SIGTERM into 'iolab submit' while sbatch hung had ended iolab with sbatch still
+    running and a new script in jobs/ that no record names."""
+    _fake_sbatch(tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    submit.submit(["smt_thp"], [ENV], submit.Request(mode="plan", data_dir=data),
+                  log=lambda line: None)  # job 77, recorded
+    folder = data / "raw" / "smt_thp" / ENV / "jobs"
+    before = sorted(p.name for p in folder.iterdir())
+    _hanging(tmp_path / "bin", "sbatch", tmp_path / "sbatch.pid")
+    code, pid = _signal_while_hanging(["submit", "smt_thp", "--env", ENV, "--mode", "plan",
+                                       "--data", str(data)], tmp_path / "sbatch.pid", signum)
+    gone = _ended(pid)
+    _end(pid)
+    assert code == 128 + signum
+    assert gone, "sbatch was left running"
+    assert sorted(p.name for p in folder.iterdir()) == before
+    recorded = {r.script for r in jobs.read_all(folder)}
+    assert {p.name for p in folder.glob("*.sh")} == recorded
+
+
+def test_a_stop_signal_while_squeue_hangs_ends_it_with_status(tmp_path, monkeypatch):
+    """SIGTERM into 'iolab status' while squeue hung had left squeue running."""
+    _fake_sbatch(tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    submit.submit(["smt_thp"], [ENV], submit.Request(mode="plan", data_dir=data),
+                  log=lambda line: None)
+    _hanging(tmp_path / "bin", "squeue", tmp_path / "squeue.pid")
+    code, pid = _signal_while_hanging(["status", "--data", str(data)],
+                                      tmp_path / "squeue.pid", signal.SIGTERM)
+    gone = _ended(pid)
+    _end(pid)
+    assert code == 128 + signal.SIGTERM and gone, "squeue was left running"
+
+
+def test_a_version_probe_that_hangs_is_ended_with_what_it_started(tmp_path):
+    """A tool whose '--version' hangs, with a process of its own started in the background,
+    is ended whole at its timeout: the background one had been left running."""
+    from iolab.host import inventory
+
+    tool = tmp_path / "hangs"
+    tool.write_text(f"#!/bin/sh\nsleep 1000 &\necho $! > {tmp_path / 'child.pid'}\n"
+                    f"echo $$ > {tmp_path / 'tool.pid'}\nexec sleep 1000\n")
+    tool.chmod(0o755)
+    with pytest.raises(subprocess.TimeoutExpired):
+        inventory.version_output([str(tool), "--version"], timeout=5)
+    pids = [int((tmp_path / name).read_text()) for name in ("child.pid", "tool.pid")]
+    left = [pid for pid in pids if not _ended(pid)]
+    for pid in left:
+        _end(pid)
+    assert left == []
 
 
 # -- against a real Slurm ----------------------------------------------------------------------

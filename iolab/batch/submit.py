@@ -7,7 +7,8 @@ partition (from ``sinfo``), that the data directory and the campaign's ``jobs/``
 written (and that neither ``jobs/`` nor a folder above it in the data directory is a link,
 which is never written through), and (for ``run``) that some run is left to do. What only Slurm can judge (an account,
 a time limit over the partition's) comes back as Slurm's own message, and the script written
-for a job that was refused is removed again.
+for a job that was refused is removed again, as is one not submitted because a stop signal
+(Ctrl-C, SIGTERM) came first or ended ``sbatch``; a job Slurm took always gets its record.
 
 Responsible for: those checks, the job's script and record, and submitting. Not responsible
 for: the script's text (``iolab.batch.script``), what the job does (``iolab.batch.job``).
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from iolab import __version__
+from iolab import __version__, children
 from iolab.batch import jobs, script
 from iolab.core import datadir
+from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, IolabError, excerpt
 from iolab.host import slurm
 from iolab.durable import write_atomic
@@ -34,6 +36,8 @@ from iolab.paths import REPO_ROOT, resolve_data_dir
 from iolab.safefiles import check_regular, refuse_linked
 
 MODES = ("run", "replay", "plan")
+# sbatch --signal=B:USR1@SECONDS: Slurm holds the time in 16 bits and refuses more
+SIGNAL_BEFORE_MOST_S = 65535
 
 
 @dataclass
@@ -65,11 +69,13 @@ def _need_sbatch() -> None:
 def _check_request(request: Request) -> None:
     if request.mode not in MODES:
         raise InputError("--mode", None, f"unknown mode {request.mode!r}", allowed=", ".join(MODES))
-    if request.limit is not None and request.limit < 1:
-        raise InputError("--limit", None, f"{request.limit} runs per job", allowed="1 or more")
-    if request.signal_before_s < 1:
+    if request.limit is not None and not 1 <= request.limit <= MAX_RUNS:
+        raise InputError("--limit", None, f"{request.limit} runs per job",
+                         allowed=f"1 to {MAX_RUNS:,} (the most runs a plan holds)")
+    if not 1 <= request.signal_before_s <= SIGNAL_BEFORE_MOST_S:
         raise InputError("--signal-before", None, f"{request.signal_before_s} s",
-                         allowed="a positive number of seconds")
+                         allowed=f"1 to {SIGNAL_BEFORE_MOST_S} seconds (what Slurm's "
+                         "--signal takes)")
     limit_s = _check_time(request.slurm.get("time"))
     if limit_s is not None and request.mode == "run" and limit_s <= request.signal_before_s:
         raise InputError("--time", None, f"{request.slurm['time']} is not longer than "
@@ -224,9 +230,10 @@ def follow(record: jobs.JobRecord, folder: Path, data_dir: Path) -> str:
 
 def submit(experiments: list[str], environments: list[str], request: Request,
            log: Callable[[str], None] = print) -> list[jobs.JobRecord]:
-    """One job per experiment and environment; returns their records. Every script is
-    written before the first is submitted, so that a folder that cannot be written stops
-    them all."""
+    """One job per experiment and environment, each named once however often it is given;
+    returns their records. Every script is written before the first is submitted, so that a
+    folder that cannot be written stops them all."""
+    experiments, environments = list(dict.fromkeys(experiments)), list(dict.fromkeys(environments))
     _check_request(request)
     data_dir = resolve_data_dir(request.data_dir).resolve()
     _check_path(data_dir, "the data directory")
@@ -249,30 +256,42 @@ def submit(experiments: list[str], environments: list[str], request: Request,
             # a new name only (linked into place: whatever is there is kept, never written)
             write_atomic(path, script.render(spec).encode(), exclusive=True, mode=0o755)
             written.append((spec, path))
-    except (OSError, IolabError) as exc:
+    except BaseException as exc:  # a refusal, or a stop signal (Ctrl-C, SIGTERM): none is kept
         for _, path in written:
             path.unlink(missing_ok=True)
         _remove_new(created)
-        if isinstance(exc, IolabError):
-            raise
-        raise datadir.from_os_error(exc, "cannot write a job's script; nothing was "
-                                    "submitted") from None
+        if isinstance(exc, OSError):
+            raise datadir.from_os_error(exc, "cannot write a job's script; nothing was "
+                                        "submitted") from None
+        raise
+    return _send(written, request, data_dir, created, log)
+
+
+def _send(written: list[tuple[script.JobSpec, Path]], request: Request, data_dir: Path,
+          created: list[Path], log: Callable[[str], None]) -> list[jobs.JobRecord]:
+    """Submit each written script and record its job. A script that was not submitted (Slurm
+    refused it, or a stop signal came first or ended sbatch) is removed with those after it:
+    no script is left without a record."""
     records: list[jobs.JobRecord] = []
-    for i, (spec, path) in enumerate(written):
-        try:
-            job = slurm.submit(str(path))
-        except IolabError as exc:
-            for _, unsent in written[i:]:
-                unsent.unlink(missing_ok=True)
-            _remove_new(created)
-            sent = (f"; submitted before it: {', '.join(f'job {r.job_id}' for r in records)}"
-                    if records else "; nothing was submitted")
-            raise IolabError(f"{exc}{sent}") from None
-        record = jobs.JobRecord(job_id=job, script=path.name, submitted_at=_now(),
-                                mode=spec.mode, options=_options(request))
-        jobs.write(spec.jobs_dir, record)
-        log(follow(record, spec.jobs_dir, data_dir))
-        records.append(record)
+    try:
+        for spec, path in written:
+            # a signal waits until the job Slurm took has its record (iolab.children)
+            with children.held():
+                job = slurm.submit(str(path))
+                record = jobs.JobRecord(job_id=job, script=path.name, submitted_at=_now(),
+                                        mode=spec.mode, options=_options(request))
+                records.append(record)
+                jobs.write(spec.jobs_dir, record)
+            log(follow(record, spec.jobs_dir, data_dir))
+    except BaseException as exc:
+        for _, unsent in written[len(records):]:
+            unsent.unlink(missing_ok=True)
+        _remove_new(created)
+        if not isinstance(exc, IolabError):
+            raise
+        sent = (f"; submitted before it: {', '.join(f'job {r.job_id}' for r in records)}"
+                if records else "; nothing was submitted")
+        raise IolabError(f"{exc}{sent}") from None
     return records
 
 
@@ -311,12 +330,13 @@ def resume(experiment: str, environment: str, data_dir: str | Path | None, *,
     # given on the command line, a dependency replaces the script's: singleton is repeated
     dependency = ",".join(([f"afterany:{after}"] if after else [])
                           + (["singleton"] if last.mode == "run" else []))
-    job = slurm.submit(str(path), dependency=dependency or None)
-    record = jobs.JobRecord(job_id=job, script=last.script, submitted_at=_now(),
-                            mode=last.mode, options=last.options, resumes=last.job_id,
-                            submitted_by=(f"job {after} (--resubmit)"
-                                          if after and after == os.environ.get("SLURM_JOB_ID")
-                                          else "iolab submit --resume"))
-    jobs.write(folder, record)
+    with children.held():  # a job Slurm took gets its record before a signal is acted on
+        job = slurm.submit(str(path), dependency=dependency or None)
+        record = jobs.JobRecord(job_id=job, script=last.script, submitted_at=_now(),
+                                mode=last.mode, options=last.options, resumes=last.job_id,
+                                submitted_by=(f"job {after} (--resubmit)"
+                                              if after and after == os.environ.get("SLURM_JOB_ID")
+                                              else "iolab submit --resume"))
+        jobs.write(folder, record)
     log(follow(record, folder, data_dir))
     return record

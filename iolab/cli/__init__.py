@@ -111,9 +111,10 @@ def _main(argv: list[str] | None) -> int:
               file=sys.stderr)
     try:
         return args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C before a campaign began (a campaign handles its own)
+    except KeyboardInterrupt as exc:  # Ctrl-C before a campaign began (a campaign handles
+        # its own), or a stop signal of a verb that waits for Slurm (iolab.children)
         print("iolab: interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", 2)  # 130 for Ctrl-C's SIGINT
     except IolabError as exc:
         if args.debug:
             raise

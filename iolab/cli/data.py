@@ -57,10 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_status(args) -> int:
+    from iolab.children import Stoppable
     from iolab.status import status_lines
 
-    for line in status_lines(data_dir_of(args)):  # one line each, whatever a name holds
-        say(printable(line))
+    with Stoppable():  # a stop signal ends squeue or scontrol with iolab, not after it
+        for line in status_lines(data_dir_of(args)):  # one line each, whatever a name holds
+            say(printable(line))
     return 0
 
 

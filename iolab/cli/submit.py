@@ -62,6 +62,14 @@ def _slurm_options(args) -> dict[str, str]:
 
 
 def cmd_submit(args) -> int:
+    from iolab.children import Stoppable
+
+    # a stop signal ends sbatch (and any other Slurm client) and leaves no script unrecorded
+    with Stoppable():
+        return _submit(args)
+
+
+def _submit(args) -> int:
     from iolab.batch import submit
 
     if args.resume:
@@ -78,8 +86,8 @@ def cmd_submit(args) -> int:
             raise InputError("--resume", None, f"takes the options of the last job's script, "
                              f"not {', '.join(given)}", allowed="--resume with --env and --data "
                              "only; submit anew to change options")
-        for experiment in args.experiments:
-            for env in args.env:
+        for experiment in dict.fromkeys(args.experiments):  # each campaign once
+            for env in dict.fromkeys(args.env):
                 submit.resume(experiment, env, args.data)
         return 0
     request = submit.Request(mode=args.mode, data_dir=args.data, overrides=args.overrides,

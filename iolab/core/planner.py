@@ -78,6 +78,51 @@ def matches(rule: dict[str, list[Any]], params: dict[str, Any]) -> bool:
     return all(params.get(var) in values for var, values in rule.items())
 
 
+class Exclusions:
+    """The exclusions of a spec, indexed by the variables each names, so that finding a
+    point's exclusion costs a dictionary look-up per set of variables named, not a match
+    against every rule: a grid of 100,000 points with thousands of exclusions would
+    otherwise take points x rules comparisons. :meth:`why` is what the first rule (in the
+    file's order) that :func:`matches` the point says.
+
+    Rules naming the same variables share one table from each combination of their values
+    to the first rule holding it (``spec`` bounds the combinations,
+    ``spec.EXCLUSION_COMBOS_MOST``); a rule with a value no table can hold (one not
+    hashable) is matched as before, one by one."""
+
+    def __init__(self, rules: Sequence[dict[str, Any]]):
+        self.rules = list(rules)
+        self.tables: dict[tuple[str, ...], dict[tuple, int]] = {}
+        self.one_by_one: list[int] = []
+        for index, rule in enumerate(self.rules):
+            names = tuple(sorted(rule["when"]))
+            combos = itertools.product(*(rule["when"][name] for name in names))
+            table = self.tables.setdefault(names, {})
+            try:
+                for combo in combos:
+                    table.setdefault(combo, index)  # the first rule holding it says why
+            except TypeError:  # a value that cannot be a key: matched by matches()
+                self.one_by_one.append(index)
+
+    def why(self, params: dict[str, Any]) -> str | None:
+        """The exclusion of the point ``params``, or None."""
+        first: int | None = None
+        for names, table in self.tables.items():
+            try:
+                index = table.get(tuple(params.get(name) for name in names))
+            except TypeError:  # an unhashable value equals no hashable one
+                index = None
+            if index is not None and (first is None or index < first):
+                first = index
+        for index in self.one_by_one:
+            if first is not None and index > first:
+                break
+            if matches(self.rules[index]["when"], params):
+                first = index
+                break
+        return None if first is None else self.rules[first]["why"]
+
+
 def design_points(spec: Spec) -> int:
     """Points of the design before duplicates between grids are merged (an upper bound),
     counted without expanding anything."""
@@ -118,6 +163,7 @@ def expand(spec: Spec, pivot: dict[str, Any] | None = None,
     exclusion (if any). ``pivot``: the searched grid's answer, which the other grids vary
     around instead of the base point (``iolab.core.search``)."""
     points: dict[str, Point] = {}
+    exclusions = Exclusions(spec.exclusions)
     searched = spec.searched.grid if spec.searched is not None else None
     for name, grid in spec.grids.items():
         if name in skip:
@@ -133,10 +179,7 @@ def expand(spec: Spec, pivot: dict[str, Any] | None = None,
                 points[key].grids.append(name)
                 continue
             point = Point(params, [name])
-            for rule in spec.exclusions:
-                if matches(rule["when"], params):
-                    point.excluded_by = rule["why"]
-                    break
+            point.excluded_by = exclusions.why(params)
             points[key] = point
     return list(points.values())
 

@@ -24,7 +24,8 @@ in one environment::
 same way. Every problem raises :class:`~iolab.errors.InputError` naming the file (or the
 ``--set``), the key, and what is allowed; nothing is run before a spec validates. Files and
 values are read as all of iolab's YAML is (:mod:`iolab.yamlfile`): a params file of at most
-:data:`PARAMS_MOST` bytes, never through a link, no key twice, aliases bounded.
+:data:`PARAMS_MOST` bytes, never through a link, no key twice, aliases bounded; at most
+:data:`EXCLUSIONS_MOST` exclusions naming :data:`EXCLUSION_COMBOS_MOST` combinations of values.
 
 Responsible for: reading, overriding and validating specs, listing environments, and reading
 ``--where`` filters. Not responsible for: expanding specs into points (``iolab.core.planner``)
@@ -34,6 +35,7 @@ or what the settings mean (the experiments).
 from __future__ import annotations
 
 import copy
+import math
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +61,11 @@ ORDERS = ("interleaved", "sequential")
 # bytes of a params file: the largest committed holds 4 KB; one of gigabytes (a sparse file)
 # would otherwise be read whole before YAML saw a line of it
 PARAMS_MOST = 1 << 20
+# The exclusions a params file may hold, and the combinations of values they name together
+# (a rule {a: [1, 2], b: [3, 4]} names 4): the planner indexes each combination
+# (iolab.core.planner.Exclusions), so a plan's time and memory stay bounded by these.
+EXCLUSIONS_MOST = 10_000
+EXCLUSION_COMBOS_MOST = 100_000
 SEED = Int(0, 2**63 - 1, help="the seed of the interleaved order's shuffles (drawn and recorded "
            "in the campaign log when absent)")
 
@@ -423,7 +430,12 @@ def _exclusions(doc: dict[str, Any], label, variables: dict[str, Field]) -> list
     rules = doc.get("exclusions", [])
     if not isinstance(rules, list):
         raise InputError(label, "exclusions", f"must be a list, got {type_name(rules)}")
+    if len(rules) > EXCLUSIONS_MOST:
+        raise InputError(label, "exclusions", f"{len(rules):,} exclusions; merge rules that "
+                         "name the same variables (a value may be a list)",
+                         allowed=f"at most {EXCLUSIONS_MOST:,} exclusions")
     out = []
+    combos = 0
     for i, rule in enumerate(rules):
         key = f"exclusions[{i}]"
         if not isinstance(rule, dict) or not isinstance(rule.get("when"), dict) or not rule["when"]:
@@ -441,6 +453,12 @@ def _exclusions(doc: dict[str, Any], label, variables: dict[str, Field]) -> list
                                  allowed=", ".join(variables))
             items = want if isinstance(want, list) else [want]
             when[var] = [variables[var].check(v, label, f"{key}.when.{var}") for v in items]
+        combos += math.prod(len(values) for values in when.values())
+        if combos > EXCLUSION_COMBOS_MOST:
+            raise InputError(label, f"{key}.when", f"the exclusions up to this one name "
+                             f"{combos:,} combinations of values (the product of each rule's "
+                             "lists, summed)",
+                             allowed=f"at most {EXCLUSION_COMBOS_MOST:,} combinations in all")
         out.append({"when": when, "why": rule["why"]})
     return out
 

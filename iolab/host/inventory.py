@@ -2,7 +2,8 @@
 
 Responsible for: collecting CPU, topology, memory, kernel, block devices, knob states and tool
 versions by reading procfs/sysfs and running read-only commands (argv lists, a timeout, the C
-locale); a fingerprint over the fields that can change results; naming the fields in which two
+locale, each in a process group ended whole at its timeout: ``iolab.children``); a
+fingerprint over the fields that can change results; naming the fields in which two
 inventories differ, and those of the fingerprint an inventory lacks; picking logical CPUs for
 a number of physical cores.
 Not responsible for: writing host.json or deciding what a differing fingerprint means (the run
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
-from iolab import __version__
+from iolab import __version__, children
 from iolab.errors import InputError, IolabError, excerpt, printable
 from iolab.host.journal import states
 from iolab.host.knobs import Knob, SysRoot, parse_cpulist
@@ -78,9 +79,8 @@ def _version_output(argv: tuple[str, ...], timeout: float,
     # keyed on the executable's inode, size and time too, so that a tool upgraded while a
     # notebook's kernel lives is asked again; the C locale, so that a localized tool prints
     # the same version everywhere
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False,
-                          timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "LC_ALL": "C"})
+    # in a process group of its own: a tool that hangs is ended with what it started
+    return children.run(list(argv), timeout=timeout, env={**os.environ, "LC_ALL": "C"})
 
 
 def _run(argv: list[str], timeout: float, version: bool = False) -> tuple[str | None, str | None]:
@@ -90,8 +90,7 @@ def _run(argv: list[str], timeout: float, version: bool = False) -> tuple[str | 
     env = {**os.environ, "LC_ALL": "C"}
     try:
         done = (version_output(argv, timeout) if version else
-                subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
-                               stdin=subprocess.DEVNULL, check=False))
+                children.run(argv, timeout=timeout, env=env))
     except FileNotFoundError:
         return None, f"command not found: {argv[0]}"
     except subprocess.TimeoutExpired:

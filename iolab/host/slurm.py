@@ -6,8 +6,9 @@ the node is the job's alone is in the job's record (``scontrol show job``: OverS
 for a job given its nodes exclusively, OK for one that shares them). A job's state is read
 from ``squeue`` while it is queued or running, then from ``scontrol show job`` for as long
 as the controller keeps ended jobs (MinJobAge, 300 s by default); no accounting database is
-needed. Every command is an argv list and has a timeout; a Slurm that cannot be reached is an
-error naming the command and Slurm's own message.
+needed. Every command is an argv list and has a timeout, and runs as a process group that is
+ended whole when iolab stops waiting for it (``iolab.children``); a Slurm that cannot be
+reached is an error naming the command and Slurm's own message.
 
 Responsible for: those commands and reading their output. Not responsible for: what a batch
 script says (``iolab.batch.script``), job records (``iolab.batch.jobs``) or acting on what the
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 from typing import Any, Mapping
 
+from iolab import children
 from iolab.errors import IolabError, excerpt, printable
 from iolab.parsers import is_digits
 
@@ -69,8 +71,9 @@ def _slurm(argv: list[str], env: Mapping[str, str] | None = None,
     if shutil.which(argv[0]) is None:
         raise IolabError(f"{argv[0]} {INSTALL}")
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, env=dict(env or os.environ))
+        # in a process group of its own, ended whole when iolab stops waiting (a timeout, a
+        # stop signal of 'iolab submit' or 'iolab status')
+        done = children.run(argv, timeout=SCONTROL_TIMEOUT_S, env=dict(env or os.environ))
     except subprocess.TimeoutExpired:
         raise IolabError(f"{' '.join(argv)} did not answer within {SCONTROL_TIMEOUT_S:.0f} s: "
                          "is the Slurm controller reachable?") from None
