@@ -288,8 +288,9 @@ def _only(values: list[str], variable: str) -> str:
 def _changes(ch: Chapter, rows: pd.DataFrame, key: str, variable: str, value: str,
              reference: str, neither: str) -> dict[str, dict[str, float]]:
     """Each engine's % change of mean IOPS from ``reference`` to ``value`` and its interval
-    into ``key.format(engine)`` + ``_pct`` / ``_ci``; where a side has no run, or one run
-    leaves the interval undefined, the texts say so instead. Returns the changes found."""
+    ("95 % CI -3.4 % to +7.6 %", the level with it, so that the text reads where there is
+    none) into ``key.format(engine)`` + ``_pct`` / ``_ci``; where a side has no run, or one
+    run leaves the interval undefined, the texts say so instead. Returns the changes found."""
     found = (an.effect_by_engine(rows, variable, value, reference, confidence=ch.confidence)
              if not rows.empty else {})
     for eng in ENGINES:
@@ -304,7 +305,8 @@ def _changes(ch: Chapter, rows: pd.DataFrame, key: str, variable: str, value: st
             continue
         pct, ci = pct_with_interval(found[eng])
         ch.text[f"{k}_pct"] = _or(pct, "an amount not computed here")
-        ch.text[f"{k}_ci"] = _or(ci, "no interval: one run on a side")
+        ch.text[f"{k}_ci"] = _or(ci if ci == "n/a" else f"{ch.confidence * 100:g} % CI {ci}",
+                                 "no interval: one run on a side")
     return found
 
 
