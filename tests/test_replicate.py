@@ -16,6 +16,7 @@ from iolab.execution import replicate as rep
 from iolab.execution.campaign import Campaign
 from iolab.paths import PARAMS_DIR, usable_name
 from iolab.schemas.verify import verify
+from conftest import scratch_dir
 from test_quiet import fake_proc
 from test_rounds import (ENV, PARAMS, WithoutHostKnobs, fake_fio, log,  # noqa: F401  (fake_fio:
                          stored)  # the fixture)
@@ -132,10 +133,16 @@ def test_replicate_measures_the_pack_and_a_second_call_measures_nothing_again(
     assert any("wrote" in line for line in said)
     camp = WithoutHostKnobs(demo, ENV, data_dir=data, params_dir=folder)
     runs = stored(camp)
-    [(_, again)] = run(demo, folder, data)
+    lines = log(camp)
+    said.clear()
+    [(_, again)] = run(demo, folder, data, BUSY, busy_ok=True, said=said.append)
     assert again.completed == 0 and stored(camp) == runs
-    quiet_lines = [line for line in log(camp) if line["event"] == "quiet"]
-    assert len(quiet_lines) == 2 and not any(line["busy_ok"] for line in quiet_lines)
+    # a pack whose runs are all stored is left as it is: no line added to its log
+    assert log(camp) == lines and said == [f"== demo: nothing to measure here: 6 runs stored "
+                                           f"in {ENV}, 0 blocked on this host ('iolab plan' "
+                                           "says why)"]
+    quiet_lines = [line for line in lines if line["event"] == "quiet"]
+    assert len(quiet_lines) == 1 and not quiet_lines[0]["busy_ok"]
     # the log's quiet lines are valid lines of the published campaign-log schema
     verified = verify(data)
     assert verified.files and not verified.problems, verified.problems
@@ -215,10 +222,31 @@ def test_the_command_refuses_a_busy_machine_in_one_line(monkeypatch, tmp_path, c
     monkeypatch.setattr(rep, "host_environment", lambda: "testhost-v0")
     data = tmp_path / "data"
     data.mkdir()
-    code = main(["replicate", "--experiment", "tool_comparison", "--data", str(data)])
+    # its scratch files in the session's folder: a user's under /var/tmp/iolab would block
+    # every run, and a plan with nothing to run refuses nothing
+    code = main(["replicate", "--experiment", "tool_comparison", "--data", str(data),
+                 "--set", f"file_dir={scratch_dir() / 'replicate'}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--busy-ok" in err[0]
     assert not (PARAMS_DIR / "testhost-v0").exists()
+
+
+def test_a_machine_whose_packs_are_all_stored_or_blocked_is_not_checked_or_written(
+        monkeypatch, tmp_path, capsys):
+    """The README's replicate on a machine already measured: nothing to run, so no quiet
+    check (a busy machine was refused, then --busy-ok appended a line to a stored log)."""
+    monkeypatch.setattr(rep, "measure_quiet", lambda: pytest.fail("no quiet check is due"))
+    data = tmp_path / "data"
+    data.mkdir()
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    for name in ("dev00.dat", "dev01.dat"):   # a user's files where the pack's scratch goes
+        (occupied / name).write_bytes(b"theirs")
+    code = main(["replicate", "--experiment", "tool_comparison", "--data", str(data),
+                 "--env", "testhost-v0", "--set", f"file_dir={occupied}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "nothing to measure here" in out, out
+    assert not (data / "raw").exists() and not (PARAMS_DIR / "testhost-v0").exists()
 
 
 def test_the_plan_shows_every_pack_within_the_budget_and_writes_nothing(

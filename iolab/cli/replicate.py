@@ -51,6 +51,11 @@ def cmd_replicate(args) -> int:
     say(summary.text(), flush=True)
     if args.plan:
         return 0
+    if not any(plan.to_run_max for _, plan in summary.plans):
+        # a machine already measured: no quiet check (a busy one would be refused for nothing)
+        say(f"nothing to measure here: every run of the packs is stored in {env} or blocked "
+            "on this host (the plan above says which)")
+        return 0
     reading = rep.measure_quiet()
     rep.check_quiet(reading, args.busy_ok)
     if reading.busy:

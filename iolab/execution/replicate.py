@@ -332,8 +332,9 @@ def run_packs(env: str, experiments: tuple, data_dir, reading: Quiet, *, busy_ok
     """Each pack's campaign, one after the other (each interleaved under its rule, as 'iolab
     run' runs it): its params written where the environment lacks them, the quiet check's
     reading and ``busy_ok`` logged first (a ``quiet`` line of its campaign log). A pack whose
-    programs this host lacks (:func:`missing_tools`) is named and skipped, its params file
-    left for a later call. Stops after a campaign that was interrupted or stopped. Returns
+    runs are all stored is named and left as it is (nothing logged); one whose programs this
+    host lacks (:func:`missing_tools`) is named and skipped, its params file left for a later
+    call. Stops after a campaign that was interrupted or stopped. Returns
     [(experiment name, CampaignResult)], a skipped pack's result holding only its reason.
     ``campaign`` makes a campaign (tests: one without the host's knobs); ``options`` are
     :class:`~iolab.execution.runner.RunOptions`' fields."""
@@ -350,7 +351,14 @@ def run_packs(env: str, experiments: tuple, data_dir, reading: Quiet, *, busy_ok
                  f"{source_env}")
         camp = make(pack.experiment, env, data_dir=data_dir, params_dir=params_dir,
                     overrides=overrides or None)
-        why = missing_tools(camp.plan())
+        plan = camp.plan()
+        if not plan.to_run_max:   # nothing this host can run: nothing to log or record
+            counts = plan.counts()
+            said(f"== {name}: nothing to measure here: {counts['stored']} runs stored in {env}, "
+                 f"{counts['blocked']} blocked on this host ('iolab plan' says why)")
+            results.append((name, CampaignResult()))
+            continue
+        why = missing_tools(plan)
         if why:
             said(f"== {name}: skipped, this host cannot run it: {why}")
             results.append((name, CampaignResult(skipped=why)))
