@@ -217,3 +217,66 @@ def test_a_number_longer_than_any_bpftrace_prints_is_a_parse_error(text, problem
     no file; bpftrace prints 64-bit integers, at most 20 digits."""
     with pytest.raises(ParseError, match=problem):
         parse_bpftrace(text, "trace.txt")
+
+
+ATTACHED = '{"type": "attached_probes", "data": {"probes": 3}}\n'
+
+
+def json_events(*events: dict) -> str:
+    return ATTACHED + "\n".join(json.dumps(e) for e in events) + "\n"
+
+
+@pytest.mark.parametrize("events, message", [
+    # P10 Q12: a negative bucket count
+    ([{"type": "hist", "data": {"@h": [{"min": 0, "max": 9, "count": -3}]}}],
+     "bucket 0 has a count of -3"),
+    # P10 Q13: a bucket's min above its max, and buckets that overlap
+    ([{"type": "hist", "data": {"@h": [{"min": 100, "max": 9, "count": 3}]}}],
+     "bucket 0 has min 100 above its max 9"),
+    ([{"type": "hist", "data": {"@h": [{"min": 10, "max": 19, "count": 3},
+                                       {"min": 0, "max": 200, "count": 1}]}}],
+     r"bucket 1 \[0, 200\] does not start after bucket 0 ends \(19\)"),
+    # P10 Q14: stats whose total is not count × average
+    ([{"type": "stats", "data": {"@s": {"count": 4, "average": 10, "total": 99999}}}],
+     "stats count 4, average 10, total 99999 do not agree"),
+    ([{"type": "stats", "data": {"@s": {"count": 0, "average": 5, "total": 0}}}],
+     "stats count 0, average 5, total 0 do not agree"),
+    # P10 S5: a map name with control characters, or outside [A-Za-z0-9_]
+    ([{"type": "map", "data": {"@a\u001b]0;pwn\u0007\nX": 5}}], r"map name .* is not '@' and"),
+    # P10 Q15: '@a[1]' would be the column of map @a's key 1
+    ([{"type": "map", "data": {"@a": {"1": 5}}}, {"type": "map", "data": {"@a[1]": 7}}],
+     r"map name '@a\[1\]' is not '@' and letters"),
+], ids=["negative count", "min above max", "overlapping", "stats total", "stats no values",
+        "control characters", "name with a key"])
+def test_json_maps_no_bpftrace_prints_are_refused(tmp_path, events, message):
+    """Each was parsed as a measurement (and S5's name became a column, Q15's value went into
+    another map's column)."""
+    (tmp_path / bt.OUTPUT).write_text(json_events(*events))
+    with pytest.raises(ParseError, match=message):
+        bt.Bpftrace().parse(tmp_path)
+
+
+def test_text_stats_must_agree_and_good_maps_still_parse(tmp_path):
+    with pytest.raises(ParseError, match="stats count 4, average 10, total 99999 do not agree"):
+        parse_bpftrace_text("Attaching 1 probe...\n@s: count 4, average 10, total 99999\n")
+    assert parse_bpftrace_text("Attaching 1 probe...\n@s: count 4, average -2, total -9\n"
+                               )["maps"]["@s"] == {(): {"count": 4, "average": -2, "total": -9}}
+    (tmp_path / bt.OUTPUT).write_text(json_events(
+        {"type": "hist", "data": {"@h": [{"min": None, "max": -1, "count": 1},
+                                         {"min": 0, "max": 0, "count": 0},
+                                         {"min": 1, "max": None, "count": 2}]}},
+        {"type": "stats", "data": {"@s": {"count": 3, "average": 3, "total": 10}}}))
+    metrics = bt.Bpftrace().parse(tmp_path)
+    assert metrics["@s.average"] == 3 and json.loads(metrics["@h.hist"])[2]["count"] == 2
+
+
+def test_two_maps_in_one_column_are_refused(tmp_path, monkeypatch):
+    """What the name rule leaves: a parsed result whose entries give one column twice."""
+    (tmp_path / bt.OUTPUT).write_text(ATTACHED)
+    real = bt.parse_bpftrace_json
+
+    def doubled(text, source):
+        return {**real(text, source), "maps": {"@a": {("1",): 5}, "@a[1]": {(): 7}}}
+    monkeypatch.setattr(bt, "parse_bpftrace_json", doubled)
+    with pytest.raises(ParseError, match=r"gives the column '@a\[1\]' another map"):
+        bt.Bpftrace().parse(tmp_path)

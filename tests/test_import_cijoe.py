@@ -359,6 +359,40 @@ def test_failed_benchmark_is_stored_as_failed(tmp_path):
     assert (again.imported, again.skipped, again.failed) == (0, 2, 0)
 
 
+def tenfold_mibs(text: str) -> str:
+    """An xnvmeperf report with every MiB/s ten times as large (rows and Total agree)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        words = line.split()
+        if len(words) in (4, 5) and (words[0] == "Total:" or words[0] in DEVICES):
+            mibs = words[-2]
+            lines[i] = line.replace(f" {mibs} ", f" {float(mibs) * 10:.2f} ")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name, edit, reason", [
+    # P10 Q1: MiB/s ten times IOPS × the echoed io size, the rows and Total in agreement
+    ("cmd_04.output", tenfold_mibs, "line 14: MiB/s 4882.80 is not IOPS 1000000.00 × the "
+                                    "echoed io size 512 B"),
+    # P10 Q2: 0.01 s of a 10 s runtime
+    ("cmd_04.output", lambda t: t.replace("(elapsed: 10.00s)", "(elapsed: 0.01s)"),
+     "elapsed 0.01 s is far below the echoed runtime 10 s"),
+    # P10 Q3: CIJOE never saw the command finish
+    ("cmd_04.state", lambda t: t.replace("is_done: true", "is_done: false"),
+     "CIJOE's state says is_done False: it never saw the benchmark finish"),
+], ids=["mibs not iops x io size", "elapsed far below runtime", "is_done false"])
+def test_a_run_that_is_no_measurement_is_stored_as_failed(tmp_path, name, edit, reason):
+    """Each was imported as a good sample (imported 2, failed 0)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    path = folder / "003_run" / name
+    text = path.read_text()
+    assert edit(text) != text
+    path.write_text(edit(text))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1), report.notes
+    assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes
+
+
 def tar_with_link(folder, archive, name: str, target: str):
     """``folder`` as a tar's cijoe-output/, with a symbolic link ``name`` to ``target``
     added after it."""
@@ -1083,9 +1117,8 @@ def test_an_imported_run_gets_the_sample_check_of_a_measured_one(tmp_path, value
     text = output.read_text()
     device, total = " 1100000.50 ", " 2100000.50 "
     assert device in text and total in text
-    if value == "2e10":  # the rows still add up
-        text = text.replace(" 1000000.00 ", " 20000000000.00 ").replace(
-            total, " 20001100000.50 ")
+    if value == "2e10":  # the rows still add up, and each MiB/s is its IOPS × 512 B
+        text = xnvmeperf_text([20000000000.00, 1100000.50]).replace(",120000", ",1 20000")
     else:
         text = text.replace(device, f" {value} ").replace(total, f" {value} ")
     output.write_text(text)

@@ -592,3 +592,62 @@ def test_cijoe_state_a_key_given_twice_is_refused():
         parse_cijoe_state(b"err: 1\nerr: 0\n", "cmd_04.state")
     with pytest.raises(ParseError, match=r"line 8: key 'err' is given twice \(first on line 1\)"):
         parse_cijoe_state(("err: 1\n" + STATE).encode(), "cmd_04.state")
+
+
+def tenfold_mibs(t: str) -> str:
+    """xnvmeperf_run.txt with every MiB/s ten times as large; the rows still add up."""
+    for mibs in ("488.28", "585.94", "439.45", "1513.67"):
+        t = t.replace(f" {mibs} ", f" {float(mibs) * 10:.2f} ")
+    return t
+
+
+def test_xnvmeperf_mibs_must_be_iops_times_the_io_size():
+    """A MiB/s ten times what IOPS × the echoed io size gives, with the rows and the Total in
+    agreement, was parsed as a measurement (P10 Q1)."""
+    with pytest.raises(ParseError, match=r"line 15: MiB/s 4882.80 is not IOPS 1000000.00 × "
+                                         r"the echoed io size 512 B \(= 488.28 MiB/s"):
+        parse_xnvmeperf(tenfold_mibs(text("xnvmeperf_run.txt")), "bad.txt")
+
+
+def test_xnvmeperf_elapsed_far_below_the_runtime_is_refused():
+    """An elapsed time of 0.01 s for a 5 s runtime was parsed as a measurement (P10 Q2)."""
+    with pytest.raises(ParseError, match=r"elapsed 0.01 s is far below the echoed runtime 5 s"):
+        parse_xnvmeperf(text("xnvmeperf_run.txt").replace("elapsed: 5.00s", "elapsed: 0.01s"),
+                        "bad.txt")
+    assert parse_xnvmeperf(text("xnvmeperf_run.txt").replace("elapsed: 5.00s",
+                                                             "elapsed: 4.60s"))["elapsed_s"] == 4.6
+
+
+def test_spdk_nvme_perf_mibs_must_be_iops_times_the_io_size():
+    """Every MiB/s ten times IOPS × ``-o`` (512 B), rows and Total in agreement, was parsed as
+    a measurement (P10 Q11)."""
+    tenfold = (text("spdk_nvme_perf.txt").replace("1022.33", "10223.30")
+               .replace("976.56", "9765.60").replace("1998.89", "19988.90", 1))
+    assert parse_spdk_nvme_perf(text("spdk_nvme_perf.txt"), "perf.txt", 512)["total"]["mibs"] \
+        == 1998.89
+    with pytest.raises(ParseError, match=r"line 10: MiB/s 10223.30 is not IOPS 2093737.12 × "
+                                         r"the I/O size 512 B \(= 1022.33 MiB/s"):
+        parse_spdk_nvme_perf(tenfold, "bad.txt", 512)
+
+
+@pytest.mark.parametrize("edit, message", [
+    # P10 Q8: a row's min above its max
+    (lambda t: t.replace("61.11      53.77    2015.47", "61.11    3000.00      10.00"),
+     r"line 10: latency min 3000.00 µs, average 61.11 µs and max 10.00 µs are not in order"),
+    # P10 Q9: one device and core listed twice (the rows still sum to the Total)
+    (lambda t: t.replace("PCIE (0000:02:00.0) [144d:ac00] NSID 1 from core  1: 2000000.00",
+                         "PCIE (0000:01:00.0) [144d:ac00] NSID 1 from core  0: 2000000.00"),
+     r"line 11: 'PCIE \(0000:01:00.0\) .* from core  0' is listed twice \(first on line 10\)"),
+    # P10 Q10: a Total average outside the rows' weighted mean, a Total min below every row's
+    (lambda t: t.replace("1998.89      62.52      50.00", "1998.89      99.52      50.00"),
+     r"line 13: the Total row's average 99.52 µs is not the rows' averages weighted by"),
+    (lambda t: t.replace("1998.89      62.52      50.00", "1998.89      62.52      10.00"),
+     r"line 13: the Total row's min 10.00 µs is not the least of the rows' mins \(50.00 µs\)"),
+    (lambda t: t.replace("62.52      50.00    2015.47", "62.52      50.00    9015.47"),
+     r"line 13: the Total row's max 9015.47 µs is not the greatest of the rows' maxes"),
+], ids=["min above max", "device and core twice", "total average", "total min", "total max"])
+def test_spdk_nvme_perf_rows_that_no_run_prints_are_refused(edit, message):
+    """Each was parsed as a measurement (only IOPS and MiB/s were summed)."""
+    assert edit(text("spdk_nvme_perf.txt")) != text("spdk_nvme_perf.txt")
+    with pytest.raises(ParseError, match=message):
+        parse_spdk_nvme_perf(edit(text("spdk_nvme_perf.txt")), "bad.txt")

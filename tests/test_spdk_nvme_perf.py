@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from iolab.core.tool_registry import adapter
+from iolab.importers import aisio
 from iolab.errors import InputError, ParseError, ToolError
 from iolab.tools import spdk_nvme_perf as snp
 from iolab.tools.base import CpuRequest, Invocation
@@ -169,6 +170,27 @@ def test_parse_of_output_without_a_total_names_the_file(tmp_path):
     cut = (FIX / "spdk_nvme_perf.txt").read_text().split("Total")[0]
     with pytest.raises(ParseError, match=str(tmp_path / "stdout")):
         snp.SpdkNvmePerf().parse(run_dir(tmp_path, cut))
+
+
+def tenfold_mibs() -> str:
+    """The fixture with every MiB/s ten times IOPS × its 512 B; rows and Total still agree."""
+    return ((FIX / "spdk_nvme_perf.txt").read_text().replace("1022.33", "10223.30")
+            .replace("976.56", "9765.60").replace("1998.89", "19988.90", 1))
+
+
+def test_a_mibs_that_is_not_iops_times_o_is_no_measurement(tmp_path):
+    """A measured run whose MiB/s is ten times IOPS × its -o, and an imported one (derive with
+    the command's iosize), were good samples (P10 Q11)."""
+    folder = run_dir(tmp_path, tenfold_mibs())
+    argv = ["/usr/bin/time", "-o", "time.txt", *snp.build_argv(OPTIONS)]
+    assert snp.SpdkNvmePerf().foreign_report(folder, argv).startswith(
+        "stdout is not this run's report: line 10: MiB/s 10223.30 is not IOPS 2093737.12 × the "
+        "I/O size 512 B")
+    with pytest.raises(ParseError, match="line 10: MiB/s 10223.30 is not IOPS"):
+        aisio.derive(folder, aisio.SPDK_NVME_PERF, None, None, 512)
+    good = run_dir(tmp_path, (FIX / "spdk_nvme_perf.txt").read_text())
+    assert snp.SpdkNvmePerf().foreign_report(good, argv) == ""
+    assert aisio.derive(good, aisio.SPDK_NVME_PERF, None, None, 512).metrics["mibs"] == 1998.89
 
 
 def test_registered():

@@ -111,7 +111,8 @@ class ImportedCampaign:
 
     def tidy_row(self, run: StoredRun) -> dict[str, Any]:
         m = run.manifest
-        metrics = derive(run.path, m.extra["tool_kind"], m.cpus, m.extra.get("dcgm")).metrics
+        metrics = derive(run.path, m.extra["tool_kind"], m.cpus, m.extra.get("dcgm"),
+                         m.point.get("iosize")).metrics
         return {**m.point, **metrics, "run.id": m.run_id, "run.rep": m.rep,
                 "run.environment": m.environment, "run.host_fingerprint": m.host_fingerprint,
                 "run.config": m.config_id, "run.tool": m.tool, "run.tool_version": m.tool_version,
@@ -161,10 +162,13 @@ def sample_problem(metrics: dict[str, Any], tool: str, cpus: int | None) -> str:
     return _Samples().sample_problem(row, cpus)
 
 
-def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) -> Derived:
+def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None,
+           io_size: Any = None) -> Derived:
     """Parse the raw files of one run of tool ``kind``; ``cpus`` are the cpumask's CPU ids (or
-    None) and ``dcgm`` is :func:`iolab.collectors.dcgmi.read_argv` of the dmon command line (or
-    None). Raises ParseError when any raw file is malformed.
+    None), ``dcgm`` is :func:`iolab.collectors.dcgmi.read_argv` of the dmon command line (or
+    None) and ``io_size`` the command's I/O size in bytes (``iosize``; None: not known), which
+    spdk_nvme_perf's MiB/s must agree with (xnvmeperf echoes its own). Raises ParseError when
+    any raw file is malformed.
     """
     stdout_path = run_dir / STDOUT
     stdout = stdout_path.read_text(encoding="utf-8", errors="replace")
@@ -182,7 +186,9 @@ def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None) 
         elapsed_s, echo = tool["elapsed_s"], report["echo"]
         problems = [tool["problem"]] if tool["problem"] else []
     elif kind == SPDK_NVME_PERF:
-        tool = SpdkNvmePerf().parse(run_dir)
+        size = io_size if isinstance(io_size, int) and not isinstance(io_size, bool) \
+            and io_size > 0 else None
+        tool = SpdkNvmePerf().parse(run_dir, size)
         iops, mibs = tool["iops"], tool["mibs"]
         problems = [tool["problem"]] if tool["problem"] else []
     elif kind == BDEVPERF:

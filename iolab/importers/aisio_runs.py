@@ -185,7 +185,8 @@ def _raise_failed(folder: Path, name: str) -> None:
     files = {exp.STDOUT: came["output"], exp.STATE: came["state"], exp.DCGM: came["dcgm"],
              exp.CPUFREQ: came["cpufreq"]}
     try:
-        exp.derive(folder, manifest.extra["tool_kind"], manifest.cpus, manifest.extra.get("dcgm"))
+        exp.derive(folder, manifest.extra["tool_kind"], manifest.cpus, manifest.extra.get("dcgm"),
+                   manifest.point.get("iosize"))
     except ParseError as exc:
         raise ParseError(_member(name, files.get(Path(exc.source).name, came["output"])),
                          exc.problem) from None
@@ -205,7 +206,7 @@ def _row(path: Path, manifest: Any, name: str) -> tuple[dict[str, Any], dict[str
     if not came["dcgm"]:
         raise InputError(output, None, "no dcgmi dmon capture belongs to this benchmark")
     metrics = exp.derive(path, manifest.extra["tool_kind"], manifest.cpus,
-                         manifest.extra.get("dcgm")).metrics
+                         manifest.extra.get("dcgm"), manifest.point.get("iosize")).metrics
     row = {"iosize": manifest.point["iosize"], "rep": manifest.rep, "iops": metrics["iops"],
            "payload_bytes_per_s": metrics["mibs"] * MIB,
            "rx_p95_bytes_per_s": metrics["dcgm_p95_bytes_per_s"],

@@ -46,6 +46,9 @@ from iolab.errors import ParseError, excerpt, shortened
 from iolab.parsers import int_within_float, load_json, within_float
 
 _STATS_KEYS = ("count", "average", "total")
+# a map's name as bpftrace's text mode prints it: a JSON name outside it would become a column
+# with control characters, or one that reads as another map's key ('@a[1]')
+_MAP_NAME = re.compile(r"@[A-Za-z0-9_]*")
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 # re.ASCII throughout: \d, \w and \s would take other scripts' digits, letters and spaces,
@@ -188,6 +191,10 @@ def parse_bpftrace_json(text: str, source: str = "<string>") -> dict[str, Any]:
                 raise ParseError(source, f"line {number}: a '{kind}' event must hold exactly "
                                  f"one map, got {excerpt(str(data)[:80])}")
             name, value = next(iter(data.items()))
+            if not _MAP_NAME.fullmatch(name):
+                raise ParseError(source, f"line {number}: map name {excerpt(name)} is not '@' "
+                                 f"and letters, digits or '_' (A-Za-z0-9_), as bpftrace names "
+                                 f"maps")
             result["maps"][name] = _json_map(kind, name, value, number, source)
             result["prints"][name] = result["prints"].get(name, 0) + 1
         # printf, time, cat, join, syscall and value events carry no map
@@ -221,7 +228,8 @@ def _text_value(value: str, name: str, key: tuple, number: int, source: str) -> 
     if _INT.match(value):
         return int_within_float(value, f"line {number}: {_label(name, key)}", source)
     if stats := _STATS.match(value):
-        return dict(zip(_STATS_KEYS, map(int, stats.groups())))
+        return _checked_stats(dict(zip(_STATS_KEYS, map(int, stats.groups()))),
+                              f"line {number}: {_label(name, key)}", source)
     raise ParseError(source, f"line {number}: {_label(name, key)}: value {excerpt(value)} is "
                      f"neither a number nor 'count N, average N, total N' (maps of strings or "
                      f"stacks are not read)")
@@ -267,7 +275,7 @@ def _json_map(kind: str, name: str, value: Any, number: int, source: str) -> dic
             return item
         if kind == "stats" and isinstance(item, dict) and set(item) == set(_STATS_KEYS) \
                 and all(_is_int(v) for v in item.values()):
-            return {k: item[k] for k in _STATS_KEYS}
+            return _checked_stats({k: item[k] for k in _STATS_KEYS}, where(key), source)
         raise ParseError(source, f"{where(key)}: value {excerpt(item)} is not a number (maps of "
                          f"strings, stacks or tuples are not read)")
 
@@ -295,7 +303,36 @@ def _json_buckets(buckets: Any, where: str, source: str) -> list[dict[str, int |
             raise ParseError(source, f"{where}: a bucket needs an integer 'count' and 'min' "
                              f"and/or 'max', got {excerpt(bucket)}")
         out.append({**bounds, "count": bucket["count"]})
-    return out
+    return _checked_buckets(out, where, source)
+
+
+def _checked_stats(stats: dict[str, int], where: str, source: str) -> dict[str, int]:
+    """bpftrace's stats(): count >= 0 and average = total / count in C's integer division (0
+    with no values); anything else is no stats() bpftrace printed."""
+    count, average, total = (stats[k] for k in _STATS_KEYS)
+    expected = 0 if count == 0 else abs(total) // count * (1 if total >= 0 else -1)
+    if count < 0 or average != expected or (count == 0 and total != 0):
+        raise ParseError(source, f"{where}: stats count {count}, average {average}, total "
+                         f"{total} do not agree (average = total / count, 0 with count 0)")
+    return stats
+
+
+def _checked_buckets(buckets: list[dict], where: str, source: str) -> list[dict]:
+    """Histogram buckets as bpftrace prints them: counts >= 0, each min <= its max, and in
+    order without overlapping (each bucket starts above the one before it ends)."""
+    end = None
+    for i, bucket in enumerate(buckets):
+        lo, hi = bucket.get("min"), bucket.get("max")
+        if bucket["count"] < 0:
+            raise ParseError(source, f"{where}: bucket {i} has a count of {bucket['count']}; a "
+                             f"count is 0 or more")
+        if lo is not None and hi is not None and lo > hi:
+            raise ParseError(source, f"{where}: bucket {i} has min {lo} above its max {hi}")
+        if i and (end is None or lo is None or lo <= end):
+            raise ParseError(source, f"{where}: bucket {i} [{lo}, {hi}] does not start after "
+                             f"bucket {i - 1} ends ({end}): buckets overlap or are out of order")
+        end = hi
+    return buckets
 
 
 def _check_sizes(result: dict[str, Any], source: str) -> None:

@@ -1,7 +1,10 @@
 """Parser for the text report of SPDK's ``spdk_nvme_perf`` (the "perf" example, v24–v26).
 
 Responsible for: turning the stdout of one run into its rows (one per namespace × worker
-core) and its Total row, checking that the rows add up to the Total, and raising
+core, none listed twice) and its Total row, checking that the rows add up to the Total (IOPS
+and MiB/s summed; min, max and the IOPS-weighted average latency), that each row's latencies
+are in order (min <= average <= max), that MiB/s is IOPS times the run's I/O size when the
+caller knows it (``-o``), and raising
 :class:`~iolab.errors.ParseError` (naming the source and the problem) for malformed or
 truncated output.
 
@@ -41,8 +44,10 @@ _COLUMNS = ("iops", "mibs", "avg_us", "min_us", "max_us")
 _ROUNDING = 0.005
 
 
-def parse_spdk_nvme_perf(text: str, source: str = "<string>") -> dict:
-    """Parse one spdk_nvme_perf report.
+def parse_spdk_nvme_perf(text: str, source: str = "<string>",
+                         io_size: int | None = None) -> dict:
+    """Parse one spdk_nvme_perf report; ``io_size`` is the run's ``-o`` in bytes (None: not
+    known, and MiB/s is then not held to IOPS).
 
     Returns ``rows`` (one dict per printed row, in order: ``name`` as printed; ``bdf``,
     ``vendor_device`` (``"144d:ac00"``), ``nsid`` and ``core`` for PCIe rows, else None; and
@@ -59,15 +64,22 @@ def parse_spdk_nvme_perf(text: str, source: str = "<string>") -> dict:
     if len(headers) > 1:
         raise ParseError(source, f"{len(headers)} result tables; expected one")
     rows = []
+    seen: dict[tuple, int] = {}
     at = headers[0] + 1
     while at < len(lines) and not _SEPARATOR.match(lines[at]):
-        name, numbers = _split_row(lines[at], at + 1, source)
-        rows.append({"name": name, **_pcie_fields(name), **numbers})
+        name, numbers = _split_row(lines[at], at + 1, source, io_size)
+        row = {"name": name, **_pcie_fields(name), **numbers}
+        key = _row_key(row)
+        if key in seen:
+            raise ParseError(source, f"line {at + 1}: {excerpt(name)} is listed twice (first on "
+                             f"line {seen[key]}): the tool prints one row per namespace and core")
+        seen[key] = at + 1
+        rows.append(row)
         at += 1
     if at >= len(lines):
         raise ParseError(source, "truncated table: no '=' separator before the Total row")
     at += 1
-    name, total = _split_row(lines[at] if at < len(lines) else "", at + 1, source)
+    name, total = _split_row(lines[at] if at < len(lines) else "", at + 1, source, io_size)
     if name != "Total":
         raise ParseError(source, f"line {at + 1}: expected the Total row after the separator, "
                          f"got {excerpt(lines[at] if at < len(lines) else 'end of input')} (the "
@@ -80,11 +92,41 @@ def parse_spdk_nvme_perf(text: str, source: str = "<string>") -> dict:
         if not abs(summed - total[key]) <= allowed:  # NaN or inf (inf - inf) too
             raise ParseError(source, f"rows add up to {summed:.2f} {key}, but the Total row "
                              f"says {total[key]:.2f} (allowed rounding ±{allowed:.3f})")
+    _check_total_latency(rows, total, at + 1, source)
     return {"rows": rows, "total": total}
 
 
-def _split_row(line: str, number: int, source: str) -> tuple[str, dict]:
-    """(name, the five numbers) of one table row, split at the row's last colon."""
+def _row_key(row: dict) -> tuple:
+    """What one row measured: a namespace of a PCIe controller from one core, else its name."""
+    if row["bdf"] is None:
+        return ("name", row["name"])
+    return ("pcie", row["bdf"].lower(), row["nsid"], row["core"])
+
+
+def _check_total_latency(rows: list[dict], total: dict, number: int, source: str) -> None:
+    """The Total's latencies are the rows' (spdk_nvme_perf sums the I/Os and their time): its
+    min the least row min, its max the greatest row max, its average the rows' averages
+    weighted by their IOPS (each printed value rounded to half a cent)."""
+    least, most = min(r["min_us"] for r in rows), max(r["max_us"] for r in rows)
+    if not abs(total["min_us"] - least) <= _ROUNDING:
+        raise ParseError(source, f"line {number}: the Total row's min {total['min_us']:.2f} µs "
+                         f"is not the least of the rows' mins ({least:.2f} µs)")
+    if not abs(total["max_us"] - most) <= _ROUNDING:
+        raise ParseError(source, f"line {number}: the Total row's max {total['max_us']:.2f} µs "
+                         f"is not the greatest of the rows' maxes ({most:.2f} µs)")
+    iops = sum(r["iops"] for r in rows)
+    if iops > 0:
+        mean = sum(r["avg_us"] * r["iops"] for r in rows) / iops
+        allowed = 2 * _ROUNDING + 1e-6 * mean
+        if not abs(total["avg_us"] - mean) <= allowed:
+            raise ParseError(source, f"line {number}: the Total row's average "
+                             f"{total['avg_us']:.2f} µs is not the rows' averages weighted by "
+                             f"their IOPS ({mean:.3f} µs; allowed rounding ±{allowed:.3f})")
+
+
+def _split_row(line: str, number: int, source: str, io_size: int | None) -> tuple[str, dict]:
+    """(name, the five numbers) of one table row, split at the row's last colon; checked
+    that min <= average <= max and, with ``io_size``, that MiB/s is IOPS times it."""
     name, colon, values = line.rpartition(":")
     tokens = values.split()
     if not colon or len(tokens) != len(_COLUMNS):
@@ -93,7 +135,25 @@ def _split_row(line: str, number: int, source: str) -> tuple[str, dict]:
     # float() would take a sign, nan and inf, which no rate or latency is
     numbers = [measured_decimal(t, f"line {number}: {column}", source)
                for t, column in zip(tokens, _COLUMNS)]
-    return name.strip(), dict(zip(_COLUMNS, numbers))
+    row = dict(zip(_COLUMNS, numbers))
+    if not row["min_us"] <= row["avg_us"] <= row["max_us"]:
+        raise ParseError(source, f"line {number}: latency min {row['min_us']:.2f} µs, average "
+                         f"{row['avg_us']:.2f} µs and max {row['max_us']:.2f} µs are not in "
+                         f"order (min <= average <= max)")
+    if io_size is not None:
+        _check_rate(row, io_size, number, source)
+    return name.strip(), row
+
+
+def _check_rate(row: dict, io_size: int, number: int, source: str) -> None:
+    """spdk_nvme_perf computes MiB/s as IOPS × the I/O size / 2^20; a printed pair that does
+    not agree within the rounding of both is no measurement of either."""
+    expected = row["iops"] * io_size / 2**20
+    allowed = _ROUNDING + _ROUNDING * io_size / 2**20 + 1e-6 * expected
+    if not abs(row["mibs"] - expected) <= allowed:
+        raise ParseError(source, f"line {number}: MiB/s {row['mibs']:.2f} is not IOPS "
+                         f"{row['iops']:.2f} × the I/O size {io_size} B (= {expected:.2f} "
+                         f"MiB/s; allowed rounding ±{allowed:.3f})")
 
 
 def _pcie_fields(name: str) -> dict:

@@ -1,7 +1,8 @@
 """Parser for the text report of xNVMe's ``xnvmeperf run`` and ``xnvmeperf cuda-run``.
 
 Responsible for: turning the stdout of one xnvmeperf run into its argument echo, elapsed
-time, per-device rows and Total row, checking that the device rows add up to the Total, and
+time, per-device rows and Total row, checking that the device rows add up to the Total, that
+MiB/s agrees with IOPS and the I/O size and the elapsed time with the runtime, and
 raising :class:`~iolab.errors.ParseError` (naming the source and the problem) otherwise.
 
 Not responsible for: running xnvmeperf, the exit status, GNU time's lines that follow the
@@ -33,6 +34,9 @@ Total by up to half a cent per row; anything more raises ParseError. Failed is a
 must add up exactly. A rate or the elapsed time in any other form than digits with a
 fraction (a sign, ``nan``, ``inf``, an exponent: :func:`iolab.parsers.measured_decimal`) is
 no measurement and raises ParseError: a negative row could hide in a Total that adds up.
+Each row's MiB/s must be its IOPS times the echoed ``io size`` (within the rounding of both),
+and the elapsed time at least 90 % of the echoed ``runtime`` (a run cut short): else
+ParseError, so such a run is stored as failed, never as a sample.
 For ``cuda-run``, IOPS counts completed lock-step rounds times the queue depth, failed
 commands included (§4.4), which is why ``failed`` must be looked at.
 """
@@ -58,6 +62,8 @@ _ECHO_BYTES = re.compile(r"^(?P<n>[0-9]+) bytes$")
 _HEADERS = {"run": ["Device", "CPUs", "IOPS", "MiB/s", "Failed"],
             "cuda-run": ["Device", "IOPS", "MiB/s", "Failed"]}
 _ROUNDING = 0.005  # half of the last printed digit of %.2f
+# the least share of the echoed runtime a run that was not cut short measures for
+RUNTIME_SHARE = 0.9
 
 
 def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
@@ -92,21 +98,27 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
         raise ParseError(source, f"line {at + 1}: expected the {kind} header "
                          f"{' '.join(_HEADERS[kind])!r}, got {excerpt(' '.join(header))}")
     devices = []
+    numbers = []  # the line number of each device row
     at += 1
     while at < len(lines) and lines[at].strip() and not _RULE_DASH.match(lines[at]):
         devices.append(_device_row(lines[at], kind, at + 1, source))
+        numbers.append(at + 1)
         at += 1
     if at >= len(lines) or not lines[at].strip():
         raise ParseError(source, f"line {at + 1}: truncated table: it ends before the '-' rule "
                          f"and the Total row")
     at += 1
     totals = _total_row(lines[at] if at < len(lines) else "", at + 1, source)
+    numbers.append(at + 1)
     _expect(lines, at + 1, _RULE_EQ, "a closing '=' rule after the Total row", source)
 
     if not devices:
         raise ParseError(source, "the table has no device rows")
     _check_sums(devices, totals, source)
     _check_echo_devices(echo, devices, source)
+    for row, number in zip([*devices, totals], numbers):
+        _check_rate(row, echo, number, source)
+    _check_elapsed(echo, elapsed_s, source)
     return {"kind": kind, "echo": echo, "elapsed_s": elapsed_s, "devices": devices,
             "totals": totals}
 
@@ -201,6 +213,30 @@ def _check_sums(devices: list[dict], totals: dict, source: str) -> None:
     if failed != totals["failed"]:
         raise ParseError(source, f"device rows add up to {failed} failed commands, but the "
                          f"Total row says {totals['failed']}")
+
+
+def _check_rate(row: dict, echo: dict, number: int, source: str) -> None:
+    """A row's MiB/s must be its IOPS times the echoed I/O size (xnvmeperf computes one from
+    the other), within the rounding of both printed values: a MiB/s ten times too large
+    beside a true IOPS is no measurement of either."""
+    size = echo.get("io_size")
+    if not isinstance(size, int) or size <= 0:
+        return  # no echoed size to hold the row to
+    expected = row["iops"] * size / 2**20
+    allowed = _ROUNDING + _ROUNDING * size / 2**20 + 1e-6 * expected
+    if not abs(row["mibs"] - expected) <= allowed:
+        raise ParseError(source, f"line {number}: MiB/s {row['mibs']:.2f} is not IOPS "
+                         f"{row['iops']:.2f} × the echoed io size {size} B "
+                         f"(= {expected:.2f} MiB/s; allowed rounding ±{allowed:.3f})")
+
+
+def _check_elapsed(echo: dict, elapsed_s: float, source: str) -> None:
+    """A run that ended well before its echoed runtime was cut short (or its timer is
+    wrong): its rates are no measurement over the runtime it was asked for."""
+    runtime = echo.get("runtime")
+    if isinstance(runtime, int) and runtime > 0 and elapsed_s < RUNTIME_SHARE * runtime:
+        raise ParseError(source, f"elapsed {elapsed_s:.2f} s is far below the echoed runtime "
+                         f"{runtime} s (at least {RUNTIME_SHARE:.0%} of it is expected)")
 
 
 def _check_echo_devices(echo: dict, devices: list[dict], source: str) -> None:

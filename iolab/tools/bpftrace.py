@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from iolab.errors import InputError
+from iolab.errors import InputError, ParseError, excerpt
 from iolab.parsers.bpftrace import parse_bpftrace_json
 from iolab.tools.base import Invocation, Launch, Program, ToolAdapter
 
@@ -102,6 +102,10 @@ class Bpftrace(ToolAdapter):
         for name, entries in parsed["maps"].items():
             for key, value in entries.items():
                 column = _column(name, key)
+                if any(c == column or c.startswith(f"{column}.") for c in metrics):
+                    # two maps or keys in one column: the last would hide the other's value
+                    raise ParseError(path, f"map {excerpt(name)} key {excerpt(key)} gives the "
+                                     f"column {excerpt(column)} another map or key already has")
                 if isinstance(value, dict):
                     metrics.update({f"{column}.{k}": v for k, v in value.items()})
                 elif isinstance(value, list):

@@ -33,7 +33,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from iolab.errors import InputError
+from iolab.errors import InputError, ParseError
 from iolab.parsers.spdk_nvme_perf import parse_spdk_nvme_perf
 from iolab.tools.base import CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask
 
@@ -239,13 +239,14 @@ class SpdkNvmePerf(ToolAdapter):
                              allowed="the path of an SPDK tree with a build")
         return Launch(build_argv(checked), cpus=checked["core_mask"])
 
-    def parse(self, run_dir: Path) -> dict[str, Any]:
+    def parse(self, run_dir: Path, io_size: int | None = None) -> dict[str, Any]:
         """Metrics of a stored run from its ``stdout``: the Total row, the SPDK version from
         the start-up line (None without it), and as ``problem`` any attached controller that
-        completed no I/O (spdk_nvme_perf omits such rows rather than print zeros)."""
+        completed no I/O (spdk_nvme_perf omits such rows rather than print zeros). With
+        ``io_size`` (the run's ``-o``), MiB/s is held to IOPS times it (ParseError else)."""
         stdout = Path(run_dir) / "stdout"
         text = stdout.read_text(encoding="utf-8", errors="replace")
-        report = parse_spdk_nvme_perf(text, str(stdout))
+        report = parse_spdk_nvme_perf(text, str(stdout), io_size)
         total = report["total"]
         measured = {row["bdf"].lower() for row in report["rows"] if row["bdf"]}
         idle = [bdf for bdf in _ATTACHED.findall(text) if bdf.lower() not in measured]
@@ -256,3 +257,27 @@ class SpdkNvmePerf(ToolAdapter):
                 "problem": (f"controller(s) {', '.join(idle)} attached but completed no I/O"
                             if idle else None),
                 "note": None}
+
+    def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
+        """A report whose MiB/s is not its IOPS times the ``-o`` of the run's argv measured
+        some other I/O size, or nothing at all (""  when it agrees or argv has no ``-o``)."""
+        size = _io_size(argv)
+        if size is None:
+            return ""
+        try:
+            self.parse(run_dir, size)
+        except ParseError as exc:
+            return f"stdout is not this run's report: {exc.problem}"
+        return ""
+
+
+def _io_size(argv: list[str]) -> int | None:
+    """The ``-o`` of the spdk_nvme_perf command inside ``argv`` (which a collector may wrap),
+    None without one or when the command line cannot be read."""
+    starts = [i for i, word in enumerate(argv) if PurePosixPath(word).name == EXECUTABLE]
+    if not starts:
+        return None
+    try:
+        return read_argv(argv[starts[0]:])["io_size"]
+    except InputError:
+        return None

@@ -7,7 +7,7 @@ archive's order). A run id already stored with the same raw output is skipped; w
 raw output it counts as failed, with a note; nothing stored is ever overwritten.
 
 Responsible for: a repetition's identity, its raw files and manifest, committing it (as failed
-when its benchmark failed, its output cannot be derived or is no sample), and what the store already holds.
+when its benchmark failed or CIJOE never saw it finish (``is_done`` not true), its output cannot be derived or is no sample), and what the store already holds.
 Not responsible for: turning a run folder into metrics (:mod:`iolab.importers.aisio`, shared
 with ``iolab tidy``), the cross-checks themselves (:mod:`iolab.importers.cijoe.crosscheck`),
 or the store's layout (:class:`~iolab.core.store.Store`).
@@ -166,7 +166,8 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
     bench, report = run.rep.bench, batch.report
     problem = None
     try:
-        derived = exp.derive(tmp, bench.kind, run.cmd_params["cpus"], dcgm)
+        derived = exp.derive(tmp, bench.kind, run.cmd_params["cpus"], dcgm,
+                             run.cmd_params["iosize"])
     except ParseError as exc:
         problem, derived = str(exc), None
     if derived is not None:
@@ -177,7 +178,11 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
                      run.name_fields, batch.topology, report)
         _check_log_clock(run.rep, run.label, derived, report)
         report.notes.extend(f"{run.label}: {n}" for n in derived.notes)
-    if bench.state.get("err") != 0:
+    if bench.state.get("is_done") is not True:
+        # CIJOE sets is_done once the command returned; without it the output is a partial one
+        problem = (f"CIJOE's state says is_done {bench.state.get('is_done')!r}: it never saw "
+                   f"the benchmark finish" + (f"; {problem}" if problem else ""))
+    elif bench.state.get("err") != 0:
         problem = f"the benchmark exited with err {bench.state.get('err')}" + (
             f"; {problem}" if problem else "")
     elif derived is not None and "GNU time's report says" in derived.metrics["run_problem"]:
