@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from iolab.cli.common import add_campaign, add_common, data_dir_of
+from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg
 from iolab.errors import InputError, printable
 from iolab.paths import REPO_ROOT
 from iolab.safefiles import check_output
@@ -57,7 +57,7 @@ def _add_notebook(sub: argparse._SubParsersAction) -> None:
                    help="override a params key, as for 'plan' and 'run'")
     p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
                    help="with --mode run: only these points, as for 'run'")
-    p.add_argument("--limit", type=int, metavar="N", help="with --mode run: at most N runs")
+    p.add_argument("--limit", type=int_arg, metavar="N", help="with --mode run: at most N runs")
     p.add_argument("--allow-shared-node", action="store_true",
                    help="with --mode run: as for 'run'")
     p.add_argument("--allow-host-change", action="store_true",
