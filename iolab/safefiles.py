@@ -28,7 +28,10 @@ would then truncate, a FIFO that would block every read for ever, a device node.
   folder) is refused, never replaced, and so is a path one of whose folders is a link
   another user made, another user's folder, or one others may write into without the
   sticky bit (:func:`folders_problem`): another user could make the output land elsewhere
-  (:func:`check_output`, :func:`replace_output`).
+  (:func:`check_output`, :func:`replace_output`). Nor is an output ever a file iolab keeps
+  (:func:`kept_problem`): one inside the data directory (a stored run's raw file, a host
+  record) or one git tracks in the checkout (a params file), but the file a verb exists to
+  renew (the glue snapshot, a derived replay, the AiSIO reference table).
 
 A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
 
@@ -56,7 +59,7 @@ import secrets
 import shutil
 import stat
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from iolab.errors import InputError
 
@@ -502,12 +505,17 @@ def _folder_refusal(path: Path, problem: str) -> NotOurs:
                            "remove it and let iolab make it")
 
 
-def check_output(path: Path, option: str) -> None:
+def check_output(path: Path, option: str, *, data_dir: Path | None = None,
+                 renews: Iterable[Path] = ()) -> None:
     """Refuse (InputError naming ``option``) an output path whose folder is not one, that
-    exists and is not a regular file (a link, a FIFO, a device, a folder), or one of whose
-    folders another user could redirect (:func:`folders_problem`: a link another user made,
-    another user's folder, one others may write into without the sticky bit): an output is
-    written only where nothing is, or over a regular file, and only where this user meant."""
+    exists and is not a regular file (a link, a FIFO, a device, a folder), that is a file
+    iolab keeps (:func:`kept_problem`: one inside ``data_dir``, the default data directory or
+    the checkout's, or one git tracks in the checkout, such as a params file) unless it is
+    one of ``renews`` (the files this output exists to renew), or one of whose folders
+    another user could redirect (:func:`folders_problem`: a link another user made, another
+    user's folder, one others may write into without the sticky bit): an output is written
+    only where nothing is, or over a regular file of the user's, and only where this user
+    meant."""
     path = Path(path)
     folder = path.parent
     if not folder.is_dir():
@@ -526,20 +534,72 @@ def check_output(path: Path, option: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise NotOurs(option, None, f"{path} is {what_is(st)}; an output never replaces or "
                       "writes into anything but a regular file", allowed=OUTPUT_ALLOWED)
+    problem = kept_problem(path, data_dir, renews)
+    if problem:
+        raise NotOurs(option, None, f"{path} is {problem}; an output never replaces a file "
+                      "iolab keeps", allowed="a path outside the data directory that git "
+                      "does not track, or - for standard output")
+
+
+def kept_problem(path: Path, data_dir: Path | None = None,
+                 renews: Iterable[Path] = ()) -> str | None:
+    """What file iolab keeps the existing file ``path`` is, in words: one inside a data
+    directory (``data_dir``, the default one, the checkout's ``data/``: a stored run's raw
+    file, a host record, a cache, a derived table) or one git tracks in an iolab checkout (a
+    params file, a notebook, the package's code); None when it is none of them, or is one
+    of ``renews``."""
+    from iolab import paths
+
+    where = _real(path)
+    if where in {_real(p) for p in renews}:
+        return None
+    stores = [paths.default_data_dir(), paths.REPO_ROOT / "data"]
+    if data_dir is not None:
+        stores.insert(0, Path(data_dir))
+    for store in stores:
+        if where.is_relative_to(_real(store)):
+            return f"inside the data directory {_real(store)}"
+    for root in {paths.REPO_ROOT, paths.checkout_of(where.parent)} - {None}:
+        if where.is_relative_to(root) and _tracked(root, where):
+            return f"a file git tracks in the checkout {root}"
+    return None
+
+
+def _real(path: Path) -> Path:
+    """``path`` with its folders' links resolved, its own name kept (never followed)."""
+    path = Path(path)
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
+def _tracked(root: Path, path: Path) -> bool:
+    """Whether git tracks ``path`` in the checkout ``root``; False without git or outside a
+    git checkout (an installed package has nothing git tracks)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", str(root), "ls-files", "--error-unmatch", "--",
+                               str(path.relative_to(root))], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def replace_output(path: Path, write: Callable[[Path], None], option: str,
-                   suffix: str = ".tmp") -> None:
+                   suffix: str = ".tmp", *, data_dir: Path | None = None,
+                   renews: Iterable[Path] = ()) -> None:
     """Write the output ``path`` whole or not at all: ``write`` fills a new temporary file
     beside it, which is then renamed over it (checked with :func:`check_output` before and
     again just before the rename). Its permissions are the umask's, as any file the user
     writes."""
-    check_output(path, option)
+    renews = tuple(renews)
+    check_output(path, option, data_dir=data_dir, renews=renews)
     fd, tmp = new_temp(path, mode=None, suffix=suffix)
     os.close(fd)
     try:
         write(tmp)
-        check_output(path, option)  # something put there while it was written is not replaced
+        # something put there while it was written is not replaced
+        check_output(path, option, data_dir=data_dir, renews=renews)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -547,3 +547,56 @@ def test_a_hostile_name_reaches_the_terminal_as_text(tmp_path, monkeypatch, case
     assert "FAKE LINE" in said, "the name is shown"
     assert [c for c in said if not c.isprintable() and c != "\n"] == []
     assert not [line for line in said.splitlines() if line.startswith("FAKE")]
+
+
+def _actions(parser):
+    """Every option of ``parser`` and of its subcommands, as (prog, action)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+        else:
+            yield parser.prog, action
+
+
+def test_every_number_option_reads_ascii_digits_only():
+    """Probe 10, B13: 'plan --max-runs ３' (a fullwidth digit) was taken as 3, and
+    'search-replay --seeds ٢' ran: argparse's type=int reads any script's digits, '1_000' and
+    '+3' too. Every integer option has the one type that reads ASCII digits only."""
+    from iolab.cli import make_parser
+    from iolab.cli.common import int_arg
+
+    numeric = [(prog, a.option_strings) for prog, a in _actions(make_parser())
+               if a.type in (int, float)]
+    assert numeric == [], "an option read by int or float, not by int_arg"
+    assert sum(a.type is int_arg for _, a in _actions(make_parser())) >= 8
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "smt_thp", "--env", "kvm-2vcpu", "--max-runs"],
+    ["plan", "smt_thp", "--env", "kvm-2vcpu", "--limit"],
+    ["search-replay", "cpu_search", "--env", "epyc-2vcpu-v782-grid", "--seeds"],
+    ["search-replay", "cpu_search", "--env", "epyc-2vcpu-v782-grid", "--jobs"],
+    ["migrate", "--show"],
+    ["notebook", "smt_thp", "--env", "kvm-2vcpu", "--limit"],
+    ["submit", "smt_thp", "--env", "kvm-2vcpu", "--limit"],
+    ["submit", "smt_thp", "--env", "kvm-2vcpu", "--signal-before"],
+])
+@pytest.mark.parametrize("number", ["３", "٢", "1_000", "+3", " 3", "1" * 19, "", "3.0"])
+def test_a_number_in_other_digits_is_refused_in_one_line_naming_the_option(argv, number,
+                                                                          tmp_path, monkeypatch):
+    from test_reliability import cli
+
+    monkeypatch.setenv("IOLAB_DATA", str(tmp_path))  # were one taken, nothing stored is touched
+    code, out, err = cli([*argv, number])
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert f"argument {argv[-1]}: " in err and "is not a whole number" in err
+    assert "the ASCII digits 0-9" in err
+
+
+def test_a_number_in_ascii_digits_is_read():
+    from iolab.cli.common import int_arg
+
+    assert [int_arg(t) for t in ("3", "0", "-2", "007", "1" * 18)] == [3, 0, -2, 7, int("1" * 18)]

@@ -1272,3 +1272,28 @@ def _opened_with_peak(path):
         return arc, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("begin,end", [(".inf", None), (".nan", None), ("-.inf", None),
+                                       ("1.0e+300", "1.0e+301"), ("12.5", None)],
+                         ids=["inf", "nan", "-inf", "beyond any clock", "before any CIJOE"])
+def test_a_state_time_no_clock_gives_fails_that_run_and_the_import_goes_on(tmp_path, begin,
+                                                                           end):
+    """Probe 10, Q4: a benchmark's .state 'begin: .inf' (or .nan, or 1e300) ended the import
+    with an internal error (OverflowError: timestamp out of range), rc 70, and left the run's
+    .tmp-* folder in the store."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    state = folder / "003_run" / "cmd_04.state"
+    text = state.read_text()
+    text = re.sub(r"(?m)^begin: .*$", f"begin: {begin}", text)
+    if end is not None:
+        text = re.sub(r"(?m)^end: .*$", f"end: {end}", text)
+    state.write_text(text)
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1), report.notes
+    assert any("003_run/cmd_04.state" in n and "are not a time window" in n
+               and "stored as failed" in n for n in report.notes), report.notes
+    runs = tmp_path / "data" / "raw" / "aisio-mini" / "lab" / "runs"
+    assert not [p.name for p in runs.iterdir() if p.name.startswith(".tmp-")]
+    (failed,) = (tmp_path / "data" / "raw" / "aisio-mini" / "lab" / "failed").iterdir()
+    assert json.loads((failed / "run.json").read_text())["started_at"] is None

@@ -831,3 +831,34 @@ def test_a_build_record_others_may_write_is_refused_in_one_line(places):
             f"{path}: is writable by others than its owner (mode 0666), where iolab keeps the "
             "book's build record")):
         freshness.is_fresh("page", "0" * 64, path)
+
+
+@pytest.mark.parametrize("kept", ["raw file", "host record", "params file"])
+def test_an_output_over_a_file_iolab_keeps_is_refused(stored, tmp_path, kept):
+    """Probe 10, F1: 'tidy -o' named a stored run's fio.json (or the host record, or a params
+    file) and replaced it with the table: the campaign no longer verified. A file inside the
+    data directory, or one git tracks in the checkout, is never an output."""
+    env = stored / "raw" / "smt_thp" / "kvm-2vcpu"
+    out = {"raw file": next(env.glob("runs/*/fio.json")), "host record": env / "host.json",
+           "params file": REPO_ROOT / "notebooks" / "params" / "kvm-2vcpu" / "smt_thp.yaml"}[kept]
+    if kept == "params file" and not safefiles._tracked(REPO_ROOT, out):
+        pytest.skip("not a git checkout: nothing is tracked")
+    before = out.read_bytes()
+    names = sorted(p.name for p in out.parent.iterdir())
+    code, out_text, err = cli([*TIDY, "--data", str(stored), "-o", str(out)])
+    assert code == 2 and out_text == "" and len(err.splitlines()) == 1, err
+    assert f"-o: {out} is " in err and "an output never replaces a file iolab keeps" in err
+    assert out.read_bytes() == before and sorted(p.name for p in out.parent.iterdir()) == names
+    with pytest.raises(safefiles.NotOurs, match="iolab keeps"):
+        safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "--out", data_dir=stored)
+    assert out.read_bytes() == before
+
+
+def test_an_output_renews_only_the_kept_file_it_exists_for(stored, tmp_path):
+    """The files a verb exists to renew (the glue snapshot, a derived replay, the AiSIO
+    reference table) are replaced; a new file beside a kept one is not a kept one."""
+    kept = stored / "raw" / "smt_thp" / "kvm-2vcpu" / "host.json"
+    safefiles.check_output(kept, "-o", data_dir=stored, renews=[kept])
+    safefiles.check_output(kept.parent / "new.csv", "-o", data_dir=stored)
+    with pytest.raises(safefiles.NotOurs, match="inside the data directory"):
+        safefiles.check_output(kept, "-o", data_dir=stored, renews=[kept.parent / "new.csv"])

@@ -237,6 +237,15 @@ search: {grid: space, strategy: adaptive, budget: 20, seed: 3,
 @pytest.mark.parametrize("search_key, key, words", [
     ("[1]", "search", "must be a mapping"),
     ("{grid: nope, budget: 3}", "search.grid", "'nope' is not a grid"),
+    # probe 10, B9/B10: a list or a mapping where a name goes ended in 'unhashable type'
+    ("{grid: [space], budget: 3}", "search.grid", "['space'] is not a grid"),
+    ("{grid: {a: 1}, budget: 3}", "search.grid", "is not a grid"),
+    ("{grid: space, strategy: random, budget: 5, objective: {maximize: iops, "
+     "ties: [[concurrency]]}}", "search.objective.ties", "is not a variable"),
+    ("{grid: space, strategy: random, budget: 5, objective: {maximize: iops, "
+     "ties: [{a: 1}]}}", "search.objective.ties", "is not a variable"),
+    ("{grid: space, strategy: random, budget: 5, objective: {maximize: [iops]}}",
+     "search.objective.maximize", "not a metric"),
     ("{grid: space, strategy: magic, budget: 3, objective: {maximize: iops}}",
      "search.strategy", "magic"),
     ("{grid: space, strategy: adaptive, objective: {maximize: iops}}", "search.budget",

@@ -265,7 +265,7 @@ def _execute_into(notebook: Path, job: _Job, params: dict[str, Any], relay: _Rel
     wrote anything into it (also when the notebook failed: the traceback is in it)."""
     from iolab.report.book import execute
 
-    check_output(job.output, "-o")
+    check_output(job.output, "-o", data_dir=job.data)
     fd, tmp = new_temp(job.output, mode=None, suffix=".ipynb")
     os.close(fd)
     try:
@@ -275,7 +275,8 @@ def _execute_into(notebook: Path, job: _Job, params: dict[str, Any], relay: _Rel
             if tmp.stat().st_size:  # papermill wrote it
                 if job.mode == "run":  # also a notebook whose campaign failed
                     _mark_replay(tmp, log, shown=job.output)
-                check_output(job.output, "-o")  # nothing put there since is replaced
+                # nothing put there since is replaced
+                check_output(job.output, "-o", data_dir=job.data)
                 os.replace(tmp, job.output)
                 log(f"wrote {job.output}")
     finally:

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from iolab.cli.common import add_campaign, add_common, data_dir_of
+from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg
 from iolab.errors import InputError, printable
 from iolab.paths import REPO_ROOT
 from iolab.safefiles import check_output
@@ -57,7 +57,7 @@ def _add_notebook(sub: argparse._SubParsersAction) -> None:
                    help="override a params key, as for 'plan' and 'run'")
     p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
                    help="with --mode run: only these points, as for 'run'")
-    p.add_argument("--limit", type=int, metavar="N", help="with --mode run: at most N runs")
+    p.add_argument("--limit", type=int_arg, metavar="N", help="with --mode run: at most N runs")
     p.add_argument("--allow-shared-node", action="store_true",
                    help="with --mode run: as for 'run'")
     p.add_argument("--allow-host-change", action="store_true",
@@ -73,7 +73,7 @@ def _add_notebook(sub: argparse._SubParsersAction) -> None:
 
 def cmd_book(args) -> int:
     from iolab.core.tidy import SKIP_CORRUPT_VAR
-    from iolab.report.book import build, clean, render, write_glue_snapshot
+    from iolab.report.book import GLUE_SNAPSHOT, build, clean, render, write_glue_snapshot
 
     if args.clean:
         clean()
@@ -81,7 +81,9 @@ def cmd_book(args) -> int:
         return 0
     data_dir = data_dir_of(args) if args.data else None
     if args.glue_snapshot and args.glue_snapshot != "-":
-        check_output(Path(args.glue_snapshot), "--glue-snapshot")  # before the replay
+        # before the replay
+        check_output(Path(args.glue_snapshot), "--glue-snapshot", data_dir=data_dir,
+                     renews=[GLUE_SNAPSHOT])
     if args.skip_corrupt:
         os.environ[SKIP_CORRUPT_VAR] = "1"  # the notebooks' kernels inherit it
     if not args.no_render:
@@ -104,7 +106,8 @@ def cmd_notebook(args) -> int:
         raise InputError("-o", None, "a notebook is written to a file, not to standard output",
                          allowed="a file path")
     out = Path(args.output or f"{args.experiment}-{args.env}-{args.mode}.ipynb")
-    check_output(out, "-o")  # before anything runs
+    # before anything runs
+    check_output(out, "-o", data_dir=data_dir_of(args) if args.data else None)
     return run_notebook(args.experiment, args.env, mode=args.mode, output=out,
                         data_dir=data_dir_of(args) if args.data else None,
                         overrides=args.overrides, where=args.where, limit=args.limit,

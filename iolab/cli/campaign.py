@@ -14,7 +14,7 @@ import os
 import sys
 import textwrap
 
-from iolab.cli.common import add_campaign, add_common, data_dir_of, say
+from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg, say
 from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, printable
 
@@ -55,8 +55,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
                    help="only points whose variable has this value (or one of a YAML list); "
                         "repeatable, all must hold")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N of the runs still to do")
-    p.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+    p.add_argument("--limit", type=int_arg, metavar="N", help="at most N of the runs still to do")
+    p.add_argument("--max-runs", type=int_arg, default=MAX_RUNS, metavar="N",
                    help=f"refuse a design of more than N runs (default {MAX_RUNS:,})")
 
 

@@ -18,6 +18,7 @@ import sys
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import printable
+from iolab.parsers import is_digits
 from iolab.paths import resolve_data_dir
 
 
@@ -60,6 +61,24 @@ def _folder_arg(text: str) -> str:
         raise argparse.ArgumentTypeError("empty: give a folder (or leave the option out for "
                                          "the default)")
     return text
+
+
+# the most digits a whole number on the command line has: more than any count iolab takes,
+# fewer than the 4,300 Python refuses to read
+INT_DIGITS_MOST = 18
+
+
+def int_arg(text: str) -> int:
+    """A whole number on the command line (every integer option's type): ASCII digits 0-9
+    with an optional leading minus (a negative one is refused where it means nothing).
+    ``int`` takes more: any script's digits ('３', '٢'), '1_000', '+3', ' 3 '; what a user
+    typed is read only as typed."""
+    body = text[1:] if text.startswith("-") else text
+    if not is_digits(body) or len(body) > INT_DIGITS_MOST:
+        raise argparse.ArgumentTypeError(
+            f"{printable(repr(text))} is not a whole number (allowed: the ASCII digits 0-9, "
+            f"at most {INT_DIGITS_MOST}, with an optional leading -)")
+    return int(text)
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.cli.common import add_common, data_dir_of, say
+from iolab.cli.common import add_common, data_dir_of, int_arg, say
 from iolab.core import registry
 
 
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("experiment", nargs="?", help="only this campaign name")
     p.add_argument("--env", help="only this environment")
     p.add_argument("--apply", action="store_true", help="do it (default: only show what would happen)")
-    p.add_argument("--show", type=int, default=5, metavar="N", help="list N runs per campaign")
+    p.add_argument("--show", type=int_arg, default=5, metavar="N", help="list N runs per campaign")
     add_common(p)
     p.set_defaults(func=cmd_migrate)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from iolab.cli.common import add_common, data_dir_of
+from iolab.cli.common import add_common, data_dir_of, int_arg
 from iolab.core import registry
 from iolab.errors import InputError, printable
 
@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("experiment", help=f"one of: {', '.join(registry.names())}")
     p.add_argument("--env", required=True, help="the environment whose params sweep the grid "
                    "(search: {strategy: grid})")
-    p.add_argument("--seeds", type=int, default=100, help="replays per strategy and budget "
+    p.add_argument("--seeds", type=int_arg, default=100, help="replays per strategy and budget "
                    f"(1 to {SEEDS_MOST:,})")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (1 to "
+    p.add_argument("--jobs", type=int_arg, default=os.cpu_count() or 1, help="processes (1 to "
                    f"{JOBS_PER_CPU} per CPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_common(p)

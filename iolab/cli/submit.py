@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
-from iolab.cli.common import add_common, envs_help
+from iolab.cli.common import add_common, envs_help, int_arg
 from iolab.core import registry
 from iolab.errors import InputError
 
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override a params key, as for 'run'")
     p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
                    help="only these points, as for 'run'")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N runs in each job")
+    p.add_argument("--limit", type=int_arg, metavar="N", help="at most N runs in each job")
     p.add_argument("--partition", help="the Slurm partition (checked with sinfo)")
     p.add_argument("--time", help="the job's time limit, as sbatch takes it (e.g. 2:00:00)")
     p.add_argument("--nodelist", help="the node(s) to run on, as sbatch takes it")
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                    help="one more sbatch option, written as a #SBATCH line (repeatable; give "
                         "it with =, e.g. --sbatch=--mem=0)")
-    p.add_argument("--signal-before", type=int, default=DEFAULT_SIGNAL_BEFORE_S,
+    p.add_argument("--signal-before", type=int_arg, default=DEFAULT_SIGNAL_BEFORE_S,
                    metavar="SECONDS",
                    help="ask Slurm for SIGUSR1 this long before the time limit, when the "
                         f"campaign stops after its current run (default {DEFAULT_SIGNAL_BEFORE_S})")

@@ -44,7 +44,7 @@ def cmd_tidy(args) -> int:
         raise IolabError("--format parquet needs -o FILE (parquet is binary)")
     if args.output:
         # before the table is built: nothing done in vain
-        check_output(Path(args.output), "-o")
+        check_output(Path(args.output), "-o", data_dir=data_dir_of(args))
     if args.decisions:
         import pandas as pd
 
@@ -64,14 +64,14 @@ def cmd_tidy(args) -> int:
     if not args.output:
         df.to_csv(sys.stdout, index=False)
     else:
-        _write_table(df, Path(args.output), args.format)
+        _write_table(df, Path(args.output), args.format, data_dir_of(args))
     if args.output:
         # the path is the user's: an escape sequence or a line break in it is shown as text
         print(f"wrote {len(df)} rows to {printable(args.output)}", file=sys.stderr)
     return 0
 
 
-def _write_table(df, out: Path, fmt: str) -> None:
+def _write_table(df, out: Path, fmt: str, data_dir: Path) -> None:
     """The table into ``out``, written whole or not at all; a refusal names -o."""
     def write(tmp: Path) -> None:
         if fmt == "parquet":
@@ -80,6 +80,6 @@ def _write_table(df, out: Path, fmt: str) -> None:
             df.to_csv(tmp, index=False)
 
     try:
-        replace_output(out, write, "-o")
+        replace_output(out, write, "-o", data_dir=data_dir)
     except OSError as exc:
         raise IolabError(f"-o {out}: cannot be written ({exc.strerror or exc})") from None

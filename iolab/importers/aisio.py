@@ -248,15 +248,30 @@ def _cpufreq(run_dir: Path, cpus: list[int] | None, derived: Derived) -> dict[st
             "cpufreq_window_mean_khz": sum(inside) / len(inside) if inside else None}
 
 
+# the clock times a CIJOE state can hold: from 2000-01-01 to 2100-01-01 UTC (CIJOE is younger;
+# a time outside, like .inf, .nan or 1e300, is no clock's, and no datetime holds some of them)
+EARLIEST_S, LATEST_S = 946684800.0, 4102444800.0
+
+
+def state_window(state: dict[str, Any], source: str | Path) -> tuple[float, float]:
+    """A CIJOE state's ``begin`` and ``end`` as seconds since the epoch; ParseError naming
+    ``source`` unless both are numbers of a clock (:data:`EARLIEST_S` to :data:`LATEST_S`),
+    the end not before the begin."""
+    try:
+        begin, end = float(state["begin"]), float(state["end"])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise ParseError(source, "no numeric 'begin' and 'end'") from None
+    if (not all(math.isfinite(t) and EARLIEST_S <= t <= LATEST_S for t in (begin, end))
+            or end < begin):
+        raise ParseError(source, f"begin {begin} and end {end} are not a time window (times "
+                         "from 2000 to 2100, the end not before the begin)")
+    return begin, end
+
+
 def _run_window(state_path: Path) -> tuple[datetime, datetime]:
     """The benchmark's CIJOE begin and end as naive UTC datetimes (the log's convention)."""
     state = parse_cijoe_state(state_path.read_bytes(), str(state_path))
-    try:
-        begin, end = float(state["begin"]), float(state["end"])
-    except (KeyError, TypeError, ValueError):
-        raise ParseError(state_path, "no numeric 'begin' and 'end'") from None
-    if not (math.isfinite(begin) and math.isfinite(end)) or end < begin:
-        raise ParseError(state_path, f"begin {begin} and end {end} are not a time window")
+    begin, end = state_window(state, state_path)
 
     def utc(t: float) -> datetime:
         return datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None)

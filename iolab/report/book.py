@@ -330,6 +330,11 @@ def compare_glue(snapshot: dict[str, dict[str, str]],
     return differ, uncovered
 
 
+# the snapshot tests/test_book.py compares the book with: the one tracked file
+# --glue-snapshot exists to renew
+GLUE_SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"
+
+
 def write_glue_snapshot(path: Path | None) -> None:
     """Every glued value as JSON into ``path`` (replaced whole, never over anything but a
     regular file), or onto standard output (None)."""
@@ -337,7 +342,8 @@ def write_glue_snapshot(path: Path | None) -> None:
     if path is None:
         sys.stdout.write(text)
         return
-    replace_output(Path(path), lambda tmp: tmp.write_text(text), "--glue-snapshot")
+    replace_output(Path(path), lambda tmp: tmp.write_text(text), "--glue-snapshot",
+                   renews=[GLUE_SNAPSHOT])
 
 
 def build(strict: bool = True, force: bool = False, log=print) -> int:

@@ -105,7 +105,7 @@ def parse(value: Any, label, grids: dict[str, dict[str, Any]], variables: dict[s
         raise InputError(label, f"{KEY}.{unknown[0]}", "unknown field of the search",
                          allowed=", ".join(FIELDS))
     grid = value.get("grid")
-    if grid not in grids:
+    if not isinstance(grid, str) or grid not in grids:  # a list or a mapping is no name
         raise InputError(label, f"{KEY}.grid", f"{excerpt(grid)} is not a grid of this file",
                          allowed=", ".join(grids))
     strategy = STRATEGY.check(value.get("strategy", "grid"), label, f"{KEY}.strategy")
@@ -146,9 +146,10 @@ def _objective(value: Any, label, grid: dict[str, Any], variables: dict[str, Any
         raise InputError(label, f"{key}.{unknown[0]}", "unknown field of the objective",
                          allowed="maximize, ties")
     metric = value["maximize"]
-    if metrics is not None and metric not in metrics:
+    if not isinstance(metric, str) or (metrics is not None and metric not in metrics):
         raise InputError(label, f"{key}.maximize", f"{excerpt(metric)} is not a metric this "
-                         "experiment produces", allowed=", ".join(metrics))
+                         "experiment produces", allowed=", ".join(metrics) if metrics is not None
+                         else "the name of a metric")
     if rule_metric is not None and metric != rule_metric:
         # each configuration runs under the rule, which stops on its own metric
         raise InputError(label, f"{key}.maximize", f"{excerpt(metric)} differs from the "
@@ -158,7 +159,7 @@ def _objective(value: Any, label, grid: dict[str, Any], variables: dict[str, Any
         raise InputError(label, f"{key}.ties", f"must be a list, got {type_name(ties)}",
                          allowed="variables the grid varies, such as [ncores, ndevs]")
     for var in ties:
-        if var not in variables:
+        if not isinstance(var, str) or var not in variables:  # a list or a mapping is no name
             raise InputError(label, f"{key}.ties", f"{excerpt(var)} is not a variable",
                              allowed=", ".join(variables))
         if var not in grid["vary"]:

@@ -203,7 +203,7 @@ def check_writable(path: Path) -> None:
     _no_linked_folder(path)
     if path.parent.is_dir():  # a folder not made yet holds nothing to refuse
         for out in (path, path.with_suffix(".yaml")):
-            check_output(out, OUTPUT)
+            check_output(out, OUTPUT, renews=[out])  # the derived file it renews
 
 
 def write(rows, info: dict[str, Any], path: Path) -> None:
@@ -216,9 +216,9 @@ def write(rows, info: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     yaml_path = path.with_suffix(".yaml")
     replace_output(path, lambda tmp: rows.to_csv(tmp, index=False, float_format="%.6g"),
-                   OUTPUT)
+                   OUTPUT, renews=[path])
     replace_output(yaml_path, lambda tmp: tmp.write_text(yaml.safe_dump(info, sort_keys=False)),
-                   OUTPUT)
+                   OUTPUT, renews=[yaml_path])
 
 
 def read(path: Path, grid: Grid | None = None):

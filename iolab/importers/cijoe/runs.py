@@ -164,12 +164,14 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
     """Derive the run, cross-check it, and commit it: as failed when its benchmark failed or
     its output cannot be derived."""
     bench, report = run.rep.bench, batch.report
-    problem = None
+    problem, derived = None, None
     try:
+        # a window no clock gives fails the run before anything is derived from it
+        exp.state_window(bench.state, f"{batch.arc.name}:{bench.path}.state")
         derived = exp.derive(tmp, bench.kind, run.cmd_params["cpus"], dcgm,
                              run.cmd_params["iosize"])
     except ParseError as exc:
-        problem, derived = str(exc), None
+        problem = str(exc)
     if derived is not None:
         # the same check as a measured run's: an infinite IOPS or a NaN is no sample
         problem = derived.metrics["run_problem"] or exp.sample_problem(
@@ -226,6 +228,9 @@ def _dmon_options(start: Command, archive: str) -> dict[str, Any]:
 
 
 def _iso(epoch: Any) -> str | None:
-    if not isinstance(epoch, (int, float)):
+    """A CIJOE time as ISO 8601; None when it is none a clock gives (the run then fails:
+    :func:`iolab.importers.aisio.state_window`)."""
+    if (not isinstance(epoch, (int, float)) or isinstance(epoch, bool)
+            or not exp.EARLIEST_S <= epoch <= exp.LATEST_S):  # False for NaN too
         return None
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
