@@ -33,12 +33,19 @@ A user's own environments and runs (``iolab env new``, ``iolab run``) then chang
 test's outcome, and no test can write into the checkout's ``data/``. Tests that plan or run
 the committed params on this host give them a scratch file in the session's own folder
 (:func:`scratch_dir`), so that a user's scratch files do not block them and none is written.
+
+A suite started in the background by a shell without job control (``make test &``, ``nohup``,
+some CI runners) inherits SIGINT ignored, and every process it starts would too: the tests
+that Ctrl-C an iolab would wait for a signal their child was told to ignore. The session
+answers SIGINT as a terminal's foreground process does, so its children start with the
+default action.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -77,6 +84,8 @@ _SAVED: dict[str, str] = {}
 
 
 def pytest_configure(config):
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     for var in [v for v in os.environ if v.startswith("IOLAB_") and not v.startswith(_KEPT)]:
         _SAVED[var] = os.environ.pop(var)
     root = Path(tempfile.mkdtemp(prefix="iolab-test-"))
