@@ -214,6 +214,24 @@ def test_the_experiments_index_counts_the_stored_runs(html, exp):
             f"{exp.name}: the index says {stored!r}, data/raw {counts}"
 
 
+def test_no_image_is_described_by_its_file_name(html):
+    """Every image of the book says what it shows to a reader who cannot see it: a figure's
+    image carries its caption as alt text (book/_ext/figure_alt.py); an alt text that is
+    empty, the image's own file name or a hash tells that reader nothing."""
+    import re
+
+    nameless = re.compile(r"\s*|[\w./-]*\.(png|svg|jpe?g|gif|webp)|[0-9a-f]{12,}", re.I)
+    found = []
+    for page in sorted(html.rglob("*.html")):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text()):
+            alt = re.search(r'\balt="([^"]*)"', tag)
+            src = re.search(r'\bsrc="([^"]*)"', tag)
+            text = alt.group(1) if alt else ""
+            if nameless.fullmatch(text) or (src and text == src.group(1)):
+                found.append(f"{page.relative_to(html)}: {tag[:160]}")
+    assert not found, "\n".join(found)
+
+
 def test_a_figure_not_drawn_says_so_in_its_caption(html):
     """A figure in whose place a chapter set a sentence (iolab.report.chapter.Sentence) keeps
     only its caption's first sentence and says it is not drawn (book/_ext/undrawn_figures.py):
