@@ -115,8 +115,7 @@ def copy_engine(ch: Chapter, link: Link) -> None:
             log2=True, label=ch.label("direction"))
     ax.axhline(link.limit, color="0.3", ls="--", lw=1, label="line rate, one direction")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(grid_bytes, [f"{b // 2**20} MiB" if b >= 2**20 else f"{b // 1024} KiB"
-                               for b in grid_bytes], rotation=45)
+    ax.set_xticks(grid_bytes, [fg.size_label(b) for b in grid_bytes], rotation=45)
     ax.set(xlabel="bytes per copy", ylabel="GB/s (10^9 B/s)", ylim=(0, link.limit * 1.1),
            xlim=(grid_bytes[0] / 1.5, grid_bytes[-1] * 1.5))
     ax.legend(fontsize=8, loc="upper left")
