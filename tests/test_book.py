@@ -48,7 +48,7 @@ def test_every_chapter_is_built_with_its_numbers_and_figures(html, exp):
     text_keys, _ = referenced_keys(exp.notebook)
     assert page.count('class="pasted-text"') >= max(len(text_keys), 10)
     assert '<span class="pasted-text">n/a</span>' not in page, "a glued number is missing"
-    assert "No measurement stored" not in page, "a figure is a placeholder"
+    assert "No measurement is stored" not in page, "a figure is not drawn"
     assert page.count("<img") >= 1
     assert "tag_parameters" not in page and "tag_injected-parameters" not in page, \
         "the papermill parameters cells are not shown to readers"

@@ -196,13 +196,6 @@ def legend_beside(fig, axes, title: str) -> None:
     axes[-1].legend(handles, labels, title=title, loc="upper left", bbox_to_anchor=(1.02, 1.0))
 
 
-def placeholder(message: str):
-    fig, ax = plt.subplots(figsize=(8, 1.2))
-    ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center")
-    return fig
-
-
 def half_widths(decisions: pd.DataFrame, target: float, low: int, high: int, width: float,
                 palette: str = "colorblind", title: str = ""):
     """Each point's relative half-width of its interval (%) against its number of runs, by
