@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+from iolab.checks import is_positive_int
 from iolab.errors import IolabError
 from iolab.host.knobs import Knob, SysRoot, read_sysfs, sysfs_writable, write_sysfs
 
@@ -77,7 +78,7 @@ class HugepagesKnob(Knob):
         if not isinstance(value, dict) or set(value) != {"pages"}:
             raise self._invalid(f"{value!r} is not a mapping with only 'pages'")
         pages = value["pages"]
-        if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
+        if not is_positive_int(pages):
             raise self._invalid(f"pages must be a whole number >= 1, got {pages!r}")
         return {"pages": pages}
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iolab.checks import is_positive_int
 from iolab.errors import InputError, IolabError
 
 
@@ -364,7 +365,7 @@ class GovernorKnob(Knob):
                 raise self._invalid(str(exc)) from None
         khz = value.get("khz")
         if governor == "userspace":
-            if isinstance(khz, bool) or not isinstance(khz, int) or khz <= 0:
+            if not is_positive_int(khz):
                 raise self._invalid(f"'userspace' needs 'khz', a positive whole number of kHz; "
                                     f"got {khz!r}")
             normal["khz"] = khz
