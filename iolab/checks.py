@@ -3,8 +3,8 @@ settings, a knob's value, a parser's field.
 
 Python counts ``True`` as the whole number 1, and a hand-written ``isinstance(v, int)`` took it
 (or forgot to refuse it) in one place or another; these checks say once what a whole number is.
-The typed fields of an experiment's params (:mod:`iolab.core.schema`) check with these too, but
-sit in ``core``, which the tools, collectors, host and parsers below it cannot import.
+The typed fields of an experiment's params (:mod:`iolab.core.schema`) sit in ``core``, which the
+tools, collectors, host and parsers below it cannot import; its sizes use this check too.
 
 Responsible for: telling whether a value is a whole number in range, and refusing one that is
 not with an :class:`~iolab.errors.InputError` naming the file, the key and what is allowed.
