@@ -18,8 +18,9 @@ from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ToolError
 from iolab.execution.campaign import Campaign
-from iolab.shared import gpu_io
 from iolab.importers.cijoe import import_archive
+from iolab.paths import REPO_ROOT
+from iolab.shared import gpu_io
 from iolab.tools.base import CpuRequest
 
 GPU = ("pcie_saturation", "cuda_iosize", "cuda_qdepth")
@@ -379,3 +380,15 @@ def test_a_gpu_rate_above_the_line_rate_the_run_recorded_is_left_out_with_its_re
     # AiSIO's archives record no link: nothing to hold the rates to
     out = exp.derive({**row, "xnvmeperf.link_gbs": None})
     assert out["gpu_pcie_rx_mean_bytes_per_s"] == 114.4e9 and out["implausible"] == ""
+
+
+def test_a_gpu_experiments_tidy_cache_follows_its_own_code_and_the_shared_modules_only():
+    """The tidy cache's code digest (``code_files``): the experiment's package and the shared
+    modules its class is built from; another experiment's package changes none of its rows."""
+    shared = REPO_ROOT / "iolab" / "shared"
+    files = registry.get("cuda_qdepth").code_files()
+    assert {shared / "gpu_io.py", shared / "cuda_run.py"} <= set(files)
+    assert {p.parent.name for p in files} == {"shared", "cuda_qdepth"}
+    assert {p.parent.name for p in registry.get("pcie_saturation").code_files()} == \
+        {"shared", "pcie_saturation"}
+    assert shared / "cuda_run.py" not in registry.get("pcie_saturation").code_files()

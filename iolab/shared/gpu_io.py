@@ -40,6 +40,7 @@ wording (its experiment's ``page``).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
@@ -395,12 +396,12 @@ class GpuExperiment(Experiment):
                                    "driver": settings["user_space_driver"]}}
 
     def code_files(self) -> list[Path]:
-        """This module and every GPU experiment's package: their analyses import each other."""
-        from iolab.core import registry
-
-        return sorted({Path(__file__), *(path for e in registry.all_experiments()
-                                         if isinstance(e, GpuExperiment)
-                                         for path in Experiment.code_files(e))})
+        """The experiment's own package and the shared modules its class is built from (this
+        one, and :mod:`iolab.shared.cuda_run` for the device-initiated pair): a change to
+        any of them can change a row. No other experiment's code: none imports another."""
+        shared = {Path(sys.modules[c.__module__].__file__) for c in type(self).__mro__
+                  if c.__module__.startswith("iolab.shared.")}
+        return sorted(shared | set(Experiment.code_files(self)))
 
     def recorded_link(self, row: dict[str, Any]) -> tuple[float, str] | None:
         # the line rate xnvmeperf's driver derived from nvidia-smi's link (AiSIO's archives
