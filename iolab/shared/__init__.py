@@ -9,8 +9,9 @@ lives here.
 - :mod:`~iolab.shared.gpu_sources`: where a device-initiated chapter takes its device
   capacity, link term and GPU-to-GPU reference from (another experiment's campaign, named in
   the params, or a published reference);
-- :mod:`~iolab.shared.tool_ratios`: the tool comparison's runs, ratios, published table and
-  bars, as its own chapter and the CPU-initiated one show them.
+- :mod:`~iolab.shared.tool_ratios` and :mod:`~iolab.shared.tool_bars`: the tool comparison's
+  runs, ratios, published table and bars, as its own chapter and the CPU-initiated one show
+  them.
 
 This layer sits above the report and below the experiments: it may load a campaign and draw,
 where :mod:`iolab.analysis` (statistics over the tables it is given) may not.

@@ -4,11 +4,11 @@
 Each tool's runs at one set-up (:func:`at`), the runs of one comparison at the base point's
 queue depth and I/O size with a ``setup`` label (:func:`comparison_rows`), a tool's mean IOPS
 over a reference tool's at the same set-up with its log-scale interval (:func:`ratio_to`,
-:func:`ratios_to`), AiSIO's published means reshaped (:func:`published`), and the bars of
-mean IOPS per tool at each set-up (:func:`tools_bars`).
+:func:`ratios_to`) and AiSIO's published means reshaped (:func:`published`); the bars both
+chapters draw from them are :func:`iolab.shared.tool_bars.tools_bars`.
 
-Responsible for: those selections, ratios, the published table and the bars. Not responsible
-for: loading the comparison's runs (``iolab.report.chapter``), the tool comparison's own
+Responsible for: those selections, ratios and the published table. Not responsible for:
+drawing (:mod:`iolab.shared.tool_bars`), loading the comparison's runs (``iolab.report.chapter``), the tool comparison's own
 summaries and findings (``iolab.experiments.tool_comparison.analysis``), or any chapter's
 wording.
 """
@@ -86,25 +86,3 @@ def published(table: pd.DataFrame) -> pd.DataFrame:
     wide.index = [PUBLISHED_NAMES[t] for t in wide.index]
     wide.columns = [f"{n} thread{'s' if n > 1 else ''}" for n in wide.columns]
     return wide
-
-
-def tools_bars(summary: pd.DataFrame, rows: pd.DataFrame, width: float):
-    """Grouped bars: one group per set-up (interface, cores), one bar per tool."""
-    # the analyses import this module: matplotlib only where a figure is drawn
-    import matplotlib.pyplot as plt
-
-    from iolab.report import figures as fg
-
-    fig, ax = plt.subplots(figsize=(width, 4.2))
-    fg.bars(ax, summary, "setup", "iops", order=setups(rows), hue="tool",
-            hue_order=list(TOOLS), colors_by=fg.colors(list(TOOLS)), rows=rows,
-            hue_label=lambda t: TOOL_NAMES[t])
-    ax.set_ylabel("IOPS")
-    ax.set_xlabel("kernel interface, physical cores (one file each)")
-    fg.thousands(ax)
-    # above the axes: inside, it would hide the first group's bars
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(TOOLS),
-              frameon=False)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig

@@ -35,7 +35,7 @@ from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import estimate_texts, fmt_int, fmt_num, fmt_range
 from iolab.shared import tool_ratios as tr
-from iolab.shared.tool_ratios import tools_bars
+from iolab.shared.tool_bars import tools_bars
 
 
 

@@ -2,7 +2,7 @@
 
 Responsible for: the sweep of mean IOPS against queue depth, one band per tool.
 Not responsible for: the bars both this chapter and the CPU-initiated one show
-(:func:`iolab.shared.tool_ratios.tools_bars`), selecting or summarizing runs (``analysis``
+(:func:`iolab.shared.tool_bars.tools_bars`), selecting or summarizing runs (``analysis``
 and the chapter), or glue.
 """
 

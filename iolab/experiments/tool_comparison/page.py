@@ -8,7 +8,7 @@ Responsible for: the chapter's wording, number formats and tables, and which fig
 under which key.
 Not responsible for: statistics (``analysis``, and :mod:`iolab.shared.tool_ratios`, which
 the CPU-initiated chapter shares), drawing (``figures``; the bars are
-:func:`iolab.shared.tool_ratios.tools_bars`), loading runs and the
+:func:`iolab.shared.tool_bars.tools_bars`), loading runs and the
 shared chapter steps (``iolab.report.chapter``), or which keys the prose glues (the
 notebook's Markdown).
 """
@@ -28,7 +28,7 @@ from iolab.report import reference
 from iolab.report.chapter import Chapter, Sentence
 from iolab.report.tables import design_table, fmt_int, fmt_num, fmt_range
 from iolab.shared import tool_ratios as tr
-from iolab.shared.tool_ratios import tools_bars
+from iolab.shared.tool_bars import tools_bars
 
 TOOLS = list(tr.TOOLS)
 POLLING = ("bdevperf", "xnvmeperf")
