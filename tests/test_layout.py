@@ -153,7 +153,8 @@ def experiment_of(module: str) -> str | None:
 def between_experiments(edges: dict[str, set[str]]) -> list[str]:
     """Every import from one experiment's package (at any depth) into another's, or into a
     module directly under ``iolab/experiments/`` other than its own: the experiments are
-    plugins, and what two of them share lives below them (``iolab/shared/``, ``iolab/analysis/``)."""
+    plugins, and what two of them share lives below them (``iolab/shared/``,
+    ``iolab/analysis/``). ``iolab.experiments`` itself (no code) is no experiment's."""
     return sorted(f"{source} -> {target}" for source, targets in edges.items()
                   for target in targets
                   if experiment_of(source) and experiment_of(target)
@@ -164,6 +165,12 @@ def test_no_experiment_imports_another():
     found = between_experiments(graph())
     assert not found, "imports between experiments (move what they share below them): " \
         + ", ".join(found)
+
+
+def test_the_experiments_folder_holds_only_experiment_packages():
+    """A module beside the packages would be shared by experiments that then import it; what
+    they share lives below them."""
+    assert sorted(p.name for p in (PACKAGE / "experiments").glob("*.py")) == ["__init__.py"]
 
 
 def test_an_import_between_experiments_fails_at_any_depth_and_inside_a_function(tmp_path):

@@ -9,8 +9,8 @@ published reference. Each value comes back with where it came from, in words.
   same environment, where stored; else the published value of the reference
   ``capacity_reference`` (AiSIO's), labelled so. The queue-depth roofline is ndevs x C.
 - *GPU-to-GPU reference*: the PCIe chapter's p2p runs (``p2p_experiment``;
-  :func:`p2p_metrics`, which the PCIe chapter shows too), else the p2p output of an AiSIO import stored
-  there, else None.
+  :func:`p2p_metrics`, which the PCIe chapter shows too), else the p2p output of an AiSIO
+  import stored there, else None.
 - *link term* B, one definition for both device-initiated chapters: the highest mean payload
   bandwidth of the I/O-size campaign (``link_experiment``) in the same environment, where
   stored; else the payload plateau AiSIO published (``link_reference``'s

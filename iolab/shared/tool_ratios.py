@@ -8,9 +8,9 @@ over a reference tool's at the same set-up with its log-scale interval (:func:`r
 chapters draw from them are :func:`iolab.shared.tool_bars.tools_bars`.
 
 Responsible for: those selections, ratios and the published table. Not responsible for:
-drawing (:mod:`iolab.shared.tool_bars`), loading the comparison's runs (``iolab.report.chapter``), the tool comparison's own
-summaries and findings (``iolab.experiments.tool_comparison.analysis``), or any chapter's
-wording.
+drawing (:mod:`iolab.shared.tool_bars`), loading the comparison's runs
+(``iolab.report.chapter``), the tool comparison's own summaries and findings
+(``iolab.experiments.tool_comparison.analysis``), or any chapter's wording.
 """
 
 from __future__ import annotations
