@@ -25,7 +25,7 @@ from types import ModuleType
 
 from iolab.core import registry
 from iolab.core.store import Store, campaigns
-from iolab.experiments.gpu_io import lab_answer, lab_design
+from iolab.shared.gpu_io import lab_answer, lab_design
 from iolab.host.inventory import summary_row
 from iolab.paths import resolve_data_dir
 from iolab.report import benchmarks_page as benchmarks

@@ -69,7 +69,7 @@ echo "0, 00000000:00:06.0, 1980, 2619, 1980, 2619, 5, 16"
 FAKE_PYTHON = """#!/usr/bin/env bash
 shift 2  # -m iolab
 exec {python} -c 'import runpy, sys
-import iolab.experiments.gpu_io as g
+import iolab.shared.gpu_io as g
 g.GPU_DIR = sys.argv.pop(1)
 sys.argv[0] = "iolab"
 runpy.run_module("iolab", run_name="__main__")' {gpus} "$@"

@@ -18,8 +18,9 @@ from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ToolError
 from iolab.execution.campaign import Campaign
-from iolab.experiments import gpu_io
 from iolab.importers.cijoe import import_archive
+from iolab.paths import REPO_ROOT
+from iolab.shared import gpu_io
 from iolab.tools.base import CpuRequest
 
 GPU = ("pcie_saturation", "cuda_iosize", "cuda_qdepth")
@@ -290,16 +291,17 @@ def test_the_device_initiated_model_is_fitted_and_says_so():
     """The Little's-law line of the device-initiated chapters: its latency is fitted to the
     lightest load in the data (named as such), the fitting point is marked, and its error on
     the other points is the residual."""
-    from iolab.experiments.cuda_iosize import analysis as an
+    from iolab.analysis import queueing
 
     points = pd.DataFrame({"outstanding": [16, 64, 256], "iosize": [512] * 3,
                            "iops": [640_000.0, 2_000_000.0, 3_000_000.0]})
     capacity = {"iops": 1_000_000.0, "source": "a test"}
-    model = an.model(points, "outstanding", "iops", capacity, 45e9, "a test link", 4)
+    model = queueing.fitted_model(points, "outstanding", "iops", capacity, 45e9, "a test link", 4)
     assert model.latency_s == pytest.approx(16 / 640_000)  # 25 µs, the smallest N / X
     assert "taken at 16 commands in flight (640,000 IOPS)" in model.sources["latency_s"]
     assert "not a command's latency at light load" in model.sources["latency_s"]
-    res = an.residuals(points, model, "outstanding", "iops", "iosize").set_index("outstanding")
+    res = queueing.residuals(points, model, "outstanding", "iops", "iosize")
+    res = res.set_index("outstanding")
     assert res["fitted"].tolist() == [True, False, False]
     assert res.loc[16, "residual"] == pytest.approx(0)
     # 64 in flight: min(64 / 25 µs = 2.56 M, 4 x 1 M, 45e9 / 512) = 2.56 M
@@ -310,17 +312,17 @@ def test_the_device_initiated_model_is_fitted_and_says_so():
 
     worst = worst_residual(res.reset_index())
     assert worst["outstanding"] == 256 and worst["residual"] == pytest.approx(-0.25)
-    one_size = an.residuals(points, model, "outstanding", "iops", 512)
+    one_size = queueing.residuals(points, model, "outstanding", "iops", 512)
     assert one_size["model"].tolist() == res["model"].tolist()
     assert worst_residual(res.reset_index().iloc[:1]) is None, "only the fitting point"
-    assert an.model(points, "outstanding", "iops", {"iops": float("nan"), "source": "x"},
-                    45e9, "x", 4) is None
+    assert queueing.fitted_model(points, "outstanding", "iops",
+                                 {"iops": float("nan"), "source": "x"}, 45e9, "x", 4) is None
 
 
 def test_one_link_term_for_both_device_initiated_chapters(tmp_path):
     """B is a payload ceiling from one definition: the I/O-size campaign's highest mean
     payload where stored, else AiSIO's published plateau; never a line rate."""
-    from iolab.experiments.cuda_iosize import analysis as an
+    from iolab.shared import gpu_sources as an
     from iolab.paths import default_data_dir
 
     terms = set()
@@ -338,7 +340,7 @@ def test_the_link_term_is_the_iosize_campaigns_best_point_where_stored(monkeypat
     """With runs stored: the highest mean payload of a point, not of a single run."""
     from types import SimpleNamespace
 
-    from iolab.experiments.cuda_iosize import analysis as an
+    from iolab.shared import gpu_sources as an
 
     runs = pd.DataFrame({"iosize": [512, 512, 4096, 4096], "qdepth": [64] * 4,
                          "payload_bytes_per_s": [40e9, 42e9, 44e9, 50e9]})
@@ -378,3 +380,15 @@ def test_a_gpu_rate_above_the_line_rate_the_run_recorded_is_left_out_with_its_re
     # AiSIO's archives record no link: nothing to hold the rates to
     out = exp.derive({**row, "xnvmeperf.link_gbs": None})
     assert out["gpu_pcie_rx_mean_bytes_per_s"] == 114.4e9 and out["implausible"] == ""
+
+
+def test_a_gpu_experiments_tidy_cache_follows_its_own_code_and_the_shared_modules_only():
+    """The tidy cache's code digest (``code_files``): the experiment's package and the shared
+    modules its class is built from; another experiment's package changes none of its rows."""
+    shared = REPO_ROOT / "iolab" / "shared"
+    files = registry.get("cuda_qdepth").code_files()
+    assert {shared / "gpu_io.py", shared / "cuda_run.py"} <= set(files)
+    assert {p.parent.name for p in files} == {"shared", "cuda_qdepth"}
+    assert {p.parent.name for p in registry.get("pcie_saturation").code_files()} == \
+        {"shared", "pcie_saturation"}
+    assert shared / "cuda_run.py" not in registry.get("pcie_saturation").code_files()

@@ -1,6 +1,6 @@
 """The package's shape: no import cycle, imports only down the layers, the experiments
-reached from below only through the registry, and every module says what it is responsible
-for.
+reached from below only through the registry, no experiment importing another, no analysis
+loading a campaign, and every module says what it is responsible for.
 
 The import graph counts every import of an iolab module, at the top of a file or inside a
 function, so a cycle cannot hide behind a late import.
@@ -71,7 +71,8 @@ def test_no_import_cycle():
 # The layers, lowest first: a folder (or top-level module) of iolab may import its own layer
 # and those below it, never one above (book/architecture.md, "The package", says why each sits
 # where it does). The experiments are plugins: the registry in core finds them by name at run
-# time (test_only_the_registry_imports_experiments_by_name), so nothing below them names one.
+# time (test_only_the_registry_imports_experiments_by_name), so nothing below them names one;
+# what two of them share sits in "shared", below them (test_no_experiment_imports_another).
 LAYERS = [
     {"errors", "paths", "streams", "durable", "procs", "workers", "safefiles", "lockfile",
      "yamlfile", "children", "checks", "__init__"},
@@ -81,6 +82,7 @@ LAYERS = [
     {"importers"},
     {"execution"},
     {"report"},
+    {"shared"},
     {"experiments"},
     {"batch", "status", "scaffold", "schemas"},
     {"cli", "api", "__main__"},
@@ -136,6 +138,94 @@ def test_only_the_registry_imports_experiments_by_name():
                     "import_module", "__import__"):
                 found.append(str(path.relative_to(PACKAGE)))
     assert sorted(set(found)) == ["core/registry.py"], found
+
+
+EXPERIMENTS = "iolab.experiments"
+
+
+def experiment_of(module: str) -> str | None:
+    """The experiment a module belongs to: the package (or module) right under
+    ``iolab/experiments/``; None outside it and for ``iolab.experiments`` itself."""
+    parts = module.split(".")
+    return parts[2] if module.startswith(EXPERIMENTS + ".") else None
+
+
+def between_experiments(edges: dict[str, set[str]]) -> list[str]:
+    """Every import from one experiment's package (at any depth) into another's, or into a
+    module directly under ``iolab/experiments/`` other than its own: the experiments are
+    plugins, and what two of them share lives below them (``iolab/shared/``,
+    ``iolab/analysis/``). ``iolab.experiments`` itself (no code) is no experiment's."""
+    return sorted(f"{source} -> {target}" for source, targets in edges.items()
+                  for target in targets
+                  if experiment_of(source) and experiment_of(target)
+                  and experiment_of(source) != experiment_of(target))
+
+
+def test_no_experiment_imports_another():
+    found = between_experiments(graph())
+    assert not found, "imports between experiments (move what they share below them): " \
+        + ", ".join(found)
+
+
+def test_the_experiments_folder_holds_only_experiment_packages():
+    """A module beside the packages would be shared by experiments that then import it; what
+    they share lives below them."""
+    assert sorted(p.name for p in (PACKAGE / "experiments").glob("*.py")) == ["__init__.py"]
+
+
+def test_an_import_between_experiments_fails_at_any_depth_and_inside_a_function(tmp_path):
+    """Planted modules: a lazy import deep in one package, and an import of a module that
+    sits directly under ``iolab/experiments/``, each reported; an import of its own package
+    and of the package ``iolab.experiments`` are not."""
+    planted = tmp_path / "deep.py"
+    planted.write_text("def f():\n    from iolab.experiments.cpu_search import analysis\n"
+                       "    from iolab.experiments.tool_comparison.analysis import at\n")
+    deep = "iolab.experiments.cuda_iosize.sub.deep"
+    edges = {deep: imports(planted, deep),
+             "iolab.experiments.pcie_saturation.page": {"iolab.experiments.gpu_helpers",
+                                                       "iolab.experiments.pcie_saturation",
+                                                       "iolab.experiments"},
+             "iolab.experiments.gpu_helpers": {"iolab.experiments.cuda_iosize.analysis"}}
+    assert between_experiments(edges) == [
+        f"{deep} -> iolab.experiments.cpu_search.analysis",
+        f"{deep} -> iolab.experiments.tool_comparison.analysis",
+        "iolab.experiments.gpu_helpers -> iolab.experiments.cuda_iosize.analysis",
+        "iolab.experiments.pcie_saturation.page -> iolab.experiments.gpu_helpers"]
+
+
+def campaign_imports(path: Path) -> list[str]:
+    """The imports in a file of ``Campaign`` or of a module named ``campaign`` of iolab, at
+    the top or inside a function."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names
+                      if a.name.startswith("iolab") and a.name.split(".")[-1] == "campaign"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("iolab"):
+            found += [f"{node.module}.{a.name}" for a in node.names
+                      if a.name in ("Campaign", "campaign")
+                      or node.module.split(".")[-1] == "campaign"]
+    return found
+
+
+def test_no_analysis_module_imports_campaign():
+    """An analysis is functions over the tables it is given: it never loads a campaign (its
+    own or another experiment's); whoever calls it does."""
+    found = {str(path.relative_to(REPO_ROOT)): campaign_imports(path)
+             for path in sorted(PACKAGE.rglob("*.py"))
+             if "analysis" in path.relative_to(PACKAGE).with_suffix("").parts}
+    found = {path: names for path, names in found.items() if names}
+    assert not found, f"analysis modules importing Campaign: {found}"
+
+
+def test_an_analysis_importing_campaign_is_found(tmp_path):
+    planted = tmp_path / "analysis.py"
+    planted.write_text("from iolab.analysis import stats\n"
+                       "def f():\n    from iolab.execution.campaign import Campaign\n"
+                       "def g():\n    from iolab.execution import campaign\n"
+                       "import iolab.core.campaign\n")
+    assert sorted(campaign_imports(planted)) == [
+        "iolab.core.campaign", "iolab.execution.campaign", "iolab.execution.campaign.Campaign"]
 
 
 def test_experiments_never_parse_tool_output():

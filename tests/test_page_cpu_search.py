@@ -134,3 +134,15 @@ def test_across_environments_compares_each_quotient_once(committed):
     assert any("mean IOPS at 4096-byte against 512-byte reads" in s for s in statements)
     assert not any("bandwidth at 4096-byte" in s for s in statements)
     assert "(exploratory)" in ch.text["across"]
+
+
+def test_the_tool_comparison_is_the_experiment_the_params_name(tmp_path):
+    """No experiment imports another: the chapter opens the tool comparison the params name
+    (analysis: tool_comparison_experiment), and says so where they name none."""
+    ch = Chapter("cpu_search", "epyc-2vcpu-v782", data_dir=tmp_path)
+    assert ch.spec.analysis["tool_comparison_experiment"] == "tool_comparison"
+    ch.spec.analysis["tool_comparison_experiment"] = None
+    note = page.tools(ch)
+    assert note.data == ("No tool comparison: the params name none (analysis: "
+                         "tool_comparison_experiment)")
+    assert not any(key.startswith("tc_") and key != "tc_intro" for key in ch.text)

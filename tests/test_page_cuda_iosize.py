@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from iolab.experiments import gpu_io
+from iolab.shared import gpu_io
 from iolab.experiments.cuda_iosize import page
 from iolab.paths import REPO_ROOT
 from iolab.report.chapter import Chapter

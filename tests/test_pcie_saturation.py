@@ -13,7 +13,7 @@ from test_import_cijoe import PCIE, make_cijoe
 
 from iolab.core import registry
 from iolab.execution.campaign import Campaign
-from iolab.experiments import gpu_io
+from iolab.shared import gpu_io, gpu_sources
 from iolab.experiments.pcie_saturation import analysis as an
 from iolab.importers import extras
 from iolab.importers.cijoe import import_archive
@@ -66,10 +66,10 @@ def test_payload_vs_total_per_point():
 
 
 def test_p2p_figures_of_stored_runs_and_of_an_import(tmp_path):
-    assert an.p2p_metrics(rows()) is None
+    assert gpu_sources.p2p_metrics(rows()) is None
     p2p = rows(each=[{"benchmark": "gpu_to_gpu", "p2p_write_gbs": 28.0, "p2p_write_min_gbs": 27.5,
                       "bidir_p2p_gbs": 56.0}])
-    assert an.p2p_metrics(p2p)["p2p_write_gbs"] == 28.0
+    assert gpu_sources.p2p_metrics(p2p)["p2p_write_gbs"] == 28.0
     assert extras.imported_p2p(tmp_path) is None
     data = tmp_path / "data"
     import_archive(make_cijoe(tmp_path / "src"), "pcie_saturation", "hpc-server", data,

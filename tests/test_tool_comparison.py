@@ -15,7 +15,7 @@ import pytest
 from iolab.errors import InputError, ParseError
 from iolab.execution.campaign import Campaign
 from iolab.experiments.tool_comparison import EXPERIMENT as TC
-from iolab.experiments.tool_comparison import analysis as ta
+from iolab.shared import tool_ratios as tr
 from iolab.experiments.tool_comparison import targets
 from iolab.host.scratch import Registry, ScratchFile, lay_out
 from iolab.tools.base import CpuCount, CpuRequest
@@ -128,7 +128,7 @@ def test_the_root_device_is_refused_before_anything_runs():
 def test_published_table_keeps_aisio_order_and_labels():
     table = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "reference"
                         / "aisio_tool_comparison.csv")
-    wide = ta.published(table)
+    wide = tr.published(table)
     assert list(wide.index)[:2] == ["SPDK bdevperf", "SPDK perf"]
     assert list(wide.columns) == ["1 thread", "2 threads", "3 threads", "4 threads"]
     assert wide.loc["SPDK bdevperf", "1 thread"] == 6293659
@@ -138,11 +138,11 @@ def test_ratio_to_fio_and_setup_order():
     rows = pd.DataFrame({"tool": ["fio"] * 3 + ["bdevperf"] * 3, "engine": "io_uring",
                          "ncores": 1, "qdepth": 32, "iosize": 4096,
                          "iops": [100.0, 110.0, 90.0, 200.0, 220.0, 180.0]})
-    r = ta.ratio_to(rows, "bdevperf", "fio", 0.95, engine="io_uring", ncores=1)
+    r = tr.ratio_to(rows, "bdevperf", "fio", 0.95, engine="io_uring", ncores=1)
     assert r["ratio"] == pytest.approx(2.0) and r["ci_low"] < 2.0 < r["ci_high"]
-    assert ta.ratio_to(rows, "xnvmeperf", "fio", 0.95) is None
+    assert tr.ratio_to(rows, "xnvmeperf", "fio", 0.95) is None
     both = pd.concat([rows.assign(engine="libaio", ncores=2), rows])
-    assert ta.setups(ta.comparison_rows(both, {"qdepth": 32, "iosize": 4096})) == \
+    assert tr.setups(tr.comparison_rows(both, {"qdepth": 32, "iosize": 4096})) == \
         ["io_uring, 1 core", "libaio, 2 cores"]
 
 

@@ -19,14 +19,18 @@ against; with L taken from those very points (as :func:`latency_from` does) it i
 fitted to them, and the chapters call it so, mark the fitting point and give its error on the
 other points.
 
-Responsible for: the bound and estimating L. Not responsible for: where C and B come from
-(the chapters say) or drawing.
+:func:`fitted_model` is that model with L fitted to the points given, and :func:`residuals`
+its error at each of them.
+
+Responsible for: the bound, estimating L, the fitted model and its residuals. Not responsible
+for: where C and B come from (:mod:`iolab.shared.gpu_sources` finds them) or drawing.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,3 +93,36 @@ def latency_from(points: pd.DataFrame, outstanding: str, iops: str) -> tuple[flo
     response = rows[outstanding] / rows[iops]
     at = response.idxmin()
     return float(response[at]), rows.loc[at].to_dict()
+
+
+def fitted_model(points: pd.DataFrame, outstanding: str, iops: str, capacity: dict[str, Any],
+                 link_bytes_per_s: float, link_source: str, ndevs: int) -> LittleBound | None:
+    """The Little's-law model with its latency term fitted to ``points`` (one row per point,
+    mean IOPS; :func:`latency_from`), C ``capacity["iops"]`` and B ``link_bytes_per_s``; None
+    when the points or the capacity give no parameter. Its ``sources`` name the fitting
+    point's load in the latency's origin, and C's and B's as given."""
+    usable = points.dropna(subset=[outstanding, iops]) if not points.empty else points
+    if usable.empty or not capacity["iops"] == capacity["iops"]:
+        return None
+    latency, at = latency_from(usable, outstanding, iops)
+    return LittleBound(latency, capacity["iops"], link_bytes_per_s, ndevs, sources={
+        "latency_s": f"the smallest response time N / X of the points shown, taken at "
+                     f"{at[outstanding]:,.0f} commands in flight ({at[iops]:,.0f} IOPS): the "
+                     "lightest load in the data, not a command's latency at light load",
+        "device_iops": capacity["source"], "link_bytes_per_s": link_source})
+
+
+def residuals(points: pd.DataFrame, fitted: LittleBound, outstanding: str, iops: str,
+              iosize: str | int) -> pd.DataFrame:
+    """``points`` with the model's IOPS (``model``), ``residual`` (measured / model - 1) and
+    ``fitted`` (True for the point the latency came from: its residual says nothing about the
+    model). ``iosize`` is a column of ``points`` or one size for all."""
+    out = points.dropna(subset=[outstanding, iops]).copy()
+    sizes = out[iosize] if isinstance(iosize, str) else iosize
+    out["model"] = fitted.iops(out[outstanding], sizes)
+    out["residual"] = out[iops] / out["model"] - 1
+    response = out[outstanding] / out[iops]
+    out["fitted"] = False
+    if len(out):
+        out.loc[response.idxmin(), "fitted"] = True
+    return out

@@ -4,7 +4,7 @@ p2pBandwidthLatencyTest output kept under ``extras/<archive>/`` of the campaign'
 Responsible for: finding that output and turning it into the figures the PCIe chapters use.
 Not responsible for: storing it (:mod:`iolab.importers.cijoe`), parsing its text
 (:mod:`iolab.parsers.p2p_bandwidth`), or the figures of the test run as a point of this
-package (:func:`iolab.experiments.pcie_saturation.analysis.p2p_metrics`).
+package (:func:`iolab.shared.gpu_sources.p2p_metrics`).
 """
 
 from __future__ import annotations

@@ -119,6 +119,10 @@ class CpuSearch(Experiment):
                           help="published values to show beside, data/reference/<name>.yaml"),
         "replicate": Text(default=None, help="another environment whose campaign of the same "
                                              "design the chapter sets beside this one"),
+        # named in the params file so that no code outside an experiment names another
+        "tool_comparison_experiment": Text(default=None, help="the experiment whose tool "
+                                                              "comparison the chapter shows "
+                                                              "(absent: none)"),
         "tool_comparison_env": Text(default=None, help="the environment of the tool comparison "
                                                        "the chapter shows (absent: its own)"),
         "search_proof": Text(default=None, help="the environment of a full grid of a search "

@@ -4,13 +4,14 @@ Each function takes the chapter (:class:`iolab.report.chapter.Chapter`), puts th
 glued texts into ``ch.text`` and its figures into ``ch.figures``, and returns what the
 section shows (a table, a list of displays, or None where it shows nothing), so the notebook
 only renders. :func:`tools` sets the tool comparison beside the search: it opens that
-experiment's own chapter and reads its analysis and figure modules.
+experiment's own chapter by name and shows its runs through :mod:`iolab.shared.tool_ratios`
+(no experiment imports another).
 
 Responsible for: the chapter's texts, tables and figures from the analysis' results, and
 which of them a campaign without runs (or without a reference, a replication or a tool
 comparison) can still give.
-Not responsible for: statistics (``analysis``, and the tool comparison's ``analysis``),
-drawing (``figures``), or gluing (``Chapter.glue_all``).
+Not responsible for: statistics (``analysis``, and the tool comparison's ratios in
+:mod:`iolab.shared.tool_ratios`), drawing (``figures``), or gluing (``Chapter.glue_all``).
 """
 
 from __future__ import annotations
@@ -25,17 +26,17 @@ from pandas.io.formats.style import Styler
 from iolab.core.planner import format_duration
 from iolab.errors import InputError
 from iolab.execution.campaign import Campaign
-from iolab.experiments import tool_comparison
 from iolab.experiments.cpu_search import adaptive, figures, uses_files
 from iolab.experiments.cpu_search import analysis as ca
-from iolab.experiments.tool_comparison import analysis as ta
-from iolab.experiments.tool_comparison.figures import tools_bars
 from iolab.host.inventory import fingerprint_diff
 from iolab.report import compare
 from iolab.report import escape
 from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.tables import estimate_texts, fmt_int, fmt_num, fmt_range
+from iolab.shared import tool_ratios as tr
+from iolab.shared.tool_bars import tools_bars
+
 
 
 def _df(ch: Chapter) -> pd.DataFrame:
@@ -383,16 +384,22 @@ def sweeps(ch: Chapter) -> None:
 
 
 def tools(ch: Chapter) -> Markdown | None:
-    """The tool comparison of the environment the params name (else this one), set beside
-    the search; a note where that environment has no tool comparison."""
+    """The tool comparison (the experiment the params name, opened by name: no experiment
+    imports another) of the environment the params name (else this one), set beside the
+    search; a note where the params name none or that environment has no tool comparison."""
     T, C = ch.text, ch.confidence
+    name = ch.spec.analysis["tool_comparison_experiment"]
     env = ch.spec.analysis["tool_comparison_env"] or ch.environment
     tc, note = None, None
-    try:
-        tc = Chapter(tool_comparison.EXPERIMENT.name, env, mode="replay", data_dir=ch.data_dir)
-    except InputError as exc:  # an environment without the tool comparison's params
-        note = Markdown(f"No tool comparison for environment {escape.markdown_text(env)}: "
-                        f"{escape.markdown_text(exc)}")
+    if name is None:
+        note = Markdown("No tool comparison: the params name none (analysis: "
+                        "tool_comparison_experiment)")
+    else:
+        try:
+            tc = Chapter(name, env, mode="replay", data_dir=ch.data_dir)
+        except InputError as exc:  # an environment without the tool comparison's params
+            note = Markdown(f"No tool comparison for environment {escape.markdown_text(env)}: "
+                            f"{escape.markdown_text(exc)}")
     # one environment name, two machines of its class: said, never hidden (the tools each
     # campaign ran differ, and are no difference of the machine)
     apart = ([d for d in fingerprint_diff(tc.host, ch.host) if not d.startswith("tools.")]
@@ -404,27 +411,27 @@ def tools(ch: Chapter) -> Markdown | None:
     if tc is None or not tc.have:
         return note
     base = {k: tc.spec.base[k] for k in ("qdepth", "iosize")}
-    rows = ta.comparison_rows(tc.df, base)
+    rows = tr.comparison_rows(tc.df, base)
     if not rows.empty:  # none yet at the base point's queue depth and I/O size
         ch.figures["fig_cpu_tools"] = tools_bars(
             tc.summarize(rows, ["setup", "tool"], ["iops"]), rows,
             ch.spec.analysis["figure_width"])
     counts = tc.df.groupby("tool").size()
-    for tool in ta.TOOLS:
+    for tool in tr.TOOLS:
         T[f"tc_n_{tool}"] = str(int(counts.get(tool, 0)))
-        one = ta.at(rows, tool=tool, engine="io_uring", ncores=1)["iops"]
+        one = tr.at(rows, tool=tool, engine="io_uring", ncores=1)["iops"]
         T[f"tc_{tool}"] = fmt_int(one.mean()) if len(one) else "n/a"
     for tool in ("bdevperf", "xnvmeperf"):
-        r = ta.ratio_to(rows, tool, "fio", C, engine="io_uring", ncores=1)
+        r = tr.ratio_to(rows, tool, "fio", C, engine="io_uring", ncores=1)
         if r:
             T[f"tc_ratio_{tool}"], T[f"tc_ratio_{tool}_ci"] = _ratio_texts(r)
-    found = ta.ratios_to(rows, "fio", ("bdevperf", "xnvmeperf"), C)
+    found = tr.ratios_to(rows, "fio", ("bdevperf", "xnvmeperf"), C)
     if not found.empty:
         T["tc_max_apart_pct"] = f"{ca.largest_departure_pct(found):.0f}"
     T["tc_qd"], T["tc_bs"] = str(base["qdepth"]), str(base["iosize"])
     ref = reference.load(ch.data_dir, tc.spec.analysis["reference"])
     if ref is not None:
-        pub = ta.published(ref.table)
+        pub = tr.published(ref.table)
         T["tc_pub_bdevperf"] = fmt_int(pub.loc["SPDK bdevperf", "1 thread"])
         T["tc_pub_upcie"] = fmt_int(pub.loc["xnvmeperf, uPCIe back end", "1 thread"])
     return note

@@ -1,16 +1,16 @@
 """The I/O-size chapter's page: what each of its sections glues, draws and shows.
 
 Each function serves one section of ``notebooks/cuda_iosize.ipynb``: it takes the
-:class:`~iolab.report.chapter.Chapter` and the :class:`~iolab.experiments.gpu_io.Device` that
+:class:`~iolab.report.chapter.Chapter` and the :class:`~iolab.shared.gpu_io.Device` that
 :func:`intro` derives once, fills ``ch.text`` (the glued texts) and ``ch.figures``, and
 returns what the section displays. Without runs the chapter stands on AiSIO's published
 values, and says so in every text, caption and title that uses them.
 
 Responsible for: this chapter's wording, number formats, figure and tables.
 Not responsible for: what it shares with the queue-depth chapter (the runs shown, the model,
-the design, the answer: :mod:`iolab.experiments.gpu_io`), the model's parameters
-(``analysis``), the saturation criterion (:mod:`iolab.analysis.saturation`), or which keys
-the prose glues (the notebook's Markdown).
+the design, the answer: :mod:`iolab.shared.gpu_io`), where the model's parameters and the
+GPU-to-GPU reference come from (:mod:`iolab.shared.gpu_sources`), the saturation criterion
+(:mod:`iolab.analysis.saturation`), or which keys the prose glues (the notebook's Markdown).
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from iolab.analysis import saturation
-from iolab.experiments import gpu_io
-from iolab.experiments.cuda_iosize import analysis as an
 from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report import reference
 from iolab.report.chapter import Chapter
+from iolab.shared import gpu_io, gpu_sources
 
 AXES = ("iosize", "qdepth")  # the chapter's axes; every other variable at its base value
 GB = 1e9
@@ -34,7 +33,7 @@ GB = 1e9
 
 def intro(ch: Chapter) -> gpu_io.Device:
     """The texts of the opening and of the model (``model_text``, ``model_basis``), and the
-    :class:`~iolab.experiments.gpu_io.Device` the later sections use: its model fitted to the
+    :class:`~iolab.shared.gpu_io.Device` the later sections use: its model fitted to the
     measured means, else to AiSIO's published payloads."""
     dev = gpu_io.device(ch, AXES, "payload_bytes_per_s")
     if dev.measured:
@@ -90,7 +89,7 @@ def figure(ch: Chapter, dev: gpu_io.Device) -> None:
     if not dev.measured and ref:
         pub = ref.table[ref.table["kind"] == "payload_gbs"]
         ax.plot(pub["iosize"], pub["value"], "k*", ms=10, label="published by AiSIO")
-    p2p = an.p2p_reference(spec.analysis, ch.environment, ch.data_dir)
+    p2p = gpu_sources.p2p_reference(spec.analysis, ch.environment, ch.data_dir)
     ceilings = ([(p2p["p2p_write_gbs"], "GPU-to-GPU P2P write, one direction")] if p2p else
                 [(ref.meta["p2p_reference_gbs"], "AiSIO's p2p figure (two directions "
                   "together: not a one-way ceiling)")] if ref else [])

@@ -1,15 +1,15 @@
 """The queue-depth chapter's page: what each of its sections glues, draws and shows.
 
 Each function serves one section of ``notebooks/cuda_qdepth.ipynb``: it takes the
-:class:`~iolab.report.chapter.Chapter` and the :class:`~iolab.experiments.gpu_io.Device` that
+:class:`~iolab.report.chapter.Chapter` and the :class:`~iolab.shared.gpu_io.Device` that
 :func:`intro` derives once, fills ``ch.text`` (the glued texts) and ``ch.figures``, and
 returns what the section displays. Without runs the chapter stands on AiSIO's published
 values, and says so in every text, caption and title that uses them.
 
 Responsible for: this chapter's wording, number formats, roofline, figure and tables.
 Not responsible for: what it shares with the I/O-size chapter (the runs shown, the model, the
-design, the answer: :mod:`iolab.experiments.gpu_io`), the model's parameters
-(:mod:`iolab.experiments.cuda_iosize.analysis`), the saturation criterion
+design, the answer: :mod:`iolab.shared.gpu_io`), where the model's parameters come from
+(:mod:`iolab.shared.gpu_sources`), the saturation criterion
 (:mod:`iolab.analysis.saturation`), or which keys the prose glues (the notebook's Markdown).
 """
 
@@ -21,10 +21,10 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from iolab.analysis import saturation
-from iolab.experiments import gpu_io
 from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report.chapter import Chapter
+from iolab.shared import gpu_io
 
 AXES = ("nqueues", "qdepth")  # the chapter's axes; every other variable at its base value
 GB = 1e9
@@ -38,7 +38,7 @@ def roofline(dev: gpu_io.Device) -> float:
 def intro(ch: Chapter) -> gpu_io.Device:
     """The texts of the opening and of the roofline and model (``iosize_text``, the grid's
     ``qdepth_values`` and ``nqueues_values``, ``roofline_iops``, ``model_text``), and the
-    :class:`~iolab.experiments.gpu_io.Device` the later sections use: its model fitted to the
+    :class:`~iolab.shared.gpu_io.Device` the later sections use: its model fitted to the
     measured means, else to AiSIO's published rates."""
     T, spec = ch.text, ch.spec
     dev = gpu_io.device(ch, AXES, "iops")

@@ -15,7 +15,7 @@ comes from NVML's byte counters only; its sampled throughput exceeded the line r
 
 Responsible for: the variables, a point -> the probe's options, the metrics. Not responsible
 for: the probe, the analysis (``analysis`` and ``counters`` beside this file) or what the GPU
-experiments of the lab server share (:mod:`iolab.experiments.gpu_io`, whose host check this
+experiments of the lab server share (:mod:`iolab.shared.gpu_io`, whose host check this
 reuses).
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 from iolab.collectors.nvml import NvmlPcie
 from iolab.core.experiment import Experiment, Metric
 from iolab.core.schema import Choice, Int, Number, Text
-from iolab.experiments.gpu_io import check_gpu_host
+from iolab.shared.gpu_io import check_gpu_host
 from iolab.tools.base import Invocation
 
 TO_GPU = ("copy/h2d", "read")  # the points whose payload arrives at the GPU (PCIe RX)

@@ -10,7 +10,7 @@ that point), ``iosize``
 the CPU state (``cpu_governor``, ``turbo``, ``smt``; knobs).
 
 Responsible for: the variables, a point -> the tool's options. Not responsible for: what the
-GPU experiments share (:mod:`iolab.experiments.gpu_io`) or the chapter's analysis
+GPU experiments share (:mod:`iolab.shared.gpu_io`) or the chapter's analysis
 (``analysis`` beside this file).
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from iolab.core.schema import Choice, Int, Text
-from iolab.experiments import gpu_io
 from iolab.importers.aisio import XNVMEPERF_RUN
+from iolab.shared import gpu_io
 from iolab.tools.base import CpuRequest, Invocation
 
 

@@ -11,7 +11,9 @@
   AiSIO's figure, not a one-way ceiling). Runs of this package store the test as a point;
   an AiSIO import stores its output under ``extras/``
   (:func:`iolab.importers.extras.imported_p2p` reads it), and the
-  committed table of AiSIO's runs carries it in its YAML (:func:`reference_p2p`).
+  committed table of AiSIO's runs carries it in its YAML (:func:`reference_p2p`); the
+  figures of this package's own runs are :func:`iolab.shared.gpu_sources.p2p_metrics`, shared
+  with the device-initiated chapters.
 - *AiSIO's runs*: the committed per-run table (``data/reference/aisio_pcie_saturation_runs``,
   written by :mod:`iolab.importers.aisio_runs`) as rows of this experiment's tidy schema
   (:func:`aisio_run_rows`), so that a clone without the archive shows the same statistics of
@@ -30,7 +32,7 @@ import pandas as pd
 
 from iolab.analysis import stats
 
-NVME, P2P = "nvme_to_gpu", "gpu_to_gpu"
+NVME = "nvme_to_gpu"
 WINDOW_RX = "gpu_pcie_rx_mean_bytes_per_s"
 CAPTURE_RX = "gpu_pcie_rx_capture_p95_bytes_per_s"
 # what run.source says of a row of the committed table of AiSIO's runs
@@ -119,17 +121,3 @@ def runs_vs_published(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFra
                          "published": value, "difference": mean - value})
     return pd.DataFrame(rows, columns=["iosize", "metric", "runs_mean", "published",
                                        "difference"])
-
-
-def p2p_metrics(df: pd.DataFrame) -> dict[str, Any] | None:
-    """The GPU-to-GPU figures of this package's stored p2p runs (means over repetitions)."""
-    if df.empty:
-        return None
-    rows = df[df["benchmark"] == P2P]
-    if rows.empty:
-        return None
-    return {"source": f"{len(rows)} stored run(s) of p2pBandwidthLatencyTest",
-            "p2p_write_gbs": rows["p2p_write_gbs"].mean(),
-            "p2p_write_min_gbs": rows["p2p_write_min_gbs"].mean()
-            if "p2p_write_min_gbs" in rows else float("nan"),
-            "bidir_p2p_gbs": rows["bidir_p2p_gbs"].mean(), "aisio_reference_gbs": None}

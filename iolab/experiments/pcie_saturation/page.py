@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from iolab.experiments import gpu_io
 from iolab.experiments.pcie_saturation import analysis as an
 from iolab.importers import extras
 from iolab.report import escape
@@ -39,6 +38,7 @@ from iolab.report import reference
 from iolab.report.chapter import Chapter
 from iolab.report.reference import Reference
 from iolab.report.tables import fmt_range
+from iolab.shared import gpu_io, gpu_sources
 from iolab.tools.base import link_gbs
 
 GB, MB = 1e9, 1e6
@@ -59,7 +59,7 @@ class View:
     total_stat: str | None
     line: float                 # the link's one-way line rate, GB/s (NaN when unknown)
     line_src: str
-    p2p: dict[str, Any] | None  # the GPU-to-GPU reference (analysis.p2p_metrics' keys)
+    p2p: dict[str, Any] | None  # the GPU-to-GPU reference (gpu_sources.p2p_metrics' keys)
 
 
 def setup(ch: Chapter) -> View:
@@ -117,7 +117,7 @@ def _line_rate(rows: pd.DataFrame, ref: Reference | None) -> tuple[float, str]:
 def _p2p(ch: Chapter, origin: str | None, runs: Reference | None) -> dict[str, Any] | None:
     """The GPU-to-GPU reference: this package's p2p runs, else the p2p output that belongs to
     the AiSIO runs shown (an import's, or the per-run table's)."""
-    own = an.p2p_metrics(ch.df)
+    own = gpu_sources.p2p_metrics(ch.df)
     if own:
         return own
     if origin == RUNS_ORIGIN:

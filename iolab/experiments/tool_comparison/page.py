@@ -6,7 +6,9 @@ Each function serves one section of ``notebooks/tool_comparison.ipynb``: it take
 
 Responsible for: the chapter's wording, number formats and tables, and which figure goes
 under which key.
-Not responsible for: statistics (``analysis``), drawing (``figures``), loading runs and the
+Not responsible for: statistics (``analysis``, and :mod:`iolab.shared.tool_ratios`, which
+the CPU-initiated chapter shares), drawing (``figures``; the bars are
+:func:`iolab.shared.tool_bars.tools_bars`), loading runs and the
 shared chapter steps (``iolab.report.chapter``), or which keys the prose glues (the
 notebook's Markdown).
 """
@@ -19,14 +21,16 @@ from IPython.display import Markdown
 from iolab.core.planner import format_duration
 from iolab.execution.campaign import Campaign
 from iolab.experiments.tool_comparison import analysis as ta
-from iolab.experiments.tool_comparison.figures import qdepth_bands, tools_bars
+from iolab.experiments.tool_comparison.figures import qdepth_bands
 from iolab.report import compare
 from iolab.report import escape
 from iolab.report import reference
 from iolab.report.chapter import Chapter, Sentence
 from iolab.report.tables import design_table, fmt_int, fmt_num, fmt_range
+from iolab.shared import tool_ratios as tr
+from iolab.shared.tool_bars import tools_bars
 
-TOOLS = list(ta.TOOLS)
+TOOLS = list(tr.TOOLS)
 POLLING = ("bdevperf", "xnvmeperf")
 # the lab server whose plan the design section shows
 LAB = "hpc-server"
@@ -82,19 +86,19 @@ def tools(ch: Chapter) -> list:
     T = ch.text
     base = {k: ch.spec.base[k] for k in ("qdepth", "iosize")}
     T["qd"], T["bs"] = str(base["qdepth"]), str(base["iosize"])
-    rows = ta.comparison_rows(ch.df, base) if ch.have else ch.df
+    rows = tr.comparison_rows(ch.df, base) if ch.have else ch.df
     if not ch.have or rows.empty:
         return []
     summary = ch.summarize(rows, ["setup", "tool"], ["iops"])
     ch.figures["fig_tools"] = tools_bars(summary, rows, ch.spec.analysis["figure_width"])
     # every tool a column, empty where it has no runs yet (a campaign stopped part way)
     iops = summary.pivot(index="setup", columns="tool", values="mean").reindex(
-        index=ta.setups(rows), columns=TOOLS)
+        index=tr.setups(rows), columns=TOOLS)
     cpu = ta.cpu_means(rows)
     _cpu_texts(ch, rows, cpu)
     _ratio_texts(ch, rows)
-    return [_numbers(iops.rename(columns=ta.TOOL_NAMES), "{:,.0f}", "mean IOPS", "not measured"),
-            _numbers(cpu.rename(columns=ta.TOOL_NAMES), "{:.0f} %",
+    return [_numbers(iops.rename(columns=tr.TOOL_NAMES), "{:,.0f}", "mean IOPS", "not measured"),
+            _numbers(cpu.rename(columns=tr.TOOL_NAMES), "{:.0f} %",
                      "mean CPU over the tool's lifetime (GNU time), % of one CPU",
                      "not measured")]
 
@@ -112,18 +116,18 @@ def _ratio_texts(ch: Chapter, rows: pd.DataFrame) -> None:
     """Each polling tool's ratio to fio per set-up, how far the ratios spread, and each
     tool's mean IOPS per set-up."""
     T = ch.text
-    found = ta.ratios_to(rows, "fio", POLLING, ch.confidence)
+    found = tr.ratios_to(rows, "fio", POLLING, ch.confidence)
     for r in found.itertuples():
         key = f"ratio_{r.tool}_{r.engine}_{r.ncores}"
         T[key] = f"{r.ratio:.2f}"
         T[f"{key}_ci"] = fmt_range(r.ci_low, r.ci_high, lambda x: f"{x:.2f}")
-    T["n_setups"] = str(len(ta.setups(rows)))
+    T["n_setups"] = str(len(tr.setups(rows)))
     T["n_ratios"] = str(len(found))
     # the ratios as one family: each interval at 1 - alpha / m (Bonferroni), so that the
     # count of ratios apart from 1 keeps a 5 % family-wise error rate
     level = 1 - (1 - ch.confidence) / max(1, len(found))
     T["apart_level"] = f"{level * 100:.2f} %"
-    T["n_apart"] = str(ta.apart(ta.ratios_to(rows, "fio", POLLING, level)))
+    T["n_apart"] = str(ta.apart(tr.ratios_to(rows, "fio", POLLING, level)))
     if not found.empty:
         T["max_apart_pct"] = f"{100 * ta.largest_difference(found):.0f}"
     for tool, r in ta.ratio_ranges(found).iterrows():
@@ -180,7 +184,7 @@ def qdepth(ch: Chapter) -> None:
     if not ch.have:
         return
     base = ch.spec.base
-    rows = ta.at(ch.df, engine=base["engine"], ncores=base["ncores"], iosize=base["iosize"])
+    rows = tr.at(ch.df, engine=base["engine"], ncores=base["ncores"], iosize=base["iosize"])
     if rows["qdepth"].nunique() < 2:
         depths = ", ".join(str(int(q)) for q in sorted(rows["qdepth"].unique())) or "none"
         ch.figures["fig_qdepth"] = Sentence(
@@ -217,7 +221,7 @@ def published(ch: Chapter):
         return Markdown(f"The published reference {escape.markdown_code(name)} is not in "
                         f"{escape.markdown_code(ch.data_dir / 'reference')}, so no published "
                         "values are shown.")
-    pub = ta.published(ref.table)
+    pub = tr.published(ref.table)
     one = pub["1 thread"]
     bdevperf, spdk, upcie = (one["SPDK bdevperf"], one["xnvmeperf, SPDK back end"],
                              one["xnvmeperf, uPCIe back end"])

@@ -3,8 +3,9 @@ around each run, the tidy schema of their metrics, and runs imported from AiSIO'
 
 Three experiments use this: ``pcie_saturation`` (CPU threads submit, the SSDs write into GPU
 memory: ``xnvmeperf run --be upcie-cuda``), ``cuda_iosize`` and ``cuda_qdepth`` (GPU threads
-submit: ``xnvmeperf cuda-run``). Each is its own package with its own variables; this module
-is not an experiment (the registry only looks at packages).
+submit: ``xnvmeperf cuda-run``; what only those two share is :mod:`iolab.shared.cuda_run`),
+and ``gpu_pcie`` its host check. Each is its own package with its own variables; this module
+sits below them (:mod:`iolab.shared`), so none of them imports another.
 
 One tidy schema whichever counter ran (DCGM's ``dcgmi dmon`` where the host engine runs, NVML
 where it does not), in bytes per second over the samples inside the measurement window:
@@ -28,16 +29,18 @@ capacity and the fitted Little's-law model: :func:`device`, :func:`fit`), their 
 (:func:`curves`), the model's error table and AiSIO's saturation table.
 
 Responsible for: the shared settings, variables, metrics, collectors and host checks, the
-imported rows, and those shared parts of the chapters. Not responsible for: the xnvmeperf
-command line (``iolab.tools.xnvmeperf``), the counters (``iolab.collectors.dcgmi``,
-``iolab.collectors.nvml``), analysis (``iolab.analysis.saturation``, ``iolab.analysis.queueing``,
-the model's parameters in ``iolab.experiments.cuda_iosize.analysis``) or a chapter's own
+imported rows, and those shared parts of the chapters. Not responsible for:
+the xnvmeperf command line (``iolab.tools.xnvmeperf``), the counters (``iolab.collectors.dcgmi``,
+``iolab.collectors.nvml``), analysis (``iolab.analysis.saturation``, ``iolab.analysis.queueing``),
+where the model's parameters and the GPU-to-GPU figures come from (``iolab.shared.gpu_sources``)
+or a chapter's own
 wording (its experiment's ``page``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
@@ -258,12 +261,12 @@ def device(ch: Chapter, axes: tuple[str, ...], metric: str) -> Device:
     """A device-initiated chapter's :class:`Device`, its curves along ``axes`` summarised by
     ``metric``, and the texts every such chapter glues (``shown_what``, ``tolerance``, ``ci``,
     ``ndevs``, ``cap_iops``, ``cap_src``)."""
-    from iolab.experiments.cuda_iosize import analysis as an
     from iolab.report import reference
+    from iolab.shared import gpu_sources
 
     spec, T = ch.spec, ch.text
     rows, origin, left_out = shown(ch.df, ch.imported, spec.base, axes)
-    capacity = an.device_capacity(spec.analysis, ch.environment, ch.data_dir)
+    capacity = gpu_sources.device_capacity(spec.analysis, ch.environment, ch.data_dir)
     tolerance = spec.analysis["saturation_tolerance"]
     T["tolerance"] = f"{tolerance * 100:g} %"
     T["ci"] = f"{ch.confidence * 100:g} %"
@@ -281,15 +284,15 @@ def fit(ch: Chapter, dev: Device, points: pd.DataFrame, iosize: str | int) -> De
     commands in flight ``outstanding`` and the mean ``iops``; ``iosize`` a column of them or
     one size for all), its residuals and its largest error; no model where the points or the
     capacity give no parameter."""
-    from iolab.analysis.queueing import worst_residual
-    from iolab.experiments.cuda_iosize import analysis as an
+    from iolab.analysis.queueing import fitted_model, residuals, worst_residual
+    from iolab.shared import gpu_sources
 
-    link, source = an.link_term(ch.spec.analysis, ch.environment, ch.data_dir)
-    model = (an.model(points, "outstanding", "iops", dev.capacity, link, source, dev.ndevs)
+    link, source = gpu_sources.link_term(ch.spec.analysis, ch.environment, ch.data_dir)
+    model = (fitted_model(points, "outstanding", "iops", dev.capacity, link, source, dev.ndevs)
              if not points.empty else None)
     if model is None:
         return replace(dev, link_source=source)
-    res = an.residuals(points, model, "outstanding", "iops", iosize)
+    res = residuals(points, model, "outstanding", "iops", iosize)
     return replace(dev, model=model, residuals=res, worst=worst_residual(res), link_source=source)
 
 
@@ -393,12 +396,12 @@ class GpuExperiment(Experiment):
                                    "driver": settings["user_space_driver"]}}
 
     def code_files(self) -> list[Path]:
-        """This module and every GPU experiment's package: their analyses import each other."""
-        from iolab.core import registry
-
-        return sorted({Path(__file__), *(path for e in registry.all_experiments()
-                                         if isinstance(e, GpuExperiment)
-                                         for path in Experiment.code_files(e))})
+        """The experiment's own package and the shared modules its class is built from (this
+        one, and :mod:`iolab.shared.cuda_run` for the device-initiated pair): a change to
+        any of them can change a row. No other experiment's code: none imports another."""
+        shared = {Path(sys.modules[c.__module__].__file__) for c in type(self).__mro__
+                  if c.__module__.startswith("iolab.shared.")}
+        return sorted(shared | set(Experiment.code_files(self)))
 
     def recorded_link(self, row: dict[str, Any]) -> tuple[float, str] | None:
         # the line rate xnvmeperf's driver derived from nvidia-smi's link (AiSIO's archives
