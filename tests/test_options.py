@@ -139,3 +139,12 @@ def test_a_campaign_stopped_by_a_signal_stops_the_notebook(monkeypatch, tmp_path
                         lambda *a: CampaignResult(interrupted=True, signal=15))
     with pytest.raises(Interrupted):
         api.chapter("smt_thp", ENV, mode="run", data_dir=tmp_path)
+
+
+def test_an_option_of_submit_must_be_one_of_notebook_too():
+    """A batch job's script runs 'iolab notebook': an option it could not pass on is a
+    mistake in the definition, found when the module is imported."""
+    with pytest.raises(ValueError, match="must be one of 'notebook' too"):
+        options.Choice("--x", "x", ("run", "submit"))
+    with pytest.raises(ValueError, match="kind 'number'"):
+        options.Choice("--x", "x", ("run",), kind="number")

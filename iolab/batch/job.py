@@ -29,7 +29,7 @@ open for writing of the output's own name (:mod:`iolab.safefiles`).
 
 Responsible for: executing the notebook, passing signals and the stop on, restoring what a
 dead kernel left, and resubmitting.
-Not responsible for: the campaign (the notebook's ``Chapter``) or the job's script
+Not responsible for: the campaign (the notebook's ``iolab.api.chapter``) or the job's script
 (``iolab.batch.script``).
 """
 
