@@ -130,7 +130,7 @@ def pci(fake_sysroot, monkeypatch, tmp_path):
     fake = FakePci(root)
     fake.add_controller(FREE, namespaces={"nvme0n1": "259:0"},
                         partitions={"nvme0n1": {"nvme0n1p1": "259:1"}})
-    monkeypatch.setattr(binding, "_write_text", fake.write)
+    monkeypatch.setattr(binding, "write_sysfs", fake.write)
     return DeviceBindingKnob(root, dev_dir=tmp_path / "no-dev"), fake
 
 

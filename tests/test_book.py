@@ -48,7 +48,7 @@ def test_every_chapter_is_built_with_its_numbers_and_figures(html, exp):
     text_keys, _ = referenced_keys(exp.notebook)
     assert page.count('class="pasted-text"') >= max(len(text_keys), 10)
     assert '<span class="pasted-text">n/a</span>' not in page, "a glued number is missing"
-    assert "No measurement stored" not in page, "a figure is a placeholder"
+    assert "No measurement is stored" not in page, "a figure is not drawn"
     assert page.count("<img") >= 1
     assert "tag_parameters" not in page and "tag_injected-parameters" not in page, \
         "the papermill parameters cells are not shown to readers"
@@ -212,6 +212,24 @@ def test_the_experiments_index_counts_the_stored_runs(html, exp):
     for env, n in counts.items():
         assert env in stored and (len(counts) == 1 or f"{env} ({n:,})" in stored), \
             f"{exp.name}: the index says {stored!r}, data/raw {counts}"
+
+
+def test_no_image_is_described_by_its_file_name(html):
+    """Every image of the book says what it shows to a reader who cannot see it: a figure's
+    image carries its caption as alt text (book/_ext/figure_alt.py); an alt text that is
+    empty, the image's own file name or a hash tells that reader nothing."""
+    import re
+
+    nameless = re.compile(r"\s*|[\w./-]*\.(png|svg|jpe?g|gif|webp)|[0-9a-f]{12,}", re.I)
+    found = []
+    for page in sorted(html.rglob("*.html")):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text()):
+            alt = re.search(r'\balt="([^"]*)"', tag)
+            src = re.search(r'\bsrc="([^"]*)"', tag)
+            text = alt.group(1) if alt else ""
+            if nameless.fullmatch(text) or (src and text == src.group(1)):
+                found.append(f"{page.relative_to(html)}: {tag[:160]}")
+    assert not found, "\n".join(found)
 
 
 def test_a_figure_not_drawn_says_so_in_its_caption(html):

@@ -707,14 +707,14 @@ def test_a_path_ending_in_dot_dot_is_the_folder_it_names(tmp_path, capsys):
 
 
 def test_an_archive_named_so_that_its_extras_would_leave_their_folder_is_refused(tmp_path):
-    from iolab.importers.cijoe.archive import _Archive
+    from iolab.importers.cijoe.archive import Archive
     from iolab.importers.cijoe.host_extras import _extras_folder
 
     store = Store(tmp_path / "data", "pcie_saturation", "lab")
     for name in ("..", ".", "", ".tar.gz"):
         with pytest.raises(InputError, match="gives no folder for its extras"):
-            _extras_folder(store, _Archive(name, "0" * 64, {}, {}))
-    assert _extras_folder(store, _Archive("a.tar.gz", "0" * 64, {}, {})) == \
+            _extras_folder(store, Archive(name, "0" * 64, {}, {}))
+    assert _extras_folder(store, Archive("a.tar.gz", "0" * 64, {}, {})) == \
         store.root / "extras" / "a"
 
 
@@ -1253,8 +1253,8 @@ def test_a_result_or_command_numbered_in_other_digits_or_beyond_any_count_is_not
 
     name = ("d1-c2-o4096-q128-be_io_uring-tool_fio-thrsib0-freq_performance-stress0-SMT1-"
             "turbo1-{}.out")
-    assert pairing._result_name(name.format(3))["rep"] == 3
-    assert pairing._result_name(name.format(digits)) is None
+    assert pairing.parse_result_name(name.format(3))["rep"] == 3
+    assert pairing.parse_result_name(name.format(digits)) is None
     assert archive._STATE.match("run/001_bench/cmd_7.state")
     assert archive._STATE.match(f"run/001_bench/cmd_{digits}.state") is None
     assert not archive.KEPT.search(f"run/001_bench/cmd_{digits}.output")
@@ -1264,11 +1264,11 @@ def _opened_with_peak(path):
     """The archive opened as the import opens it, and the most bytes Python held meanwhile."""
     import tracemalloc
 
-    from iolab.importers.cijoe.archive import _open
+    from iolab.importers.cijoe.archive import open_archive
 
     tracemalloc.start()
     try:
-        arc = _open(path)
+        arc = open_archive(path)
         return arc, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -282,14 +282,14 @@ def test_irq_affinity_rejects(fake_sysroot, bad, problem):
 
 def test_irq_affinity_reports_every_refused_irq(fake_sysroot, monkeypatch):
     knob = IrqAffinityKnob(fake_sysroot())
-    real_write = knobs_module._write_text
+    real_write = knobs_module.write_sysfs
 
     def managed_irqs_refuse(path: Path, text: str) -> None:
         if path.parent.name in ("41", "42"):
             raise IolabError(f"cannot write '{text}' to {path}: Input/output error")
         real_write(path, text)
 
-    monkeypatch.setattr(knobs_module, "_write_text", managed_irqs_refuse)
+    monkeypatch.setattr(knobs_module, "write_sysfs", managed_irqs_refuse)
     with pytest.raises(IolabError, match="2 of 3 IRQ") as info:
         knob.apply({"irqs": "nvme", "cpus": "0"})
     assert "Input/output error" in str(info.value)

@@ -74,7 +74,7 @@ def test_no_import_cycle():
 # time (test_only_the_registry_imports_experiments_by_name), so nothing below them names one.
 LAYERS = [
     {"errors", "paths", "streams", "durable", "procs", "workers", "safefiles", "lockfile",
-     "yamlfile", "children", "__init__"},
+     "yamlfile", "children", "checks", "__init__"},
     {"parsers", "analysis"},
     {"tools", "collectors", "host"},
     {"core"},
@@ -158,3 +158,145 @@ def test_the_shape_script_runs_from_any_folder_without_a_python_path(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("folder-level two-way imports: ")
+
+
+# --- private names stay in their module ---------------------------------------------------
+# A name with a leading underscore is its module's own: another module that imports it (or
+# reads it as ``module._name``) depends on what its owner may change without a word. What two
+# modules share gets a public name. Tests are exempt: a unit test reaches a module's private
+# helpers on purpose (and patches them), and nothing in the package depends on a test.
+PRIVATE_IMPORTS_LEFT: set[str] = set()  # "importer -> module._name" still to be made public
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _resolved(node: ast.ImportFrom, package: str) -> str:
+    base = node.module or ""
+    if node.level:
+        parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(parent + ([base] if base else []))
+    return base
+
+
+def private_uses(path: Path, name: str) -> set[str]:
+    """``importer -> module._name`` for every private name of another iolab module that the
+    file imports (``from iolab.x import _y``, at any depth, relative imports too) or reads
+    as an attribute of a module it imported (``x._y``, ``iolab.x._y``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    tree = ast.parse(path.read_text())
+    found, aliases = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _resolved(node, package)
+            if not base.startswith("iolab") or base == name:
+                continue
+            for alias in node.names:
+                if _is_private(alias.name):
+                    found.add(f"{name} -> {base}.{alias.name}")
+                elif f"{base}.{alias.name}" in modules:
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("iolab"):
+                    aliases[alias.asname or alias.name] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            owner = ast.unparse(node.value)
+            module = aliases.get(owner, owner if owner in modules else None)
+            if module is not None and module != name:
+                found.add(f"{name} -> {module}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found |= private_uses(path, module_name(path))
+    assert not found - PRIVATE_IMPORTS_LEFT, (
+        "private names used outside their module (give what is shared a public name): "
+        + ", ".join(sorted(found - PRIVATE_IMPORTS_LEFT)))
+    assert not PRIVATE_IMPORTS_LEFT - found, (
+        "made public already; strike from PRIVATE_IMPORTS_LEFT: "
+        + ", ".join(sorted(PRIVATE_IMPORTS_LEFT - found)))
+
+
+def test_private_uses_sees_imports_attributes_and_relative_imports(tmp_path):
+    pkg = tmp_path / "iolab" / "host"
+    pkg.mkdir(parents=True)
+    f = pkg / "m.py"
+    f.write_text("from iolab.host.knobs import Knob, _echo\n"
+                 "from . import knobs as k\n"
+                 "import iolab.core.spec\n"
+                 "def f():\n"
+                 "    from .knobs import _cpus_value\n"
+                 "    return k._echo, iolab.core.spec._assign, k.parse_cpulist, _own()\n")
+    assert private_uses(f, "iolab.host.m") == {
+        "iolab.host.m -> iolab.host.knobs._echo", "iolab.host.m -> iolab.host.knobs._cpus_value",
+        "iolab.host.m -> iolab.core.spec._assign"}
+
+
+def test_a_module_may_use_its_own_private_names(tmp_path):
+    f = tmp_path / "knobs.py"
+    f.write_text("import iolab.host.knobs\nx = iolab.host.knobs._echo\n")
+    assert private_uses(f, "iolab.host.knobs") == set()
+
+
+# --- one positive-whole-number check -------------------------------------------------------
+# "A positive whole number" was written out by hand in five adapters (isinstance int, not bool,
+# >= 1), each a place to forget the bool; iolab.checks says it once, below every layer.
+_POSITIVE_BOUNDS = {(ast.Lt, 1), (ast.LtE, 0), (ast.Gt, 0), (ast.GtE, 1)}
+
+
+def _int_tested(node: ast.AST) -> str | None:
+    """The expression ``isinstance(x, int)`` or ``type(x) is int`` tests, else None."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
+            and len(node.args) == 2 and getattr(node.args[1], "id", None) == "int":
+        return ast.unparse(node.args[0])
+    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) \
+            and getattr(node.left.func, "id", None) == "type" \
+            and getattr(node.comparators[0], "id", None) == "int":
+        return ast.unparse(node.left.args[0])
+    return None
+
+
+def _bounded_below(node: ast.AST) -> str | None:
+    """The expression ``x < 1``, ``x <= 0``, ``x > 0`` or ``x >= 1`` compares, else None."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+            and isinstance(node.comparators[0], ast.Constant) \
+            and (type(node.ops[0]), node.comparators[0].value) in _POSITIVE_BOUNDS:
+        return ast.unparse(node.left)
+    return None
+
+
+def hand_written_positive_ints(path: Path) -> list[int]:
+    """Lines of ``path`` where one condition tests a value both for int and for >= 1."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.BoolOp):
+            parts = list(ast.walk(node))
+            ints = {_int_tested(p) for p in parts} - {None}
+            if ints & ({_bounded_below(p) for p in parts} - {None}):
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_no_hand_written_positive_whole_number_check():
+    found = [f"{path.relative_to(REPO_ROOT)}:{line}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "checks.py"
+             for line in hand_written_positive_ints(path)]
+    assert not found, "positive whole numbers checked by hand (use iolab.checks): " \
+        + ", ".join(found)
+
+
+def test_the_positive_check_finder_sees_each_spelling(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("a = isinstance(v, bool) or not isinstance(v, int) or v < 1\n"
+                 "b = isinstance(w, int) and w > 0\n"
+                 "c = type(x) is int and x >= 1\n"
+                 "d = not isinstance(y, int) or y <= 0\n"
+                 "e = isinstance(z, int) and z >= 0\n"           # a GPU id: 0 is allowed
+                 "f = isinstance(q, (int, float)) and q > 0\n")  # a number, not a whole one
+    assert hand_written_positive_ints(f) == [1, 2, 3, 4]

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from iolab.core import registry
 from iolab.experiments.gpu_pcie import page
 from iolab.paths import REPO_ROOT, default_data_dir
-from iolab.report.chapter import Chapter, referenced_keys
+from iolab.report.chapter import Chapter, Sentence, referenced_keys
 
 ENV = "h200-pcie5"
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())[
@@ -39,8 +39,9 @@ def render(ch: Chapter) -> dict:
     return shown
 
 
-def is_placeholder(fig: Figure) -> bool:
-    return len(fig.axes) == 1 and not fig.axes[0].axison and not fig.axes[0].lines
+def is_placeholder(fig: Figure | Sentence) -> bool:
+    """A figure not drawn is a sentence in its place, never an image of words."""
+    return isinstance(fig, Sentence)
 
 
 def no_nan(ch: Chapter) -> None:

@@ -7,7 +7,7 @@ one run, the repetitions of one point, one engine or one tool only, a grid witho
 point's sweep), plus the PCIe chapter from one run of AiSIO's archive where that is at hand.
 Each must execute without an error output and glue no "nan": a number that cannot be computed
 stays unset ("n/a") or, in the SMT/THP chapter, says in words why, and a figure that cannot be
-drawn is a placeholder or, there, a sentence saying what is missing.
+drawn is a sentence saying what is missing.
 """
 
 from __future__ import annotations

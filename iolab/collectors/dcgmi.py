@@ -45,6 +45,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Mapping, TextIO
 
+from iolab.checks import positive_int
 from iolab.errors import (InputError, IolabError, ParseError, ToolError, excerpt,
                           shortened)
 from iolab.parsers import (CLOCK_NS_ALLOWED, is_clock_ns, is_digits, record_object,
@@ -183,9 +184,7 @@ class DcgmDmon(Collector):
         if isinstance(gpu_id, bool) or not isinstance(gpu_id, int) or gpu_id < 0:
             raise InputError(None, "gpu_id", f"must be a GPU id (a whole number >= 0), got "
                              f"{gpu_id!r}")
-        if isinstance(interval_ms, bool) or not isinstance(interval_ms, int) or interval_ms < 1:
-            raise InputError(None, "interval_ms", f"must be whole milliseconds >= 1, got "
-                             f"{interval_ms!r}")
+        positive_int(interval_ms, "interval_ms", what="whole milliseconds >= 1")
         self.gpu_id = gpu_id
         self.interval_ms = interval_ms
         self._proc: subprocess.Popen | None = None

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from iolab.checks import is_positive_int
 from iolab.errors import ParseError
 from iolab.safefiles import read_regular
 
@@ -39,7 +40,7 @@ def host_value(run_dir: Path, keys: tuple[str, ...], allowed: str) -> int | None
         raise ParseError(str(path), f"{name}: expected {allowed} (a whole number)") from None
     if value is None:
         return None
-    if type(value) is not int or value < 1:
+    if not is_positive_int(value):
         raise ParseError(str(path), f"{name}: expected a whole number above 0 ({allowed}), "
                                     f"got {value!r}"[:200])
     return value

@@ -49,7 +49,7 @@ TICKS_UNDER = 0.5     # share of the allowed ticks, below
 TICKS_SLACK = 5       # ticks per CPU either way: a tick's sampling at each snapshot
 
 
-def _cpu_lines(text: str, source: str) -> tuple[int, dict[str, list[int]]]:
+def cpu_lines(text: str, source: str) -> tuple[int, dict[str, list[int]]]:
     """(time stamp, counters by name: ``cpu`` the aggregate, ``cpuN`` each CPU's) of one
     snapshot. ParseError for a name listed twice: which of the two is the reading is
     unknowable (the last one used to be taken without a word)."""
@@ -81,7 +81,7 @@ def cpu_count(cpus: dict[str, list[int]]) -> int:
 
 def check_cpu_lines(a: dict[str, list[int]], b: dict[str, list[int]], host: int | None,
                     source: str) -> int:
-    """How many per-CPU lines the pair ``a``, ``b`` (of :func:`_cpu_lines`) has, once both
+    """How many per-CPU lines the pair ``a``, ``b`` (of :func:`cpu_lines`) has, once both
     list the same CPUs, each a CPU of the host record's ``host`` logical CPUs (when there is
     one), and each counter of their aggregate line grew by what the CPUs' lines grew, within
     :data:`TICKS_SLACK` ticks a CPU (the kernel reads the two a moment apart). ParseError
@@ -159,8 +159,8 @@ def parse_procstat(before: str, after: str, source: str = "procstat",
     both, not CPUs of the host record's ``host`` logical CPUs or not the aggregate's parts
     (:func:`check_cpu_lines`), and for ticks that the time between the stamps cannot hold
     (:func:`check_tick_span`)."""
-    t0, a = _cpu_lines(before, f"{source}.before")
-    t1, b = _cpu_lines(after, f"{source}.after")
+    t0, a = cpu_lines(before, f"{source}.before")
+    t1, b = cpu_lines(after, f"{source}.after")
     check_brackets(t0, t1, window, source)
     delta = [y - x for x, y in zip(a["cpu"], b["cpu"])]
     if len(delta) < 5:

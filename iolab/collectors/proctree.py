@@ -21,7 +21,8 @@ from iolab.tools.base import Collector, check_within, driver_window
 PROCTREE_HEADER = "timestamp_ns,pid,comm,utime,stime"
 
 
-def _children(proc: Path) -> dict[int, list[int]]:
+def children(proc: Path) -> dict[int, list[int]]:
+    """{parent pid: [child pids]} of every process now listed under ``proc``."""
     kids: dict[int, list[int]] = {}
     for stat in proc.glob("[0-9]*/stat"):
         try:
@@ -69,7 +70,7 @@ class ProcTreeCpu(Collector):
         self._thread.start()
 
     def _sample(self, root_pid: int) -> None:
-        kids = _children(self.proc)
+        kids = children(self.proc)
         todo, seen = [root_pid], []
         while todo:
             pid = todo.pop()

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from iolab.collectors.hostrec import host_cpus
-from iolab.collectors.procstat import _cpu_lines, check_cpu_lines, check_iowait, check_tick_span
-from iolab.collectors.proctree import _children
+from iolab.collectors.procstat import check_cpu_lines, check_iowait, check_tick_span, cpu_lines
+from iolab.collectors.proctree import children
 from iolab.errors import ParseError
 from iolab.parsers import is_digits
 from iolab.tools.base import Collector, check_brackets, run_window
@@ -64,7 +64,7 @@ def tree_ticks(root_pid: int, proc: Path = Path("/proc")) -> int:
     """utime + stime + cutime + cstime of ``root_pid`` and of every live descendant: the CPU
     the tree used so far, processes that ended and were reaped included (their time is in
     their parent's cutime and cstime, and a process is reaped by one parent only)."""
-    kids = _children(proc)
+    kids = children(proc)
     todo, total = [root_pid], 0
     while todo:
         pid = todo.pop()
@@ -119,7 +119,7 @@ def _read(text: str, source: str) -> tuple[int, int, dict[str, list[int]]]:
         raise ParseError(source, f"line 2: expected '{TREE_HEADER}' and a whole number of "
                                  "ticks (digits 0-9)")
     # the tree line kept as a blank one, so that errors name the file's own line numbers
-    stamp, cpus = _cpu_lines(f"{first}\n\n{rest}", source)
+    stamp, cpus = cpu_lines(f"{first}\n\n{rest}", source)
     if len(cpus["cpu"]) < len(_FIELDS):
         raise ParseError(source, f"the aggregate cpu line has {len(cpus['cpu'])} fields "
                                  f"(allowed: {len(_FIELDS)} or more, up to steal)")

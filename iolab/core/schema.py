@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iolab.checks import is_positive_int
 from iolab.errors import InputError, excerpt
 
 
@@ -146,7 +147,7 @@ class Field:
                 raise bad(f"{excerpt(value)} is a {type_name(value)}, not true or false")
             return value
         if self.kind == "size":
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if is_positive_int(value):
                 if value > MAX_SIZE:  # no repr: it raises ValueError from 4,300 digits on
                     digits = int(value.bit_length() * math.log10(2)) + 1
                     raise bad(f"a whole number of about {digits} digits is out of range")

@@ -195,7 +195,7 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
         raise InputError(path, None, f"no params file for environment '{environment}'; create "
                          f"one with 'iolab env new {environment}'",
                          allowed=", ".join(known) or "none yet")
-    doc = _read_yaml(path)
+    doc = read_params_doc(path)
     schema = experiment.schema()
     metrics = list(getattr(experiment, "metrics", None) or []) or None
     spec = _validate(doc, path, experiment.name, environment, schema, metrics)
@@ -243,7 +243,9 @@ def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | 
     return out
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_params_doc(path: Path) -> dict[str, Any]:
+    """A params file as its raw mapping, before validation; InputError naming the file if it
+    is not a mapping."""
     data = read_file(path, "an experiment's params file", PARAMS_MOST)
     if data is None:
         data = {}

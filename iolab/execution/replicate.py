@@ -122,7 +122,7 @@ def pack_document(experiment, source_env: str = SOURCE_ENV,
         raise InputError(spec.params_file, "replicate", "missing: this experiment has no "
                          "replication pack here", allowed="replicate: {grids: ..., "
                          "repetitions: ...}, the points behind the chapter's findings")
-    doc = specmod._read_yaml(spec.params_file)
+    doc = specmod.read_params_doc(spec.params_file)
     out = {k: v for k, v in doc.items() if k not in (*_DROPPED, "replicate")}
     out.update(spec.replicate)
     return out
@@ -182,7 +182,7 @@ def experiments_with_packs(source_env: str = SOURCE_ENV,
     out = []
     for name in registry.names():
         path = specmod.params_path(name, source_env, params_dir)
-        if path.is_file() and "replicate" in specmod._read_yaml(path):
+        if path.is_file() and "replicate" in specmod.read_params_doc(path):
             out.append(name)
     return tuple(out)
 

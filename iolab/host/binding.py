@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import InputError, IolabError
-from iolab.host.knobs import Knob, SysRoot, _read_text, _writable, _write_text
+from iolab.host.knobs import Knob, SysRoot, read_sysfs, sysfs_writable, write_sysfs
 
 USER_SPACE_DRIVERS = ("uio_pci_generic", "vfio-pci")
 NVME_CLASS = 0x010802
@@ -129,7 +129,7 @@ class DeviceBindingKnob(Knob):
 
     def _is_nvme(self, bdf: str) -> bool:
         try:
-            return int(_read_text(self._device(bdf) / "class"), 16) == NVME_CLASS
+            return int(read_sysfs(self._device(bdf) / "class"), 16) == NVME_CLASS
         except (IolabError, ValueError):
             return False
 
@@ -159,7 +159,7 @@ class DeviceBindingKnob(Knob):
                 str(self.pci / "drivers" / d) for d in candidates) + "; run "
                 + " or ".join(_modprobe_hint(d) for d in candidates))
         # The bind file is root-only on a real sysfs, so this is also the "are we root" test.
-        return _writable(self.pci / "drivers" / loaded[0] / "bind")
+        return sysfs_writable(self.pci / "drivers" / loaded[0] / "bind")
 
     def read(self) -> dict[str, str | None]:
         devices = sorted(self._managed) if self._managed else self.nvme_devices()
@@ -280,7 +280,7 @@ class DeviceBindingKnob(Knob):
         reasons = []
         for name, folder in blocks:
             try:
-                devno = _read_text(folder / "dev")
+                devno = read_sysfs(folder / "dev")
             except IolabError as exc:
                 reasons.append(f"cannot tell whether {name} is in use ({exc})")
                 continue
@@ -328,7 +328,7 @@ class DeviceBindingKnob(Knob):
         """(major:minor, mount point, source) of every line of /proc/self/mountinfo."""
         path = self.root.proc / "self/mountinfo"
         mounts = []
-        for number, line in enumerate(_read_text(path).splitlines(), 1):
+        for number, line in enumerate(read_sysfs(path).splitlines(), 1):
             fields = line.split()
             # Optional fields vary in number; " - " separates them from fstype and source.
             if len(fields) < 10 or "-" not in fields[6:]:
@@ -343,7 +343,7 @@ class DeviceBindingKnob(Knob):
         # A kernel built without swap has no /proc/swaps, and then nothing can be swap.
         if not path.exists():
             return []
-        return [_unescape(line.split()[0]) for line in _read_text(path).splitlines()[1:]
+        return [_unescape(line.split()[0]) for line in read_sysfs(path).splitlines()[1:]
                 if line.strip()]
 
     def _exclusive_holder(self, name: str, devno: str) -> str | None:
@@ -368,13 +368,13 @@ class DeviceBindingKnob(Knob):
         """Unbind ``bdf``, set or clear its driver_override, bind it to ``driver``, read back."""
         device = self._device(bdf)
         if self.driver_of(bdf) is not None:
-            _write_text(device / "driver/unbind", bdf)
+            write_sysfs(device / "driver/unbind", bdf)
         # An empty write clears the override (reading it then gives "(null)").
-        _write_text(device / "driver_override", override or "")
+        write_sysfs(device / "driver_override", override or "")
         if driver is None:
             return
         bind = self.pci / "drivers" / driver / "bind"
-        _write_text(bind, bdf)
+        write_sysfs(bind, bdf)
         now = self.driver_of(bdf)
         if now != driver:
             raise IolabError(f"knob '{self.name}': {bdf} has driver {now!r} after writing it "

@@ -20,8 +20,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+from iolab.checks import is_positive_int
 from iolab.errors import IolabError
-from iolab.host.knobs import Knob, SysRoot, _read_text, _writable, _write_text
+from iolab.host.knobs import Knob, SysRoot, read_sysfs, sysfs_writable, write_sysfs
 
 MOUNT_POINT = "/dev/hugepages"
 
@@ -51,12 +52,12 @@ class HugepagesKnob(Knob):
     def available(self) -> tuple[bool, str]:
         if not self.path.exists():
             return False, f"{self.path} is missing (a kernel without hugetlbfs)"
-        return _writable(self.path)
+        return sysfs_writable(self.path)
 
     def mounts(self) -> list[str]:
         """Mount points of hugetlbfs in this mount namespace."""
         points = []
-        for line in _read_text(self.root.proc / "self/mountinfo").splitlines():
+        for line in read_sysfs(self.root.proc / "self/mountinfo").splitlines():
             fields = line.split()
             if "-" in fields[6:]:
                 after = fields.index("-", 6)
@@ -65,7 +66,7 @@ class HugepagesKnob(Knob):
         return points
 
     def read(self) -> dict[str, Any]:
-        text = _read_text(self.path)
+        text = read_sysfs(self.path)
         if not text.isdigit():
             raise IolabError(f"{self.path} reads {text!r}, not a number of pages")
         return {"nr_hugepages": int(text), "hugetlbfs": self.mounts()}
@@ -77,14 +78,14 @@ class HugepagesKnob(Knob):
         if not isinstance(value, dict) or set(value) != {"pages"}:
             raise self._invalid(f"{value!r} is not a mapping with only 'pages'")
         pages = value["pages"]
-        if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
+        if not is_positive_int(pages):
             raise self._invalid(f"pages must be a whole number >= 1, got {pages!r}")
         return {"pages": pages}
 
     def _write(self, value: dict[str, Any]) -> None:
         if "pages" in value:
             if self.read()["nr_hugepages"] < value["pages"]:
-                _write_text(self.path, str(value["pages"]))
+                write_sysfs(self.path, str(value["pages"]))
             if not self.mounts():
                 Path(self.root.sys.parent / self.mount_point.lstrip("/")).mkdir(
                     parents=True, exist_ok=True)
@@ -101,7 +102,7 @@ class HugepagesKnob(Knob):
                 self.command(["umount", self.mount_point])
             except IolabError as exc:
                 problem = exc
-        _write_text(self.path, str(state["nr_hugepages"]))
+        write_sysfs(self.path, str(state["nr_hugepages"]))
         if problem is not None:
             raise IolabError(f"knob 'hugepages': the pool is back to {state['nr_hugepages']} "
                              f"pages, but {problem}")

@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from iolab import __version__, children
+from iolab.checks import positive_int
 from iolab.errors import InputError, IolabError, excerpt, printable
 from iolab.host.journal import states
 from iolab.host.knobs import Knob, SysRoot, parse_cpulist
@@ -197,8 +198,7 @@ def pick_cpus(topology: list[dict[str, Any]], n_cores: int, use_siblings: bool) 
     Cores are taken in the order of their lowest CPU id. Without siblings each chosen core
     gives that lowest id; with siblings it gives all of its online threads.
     """
-    if isinstance(n_cores, bool) or not isinstance(n_cores, int) or n_cores < 1:
-        raise InputError(None, "n_cores", f"must be a positive whole number, got {n_cores!r}")
+    positive_int(n_cores, "n_cores")
     cores: dict[tuple[int, int], list[int]] = {}
     for entry in sorted(topology, key=lambda e: e["cpu"]):
         cores.setdefault((entry["package"], entry["core"]), []).append(entry["cpu"])

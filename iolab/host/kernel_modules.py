@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from iolab.errors import IolabError
 from iolab.host.binding import DeviceBindingKnob
-from iolab.host.knobs import Knob, SysRoot, _read_text
+from iolab.host.knobs import Knob, SysRoot, read_sysfs
 
 Runner = Callable[[list[str]], subprocess.CompletedProcess]
 SETTLE_S = 30.0  # how long the controllers may take to come back after a reload
@@ -77,7 +77,7 @@ class NvmePollQueuesKnob(Knob):
         return True, ""
 
     def read(self) -> int:
-        return int(_read_text(self.parameter))
+        return int(read_sysfs(self.parameter))
 
     def validate(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -11,6 +11,8 @@ its own writes: ``apply`` writes and the caller reads back, because the kernel m
 round or silently ignore a value.
 
 Every path comes from a ``SysRoot``, so tests run the same code against a fake tree.
+``read_sysfs``, ``write_sysfs`` and ``sysfs_writable`` are shared with the knobs of other modules
+(``binding``, ``hugepages``, ``kernel_modules``).
 
 Knob values (what ``apply`` takes) and states (what ``read`` returns):
 
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iolab.checks import is_positive_int
 from iolab.errors import InputError, IolabError
 
 
@@ -87,14 +90,16 @@ def format_cpulist(cpus: list[int] | set[int]) -> str:
     return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
 
 
-def _read_text(path: Path) -> str:
+def read_sysfs(path: Path) -> str:
+    """A sysfs/procfs file's text, stripped; IolabError naming the file if it cannot be read."""
     try:
         return path.read_text().strip()
     except OSError as exc:
         raise IolabError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_sysfs(path: Path, text: str) -> None:
+    """Write one value to a sysfs/procfs file; IolabError naming the value and file if refused."""
     # sysfs reports a rejected value as an errno from write() or close(); both are inside the try.
     try:
         with open(path, "w") as fh:
@@ -108,7 +113,8 @@ def _echo(text: str, path: Path) -> str:
     return f"echo {shlex.quote(text)} > {shlex.quote(str(path))}"
 
 
-def _writable(path: Path) -> tuple[bool, str]:
+def sysfs_writable(path: Path) -> tuple[bool, str]:
+    """(True, "") if this process may write ``path``, else (False, why): a knob's ``available``."""
     if not os.access(path, os.W_OK):
         return False, f"{path} is not writable (needs root and a read-write /sys)"
     return True, ""
@@ -208,10 +214,10 @@ class _BracketChoiceKnob(Knob):
     def available(self) -> tuple[bool, str]:
         if not self.path.exists():
             return False, f"no {self.path} (kernel without transparent hugepages)"
-        return _writable(self.path)
+        return sysfs_writable(self.path)
 
     def read(self) -> str:
-        text = _read_text(self.path)
+        text = read_sysfs(self.path)
         selected = re.search(r"\[([^\]]+)\]", text)
         # Fake trees in tests hold just the value, without the list of choices.
         return selected.group(1) if selected else text
@@ -222,7 +228,7 @@ class _BracketChoiceKnob(Knob):
         return value
 
     def _write(self, value: str) -> None:
-        _write_text(self.path, value)
+        write_sysfs(self.path, value)
 
     def restore_command(self, state: Any) -> str | None:
         return _echo(state, self.path) if state in self.choices else None
@@ -262,14 +268,14 @@ class SmtKnob(Knob):
     def available(self) -> tuple[bool, str]:
         if not self.control_path.exists():
             return False, f"no {self.control_path} (kernel without SMT control)"
-        control = _read_text(self.control_path)
+        control = read_sysfs(self.control_path)
         if control in self._FIXED:
             return False, f"SMT control reads '{control}' ({self._FIXED[control]})"
-        return _writable(self.control_path)
+        return sysfs_writable(self.control_path)
 
     def read(self) -> dict[str, Any]:
-        active = _read_text(self.active_path) == "1" if self.active_path.exists() else None
-        return {"control": _read_text(self.control_path), "active": active}
+        active = read_sysfs(self.active_path) == "1" if self.active_path.exists() else None
+        return {"control": read_sysfs(self.control_path), "active": active}
 
     def validate(self, value: Any) -> str:
         if value not in ("on", "off"):
@@ -277,7 +283,7 @@ class SmtKnob(Knob):
         return value
 
     def _write(self, value: str) -> None:
-        _write_text(self.control_path, value)
+        write_sysfs(self.control_path, value)
 
     def matches(self, value: Any, state: Any) -> bool:
         # The control write is synchronous (siblings are on- or offlined before it returns),
@@ -304,7 +310,7 @@ class GovernorKnob(Knob):
 
     def _online(self) -> set[int] | None:
         online = self.root.cpu_dir / "online"
-        return set(parse_cpulist(_read_text(online))) if online.exists() else None
+        return set(parse_cpulist(read_sysfs(online))) if online.exists() else None
 
     def _cpufreq_dirs(self) -> dict[int, Path]:
         """cpufreq folder of every online CPU that has one, by CPU id."""
@@ -326,7 +332,7 @@ class GovernorKnob(Knob):
         dirs = self._cpufreq_dirs()
         if not dirs:
             return False, self._no_cpufreq()
-        return _writable(next(iter(dirs.values())) / "scaling_governor")
+        return sysfs_writable(next(iter(dirs.values())) / "scaling_governor")
 
     def read(self) -> dict[str, dict[str, Any]]:
         dirs = self._cpufreq_dirs()
@@ -334,9 +340,9 @@ class GovernorKnob(Knob):
             raise IolabError(f"knob 'governor': {self._no_cpufreq()}")
         state = {}
         for cpu, freq_dir in dirs.items():
-            entry: dict[str, Any] = {"governor": _read_text(freq_dir / "scaling_governor")}
+            entry: dict[str, Any] = {"governor": read_sysfs(freq_dir / "scaling_governor")}
             if entry["governor"] == "userspace":
-                entry["khz"] = int(_read_text(freq_dir / "scaling_setspeed"))
+                entry["khz"] = int(read_sysfs(freq_dir / "scaling_setspeed"))
             state[str(cpu)] = entry
         return state
 
@@ -359,7 +365,7 @@ class GovernorKnob(Knob):
                 raise self._invalid(str(exc)) from None
         khz = value.get("khz")
         if governor == "userspace":
-            if isinstance(khz, bool) or not isinstance(khz, int) or khz <= 0:
+            if not is_positive_int(khz):
                 raise self._invalid(f"'userspace' needs 'khz', a positive whole number of kHz; "
                                     f"got {khz!r}")
             normal["khz"] = khz
@@ -382,7 +388,7 @@ class GovernorKnob(Knob):
     def _check_host(self, value: dict[str, Any], targets: dict[int, Path]) -> None:
         """Refuse a governor or frequency this host does not offer, before anything is written."""
         for cpu, freq_dir in targets.items():
-            offered = _read_text(freq_dir / "scaling_available_governors").split()
+            offered = read_sysfs(freq_dir / "scaling_available_governors").split()
             if value["governor"] not in offered:
                 # The common surprise on Intel servers, so the message names the way out.
                 hint = (" (intel_pstate in active mode offers only performance and powersave; "
@@ -391,8 +397,8 @@ class GovernorKnob(Knob):
                 raise InputError(None, self.name, f"governor '{value['governor']}' is not offered "
                                  f"for CPU {cpu}{hint}", " | ".join(offered))
             if "khz" in value and (freq_dir / "cpuinfo_min_freq").exists():
-                lo = int(_read_text(freq_dir / "cpuinfo_min_freq"))
-                hi = int(_read_text(freq_dir / "cpuinfo_max_freq"))
+                lo = int(read_sysfs(freq_dir / "cpuinfo_min_freq"))
+                hi = int(read_sysfs(freq_dir / "cpuinfo_max_freq"))
                 if not lo <= value["khz"] <= hi:
                     raise InputError(None, self.name,
                                      f"{value['khz']} kHz is outside the range of CPU {cpu}",
@@ -402,9 +408,9 @@ class GovernorKnob(Knob):
         targets = self._targets(value["cpus"])
         self._check_host(value, targets)
         for freq_dir in targets.values():
-            _write_text(freq_dir / "scaling_governor", value["governor"])
+            write_sysfs(freq_dir / "scaling_governor", value["governor"])
             if "khz" in value:
-                _write_text(freq_dir / "scaling_setspeed", str(value["khz"]))
+                write_sysfs(freq_dir / "scaling_setspeed", str(value["khz"]))
 
     def matches(self, value: Any, state: Any) -> bool:
         value = self.validate(value)
@@ -444,14 +450,14 @@ class TurboKnob(Knob):
         interface = self._interface()
         if interface is None:
             return False, self._missing()
-        return _writable(interface[0])
+        return sysfs_writable(interface[0])
 
     def read(self) -> str:
         interface = self._interface()
         if interface is None:
             raise IolabError(f"knob 'turbo': {self._missing()}")
         path, inverted = interface
-        flag = _read_text(path) == "1"
+        flag = read_sysfs(path) == "1"
         return "on" if flag != inverted else "off"
 
     def validate(self, value: Any) -> str:
@@ -461,7 +467,7 @@ class TurboKnob(Knob):
 
     def _write(self, value: str) -> None:
         path, inverted = self._interface()
-        _write_text(path, "1" if (value == "on") != inverted else "0")
+        write_sysfs(path, "1" if (value == "on") != inverted else "0")
 
     def restore_command(self, state: Any) -> str | None:
         interface = self._interface()
@@ -490,14 +496,14 @@ class IrqAffinityKnob(Knob):
         irqs = self._irqs()
         if not irqs:
             return False, f"no IRQ with an smp_affinity_list under {self.irq_dir}"
-        return _writable(self.irq_dir / str(irqs[0]) / "smp_affinity_list")
+        return sysfs_writable(self.irq_dir / str(irqs[0]) / "smp_affinity_list")
 
     def read(self) -> dict[str, str]:
         irqs = self._irqs()
         if not irqs:
             raise IolabError(f"knob 'irq_affinity': no IRQ with an smp_affinity_list under "
                              f"{self.irq_dir}")
-        return {str(irq): _read_text(self.irq_dir / str(irq) / "smp_affinity_list") for irq in irqs}
+        return {str(irq): read_sysfs(self.irq_dir / str(irq) / "smp_affinity_list") for irq in irqs}
 
     def validate(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict) or set(value) != {"irqs", "cpus"}:
@@ -532,7 +538,7 @@ class IrqAffinityKnob(Knob):
                 raise InputError(None, self.name, f"no IRQ {', '.join(map(str, missing))} under "
                                  f"{self.irq_dir}", "IRQ numbers listed in /proc/interrupts")
             return irqs
-        lines = _read_text(self.root.proc / "interrupts").splitlines()
+        lines = read_sysfs(self.root.proc / "interrupts").splitlines()
         n_cpus = len(lines[0].split()) if lines else 0
         found = []
         for line in lines[1:]:
@@ -553,7 +559,7 @@ class IrqAffinityKnob(Knob):
         failures = []
         for irq, cpus in targets.items():
             try:
-                _write_text(self.irq_dir / str(irq) / "smp_affinity_list", cpus)
+                write_sysfs(self.irq_dir / str(irq) / "smp_affinity_list", cpus)
             except IolabError as exc:
                 failures.append(str(exc))
         if failures:

@@ -52,6 +52,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from iolab.checks import is_positive_int
 from iolab.collectors import dcgmi
 from iolab.core.experiment import Experiment, Metric
 from iolab.core.identity import config_id
@@ -186,8 +187,7 @@ def derive(run_dir: Path, kind: str, cpus: list[int] | None, dcgm: dict | None,
         elapsed_s, echo = tool["elapsed_s"], report["echo"]
         problems = [tool["problem"]] if tool["problem"] else []
     elif kind == SPDK_NVME_PERF:
-        size = io_size if isinstance(io_size, int) and not isinstance(io_size, bool) \
-            and io_size > 0 else None
+        size = io_size if is_positive_int(io_size) else None
         tool = SpdkNvmePerf().parse(run_dir, size)
         iops, mibs = tool["iops"], tool["mibs"]
         problems = [tool["problem"]] if tool["problem"] else []

@@ -82,6 +82,22 @@ def measured_decimal(token: str, key: str, source: str) -> float:
                              "0-9 with an optional fraction, as the tool prints them)")
 
 
+PRINTED_ROUNDING = 0.005  # half of the last digit of a rate printed with %.2f
+
+
+def check_mibs(row: dict, io_size: int, size_words: str, number: int, source: str) -> None:
+    """A row's printed MiB/s must be its printed IOPS × ``io_size`` / 2^20 (the tool computes
+    one from the other, and prints both with %.2f), within the rounding of both: a MiB/s ten
+    times too large beside a true IOPS is no measurement of either. ``size_words`` names
+    where the size came from (``the I/O size``)."""
+    expected = row["iops"] * io_size / 2**20
+    allowed = PRINTED_ROUNDING + PRINTED_ROUNDING * io_size / 2**20 + 1e-6 * expected
+    if not abs(row["mibs"] - expected) <= allowed:
+        raise ParseError(source, f"line {number}: MiB/s {row['mibs']:.2f} is not IOPS "
+                         f"{row['iops']:.2f} × {size_words} {io_size} B (= {expected:.2f} "
+                         f"MiB/s; allowed rounding ±{allowed:.3f})")
+
+
 def is_digits(text: str) -> bool:
     """Whether ``text`` is one or more of the ASCII digits 0-9: ``str.isdigit`` accepts
     superscripts such as '²', which ``int`` then refuses with a ValueError that names no file."""

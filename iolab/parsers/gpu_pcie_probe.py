@@ -23,6 +23,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from iolab.checks import is_whole_number
 from iolab.errors import ParseError, excerpt
 from iolab.parsers import load_json, within_float
 
@@ -36,7 +37,7 @@ def _whole(doc: dict, key: str, source: str, *, positive: bool = True,
     value = doc.get(key)
     if value is None and allow_null:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or (value < 1 if positive else value < 0):
+    if not is_whole_number(value, 1 if positive else 0):
         raise ParseError(source, f"key '{key}': expected a {'positive ' if positive else ''}whole "
                          f"number, got {excerpt(value)}")
     return within_float(value, f"key '{key}'", source)

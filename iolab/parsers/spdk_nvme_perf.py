@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import measured_decimal
+from iolab.parsers import check_mibs, measured_decimal
 
 _HEADER = re.compile(r"^\s*Device Information\s*:\s*IOPS\s+MiB/s\s+Average\s+min\s+max\s*$")
 _SEPARATOR = re.compile(r"^\s*=+\s*$")
@@ -141,19 +141,8 @@ def _split_row(line: str, number: int, source: str, io_size: int | None) -> tupl
                          f"{row['avg_us']:.2f} µs and max {row['max_us']:.2f} µs are not in "
                          f"order (min <= average <= max)")
     if io_size is not None:
-        _check_rate(row, io_size, number, source)
+        check_mibs(row, io_size, "the I/O size", number, source)
     return name.strip(), row
-
-
-def _check_rate(row: dict, io_size: int, number: int, source: str) -> None:
-    """spdk_nvme_perf computes MiB/s as IOPS × the I/O size / 2^20; a printed pair that does
-    not agree within the rounding of both is no measurement of either."""
-    expected = row["iops"] * io_size / 2**20
-    allowed = _ROUNDING + _ROUNDING * io_size / 2**20 + 1e-6 * expected
-    if not abs(row["mibs"] - expected) <= allowed:
-        raise ParseError(source, f"line {number}: MiB/s {row['mibs']:.2f} is not IOPS "
-                         f"{row['iops']:.2f} × the I/O size {io_size} B (= {expected:.2f} "
-                         f"MiB/s; allowed rounding ±{allowed:.3f})")
 
 
 def _pcie_fields(name: str) -> dict:

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import re
 
+from iolab.checks import is_positive_int
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import int_within_float, is_digits, measured_decimal
+from iolab.parsers import check_mibs, int_within_float, is_digits, measured_decimal
 
 # numbers in ASCII digits only ([0-9]: \d, str.isdigit and int() take any script's digits)
 TITLE = re.compile(r"^\s*xnvmeperf(?P<cuda> cuda-run)? \(elapsed: "
@@ -216,25 +217,18 @@ def _check_sums(devices: list[dict], totals: dict, source: str) -> None:
 
 
 def _check_rate(row: dict, echo: dict, number: int, source: str) -> None:
-    """A row's MiB/s must be its IOPS times the echoed I/O size (xnvmeperf computes one from
-    the other), within the rounding of both printed values: a MiB/s ten times too large
-    beside a true IOPS is no measurement of either."""
+    """A row's MiB/s must be its IOPS times the echoed I/O size (:func:`check_mibs`); a run
+    without an echoed size is held to nothing."""
     size = echo.get("io_size")
-    if not isinstance(size, int) or size <= 0:
-        return  # no echoed size to hold the row to
-    expected = row["iops"] * size / 2**20
-    allowed = _ROUNDING + _ROUNDING * size / 2**20 + 1e-6 * expected
-    if not abs(row["mibs"] - expected) <= allowed:
-        raise ParseError(source, f"line {number}: MiB/s {row['mibs']:.2f} is not IOPS "
-                         f"{row['iops']:.2f} × the echoed io size {size} B "
-                         f"(= {expected:.2f} MiB/s; allowed rounding ±{allowed:.3f})")
+    if is_positive_int(size):
+        check_mibs(row, size, "the echoed io size", number, source)
 
 
 def _check_elapsed(echo: dict, elapsed_s: float, source: str) -> None:
     """A run that ended well before its echoed runtime was cut short (or its timer is
     wrong): its rates are no measurement over the runtime it was asked for."""
     runtime = echo.get("runtime")
-    if isinstance(runtime, int) and runtime > 0 and elapsed_s < RUNTIME_SHARE * runtime:
+    if is_positive_int(runtime) and elapsed_s < RUNTIME_SHARE * runtime:
         raise ParseError(source, f"elapsed {elapsed_s:.2f} s is far below the echoed runtime "
                          f"{runtime} s (at least {RUNTIME_SHARE:.0%} of it is expected)")
 

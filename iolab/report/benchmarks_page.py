@@ -23,7 +23,7 @@ import pandas as pd
 
 from iolab.paths import REPO_ROOT
 from iolab.report import escape
-from iolab.report.figures import placeholder
+from iolab.report.chapter import Sentence
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 # the development machine class: the prose quotes its result where there is one
@@ -109,7 +109,8 @@ def targets_figure(docs: dict[str, Doc]):
              for klass, doc in docs.items()}
     shown = {klass: keys for klass, keys in shown.items() if keys}
     if not shown:
-        return placeholder("No result with a target is committed yet: run make bench")
+        return Sentence("No result with a target is committed yet: run make bench.",
+                        code=("make bench",))
     fig, axes = plt.subplots(1, len(shown), figsize=(7.5 * len(shown), 4.2), squeeze=False)
     for ax, (klass, keys) in zip(axes[0], shown.items()):
         results = docs[klass]["results"]

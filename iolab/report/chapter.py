@@ -12,9 +12,10 @@ both steps for a notebook. A chapter states what ran from the stored manifests
 (:meth:`what_ran`) or, for a chapter whose runs need a lab, what the lab campaign measures and
 why it did not run here (:meth:`lab_plan`), summarises with the interval each metric calls
 for (:meth:`summarize`), collects the chapter's glued text and figures, and at the end glues
-every key the notebook's prose refers to (:meth:`glue_all`), "n/a" or a labelled
-placeholder where data are missing, so a chapter without data still builds and says so; a
-page may set a :class:`Sentence` in place of a figure it cannot draw, glued as that text.
+every key the notebook's prose refers to (:meth:`glue_all`), "n/a" for a missing text and a
+:class:`Sentence` for a missing figure, so a chapter without data still builds and says so; a
+page sets a :class:`Sentence` in place of any figure it cannot draw, glued as that text (no
+figure is an image of words).
 
 Responsible for: those steps, shared by every chapter. Not responsible for: a chapter's
 analysis (its experiment's ``analysis`` module) or figures' drawing (``figures``).
@@ -45,7 +46,7 @@ from iolab.execution.runner import CampaignResult
 from iolab.execution.signals import Interrupted
 from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report import claims, escape, reference
-from iolab.report.figures import half_widths, one_configuration, placeholder, theme
+from iolab.report.figures import half_widths, one_configuration, theme
 from iolab.report.tables import fmt_num, missing
 
 MODES = ("replay", "plan", "run")
@@ -317,9 +318,10 @@ class Chapter:
                 f"{counts.get('blocked', 0)} cannot run on the campaign's host; the points with "
                 f"runs have {spread} runs each.")
         if rule.fixed or ran.empty:
-            self.figures[figure] = placeholder(
-                "A fixed number of repetitions per point: no stopping rule to show"
-                if rule.fixed else f"No run stored for environment {self.environment}")
+            self.figures[figure] = Sentence(
+                "The campaign runs a fixed number of repetitions per point: there is no "
+                "stopping rule to show." if rule.fixed else
+                f"No run is stored for environment {self.environment}.")
         else:
             fig = half_widths(ran, rule.target_ci_pct, min(rule.min, low), rule.max,
                               self.spec.analysis["figure_width"], self.spec.analysis["palette"],
@@ -644,8 +646,9 @@ class Chapter:
     # -- glue ------------------------------------------------------------------------------
 
     def glue_all(self) -> None:
-        """Glue every key the notebook's prose refers to; 'n/a' or a placeholder if missing,
-        a figure's :class:`Sentence` as its text."""
+        """Glue every key the notebook's prose refers to; 'n/a' for a missing text, and a
+        figure's :class:`Sentence` (one saying no measurement is stored, for a missing
+        figure) as its text."""
         from myst_nb import glue
 
         text_keys, figure_keys = referenced_keys(self.experiment.notebook)
@@ -656,8 +659,8 @@ class Chapter:
         for key in text_keys:
             glue(key, str(self.text.get(key, "n/a")), display=False)
         for key in figure_keys:
-            fig = self.figures.get(key) or placeholder(
-                f"No measurement stored for environment {self.environment}")
+            fig = self.figures.get(key) or Sentence(
+                f"No measurement is stored for environment {self.environment}.")
             glue(key, fig, display=False)
             if not isinstance(fig, Sentence):
                 plt.close(fig)

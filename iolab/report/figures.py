@@ -85,12 +85,22 @@ def thousands(ax, axis: str = "y") -> None:
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
 
 
-def value_ticks(ax, values: Sequence[Any], *, log2: bool = False) -> None:
-    """Ticks exactly at the measured values of a whole-number variable, labelled as such."""
+def size_label(nbytes: int) -> str:
+    """A size in bytes as a tick reads it, in the largest binary unit that divides it:
+    512 B, 4 KiB, 1536 KiB, 1 MiB, 2 GiB (a raw 1048576 is read digit by digit)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size} {unit}"
+    return f"{nbytes} B"
+
+
+def value_ticks(ax, values: Sequence[Any], *, log2: bool = False, sizes: bool = False) -> None:
+    """Ticks exactly at the measured values of a whole-number variable, labelled as such
+    (``sizes``: a size in bytes, labelled in B, KiB, MiB or GiB)."""
     values = sorted({int(v) for v in values})
     if log2:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(values, [str(v) for v in values])
+    ax.set_xticks(values, [size_label(v) if sizes else str(v) for v in values])
     ax.xaxis.set_minor_locator(NullLocator())
 
 
@@ -117,9 +127,9 @@ def _repetitions(ax, rows: pd.DataFrame | None, x: str, metric: str, where: dict
 def band(ax, summary: pd.DataFrame, x: str, metric: str, *, hue: str | None = None,
          order: Sequence[Any] = (), colors_by: dict[Any, Any] | None = None,
          rows: pd.DataFrame | None = None, label: Label = str, log2: bool = True,
-         scale: float = 1.0) -> None:
+         scale: float = 1.0, sizes: bool = False) -> None:
     """Mean and interval band along a whole-number ``x``, one line per ``hue`` value, and each
-    repetition as a dot (``rows``)."""
+    repetition as a dot (``rows``); ``sizes``: ``x`` is a size in bytes."""
     if rows is not None:
         one_configuration(rows, f"figure of {metric} against {x}")
     if "metric" not in summary:  # no rows summarized (Chapter.summarize of none): nothing to draw
@@ -141,7 +151,7 @@ def band(ax, summary: pd.DataFrame, x: str, metric: str, *, hue: str | None = No
             scaled = rows.assign(**{metric: rows[metric] * scale})
             _repetitions(ax, scaled, x, metric, {} if hue is None else {hue: g}, color)
     if not s.empty:
-        value_ticks(ax, s[x].unique(), log2=log2)
+        value_ticks(ax, s[x].unique(), log2=log2, sizes=sizes)
 
 
 def bars(ax, summary: pd.DataFrame, x: str, metric: str, *, order: Sequence[Any],
@@ -184,13 +194,6 @@ def legend_beside(fig, axes, title: str) -> None:
         if ax.get_legend():
             ax.get_legend().remove()
     axes[-1].legend(handles, labels, title=title, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-
-
-def placeholder(message: str):
-    fig, ax = plt.subplots(figsize=(8, 1.2))
-    ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center")
-    return fig
 
 
 def half_widths(decisions: pd.DataFrame, target: float, low: int, high: int, width: float,

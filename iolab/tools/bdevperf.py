@@ -47,6 +47,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.host.binding import check_free
 from iolab.parsers import CLOCK_NS_MOST
@@ -142,7 +143,7 @@ def malloc_bdev_config(sizes_mib: list[int], block_size: int = 512) -> dict[str,
     size = _block_size(block_size)
     entries = []
     for i, mib in enumerate(sizes_mib):
-        _positive_int(f"devices[{i}]", mib)
+        positive_int(mib, f"devices[{i}]")
         entries.append({"method": "bdev_malloc_create",
                         "params": {"name": f"Malloc{i}", "num_blocks": mib * 2**20 // size,
                                    "block_size": size}})
@@ -186,12 +187,6 @@ def check_devices(pci_addrs: list[str], available: list[str]) -> None:
                              f"environment's devices", allowed=", ".join(available))
 
 
-def _positive_int(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(None, key, f"must be a positive whole number, got {value!r}")
-    return value
-
-
 def bdevperf_argv(core_mask: str, queue_depth: int, io_size: int, seconds: int,
                   workload: str = "randread", rwmixread: int | None = None) -> list[str]:
     """bdevperf's options for one run: ``-m MASK -q QD -o BYTES -t S -w WORKLOAD [-M PCT]``.
@@ -207,9 +202,9 @@ def bdevperf_argv(core_mask: str, queue_depth: int, io_size: int, seconds: int,
         raise InputError(None, "workload", f"unknown bdevperf workload '{workload}'",
                          allowed=", ".join(WORKLOADS))
     argv = ["-m", core_mask,
-            "-q", str(_positive_int("queue_depth", queue_depth)),
-            "-o", str(_positive_int("io_size", io_size)),
-            "-t", str(_positive_int("seconds", seconds)),
+            "-q", str(positive_int(queue_depth, "queue_depth")),
+            "-o", str(positive_int(io_size, "io_size")),
+            "-t", str(positive_int(seconds, "seconds")),
             "-w", workload]
     if workload in _MIXED:
         if isinstance(rwmixread, bool) or not isinstance(rwmixread, int) \
@@ -292,7 +287,7 @@ class Bdevperf(ToolAdapter):
             argv.append("-u")  # file and RAM bdevs need no PCI access: SPDK gets none
         memory = o.get("memory_mib")
         if memory is not None:
-            argv += ["--no-huge", "-s", str(_positive_int("memory_mib", memory))]
+            argv += ["--no-huge", "-s", str(positive_int(memory, "memory_mib"))]
         return argv
 
     def launch(self, invocation: Invocation, topology: list[dict[str, Any]]) -> Launch:

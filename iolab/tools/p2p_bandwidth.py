@@ -37,6 +37,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Mapping
 
+from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
 from iolab.tools.base import Invocation, Launch, Program, ToolAdapter
@@ -69,9 +70,8 @@ def check(options: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("p2p_read", "sm_copy"):
         if not isinstance(o[key], bool):
             raise InputError(None, key, f"must be true or false, got {o[key]!r}")
-    n = o["num_elems"]
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise InputError(None, "num_elems", f"must be a positive whole number, got {n!r}")
+    if o["num_elems"] is not None:
+        positive_int(o["num_elems"], "num_elems")
     return o
 
 

@@ -33,6 +33,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError
 from iolab.parsers.spdk_nvme_perf import parse_spdk_nvme_perf
 from iolab.tools.base import CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask
@@ -95,9 +96,7 @@ def check(options: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError(None, "spdk_dir", f"must be the path of an SPDK tree, got "
                          f"{o['spdk_dir']!r}")
     for key in ("io_depth", "io_size", "time"):
-        value = o[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(None, key, f"must be a positive whole number, got {value!r}")
+        positive_int(o[key], key)
     if o["io_pattern"] not in IO_PATTERNS:
         raise InputError(None, "io_pattern", f"unknown I/O pattern {o['io_pattern']!r}",
                          allowed=", ".join(IO_PATTERNS))

@@ -57,6 +57,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError, excerpt
 from iolab.host.binding import check_free
 from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, is_digits
@@ -110,12 +111,6 @@ def version_in(text: str) -> str | None:
     return ".".join(match.groups()) if match else None
 
 
-def _positive(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(None, key, f"must be a positive whole number, got {value!r}")
-    return value
-
-
 def _power_of_two(key: str, value: int, limit: int | None = None) -> None:
     if value & (value - 1) or (limit is not None and value > limit):
         upto = f" up to {limit}" if limit else ""
@@ -152,9 +147,9 @@ def check(options: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError(None, "iopattern", f"unknown I/O pattern {o['iopattern']!r}",
                          allowed=", ".join(IOPATTERNS))
     for key in ("qdepth", "iosize", "runtime"):
-        _positive(key, o[key])
+        positive_int(o[key], key)
     if o["nqueues"] is not None:
-        _positive("nqueues", o["nqueues"])
+        positive_int(o["nqueues"], "nqueues")
     gpu = o["gpu_id"]
     if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0):
         raise InputError(None, "gpu_id", f"must be a GPU ordinal (a whole number >= 0), got "

@@ -30,9 +30,11 @@ def sweeps(found: dict[str, tuple[pd.DataFrame, pd.DataFrame]], experiment: Any,
         if s.empty:
             continue
         fg.band(ax, s, v, "iops", hue="turbo" if v == "ncores" else None, rows=rows,
-                log2=v in ("qdepth", "iosize"),
+                log2=v in ("qdepth", "iosize"), sizes=v == "iosize",
                 label=lambda t: f"turbo {experiment.describe('turbo', t)}")
-        ax.set(xlabel=experiment.variable_labels.get(v, v), ylabel="IOPS")
+        # the ticks name the unit of a size (4 KiB, 1 MiB): the label need not
+        ax.set(xlabel=experiment.variable_labels.get(v, v).removesuffix(" (bytes)"),
+               ylabel="IOPS")
         fg.thousands(ax)
     io = found["iosize"][0]
     if not io.empty:

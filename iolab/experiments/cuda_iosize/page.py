@@ -98,8 +98,8 @@ def figure(ch: Chapter, dev: gpu_io.Device) -> None:
         ax.axhline(value, color="0.3", ls=":", lw=1)
         ax.text(sizes[0], value, f" {what}", va="bottom", fontsize=8)
     ax.set_xscale("log", base=2)
-    fg.value_ticks(ax, list(sizes), log2=True)
-    ax.set(xlabel="I/O size (bytes)", ylabel="payload GB/s (10^9 B/s)",
+    fg.value_ticks(ax, list(sizes), log2=True, sizes=True)
+    ax.set(xlabel="I/O size", ylabel="payload GB/s (10^9 B/s)",
            title=(dev.origin or "model and published values; no measurement stored here"))
     ax.set_ylim(0, max([ax.get_ylim()[1]] + [v for v, _ in ceilings]) * 1.08)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))

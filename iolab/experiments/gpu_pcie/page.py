@@ -4,7 +4,8 @@ Each function serves one section of ``notebooks/gpu_pcie.ipynb``: it takes the
 :class:`~iolab.report.chapter.Chapter` and the :class:`Link` that :func:`intro` derives once
 from its runs, fills ``ch.text`` (the glued texts) and ``ch.figures``, and returns what the
 section displays (a Styler, or None where there is nothing to show). A figure with nothing
-measured to draw is a placeholder sentence, never empty axes.
+measured to draw is a :class:`~iolab.report.chapter.Sentence` saying so, never empty axes
+or an image of words.
 
 Responsible for: the chapter's wording, number formats, figures and tables.
 Not responsible for: statistics and the chapter's findings (``analysis``), loading runs and
@@ -26,7 +27,7 @@ from iolab.experiments.gpu_pcie import counters as cn
 from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report import reference
-from iolab.report.chapter import Chapter
+from iolab.report.chapter import Chapter, Sentence
 from iolab.report.tables import design_table, residual_table
 from iolab.tools.base import link_gbs
 from iolab.report import compare
@@ -106,8 +107,8 @@ def copy_engine(ch: Chapter, link: Link) -> None:
     direction, with the line rate."""
     copies = link.summary[link.summary["mode"] == "copy"]
     if copies.empty:
-        ch.figures["fig_gpu_copy"] = fg.placeholder(
-            f"No copy-engine run is stored for environment {ch.environment}")
+        ch.figures["fig_gpu_copy"] = Sentence(
+            f"No copy-engine run is stored for environment {ch.environment}.")
         return
     grid_bytes = sorted({v for g in ch.spec.grids.values() for v in g["vary"].get("bytes", [])})
     fig, ax = plt.subplots(figsize=(ch.spec.analysis["figure_width"] * 0.8, 4.5))
@@ -115,8 +116,7 @@ def copy_engine(ch: Chapter, link: Link) -> None:
             log2=True, label=ch.label("direction"))
     ax.axhline(link.limit, color="0.3", ls="--", lw=1, label="line rate, one direction")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(grid_bytes, [f"{b // 2**20} MiB" if b >= 2**20 else f"{b // 1024} KiB"
-                               for b in grid_bytes], rotation=45)
+    ax.set_xticks(grid_bytes, [fg.size_label(b) for b in grid_bytes], rotation=45)
     ax.set(xlabel="bytes per copy", ylabel="GB/s (10^9 B/s)", ylim=(0, link.limit * 1.1),
            xlim=(grid_bytes[0] / 1.5, grid_bytes[-1] * 1.5))
     ax.legend(fontsize=8, loc="upper left")
@@ -133,17 +133,17 @@ def requests(ch: Chapter, link: Link) -> None:
     measured = _requests(ch)
     modes = [m for m in REQUESTS if (measured["mode"] == m).any()] if ch.have else []
     if not modes:
-        ch.figures["fig_gpu_requests"] = fg.placeholder(
-            f"No GPU-initiated request is stored for environment {ch.environment}")
+        ch.figures["fig_gpu_requests"] = Sentence(
+            f"No GPU-initiated request is stored for environment {ch.environment}.")
         return
     # what was measured, not what the grids vary: a grid may hold a variable at its base
     requested = measured[measured["mode"].isin(modes)]
     sizes = sorted(requested["iosize"].unique())
     warps = sorted(requested["inflight"].unique())
     if len(warps) < 2:  # one point per curve: its values belong in a table, not a figure
-        ch.figures["fig_gpu_requests"] = fg.placeholder(
+        ch.figures["fig_gpu_requests"] = Sentence(
             f"Environment {ch.environment} measured its requests at {int(warps[0]):,} warps "
-            "only, so there is no curve to draw; the tables give those runs")
+            "only, so there is no curve to draw; the tables give those runs.")
         return
     points, res = link.summary[link.summary["mode"] != "copy"], link.residuals
     fig, axes = plt.subplots(1, len(modes), figsize=(ch.spec.analysis["figure_width"] + 1, 4.5),

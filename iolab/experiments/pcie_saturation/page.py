@@ -276,8 +276,8 @@ def bandwidth_figure(ch: Chapter, v: View) -> None:
             ax.axhline(write, color="0.3", ls=":", lw=1)
             ax.text(-0.45, write, f"GPU-to-GPU P2P write, one direction ({write:.1f} GB/s)",
                     ha="left", va="bottom", fontsize=8, bbox=box)
-        ax.set_xticks(np.arange(len(ticks)), [f"{int(s):,}" for s in ticks])
-        ax.set(xlabel="I/O size (bytes)", ylabel="GB/s (10^9 B/s)", title=title)
+        ax.set_xticks(np.arange(len(ticks)), [fg.size_label(int(s)) for s in ticks])
+        ax.set(xlabel="I/O size", ylabel="GB/s (10^9 B/s)", title=title)
         ax.set_ylim(0, max(v.line if v.line == v.line else 0, ax.get_ylim()[1]) * 1.12)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
         fig.tight_layout()

@@ -60,8 +60,8 @@ from iolab.core.store import sha256_file
 from iolab.errors import InputError, ParseError, excerpt
 from iolab.paths import resolve
 from iolab.safefiles import what_is
-from iolab.importers.cijoe.kinds import (CPUFREQ_START, DCGM_START, OTHER, _classify, _program,
-                                         _words)
+from iolab.importers.cijoe.kinds import (CPUFREQ_START, DCGM_START, OTHER, classify_argv,
+                                         command_words, program_argv)
 from iolab.importers.cijoe.report import ImportReport
 from iolab.parsers.cijoe_state import parse_cijoe_state
 
@@ -96,7 +96,7 @@ class Command:
 
     @cached_property
     def argv(self) -> list[str]:
-        return _words(self.cmd)
+        return command_words(self.cmd)
 
 
 # What the import reads of an archive (by a member's path, with its root): each command's
@@ -109,7 +109,7 @@ CHUNK = 1 << 20
 
 
 @dataclass
-class _Archive:
+class Archive:
     name: str
     sha256: str
     files: dict[str, bytes]  # path relative to the CIJOE output root: the KEPT files only
@@ -141,7 +141,7 @@ class _Bounded:
         return data
 
 
-def _open(path: Path) -> _Archive:
+def open_archive(path: Path) -> Archive:
     """The archive's kept regular files, keyed by their path below the CIJOE output root."""
     path = resolve(path, "archive", allowed=ALLOWED)
     try:
@@ -168,8 +168,8 @@ def _open(path: Path) -> _Archive:
         raise InputError(path, None, "not a CIJOE output: expected NNN_<step>/cmd_XX.state files "
                          f"under one root folder, found {len(roots)} roots {sorted(roots)}")
     root = roots.pop()
-    return _Archive(path.name, sha,
-                    {n[len(root):]: b for n, b in files.items() if n.startswith(root)},
+    return Archive(path.name, sha,
+                   {n[len(root):]: b for n, b in files.items() if n.startswith(root)},
                     {n[len(root):]: t for n, t in mtimes.items() if n.startswith(root)},
                     skipped)
 
@@ -325,7 +325,7 @@ def _hash(fh: Any, keep: bool, room: int, rel: str) -> tuple[str, bytes]:
     return h.hexdigest(), b"".join(parts)
 
 
-def _index(arc: _Archive, report: ImportReport) -> list[Command]:
+def index_commands(arc: Archive, report: ImportReport) -> list[Command]:
     """Every command of every step, in order, classified."""
     commands = []
     for path in arc.files:
@@ -360,9 +360,9 @@ def _classify_all(commands: list[Command]) -> None:
     """Classify in order: a capture's file is known once the command starting it was seen."""
     capture_files: dict[str, str] = {}
     for command in commands:
-        command.kind = _classify(command.cmd, command.argv, capture_files)
-        if command.kind == CPUFREQ_START and len(_program(command.argv)) > 1:
-            capture_files[_program(command.argv)[1]] = CPUFREQ_START
+        command.kind = classify_argv(command.cmd, command.argv, capture_files)
+        if command.kind == CPUFREQ_START and len(program_argv(command.argv)) > 1:
+            capture_files[program_argv(command.argv)[1]] = CPUFREQ_START
         elif command.kind == DCGM_START:
             target = _DMON_OUTPUT.search(command.cmd)
             if target:

@@ -24,10 +24,10 @@ from typing import Any
 
 from iolab.errors import excerpt
 from iolab.importers import aisio as exp
-from iolab.importers.cijoe.archive import _Archive
+from iolab.importers.cijoe.archive import Archive
 from iolab.importers.cijoe.kinds import SPDK_KINDS
 from iolab.importers.cijoe.pairing import Repetition
-from iolab.importers.cijoe.params import _setting
+from iolab.importers.cijoe.params import aisio_setting
 from iolab.importers.cijoe.report import Disagreement, ImportReport
 from iolab.parsers.cpufreq_log import parse_cpufreq_log
 from iolab.tools import p2p_bandwidth
@@ -43,8 +43,8 @@ def _close(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _cross_check(rep: Repetition, label: str, rid: str, cmd_params: dict, derived: exp.Derived,
-                 aisio: dict | None, name_fields: dict | None, topology: dict[int, int],
+def cross_check(rep: Repetition, label: str, rid: str, cmd_params: dict, derived: exp.Derived,
+                aisio: dict | None, name_fields: dict | None, topology: dict[int, int],
                  report: ImportReport) -> None:
     """List every difference between what iolab derives and what AiSIO recorded."""
     def differ(field_name: str, ours: Any, theirs: Any) -> None:
@@ -77,7 +77,8 @@ def _cross_check(rep: Repetition, label: str, rid: str, cmd_params: dict, derive
     if name_fields:
         for key in ("ndevs", "ncpus", "iosize", "qdepth", "backend", "tool", "thr_sib", "smt",
                     "turbo", "stress"):
-            if key in name_fields and key in aisio and _setting(aisio, key) != name_fields[key]:
+            if (key in name_fields and key in aisio
+                    and aisio_setting(aisio, key) != name_fields[key]):
                 differ(f"{key} (JSON vs its file name)", aisio[key], name_fields[key])
         named = name_fields.get("freq")
         if named is not None:
@@ -120,8 +121,8 @@ def _is_number(text: Any) -> bool:
     return True
 
 
-def _check_log_clock(rep: Repetition, label: str, derived: exp.Derived,
-                     report: ImportReport) -> None:
+def check_log_clock(rep: Repetition, label: str, derived: exp.Derived,
+                    report: ImportReport) -> None:
     """The logger's first sample should carry the time its start command ran (UTC)."""
     if rep.cpufreq is None or rep.cpufreq_start is None:
         return
@@ -138,7 +139,7 @@ def _check_log_clock(rep: Repetition, label: str, derived: exp.Derived,
                             f"the logger's start command; its timestamps may not be UTC")
 
 
-def _check_p2p(parsed: dict, arc: _Archive, report: ImportReport) -> None:
+def check_p2p(parsed: dict, arc: Archive, report: ImportReport) -> None:
     """AiSIO's ``artifacts/cuda-sample-p2p-bandwidth`` against the matrix it came from."""
     aisio_value = arc.files.get(P2P_RESULT)
     ours = p2p_bandwidth.aisio_reference(parsed)

@@ -15,12 +15,12 @@ from pathlib import Path
 from iolab.core.store import open_store
 from iolab.errors import InputError
 from iolab.importers import aisio as exp
-from iolab.importers.cijoe.archive import _index, _open
-from iolab.importers.cijoe.host_extras import _host, _record_host, _store_extras
-from iolab.importers.cijoe.pairing import _pair_results, _repetitions
+from iolab.importers.cijoe.archive import index_commands, open_archive
+from iolab.importers.cijoe.host_extras import host_record, record_host, store_extras
+from iolab.importers.cijoe.pairing import find_repetitions, pair_results
 from iolab.importers.cijoe.report import ImportReport
-from iolab.importers.cijoe.runs import _Batch, _import_one, _stored_stdout_shas
-from iolab.importers.cijoe.target import _taken, _target
+from iolab.importers.cijoe.runs import ImportBatch, import_one, stored_stdout_shas
+from iolab.importers.cijoe.target import import_target, taken_repetitions
 
 
 def import_archive(archive: Path, experiment: str, environment: str, data_dir: Path, *,
@@ -37,15 +37,15 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
     with different raw output (e.g. from another archive of the same parameters) counts as
     failed, with a note; nothing stored is ever overwritten.
     """
-    target = _target(experiment)
-    arc = _open(Path(archive))
+    target = import_target(experiment)
+    arc = open_archive(Path(archive))
     report = ImportReport(arc.name, experiment, environment)
     report.notes.extend(arc.skipped)
-    commands = _index(arc, report)
-    host, fingerprint = _host(arc, commands, report)
-    every = _repetitions(commands, report)
-    _pair_results(every, arc, report)
-    reps = _taken(every, target, arc, report)
+    commands = index_commands(arc, report)
+    host, fingerprint = host_record(arc, commands, report)
+    every = find_repetitions(commands, report)
+    pair_results(every, arc, report)
+    reps = taken_repetitions(every, target, arc, report)
     own_campaign = isinstance(target, exp.ImportedCampaign)
     if not reps and not own_campaign:
         raise InputError(arc.name, "experiment", f"the archive holds no benchmark that "
@@ -56,17 +56,17 @@ def import_archive(archive: Path, experiment: str, environment: str, data_dir: P
     # a killed import's temporary run folders are moved to partial/, as 'iolab run' moves
     # its own: nothing else ever would, and status would show them as interrupted for ever
     report.notes.extend(store.quarantine())
-    _record_host(store, arc, host, fingerprint, report, own_campaign=own_campaign)
-    _store_extras(arc, commands, store, report)
+    record_host(store, arc, host, fingerprint, report, own_campaign=own_campaign)
+    store_extras(arc, commands, store, report)
 
     topology = {entry["cpu"]: entry["core"] for entry in host.get("topology") or []}
     iterator = reps
     if progress:
         from tqdm import tqdm
         iterator = tqdm(reps, desc=f"importing {arc.name}", unit="run", leave=False)
-    batch = _Batch(arc, store, _stored_stdout_shas(store), experiment, environment, fingerprint,
+    batch = ImportBatch(arc, store, stored_stdout_shas(store), experiment, environment, fingerprint,
                    topology, report)
     with store.batch():  # one sync for the whole archive
         for rep in iterator:
-            _import_one(rep, batch)
+            import_one(rep, batch)
     return report

@@ -28,8 +28,8 @@ from typing import Any
 from iolab.core.store import Store
 from iolab.durable import write_atomic
 from iolab.errors import InputError, ParseError
-from iolab.importers.cijoe.archive import Command, _Archive
-from iolab.importers.cijoe.crosscheck import _check_p2p
+from iolab.importers.cijoe.archive import Archive, Command
+from iolab.importers.cijoe.crosscheck import check_p2p
 from iolab.importers.cijoe.kinds import LSCPU, P2P
 from iolab.importers.cijoe.report import ImportReport
 from iolab.parsers.lscpu import offline_cpus, parse_lscpu_e
@@ -39,7 +39,7 @@ from iolab.safefiles import NotOurs, own_folder, read_regular
 SOURCE = "aisio-cijoe-import"
 
 
-def _host(arc: _Archive, commands: list[Command], report: ImportReport) -> tuple[dict, str]:
+def host_record(arc: Archive, commands: list[Command], report: ImportReport) -> tuple[dict, str]:
     """host.json content from the archive's ``lscpu -e`` and config, and its fingerprint.
 
     Each run step prints ``lscpu -e`` before it sets SMT, so an output can show the sibling
@@ -84,7 +84,7 @@ def _host(arc: _Archive, commands: list[Command], report: ImportReport) -> tuple
     return host, hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def _config(arc: _Archive, report: ImportReport) -> dict[str, Any]:
+def _config(arc: Archive, report: ImportReport) -> dict[str, Any]:
     """OS, devices and software versions from CIJOE's merged config (``config.orig``).
 
     Only these keys are copied: the configs may hold an SSH password.
@@ -116,8 +116,8 @@ def _config(arc: _Archive, report: ImportReport) -> dict[str, Any]:
             "software": software}
 
 
-def _record_host(store: Store, arc: _Archive, host: dict[str, Any], fingerprint: str,
-                 report: ImportReport, *, own_campaign: bool) -> None:
+def record_host(store: Store, arc: Archive, host: dict[str, Any], fingerprint: str,
+                report: ImportReport, *, own_campaign: bool) -> None:
     """Keep the archive's host record: as the campaign's host.json for a campaign of its own,
     else as an extra."""
     if own_campaign:
@@ -131,15 +131,15 @@ def _record_host(store: Store, arc: _Archive, host: dict[str, Any], fingerprint:
         _write_host_extra(store, arc, host, fingerprint, report)
 
 
-def _write_host_extra(store: Store, arc: _Archive, host: dict[str, Any], fingerprint: str,
+def _write_host_extra(store: Store, arc: Archive, host: dict[str, Any], fingerprint: str,
                       report: ImportReport) -> None:
     folder = _extras_folder(store, arc)
     data = json.dumps({**host, "fingerprint": fingerprint}, indent=2, sort_keys=True)
     _write_once(folder / "host.json", (data + "\n").encode(), report)
 
 
-def _store_extras(arc: _Archive, commands: list[Command], store: Store,
-                  report: ImportReport) -> None:
+def store_extras(arc: Archive, commands: list[Command], store: Store,
+                 report: ImportReport) -> None:
     """The p2pBandwidthLatencyTest output (with its .state) under ``extras/<archive>/``.
 
     Only raw files are stored; the output is parsed here to check it and to compare AiSIO's
@@ -159,10 +159,10 @@ def _store_extras(arc: _Archive, commands: list[Command], store: Store,
         except ParseError as exc:
             report.notes.append(f"{exc} (stored unparsed)")
             continue
-        _check_p2p(parsed, arc, report)
+        check_p2p(parsed, arc, report)
 
 
-def _extras_folder(store: Store, arc: _Archive) -> Path:
+def _extras_folder(store: Store, arc: Archive) -> Path:
     """``extras/<archive's name without .tar.gz>/`` of the campaign: refused when the name
     would name no folder of its own there (``..`` would be the campaign's own folder)."""
     stem = _stem(arc.name)

@@ -35,14 +35,14 @@ def classify(cmd: str, capture_files: dict[str, str] | None = None) -> str:
     ``capture_files`` maps files that started captures write to the capture's kind
     (``DCGM_START`` or ``CPUFREQ_START``), so that ``cat <file>`` is recognised as reading it.
     """
-    return _classify(cmd, _words(cmd), capture_files)
+    return classify_argv(cmd, command_words(cmd), capture_files)
 
 
-def _classify(cmd: str, argv: list[str], capture_files: dict[str, str] | None) -> str:
+def classify_argv(cmd: str, argv: list[str], capture_files: dict[str, str] | None) -> str:
     """:func:`classify` with the line already split (``argv``)."""
     if "dcgmi dmon" in cmd:  # started inside 'screen -dm bash -c "…"'
         return DCGM_START
-    program = _program(argv)
+    program = program_argv(argv)
     if not program:
         return OTHER
     name = PurePosixPath(program[0]).name
@@ -63,7 +63,7 @@ def _classify(cmd: str, argv: list[str], capture_files: dict[str, str] | None) -
     return OTHER
 
 
-def _words(cmd: str) -> list[str]:
+def command_words(cmd: str) -> list[str]:
     """A command line split as the shell would; on unbalanced quotes, split on whitespace."""
     try:
         return shell_words.split(cmd)
@@ -71,7 +71,7 @@ def _words(cmd: str) -> list[str]:
         return cmd.split()
 
 
-def _program(argv: list[str]) -> list[str]:
+def program_argv(argv: list[str]) -> list[str]:
     """The argv of the program a command line runs, past GNU time (and its options),
     taskset, env, sudo, nohup and VAR=value assignments."""
     at = 0

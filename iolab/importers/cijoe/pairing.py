@@ -24,10 +24,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from iolab.importers import aisio as exp
-from iolab.importers.cijoe.archive import Command, _Archive
+from iolab.importers.cijoe.archive import Archive, Command
 from iolab.importers.cijoe.kinds import (CPUFREQ_READ, CPUFREQ_START, DCGM_READ, DCGM_START,
                                          SPDK_KINDS)
-from iolab.importers.cijoe.params import _command_params
+from iolab.importers.cijoe.params import command_params
 from iolab.importers.cijoe.report import ImportReport
 from iolab.parsers import is_digits
 
@@ -55,7 +55,7 @@ class Repetition:
     result: str | None = None  # archive path of AiSIO's JSON
 
 
-def _repetitions(commands: list[Command], report: ImportReport) -> list[Repetition]:
+def find_repetitions(commands: list[Command], report: ImportReport) -> list[Repetition]:
     """Benchmarks in order, each with the captures started before and read after it."""
     reps: list[Repetition] = []
     by_step: dict[str, list[Command]] = {}
@@ -83,7 +83,7 @@ def _repetitions(commands: list[Command], report: ImportReport) -> list[Repetiti
     return reps
 
 
-def _result_name(name: str) -> dict[str, Any] | None:
+def parse_result_name(name: str) -> dict[str, Any] | None:
     """The fields encoded in an AiSIO result file name, or None if it is not one."""
     match = _RESULT_CPU.match(name) or _RESULT_CUDA.match(name)
     if match is None:
@@ -91,7 +91,7 @@ def _result_name(name: str) -> dict[str, Any] | None:
     return {k: (int(v) if is_digits(v) else v) for k, v in match.groupdict().items()}
 
 
-def _pair_results(reps: list[Repetition], arc: _Archive, report: ImportReport) -> None:
+def pair_results(reps: list[Repetition], arc: Archive, report: ImportReport) -> None:
     """Give each repetition its AiSIO result JSON (see the module docstring)."""
     results = _result_files(arc, report)
     unused = set(results)
@@ -101,7 +101,7 @@ def _pair_results(reps: list[Repetition], arc: _Archive, report: ImportReport) -
     ordered = sorted(reps, key=lambda r: r.bench.state["begin"])
     for i, rep in enumerate(ordered):
         kind = rep.bench.kind
-        key = _name_key(_command_params(rep.bench, arc.name), kind)
+        key = _name_key(command_params(rep.bench, arc.name), kind)
         keyed = by_key.setdefault(kind in SPDK_KINDS, {})
         if not keyed:
             for path, fields in results.items():
@@ -130,12 +130,12 @@ def _pair_results(reps: list[Repetition], arc: _Archive, report: ImportReport) -
     _note_unpaired(by_order, unused, report)
 
 
-def _result_files(arc: _Archive, report: ImportReport) -> dict[str, dict[str, Any]]:
+def _result_files(arc: Archive, report: ImportReport) -> dict[str, dict[str, Any]]:
     """AiSIO's result files in the archive, by path, with the fields their names encode."""
     results = {}
     for path in arc.files:
         if path.startswith("artifacts/") and path.endswith(".out"):
-            fields = _result_name(PurePosixPath(path).name)
+            fields = parse_result_name(PurePosixPath(path).name)
             if fields is None:
                 report.notes.append(f"{path}: not an AiSIO result name this importer knows; ignored")
             else:

@@ -25,7 +25,7 @@ from typing import Any
 from iolab.errors import InputError, ParseError, excerpt, shortened
 from iolab.importers import aisio as exp
 from iolab.importers.cijoe.archive import Command
-from iolab.importers.cijoe.kinds import _program
+from iolab.importers.cijoe.kinds import program_argv
 from iolab.parsers import is_digits, load_json, within_float
 from iolab.parsers.bdevperf import parse_bdevperf_text
 from iolab.tools import spdk_nvme_perf, xnvmeperf
@@ -40,7 +40,7 @@ JSON_SETTINGS = ("thr_sib", "smt", "turbo", "stress", "cpu_governor", "fixed_fre
 _SWITCHES = ("thr_sib", "smt", "turbo", "stress")  # AiSIO writes 0 or 1 (or a boolean)
 
 
-def _command_params(bench: Command, archive: str) -> dict[str, Any]:
+def command_params(bench: Command, archive: str) -> dict[str, Any]:
     """Parameters visible on a benchmark's command line, with AiSIO's names (bdevperf's
     devices from its table: :func:`_bdevperf_bdevs`).
 
@@ -55,7 +55,7 @@ def _command_params(bench: Command, archive: str) -> dict[str, Any]:
 
 
 def _read_command_params(bench: Command, archive: str) -> dict[str, Any]:
-    argv = _program(bench.argv)
+    argv = program_argv(bench.argv)
     kind = bench.kind
     params: dict[str, Any] = {"tool": TOOL_NAMES[kind]}
     try:
@@ -131,7 +131,7 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and is_digits(value) and len(value) <= 18 else None
 
 
-def _setting(aisio: dict | None, key: str) -> Any:
+def aisio_setting(aisio: dict | None, key: str) -> Any:
     """A setting from AiSIO's JSON; its booleans as 0/1 (archived files already use 0/1)."""
     if aisio is None:
         return None

@@ -30,19 +30,20 @@ from iolab.core.manifest import RunManifest
 from iolab.core.store import Store
 from iolab.errors import InputError, ParseError
 from iolab.importers import aisio as exp
-from iolab.importers.cijoe.archive import Command, _Archive
-from iolab.importers.cijoe.crosscheck import _check_log_clock, _cross_check
+from iolab.importers.cijoe.archive import Archive, Command
+from iolab.importers.cijoe.crosscheck import check_log_clock, cross_check
 from iolab.importers.cijoe.host_extras import SOURCE
-from iolab.importers.cijoe.pairing import Repetition, _result_name
-from iolab.importers.cijoe.params import JSON_SETTINGS, _command_params, _setting, read_result
+from iolab.importers.cijoe.pairing import Repetition, parse_result_name
+from iolab.importers.cijoe.params import (JSON_SETTINGS, aisio_setting, command_params,
+                                          read_result)
 from iolab.importers.cijoe.report import ImportReport
 
 
 @dataclass
-class _Batch:
+class ImportBatch:
     """What storing each repetition of one archive needs from the import as a whole."""
 
-    arc: _Archive
+    arc: Archive
     store: Store
     stored: dict[str, str | None]  # by run id, the sha256 of its stored stdout
     experiment: str
@@ -71,7 +72,7 @@ class _Run:
     rid: str
 
 
-def _import_one(rep: Repetition, batch: _Batch) -> None:
+def import_one(rep: Repetition, batch: ImportBatch) -> None:
     """Store one repetition as a run, or count it as skipped or failed (module docstring)."""
     run = _read(rep, batch)
     batch.report.run_ids.append(run.rid)
@@ -87,10 +88,10 @@ def _import_one(rep: Repetition, batch: _Batch) -> None:
     _derive_and_commit(run, tmp, manifest, dcgm, batch)
 
 
-def _read(rep: Repetition, batch: _Batch) -> _Run:
+def _read(rep: Repetition, batch: ImportBatch) -> _Run:
     """The repetition's parameters, AiSIO's JSON for it, and its identity and number."""
     bench = rep.bench
-    cmd_params = _command_params(bench, batch.arc.name)
+    cmd_params = command_params(bench, batch.arc.name)
     aisio = None
     label = rep.result or f"{bench.path}.output"
     if rep.result:
@@ -98,7 +99,7 @@ def _read(rep: Repetition, batch: _Batch) -> _Run:
             aisio = read_result(batch.arc.files[rep.result], rep.result)
         except ParseError as exc:
             batch.report.notes.append(f"{exc}; no cross-check")
-    name_fields = _result_name(PurePosixPath(rep.result).name) if rep.result else None
+    name_fields = parse_result_name(PurePosixPath(rep.result).name) if rep.result else None
 
     params = {k: cmd_params[k] for k in ("qdepth", "iosize", "ndevs", "ncpus", "nqueues", "tool",
                                          "backend")}
@@ -106,7 +107,7 @@ def _read(rep: Repetition, batch: _Batch) -> _Run:
         # AiSIO's cuda branch never sets SMT, turbo or the governor but records 0s; not kept.
         params.update({k: None for k in JSON_SETTINGS})
     else:
-        params.update({k: _setting(aisio, k) for k in JSON_SETTINGS})
+        params.update({k: aisio_setting(aisio, k) for k in JSON_SETTINGS})
     settings = {"runtime_s": cmd_params["runtime_s"], "tool": params["tool"],
                 "backend": params["backend"], "source": "aisio"}
     identity = exp.identity(batch.experiment, batch.environment, params, settings)
@@ -117,7 +118,7 @@ def _read(rep: Repetition, batch: _Batch) -> _Run:
                 run_id(identity, number))
 
 
-def _count_stored(run: _Run, stdout_sha: str, batch: _Batch) -> None:
+def _count_stored(run: _Run, stdout_sha: str, batch: ImportBatch) -> None:
     """A run id already stored: skipped with the same raw output, failed with other."""
     if batch.stored[run.rid] == stdout_sha:
         batch.report.skipped += 1
@@ -129,7 +130,7 @@ def _count_stored(run: _Run, stdout_sha: str, batch: _Batch) -> None:
                                   f"environment name")
 
 
-def _write_raw(tmp: Path, rep: Repetition, arc: _Archive) -> None:
+def _write_raw(tmp: Path, rep: Repetition, arc: Archive) -> None:
     files = {exp.STDOUT: rep.bench.output_bytes, exp.STATE: rep.bench.state_bytes}
     if rep.cpufreq:
         files[exp.CPUFREQ] = rep.cpufreq.output_bytes
@@ -141,7 +142,7 @@ def _write_raw(tmp: Path, rep: Repetition, arc: _Archive) -> None:
         (tmp / name).write_bytes(data)
 
 
-def _manifest(run: _Run, batch: _Batch, dcgm: dict[str, Any] | None) -> RunManifest:
+def _manifest(run: _Run, batch: ImportBatch, dcgm: dict[str, Any] | None) -> RunManifest:
     rep, bench, arc = run.rep, run.rep.bench, batch.arc
     return RunManifest(
         run_id=run.rid, identity=run.identity, experiment=batch.experiment,
@@ -160,7 +161,7 @@ def _manifest(run: _Run, batch: _Batch, dcgm: dict[str, Any] | None) -> RunManif
 
 
 def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
-                       dcgm: dict[str, Any] | None, batch: _Batch) -> None:
+                       dcgm: dict[str, Any] | None, batch: ImportBatch) -> None:
     """Derive the run, cross-check it, and commit it: as failed when its benchmark failed or
     its output cannot be derived."""
     bench, report = run.rep.bench, batch.report
@@ -176,9 +177,9 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
         # the same check as a measured run's: an infinite IOPS or a NaN is no sample
         problem = derived.metrics["run_problem"] or exp.sample_problem(
             derived.metrics, run.params["tool"], len(batch.topology) or None) or None
-        _cross_check(run.rep, run.label, run.rid, run.cmd_params, derived, run.aisio,
-                     run.name_fields, batch.topology, report)
-        _check_log_clock(run.rep, run.label, derived, report)
+        cross_check(run.rep, run.label, run.rid, run.cmd_params, derived, run.aisio,
+                    run.name_fields, batch.topology, report)
+        check_log_clock(run.rep, run.label, derived, report)
         report.notes.extend(f"{run.label}: {n}" for n in derived.notes)
     if bench.state.get("is_done") is not True:
         # CIJOE sets is_done once the command returned; without it the output is a partial one
@@ -200,7 +201,7 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
         report.imported += 1
 
 
-def _stored_stdout_shas(store: Store) -> dict[str, str | None]:
+def stored_stdout_shas(store: Store) -> dict[str, str | None]:
     """The sha256 of the stdout of every run stored (complete or failed), by run id, read
     through the manifest module (so version-1 imports are found under their new ids)."""
     runs = {r.run_id: r.manifest.files for r in store.complete_runs()}

@@ -18,13 +18,13 @@ from typing import Any
 from iolab.core import registry
 from iolab.errors import InputError
 from iolab.importers import aisio as exp
-from iolab.importers.cijoe.archive import _Archive
+from iolab.importers.cijoe.archive import Archive
 from iolab.importers.cijoe.pairing import Repetition
-from iolab.importers.cijoe.params import _command_params
+from iolab.importers.cijoe.params import command_params
 from iolab.importers.cijoe.report import ImportReport
 
 
-def _target(experiment: str) -> Any:
+def import_target(experiment: str) -> Any:
     """Where an import goes: a campaign of its own (``aisio-<name>``), or a registered
     experiment that declares which AiSIO benchmark kinds it takes (``aisio_kinds``)."""
     if experiment.startswith(exp.PREFIX):
@@ -42,8 +42,8 @@ def _target(experiment: str) -> Any:
     return target
 
 
-def _taken(reps: list[Repetition], target: Any, arc: _Archive,
-           report: ImportReport) -> list[Repetition]:
+def taken_repetitions(reps: list[Repetition], target: Any, arc: Archive,
+                      report: ImportReport) -> list[Repetition]:
     """The repetitions of the benchmark kinds and back ends the target takes (every one for
     a campaign of its own); each left out is noted."""
     kinds = getattr(target, "aisio_kinds", None)
@@ -55,7 +55,7 @@ def _taken(reps: list[Repetition], target: Any, arc: _Archive,
                                 f"{report.experiment} does not take ({', '.join(kinds)}); "
                                 "not imported")
             continue
-        backend = _command_params(rep.bench, arc.name)["backend"]
+        backend = command_params(rep.bench, arc.name)["backend"]
         if backends is not None and backend not in backends:
             report.notes.append(f"{rep.bench.path}: back end {backend!r}, which "
                                 f"{report.experiment} does not take ({', '.join(backends)}); "
