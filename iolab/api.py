@@ -1,13 +1,15 @@
 """What a chapter's notebook may use of the package: this module, and nothing else of it.
 
-A notebook loads its campaign into a :class:`Chapter` and calls its experiment's page, the
-functions that fill the chapter's texts, tables and figures section by section::
+A notebook opens its campaign as a :class:`Chapter` with :func:`chapter` (which, in mode
+"run", runs the campaign first: running and rendering are two steps) and calls its
+experiment's page, the functions that fill the chapter's texts, tables and figures section
+by section::
 
-    from iolab.api import Chapter, page
+    from iolab import api
 
-    ch = Chapter(experiment, environment, mode=mode, data_dir=data_dir, overrides=overrides,
-                 run_options=run_options)
-    sections = page(experiment)
+    ch = api.chapter(experiment, environment, mode=mode, data_dir=data_dir,
+                     overrides=overrides, run_options=run_options)
+    sections = api.page(experiment)
     sections.design(ch)
 
 Everything named in ``__all__`` is kept working across versions of the package, or changed
@@ -21,7 +23,9 @@ defined in the module that owns it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from iolab.core import registry
 from iolab.core.store import Store, campaigns
@@ -30,12 +34,14 @@ from iolab.host.inventory import summary_row
 from iolab.paths import resolve_data_dir
 from iolab.report import benchmarks_page as benchmarks
 from iolab.report import figures, quiet_runs
+from iolab.report import chapter as chapters
 from iolab.report.chapter import Chapter
 from iolab.report.escape import table
 from iolab.report.machines import measured_by_machine, stored_by_experiment
 from iolab.report.tables import design_table
 
 __all__ = [
+    "chapter",              # a notebook's campaign run (mode "run") and opened as a Chapter
     "Chapter",              # a campaign loaded for its chapter: runs, spec, texts to glue
     "page",                 # an experiment's page (or another of its modules) by name
     "design_table",         # the params file's design as a table
@@ -53,6 +59,22 @@ __all__ = [
     "stored_by_experiment",  # each experiment's stored runs, in words (the experiments index)
     "resolve_data_dir",     # the data directory a notebook parameter names
 ]
+
+
+def chapter(experiment: str, environment: str, *, mode: str = "replay",
+            data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
+            run_options: dict[str, Any] | None = None) -> Chapter:
+    """A notebook's campaign in its two steps, from the notebook's parameters: in mode "run"
+    its runs still to do are made first (:func:`iolab.report.chapter.run`, with
+    ``run_options``, the options of ``iolab notebook``); then it is opened as a
+    :class:`Chapter`, which only reads. An unknown mode or run option is refused in every
+    mode."""
+    chapters.check_mode(mode)
+    chapters.check_run_options(run_options)
+    if mode == "run":
+        chapters.run(experiment, environment, data_dir=data_dir, overrides=overrides,
+                     run_options=run_options)
+    return Chapter(experiment, environment, mode=mode, data_dir=data_dir, overrides=overrides)
 
 
 def page(experiment: str, part: str = "page") -> ModuleType:

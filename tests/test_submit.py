@@ -43,7 +43,7 @@ def example_spec() -> script.JobSpec:
         data_dir=Path("/srv/iolab/data"),
         jobs_dir=Path("/srv/iolab/data/raw/smt_thp/hpc-server/jobs"),
         python="/srv/iolab/.venv/bin/python", repo=Path("/srv/iolab"),
-        overrides=["runtime_s=30"], where=["engine=io_uring"], requeue=True,
+        overrides=["runtime_s=30"], run_options={"where": ["engine=io_uring"]}, requeue=True,
         slurm={"partition": "nvme", "time": "12:00:00"}, sbatch_args=["--mem=0"],
         written_at="2026-11-24 09:00:00 UTC", iolab_version="0.2.0")
 
@@ -138,12 +138,12 @@ def test_an_sbatch_option_must_be_one_word(arg):
 
 @pytest.mark.parametrize("request_, match", [
     (submit.Request(mode="measure"), "unknown mode"),
-    (submit.Request(limit=0), "--limit"),
+    (submit.Request(run_options={"limit": 0}), "--limit"),
     (submit.Request(signal_before_s=0), "--signal-before"),
     (submit.Request(signal_before_s=65536), r"--signal-before: 65536 s \(allowed: 1 to 65535 "
                                             "seconds"),
     (submit.Request(signal_before_s=10**20), "--signal-before: 100000000000000000000 s"),
-    (submit.Request(limit=10**20), r"--limit: .* \(allowed: 1 to 1,000,000 "),
+    (submit.Request(run_options={"limit": 10**20}), r"--limit: .* \(allowed: 1 to 1,000,000 "),
     (submit.Request(slurm={"time": "1 day"}), "--time"),
     (submit.Request(sbatch_args=["--mem 0"]), "#SBATCH"),
     (submit.Request(slurm={"time": "5"}), "not longer than --signal-before"),
@@ -226,7 +226,7 @@ def test_a_job_slurm_refuses_leaves_no_script_and_no_campaign_folder(tmp_path, m
 def test_bad_params_are_refused_before_submitting(tmp_path, monkeypatch):
     log = _fake_sbatch(tmp_path, monkeypatch)
     for request_, match in ((submit.Request(overrides=["runtime_s=abc"]), "runtime_s"),
-                            (submit.Request(where=["engine=spdk"]), "engine")):
+                            (submit.Request(run_options={"where": ["engine=spdk"]}), "engine")):
         request_.data_dir = tmp_path / "data"
         with pytest.raises(InputError, match=match):
             submit.submit(["smt_thp"], [ENV], request_, log=lambda line: None)

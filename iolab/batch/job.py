@@ -29,7 +29,7 @@ open for writing of the output's own name (:mod:`iolab.safefiles`).
 
 Responsible for: executing the notebook, passing signals and the stop on, restoring what a
 dead kernel left, and resubmitting.
-Not responsible for: the campaign (the notebook's ``Chapter``) or the job's script
+Not responsible for: the campaign (the notebook's ``iolab.api.chapter``) or the job's script
 (``iolab.batch.script``).
 """
 
@@ -46,7 +46,7 @@ import nbformat
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError, IolabError
-from iolab.execution import stop
+from iolab.execution import options, stop
 from iolab.execution.signals import STOP_AFTER_RUN, STOP_NOW, answered, signal_name
 from iolab.paths import resolve_data_dir
 from iolab.procs import start_ticks
@@ -94,16 +94,17 @@ def _stored(experiment: str, environment: str, data_dir: Path, overrides: list[s
 
 def run_notebook(experiment: str, environment: str, *, mode: str, output: Path,
                  data_dir: str | Path | None = None, overrides: list[str] = (),
-                 where: list[str] = (), limit: int | None = None,
-                 allow_shared_node: bool = False, allow_host_change: bool = False,
-                 resubmit: bool = False,
-                 log: Callable[[str], None] = print) -> int:
+                 resubmit: bool = False, log: Callable[[str], None] = print,
+                 **run_options: Any) -> int:
     """Execute the notebook; the exit status is 0 also when the campaign stopped on request
     with runs left (the job ends cleanly; ``iolab status`` says what is left), and 128 + N
-    when signal N stopped it at once."""
+    when signal N stopped it at once. ``run_options``: those of ``iolab notebook``
+    (``iolab.execution.options``), passed to the notebook as its ``run_options``: only those
+    given (a list empty, a switch off or a count None is not)."""
+    options.check(run_options, "notebook", "iolab notebook", None)
     data = resolve_data_dir(data_dir)
     job = _Job(experiment, environment, mode, output, data_dir, data, list(overrides),
-               list(where), limit, allow_shared_node, allow_host_change, resubmit)
+               options.given(run_options, "notebook"), resubmit)
     # first of all: SIGUSR1's default action ends the process, and Slurm may send it early
     with _Relay(data) as relay:
         try:
@@ -185,27 +186,12 @@ class _Job:
     data_dir: str | Path | None
     data: Path
     overrides: list[str]
-    where: list[str]
-    limit: int | None
-    allow_shared_node: bool
-    allow_host_change: bool
+    run_options: dict[str, Any]  # the notebook's: only those given
     resubmit: bool
 
     def stored(self) -> tuple[int, int]:
-        return _stored(self.experiment, self.environment, self.data, self.overrides, self.where)
-
-    def run_options(self) -> dict[str, Any]:
-        """The notebook's ``run_options``: only those given."""
-        run_options: dict[str, Any] = {}
-        if self.where:
-            run_options["where"] = self.where
-        if self.limit is not None:
-            run_options["limit"] = self.limit
-        if self.allow_shared_node:
-            run_options["allow_shared_node"] = True
-        if self.allow_host_change:
-            run_options["allow_host_change"] = True
-        return run_options
+        return _stored(self.experiment, self.environment, self.data, self.overrides,
+                       list(self.run_options.get("where", [])))
 
     def params(self, run_options: dict[str, Any]) -> dict[str, Any]:
         """The parameters papermill injects into the notebook."""
@@ -222,7 +208,7 @@ class _Job:
 def _run(job: _Job, relay: _Relay, log: Callable[[str], None]) -> int:
     exp = registry.get(job.experiment)
     specmod.load(exp, job.environment, params_dir=exp.params_dir, overrides=job.overrides)
-    run_options = job.run_options()
+    run_options = job.run_options
     _check_run_options(run_options, job.mode, exp.notebook)
     params = job.params(run_options)
     before = job.stored()[0] if job.mode == "run" and job.resubmit else 0
@@ -286,14 +272,15 @@ def _execute_into(notebook: Path, job: _Job, params: dict[str, Any], relay: _Rel
 def _check_run_options(run_options: dict[str, Any], mode: str, notebook: Path) -> None:
     """Refuse run options that would not be used: outside mode run, or by a notebook whose
     parameters cell takes none."""
+    given = "/".join(options.flags(run_options))
     if run_options and mode != "run":
-        raise InputError("--where/--limit/--allow-*", None,
-                         f"only choose what a campaign runs, and mode is {mode}",
+        raise InputError(given, None, f"only choose what a campaign runs, and mode is {mode}",
                          allowed="--mode run")
     if run_options and not _takes(notebook, "run_options"):
         raise InputError(notebook, "run_options", "its parameters cell has no run_options, "
-                         "so --where, --limit and --allow-* would be ignored",
-                         allowed="a parameters cell with 'run_options = {}' passed to Chapter")
+                         f"so {given} would be ignored",
+                         allowed="a parameters cell with 'run_options = {}' passed to "
+                                 "iolab.api.chapter")
 
 
 def _mark_replay(output: Path, log: Callable[[str], None], shown: Path | None = None) -> None:

@@ -16,8 +16,10 @@ import hashlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iolab.errors import InputError
+from iolab.execution import options
 
 SLURM_OPTIONS = ("partition", "time", "nodelist", "account")
 DEFAULT_SIGNAL_BEFORE_S = 300
@@ -33,10 +35,9 @@ class JobSpec:
     python: str                    # the interpreter that has iolab
     repo: Path                     # the working folder of the job
     overrides: list[str] = field(default_factory=list)
-    where: list[str] = field(default_factory=list)
-    limit: int | None = None
+    # the run options given (iolab.execution.options: those of 'submit'), by name
+    run_options: dict[str, Any] = field(default_factory=dict)
     requeue: bool = False          # submit the next job when stopped before the time limit
-    allow_host_change: bool = False
     signal_before_s: int = DEFAULT_SIGNAL_BEFORE_S
     slurm: dict[str, str] = field(default_factory=dict)   # SLURM_OPTIONS given
     sbatch_args: list[str] = field(default_factory=list)  # passed through as #SBATCH lines
@@ -68,11 +69,7 @@ def command(job: JobSpec) -> list[list[str]]:
     groups = [[job.python, "-m", "iolab", "notebook", job.experiment],
               ["--env", job.environment, "--mode", job.mode], ["--data", str(job.data_dir)]]
     groups += [["--set", item] for item in job.overrides]
-    groups += [["--where", item] for item in job.where]
-    if job.limit is not None:
-        groups.append(["--limit", str(job.limit)])
-    if job.allow_host_change:
-        groups.append(["--allow-host-change"])
+    groups += options.argv(job.run_options, "notebook")
     if job.requeue:
         groups.append(["--resubmit"])
     return groups

@@ -29,6 +29,7 @@ from iolab.batch import jobs, script
 from iolab.core import datadir
 from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, IolabError, excerpt
+from iolab.execution import options
 from iolab.host import slurm
 from iolab.durable import write_atomic
 from iolab.parsers import is_digits
@@ -47,10 +48,10 @@ class Request:
     mode: str = "run"
     data_dir: str | Path | None = None
     overrides: list[str] = field(default_factory=list)
-    where: list[str] = field(default_factory=list)
-    limit: int | None = None
+    # the options given that each job's notebook takes as its run_options, by name
+    # (iolab.execution.options: those of 'submit')
+    run_options: dict[str, Any] = field(default_factory=dict)
     requeue: bool = False
-    allow_host_change: bool = False
     signal_before_s: int = script.DEFAULT_SIGNAL_BEFORE_S
     slurm: dict[str, str] = field(default_factory=dict)
     sbatch_args: list[str] = field(default_factory=list)
@@ -69,8 +70,10 @@ def _need_sbatch() -> None:
 def _check_request(request: Request) -> None:
     if request.mode not in MODES:
         raise InputError("--mode", None, f"unknown mode {request.mode!r}", allowed=", ".join(MODES))
-    if request.limit is not None and not 1 <= request.limit <= MAX_RUNS:
-        raise InputError("--limit", None, f"{request.limit} runs per job",
+    options.check(request.run_options, "submit", "iolab submit", None)
+    limit = request.run_options.get("limit")
+    if limit is not None and not 1 <= limit <= MAX_RUNS:
+        raise InputError("--limit", None, f"{limit} runs per job",
                          allowed=f"1 to {MAX_RUNS:,} (the most runs a plan holds)")
     if not 1 <= request.signal_before_s <= SIGNAL_BEFORE_MOST_S:
         raise InputError("--signal-before", None, f"{request.signal_before_s} s",
@@ -162,9 +165,10 @@ def _prepare(experiment: str, environment: str, request: Request, data_dir: Path
     from iolab.execution.campaign import Campaign
 
     camp = Campaign(experiment, environment, data_dir=data_dir, overrides=request.overrides)
-    camp.where(request.where)  # a bad filter is an error now, not in the job
+    where = request.run_options.get("where", [])
+    camp.where(where)  # a bad filter is an error now, not in the job
     if request.mode == "run":
-        plan = camp.plan(where=request.where, limit=request.limit)
+        plan = camp.plan(where=where, limit=request.run_options.get("limit"))
         if not left_to_run(plan):
             log(f"{experiment}/{environment}: nothing to run (stored {len(plan.by_status('stored'))} "
                 "of the selected runs); not submitted")
@@ -183,8 +187,8 @@ def _prepare(experiment: str, environment: str, request: Request, data_dir: Path
     return script.JobSpec(
         experiment=experiment, environment=environment, mode=request.mode,
         data_dir=data_dir, jobs_dir=folder, python=sys.executable, repo=REPO_ROOT,
-        overrides=list(request.overrides), where=list(request.where), limit=request.limit,
-        requeue=request.requeue, allow_host_change=request.allow_host_change,
+        overrides=list(request.overrides), run_options=dict(request.run_options),
+        requeue=request.requeue,
         signal_before_s=request.signal_before_s,
         slurm=dict(request.slurm), sbatch_args=list(request.sbatch_args),
         written_at=_now(), iolab_version=__version__)
@@ -199,9 +203,8 @@ def left_to_run(plan) -> int:
 
 
 def _options(request: Request) -> dict[str, Any]:
-    return {"overrides": request.overrides, "where": request.where, "limit": request.limit,
-            "requeue": request.requeue, "allow_host_change": request.allow_host_change,
-            "signal_before_s": request.signal_before_s,
+    return {"overrides": request.overrides, **options.recorded(request.run_options, "submit"),
+            "requeue": request.requeue, "signal_before_s": request.signal_before_s,
             "slurm": request.slurm, "sbatch_args": request.sbatch_args}
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg
 from iolab.errors import InputError, printable
+from iolab.execution import options
 from iolab.paths import REPO_ROOT
 from iolab.safefiles import check_output
 
@@ -55,13 +56,8 @@ def _add_notebook(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["replay", "plan", "run"], default="replay")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a params key, as for 'plan' and 'run'")
-    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
-                   help="with --mode run: only these points, as for 'run'")
-    p.add_argument("--limit", type=int_arg, metavar="N", help="with --mode run: at most N runs")
-    p.add_argument("--allow-shared-node", action="store_true",
-                   help="with --mode run: as for 'run'")
-    p.add_argument("--allow-host-change", action="store_true",
-                   help="with --mode run: as for 'run'")
+    # the notebook's run_options (iolab.execution.options)
+    options.add_flags(p, "notebook", int_type=int_arg, note="with --mode run: ")
     p.add_argument("--resubmit", action="store_true", help="in a Slurm job of 'iolab submit': "
                    "when the campaign stopped before the time limit with runs left, submit the "
                    "job's script again (what 'iolab submit --requeue' asks for)")
@@ -110,6 +106,5 @@ def cmd_notebook(args) -> int:
     check_output(out, "-o", data_dir=data_dir_of(args) if args.data else None)
     return run_notebook(args.experiment, args.env, mode=args.mode, output=out,
                         data_dir=data_dir_of(args) if args.data else None,
-                        overrides=args.overrides, where=args.where, limit=args.limit,
-                        allow_shared_node=args.allow_shared_node,
-                        allow_host_change=args.allow_host_change, resubmit=args.resubmit)
+                        overrides=args.overrides, resubmit=args.resubmit,
+                        **options.given(args, "notebook"))

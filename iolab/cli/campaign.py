@@ -15,15 +15,15 @@ import sys
 import textwrap
 
 from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg, say
-from iolab.core.planner import MAX_RUNS
 from iolab.errors import InputError, printable
+from iolab.execution import options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show what a campaign would run, with counts, an ETA and "
                        "the programs it needs (touches nothing)")
     add_campaign(p)
-    _add_selection(p)
+    _add_selection(p, "plan")
     p.add_argument("--format", choices=["text", "json", "table"], default="text",
                    help="text (default), one JSON object, or one tab-separated line per run")
     p.add_argument("--runs", action="store_true", help="with --format json: every run too")
@@ -31,14 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("run", help="run every planned point not stored yet (resumable)")
     add_campaign(p)
-    _add_selection(p)
-    p.add_argument("--keep-going", action="store_true", help="record a failing run and continue")
-    p.add_argument("--allow-host-change", action="store_true",
-                   help="add runs from a host whose fingerprint differs from the campaign's")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--allow-shared-node", action="store_true",
-                   help="inside a Slurm job on a node shared with other jobs, change system "
-                        "settings all the same (refused by default)")
+    _add_selection(p, "run")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("stop", help="ask the campaign running on a data directory to stop "
@@ -47,17 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_stop)
 
 
-def _add_selection(p: argparse.ArgumentParser) -> None:
+def _add_selection(p: argparse.ArgumentParser, command: str) -> None:
+    """``--set`` and the run options ``command`` offers (``iolab.execution.options``)."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a params key (dotted for nested keys, e.g. base.qdepth=64; "
                         "the value is read as YAML); repeatable, a later one for the same key "
                         "wins; validated like the file")
-    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
-                   help="only points whose variable has this value (or one of a YAML list); "
-                        "repeatable, all must hold")
-    p.add_argument("--limit", type=int_arg, metavar="N", help="at most N of the runs still to do")
-    p.add_argument("--max-runs", type=int_arg, default=MAX_RUNS, metavar="N",
-                   help=f"refuse a design of more than N runs (default {MAX_RUNS:,})")
+    options.add_flags(p, command, int_type=int_arg)
 
 
 def _campaign(args):
@@ -113,9 +102,7 @@ def cmd_run(args) -> int:
     from iolab.execution import stop
 
     camp = _campaign(args)
-    result = camp.run(where=args.where, limit=args.limit, keep_going=args.keep_going,
-                      progress=not args.no_progress, allow_host_change=args.allow_host_change,
-                      max_runs=args.max_runs, allow_shared_node=args.allow_shared_node,
+    result = camp.run(**options.given(args, "run"),
                       show_plan=lambda plan: say(plan.summary(), flush=True))
     for line in result.messages:  # one line each: a reason may quote a tool's stderr
         say(printable(line))

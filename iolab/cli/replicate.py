@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from iolab.cli.common import add_common, say
+from iolab.cli.common import add_common, int_arg, say
 from iolab.errors import printable
+from iolab.execution import options
 from iolab.paths import resolve_data_dir, shown
 
 
@@ -36,8 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a params key of every pack (a quick try: runs so made are "
                         "stored, but a chapter shows the runs its params file plans)")
-    p.add_argument("--keep-going", action="store_true", help="record a failing run and continue")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    options.add_flags(p, "replicate", int_type=int_arg)
     add_common(p)
     p.set_defaults(func=cmd_replicate)
 
@@ -64,7 +64,7 @@ def cmd_replicate(args) -> int:
     results = rep.run_packs(env, experiments, args.data, reading, busy_ok=args.busy_ok,
                             source_env=args.source, overrides=args.overrides,
                             said=lambda text: say(text, flush=True),
-                            keep_going=args.keep_going, progress=not args.no_progress)
+                            **options.given(args, "replicate"))
     code = 0
     for name, result in results:
         if result.skipped:

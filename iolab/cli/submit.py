@@ -13,6 +13,7 @@ from iolab.batch.script import DEFAULT_SIGNAL_BEFORE_S
 from iolab.cli.common import add_common, envs_help, int_arg
 from iolab.core import registry
 from iolab.errors import InputError
+from iolab.execution import options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "node of its own)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a params key, as for 'run'")
-    p.add_argument("--where", action="append", default=[], metavar="VAR=VALUE",
-                   help="only these points, as for 'run'")
-    p.add_argument("--limit", type=int_arg, metavar="N", help="at most N runs in each job")
+    # what each job's notebook is given as its run_options (iolab.execution.options)
+    options.add_flags(p, "submit", int_type=int_arg, note="in each job: ")
     p.add_argument("--partition", help="the Slurm partition (checked with sinfo)")
     p.add_argument("--time", help="the job's time limit, as sbatch takes it (e.g. 2:00:00)")
     p.add_argument("--nodelist", help="the node(s) to run on, as sbatch takes it")
@@ -43,9 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="SECONDS",
                    help="ask Slurm for SIGUSR1 this long before the time limit, when the "
                         f"campaign stops after its current run (default {DEFAULT_SIGNAL_BEFORE_S})")
-    p.add_argument("--allow-host-change", action="store_true",
-                   help="as for 'run': add runs from a host whose fingerprint differs from "
-                        "the campaign's")
     p.add_argument("--requeue", action="store_true",
                    help="a job stopped before its time limit with runs left submits the next "
                         "job itself")
@@ -73,10 +70,10 @@ def _submit(args) -> int:
     from iolab.batch import submit
 
     if args.resume:
-        given = [flag for flag, value in (("--set", args.overrides), ("--where", args.where),
-                                          ("--limit", args.limit is not None),
+        given = [flag for flag, value in (("--set", args.overrides),
+                                          *((flag, True) for flag in options.flags(
+                                              options.given(args, "submit"), "submit")),
                                           ("--requeue", args.requeue),
-                                          ("--allow-host-change", args.allow_host_change),
                                           ("--signal-before",
                                            args.signal_before != DEFAULT_SIGNAL_BEFORE_S),
                                           ("--sbatch", args.sbatch),
@@ -91,8 +88,7 @@ def _submit(args) -> int:
                 submit.resume(experiment, env, args.data)
         return 0
     request = submit.Request(mode=args.mode, data_dir=args.data, overrides=args.overrides,
-                             where=args.where, limit=args.limit, requeue=args.requeue,
-                             allow_host_change=args.allow_host_change,
+                             run_options=options.given(args, "submit"), requeue=args.requeue,
                              signal_before_s=args.signal_before, slurm=_slurm_options(args),
                              sbatch_args=args.sbatch)
     submit.submit(args.experiments, args.env, request)

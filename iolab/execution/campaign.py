@@ -20,7 +20,8 @@ from iolab.core.experiment import Experiment
 from iolab.core.planner import MAX_RUNS, Plan
 from iolab.core.store import Store, open_store
 from iolab.execution.host_plan import design_plan, plan_for
-from iolab.execution.runner import CampaignResult, RunOptions, run_campaign
+from iolab.execution import options as run_options
+from iolab.execution.runner import CampaignResult, run_campaign
 from iolab.importers.aisio import PREFIX, ImportedCampaign
 from iolab.paths import resolve_data_dir
 
@@ -70,10 +71,11 @@ class Campaign:
 
     def run(self, *, where: list[str] | dict[str, Any] | None = None, limit: int | None = None,
             **options: Any) -> CampaignResult:
-        """Run the campaign; ``options`` are :class:`~iolab.execution.runner.RunOptions`'
-        fields."""
+        """Run the campaign; ``options`` are :class:`~iolab.execution.options.RunOptions`'
+        fields (looked up when called: the one definition of the run options)."""
         return run_campaign(self.experiment, self.spec, self.data_dir,
-                            RunOptions(where=self.where(where), limit=limit, **options))
+                            run_options.RunOptions(where=self.where(where), limit=limit,
+                                                   **options))
 
     @staticmethod
     def split(rows: pd.DataFrame, plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:

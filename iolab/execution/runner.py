@@ -38,13 +38,14 @@ from typing import Any, Callable, Iterator
 
 from iolab import __version__, procs
 from iolab.core import datadir, locks
-from iolab.core.planner import MAX_RUNS, Plan, PlannedRun, Point, check_size, knob_needs
+from iolab.core.planner import Plan, PlannedRun, Point, check_size, knob_needs
 from iolab.core.spec import Spec
 from iolab.core.store import corrupt_message
 from iolab.errors import IolabError, ToolError, listed_error, printable
 from iolab.execution import stop
 from iolab.execution.host_plan import RunnableExperiment, plan_for
 from iolab.execution.one_run import RunMaker, now_iso
+from iolab.execution.options import RunOptions
 from iolab.execution.rounds import Schedule, new_seed
 from iolab.execution.signals import Interrupted, Signals, signal_name
 from iolab.host import scratch
@@ -54,25 +55,6 @@ from iolab.host.journal import KnobSession, restore_from_journal, unrestored_mes
 from iolab.host.knobset import make_knobs
 from iolab.host.scratch import ScratchFile
 from iolab.paths import shown
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What the caller chooses about one execution of a campaign: the CLI's flags, a
-    notebook's ``run_options``, a batch job's. ``where`` and ``limit`` select runs of the plan;
-    ``knobs`` and ``journal_path`` replace the host's (tests); ``show_plan`` is given the plan,
-    made once under the locks, before anything runs."""
-
-    where: dict[str, list[Any]] | None = None
-    limit: int | None = None
-    keep_going: bool = False
-    progress: bool = True
-    allow_host_change: bool = False
-    knobs: dict | None = None
-    journal_path: Path | None = None
-    max_runs: int = MAX_RUNS
-    allow_shared_node: bool = False
-    show_plan: Callable[[Plan], None] | None = None
 
 
 @dataclass

@@ -1,16 +1,17 @@
 """What a chapter notebook opens with and ends with.
 
-``Chapter(experiment, environment, mode=..., data_dir=..., overrides=..., run_options=...)``
-runs the campaign when ``mode == "run"`` (``run_options``: the ``where``, ``limit``,
-``allow_shared_node`` and ``allow_host_change`` of ``iolab run``, as ``iolab notebook`` and
-the jobs of ``iolab submit`` pass them; a campaign that a signal stopped at once stops the
-notebook too, with :class:`~iolab.execution.signals.Interrupted`), plans it, and loads the
-tidy rows of the runs the params file plans, matched by run identity (any other stored run
-is kept apart and listed, never pooled; runs imported from an AiSIO archive are kept in
-:attr:`imported`). It states what ran from the stored manifests (:meth:`what_ran`) or,
-for a chapter whose runs need a lab, what the lab campaign measures and why it did not run
-here (:meth:`lab_plan`), summarises with the interval each metric calls for
-(:meth:`summarize`), collects the chapter's glued text and figures, and at the end glues
+A chapter is made in two steps. :func:`run` runs its campaign (the notebook's mode "run":
+``run_options`` are those of ``iolab notebook``, :mod:`iolab.execution.options`, as ``iolab
+notebook`` and the jobs of ``iolab submit`` pass them; a campaign that a signal stopped at
+once stops the notebook too, with :class:`~iolab.execution.signals.Interrupted`).
+``Chapter(experiment, environment, mode=..., data_dir=..., overrides=...)`` never runs
+anything: it plans the campaign, and loads the tidy rows of the runs the params file plans,
+matched by run identity (any other stored run is kept apart and listed, never pooled; runs
+imported from an AiSIO archive are kept in :attr:`imported`). ``iolab.api.chapter`` takes
+both steps for a notebook. A chapter states what ran from the stored manifests
+(:meth:`what_ran`) or, for a chapter whose runs need a lab, what the lab campaign measures and
+why it did not run here (:meth:`lab_plan`), summarises with the interval each metric calls
+for (:meth:`summarize`), collects the chapter's glued text and figures, and at the end glues
 every key the notebook's prose refers to (:meth:`glue_all`), "n/a" for a missing text and a
 :class:`Sentence` for a missing figure, so a chapter without data still builds and says so; a
 page sets a :class:`Sentence` in place of any figure it cannot draw, glued as that text (no
@@ -39,7 +40,9 @@ from iolab.analysis.findings import Finding
 from iolab.core.planner import format_duration
 from iolab.core.repetitions import REASON_TEXT
 from iolab.errors import InputError, printable
+from iolab.execution import options
 from iolab.execution.campaign import Campaign
+from iolab.execution.runner import CampaignResult
 from iolab.execution.signals import Interrupted
 from iolab.importers.aisio import IMPORTED_SOURCE
 from iolab.report import claims, escape, reference
@@ -47,7 +50,6 @@ from iolab.report.figures import half_widths, one_configuration, theme
 from iolab.report.tables import fmt_num, missing
 
 MODES = ("replay", "plan", "run")
-RUN_OPTIONS = ("where", "limit", "allow_shared_node", "allow_host_change")
 # a key of this notebook (optionally with a format); `page.ipynb::key` is another page's
 _TEXT_KEY = re.compile(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)(?::[^`]*)?`")
 _FIGURE_KEY = re.compile(r"\{glue:figure\}\s*`?([A-Za-z0-9_]+)")
@@ -106,39 +108,51 @@ def setting_words(value: Any) -> str:
     return str(value)
 
 
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InputError("notebook parameters", "mode", f"unknown mode {mode!r}",
+                         allowed=", ".join(MODES))
+
+
+def check_run_options(run_options: dict[str, Any] | None) -> dict[str, Any]:
+    """A notebook's ``run_options``: those of ``iolab notebook`` only."""
+    run_options = dict(run_options or {})
+    options.check(run_options, "notebook", "notebook parameters", "run_options")
+    return run_options
+
+
+def run(experiment: str, environment: str, *, data_dir: str | Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        run_options: dict[str, Any] | None = None) -> CampaignResult:
+    """The first step of a chapter in mode "run": make the campaign's runs still to do (every
+    failure recorded, the campaign going on), and print what happened, for the executed
+    notebook a batch job keeps (the cell is not on the book's page). A campaign that a signal
+    stopped at once stops the notebook too (:class:`Interrupted`)."""
+    run_options = check_run_options(run_options)
+    result = Campaign(experiment, environment, data_dir=data_dir,
+                      overrides=overrides).run(keep_going=True, **run_options)
+    for line in result.messages + [f"completed {result.completed} runs, "
+                                   f"{len(result.failed)} failed"]:
+        print(printable(line))  # a failure's reason may quote a tool's stderr
+    if result.interrupted:  # a signal asked to stop now: the notebook too
+        raise Interrupted(result.signal or signal.SIGINT)
+    return result
+
+
 class Chapter:
     """One campaign opened for its chapter: its spec, its runs as tidy rows (and the
-    imported ones apart), its plan, and the texts and figures the notebook glues. ``mode``
-    "replay" reads stored runs; "run" makes the runs still to do first."""
+    imported ones apart), its plan, and the texts and figures the notebook glues. It never
+    runs the campaign (:func:`run` does, first); ``mode`` "replay" describes the stored runs'
+    host, "plan" and "run" this one."""
 
     def __init__(self, experiment: str, environment: str, *, mode: str = "replay",
-                 data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
-                 run_options: dict[str, Any] | None = None):
-        if mode not in MODES:
-            raise InputError("notebook parameters", "mode", f"unknown mode {mode!r}",
-                             allowed=", ".join(MODES))
-        run_options = dict(run_options or {})
-        unknown = sorted(set(run_options) - set(RUN_OPTIONS))
-        if unknown:
-            raise InputError("notebook parameters", "run_options",
-                             f"unknown option {', '.join(map(repr, unknown))}",
-                             allowed=", ".join(RUN_OPTIONS))
+                 data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None):
+        check_mode(mode)
         self.campaign = Campaign(experiment, environment, data_dir=data_dir, overrides=overrides)
         self.experiment = self.campaign.experiment
         self.spec = self.campaign.spec
         self.environment = environment
         self.data_dir = self.campaign.data_dir
-        self.messages: list[str] = []
-        self.run_result = None
-        if mode == "run":
-            self.run_result = self.campaign.run(keep_going=True, **run_options)
-            self.messages = self.run_result.messages
-            # in the executed notebook a batch job keeps (the cell is not on the book's page)
-            for line in self.messages + [f"completed {self.run_result.completed} runs, "
-                                         f"{len(self.run_result.failed)} failed"]:
-                print(printable(line))  # a failure's reason may quote a tool's stderr
-            if self.run_result.interrupted:  # a signal asked to stop now: the notebook too
-                raise Interrupted(self.run_result.signal or signal.SIGINT)
         # A replayed chapter describes the campaign's host, not the one that builds the book.
         self.plan = self.campaign.plan(as_recorded=mode == "replay")
         rows = self.campaign.tidy()
