@@ -125,6 +125,9 @@ def test_a_chapter_without_a_search_campaign_glues_every_key():
     text_keys, _ = referenced_keys(cpu_search.EXPERIMENT.notebook)
     assert set(text_keys) - GLUE_ALL_KEYS - set(ch.text) == set()
     assert ch.text["replay_text"].startswith("No replays")
+    # the replay figure is a sentence saying why, not "no measurement is stored"
+    assert ch.figures["fig_search_replay"] == ("Environment kvm-2vcpu stores no full grid, so no "
+                                               "search was replayed against one.")
 
 
 def test_across_environments_compares_each_quotient_once(committed):

@@ -26,7 +26,7 @@ from iolab.core.search import replay
 from iolab.errors import InputError
 from iolab.execution.campaign import Campaign
 from iolab.report import escape
-from iolab.report.chapter import Chapter
+from iolab.report.chapter import Chapter, Sentence
 from iolab.report.tables import fmt_int
 
 NAMES = {"grid": "full grid", "random": "random search", "tpe": "Optuna's default sampler",
@@ -130,6 +130,9 @@ def replays(ch: Chapter) -> Styler | None:
     if found is None:
         T["replay_seeds"] = "0"
         T["replay_text"] = T["replay_fail"] = "No replays: no full grid is stored."
+        ch.figures["fig_search_replay"] = Sentence(
+            f"Environment {ch.environment} stores no full grid, so no search was replayed "
+            "against one.")
         return None
     camp, grid = found
     rows, info = replay.read(replay.derived_path(ch.data_dir, ch.experiment.name,
