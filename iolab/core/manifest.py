@@ -84,8 +84,9 @@ MANIFEST_MOST = 16 << 20
 
 
 class DamagedManifest(InputError):
-    """A version-2 manifest with a required field missing or of the wrong kind: damaged after
-    it was written (the store reports its run as corrupt)."""
+    """A version-2 manifest with a field iolab never writes, or a required field missing or of
+    the wrong kind: damaged after it was written (the store reports its run as corrupt, so one
+    altered run.json never locks out the rest of its campaign)."""
 
 
 class UnreadableManifest(Exception):
@@ -180,14 +181,16 @@ def check_version(doc: dict[str, Any], path: Path) -> int:
 
 
 def from_json(doc: dict[str, Any], path: Path) -> RunManifest:
-    """A version-2 manifest from its JSON object; InputError names the file and the key."""
+    """A version-2 manifest from its JSON object; DamagedManifest names the file and the key
+    of a field unknown, missing or of the wrong kind (InputError: a version not read here)."""
     check_version(doc, path)
     if doc["schema_version"] != SCHEMA_VERSION:
         raise InputError(path, "schema_version", "a version-1 manifest needs the experiment to "
                          "be read (use Store with the experiment, or 'iolab migrate')")
     unknown = sorted(set(doc) - _FIELDS)
     if unknown:
-        raise InputError(path, unknown[0], "unknown manifest field", allowed=", ".join(sorted(_FIELDS)))
+        raise DamagedManifest(path, unknown[0], "unknown manifest field",
+                              allowed=", ".join(sorted(_FIELDS)))
     missing = sorted(_REQUIRED - set(doc))
     if missing:
         raise DamagedManifest(path, missing[0], "missing from the manifest")
