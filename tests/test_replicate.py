@@ -278,3 +278,10 @@ def test_only_local_experiments_have_packs():
     with pytest.raises(InputError, match="gpu_pcie.*has no replication pack"):
         rep.check_experiments(["gpu_pcie"])
     assert rep.check_experiments(["irq_affinity", "irq_affinity"]) == ("irq_affinity",)
+
+
+@pytest.mark.parametrize("load", [float("nan"), float("inf"), -1.0])
+def test_a_load_average_that_is_no_reading_is_never_a_quiet_machine(load):
+    """Probe 10, Q16: a NaN load average passed the busy check and read as quiet."""
+    said = rep.busy(load, 2, 0.0, 0.0)
+    assert said.startswith("load average") and "is not a reading" in said

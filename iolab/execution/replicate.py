@@ -23,6 +23,7 @@ run records of the machine's quiet (``iolab.collectors.quiet``), or the chapters
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -220,9 +221,14 @@ class Quiet:
 
 
 def busy(load_average: float, cpus: int, foreign_cpu_pct: float, steal_pct: float) -> str:
-    """Why a machine with these readings is too busy to measure on ("" when it is quiet)."""
+    """Why a machine with these readings is too busy to measure on ("" when it is quiet). A
+    load average that is not a number of 0 or more is no reading of a quiet machine: NaN
+    passes every comparison, so it is named as a reason, never let through."""
     reasons = []
-    if load_average > LOAD_PER_CPU * cpus:
+    if not (math.isfinite(load_average) and load_average >= 0):
+        reasons.append(f"load average {load_average!r} is not a reading (allowed: a number "
+                       "of 0 or more)")
+    elif load_average > LOAD_PER_CPU * cpus:
         reasons.append(f"load average {load_average:.2f} over the last minute on {cpus} CPUs "
                        f"(allowed: {LOAD_PER_CPU * cpus:.2f}, {LOAD_PER_CPU:g} per CPU)")
     if foreign_cpu_pct > quiet.FOREIGN_CPU_PCT:
