@@ -102,6 +102,27 @@ def test_a_bad_pack_is_refused_naming_the_file_and_key(demo, params_dir, pack, k
     assert err.value.key.startswith(key) and SOURCE in err.value.path
 
 
+@pytest.mark.parametrize("bound", ["MAX_POINTS", "MAX_RUNS"])
+def test_a_pack_too_large_is_refused_naming_the_source_file_and_key(demo, params_dir, tmp_path,
+                                                                     monkeypatch, bound):
+    """Probe 10, B8: it was refused naming the draft it is planned from (a temporary file,
+    deleted by then) and the key 'grids'; nothing is written."""
+    from iolab.core import planner
+
+    monkeypatch.setattr(planner, bound, 1)  # the pack has 2 points, of up to 4 runs each
+    folder = demo_params(params_dir)
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(InputError, match="the pack's design has up to 2 points and 8 runs "
+                                         r"\(ends: 2 points\)") as err:
+        rep.plan_packs(ENV, (demo,), data, SOURCE, params_dir=folder)
+    assert err.value.path == str(specmod.params_path("demo", SOURCE, folder))
+    assert err.value.key == "replicate.grids"
+    with pytest.raises(InputError, match="replicate.grids"):
+        rep.prepare(ENV, (demo,), SOURCE, write=True, params_dir=folder)
+    assert not (folder / ENV).exists()
+
+
 def test_a_file_without_a_pack_says_so(demo, params_dir):
     folder = demo_params(params_dir, PACKED.split("replicate:")[0])
     with pytest.raises(InputError, match="replicate.*missing"):

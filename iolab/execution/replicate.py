@@ -126,7 +126,28 @@ def pack_document(experiment, source_env: str = SOURCE_ENV,
     doc = specmod.read_params_doc(spec.params_file)
     out = {k: v for k, v in doc.items() if k not in (*_DROPPED, "replicate")}
     out.update(spec.replicate)
+    _check_pack_size(exp, out, spec)
     return out
+
+
+def _check_pack_size(exp, doc: dict[str, Any], source: specmod.Spec) -> None:
+    """InputError naming the source file and ``replicate.grids`` when the pack's design is
+    larger than a plan holds (planner.MAX_POINTS points, MAX_RUNS runs): checked here, on
+    what the user wrote, since the plan that would refuse it reads a draft in a temporary
+    folder, deleted by the time its error is read, under a key the user never wrote there."""
+    from iolab.core.planner import MAX_POINTS, MAX_RUNS, design_points, design_size
+
+    metrics = list(getattr(exp, "metrics", None) or []) or None
+    pack = specmod._validate(doc, source.params_file, exp.name, source.environment,
+                             exp.schema(), metrics)
+    points, runs = design_points(pack), design_size(pack)
+    if points > MAX_POINTS or runs > MAX_RUNS:
+        per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} "
+                             "points" for name, g in pack.grids.items())
+        raise InputError(source.params_file, "replicate.grids", f"the pack's design has up to "
+                         f"{points:,} points and {runs:,} runs ({per_grid}), more than a plan "
+                         "holds; shrink the pack's grids",
+                         allowed=f"at most {MAX_POINTS:,} points and {MAX_RUNS:,} runs")
 
 
 def pack_text(experiment: str, source_env: str, doc: dict[str, Any]) -> str:
