@@ -33,9 +33,7 @@ a short wait (:func:`sample`) with the load average (:func:`load_average`), whic
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,7 @@ from iolab.collectors.hostrec import host_cpus
 from iolab.collectors.procstat import check_cpu_lines, check_iowait, check_tick_span, cpu_lines
 from iolab.collectors.proctree import children
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import is_digits
+from iolab.parsers import decimal_within_float, is_digits
 from iolab.tools.base import Collector, check_brackets, run_window
 
 # the stated shares: a run with more foreign CPU or steal than these was measured under load
@@ -194,19 +192,15 @@ def sample(seconds: float, proc: Path = Path("/proc"), root_pid: int | None = No
     return parse_quiet(before, snapshot(pid, proc), str(Path(proc) / "stat"))
 
 
-# a load average as the kernel prints it: ASCII digits, a point and two decimals; float()
-# would also take nan, inf, -5, '1_0' and other scripts' digits, and a NaN load passes every
-# "too busy" comparison, so reads as a quiet machine
-LOAD_AVERAGE = re.compile(r"[0-9]+(\.[0-9]+)?")
-
-
 def load_average(proc: Path = Path("/proc")) -> float:
     """The one-minute load average of ``/proc/loadavg``; ParseError naming the file unless it
-    is a finite number of 0 or more in ASCII decimals, as the kernel prints it."""
+    is a finite number of 0 or more in ASCII decimals, as the kernel prints it (float()
+    would also take nan, inf, -5, '1_0' and other scripts' digits, and a NaN load passes
+    every "too busy" comparison, so would read as a quiet machine)."""
     path = Path(proc) / "loadavg"
     words = path.read_text().split()
-    value = float(words[0]) if words and LOAD_AVERAGE.fullmatch(words[0]) else None
-    if value is None or not math.isfinite(value):
+    value = decimal_within_float(words[0]) if words else None
+    if value is None:
         raise ParseError(str(path), f"{excerpt(words[0] if words else '')} is not a load "
                          "average (allowed: the load averages first, decimals of 0 or more in "
                          "digits 0-9, e.g. '0.12 0.30 0.25 1/123 4567')")
