@@ -199,7 +199,7 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
     doc = read_params_doc(path)
     schema = experiment.schema()
     metrics = list(getattr(experiment, "metrics", None) or []) or None
-    spec = _validate(doc, path, experiment.name, environment, schema, metrics)
+    spec = validate(experiment, environment, doc, path)
     label: str | Path = path
     if overrides:
         pairs = (parse_assignments(overrides, "--set")
@@ -221,6 +221,15 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
             raise InputError(label if label == path else f"{path} + {label}", exc.key,
                              exc.problem, exc.allowed) from None
     return spec
+
+
+def validate(experiment: HasSchema, environment: str, doc: dict[str, Any],
+             label: str | Path) -> Spec:
+    """The spec of a params document, validated as :func:`load` validates a file, errors
+    naming ``label``: for a document made from another (a replication pack drafted from its
+    source's ``replicate:``), before it is written anywhere."""
+    metrics = list(getattr(experiment, "metrics", None) or []) or None
+    return _validate(doc, label, experiment.name, environment, experiment.schema(), metrics)
 
 
 def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | None

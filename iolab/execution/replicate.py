@@ -137,9 +137,7 @@ def _check_pack_size(exp, doc: dict[str, Any], source: specmod.Spec) -> None:
     folder, deleted by the time its error is read, under a key the user never wrote there."""
     from iolab.core.planner import MAX_POINTS, MAX_RUNS, design_points, design_size
 
-    metrics = list(getattr(exp, "metrics", None) or []) or None
-    pack = specmod._validate(doc, source.params_file, exp.name, source.environment,
-                             exp.schema(), metrics)
+    pack = specmod.validate(exp, source.environment, doc, source.params_file)
     points, runs = design_points(pack), design_size(pack)
     if points > MAX_POINTS or runs > MAX_RUNS:
         per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} "
