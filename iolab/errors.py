@@ -13,6 +13,7 @@ recovering from them.
 from __future__ import annotations
 
 import reprlib
+import shlex
 from pathlib import Path
 
 
@@ -49,6 +50,14 @@ def shortened(text: str, limit: int = EXCERPT) -> str:
     "…": for a name a message shows unquoted (a job's, a map's, a row's), which a parser takes
     from its input and which may be as long as a line of it."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def shell_word(value: object) -> str:
+    """``value`` (a path, most often) as one word of a shell command iolab prints for the user
+    to paste: quoted (``shlex.quote``), so that a ``$(...)``, a backquote, a ``;`` or a space
+    in it is pasted as the characters it is and never run, with control characters escaped
+    (:func:`printable`) so that the line stays one line."""
+    return printable(shlex.quote(str(value)))
 
 
 class _ShortRepr(reprlib.Repr):

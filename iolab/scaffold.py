@@ -12,7 +12,8 @@ generate the same way) with the name, class, label and chapter replaced. Two lay
   ``$IOLAB_EXPERIMENTS`` with DIR on ``sys.path``.
 
 Responsible for: checking the name, and writing the new experiment's files, all of them or
-none, never over an existing file nor through a linked folder, and its published params
+none, never over an existing file nor through a linked folder nor in a ``where`` folder
+another user could redirect (``safefiles.folders_problem``), and its published params
 schema. Not responsible for: what the experiment measures (its
 author edits the copy, its claims included), its page and tests (book/architecture.md lists
 them), or
@@ -36,7 +37,7 @@ from iolab.core import spec as specmod
 from iolab.durable import write_atomic
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
-from iolab.safefiles import check_regular, read_regular, refuse_linked
+from iolab.safefiles import NotOurs, check_regular, folders_problem, read_regular, refuse_linked
 from iolab.schemas import SCHEMA_DIR, generate
 from iolab.yamlfile import parse_bytes
 
@@ -268,6 +269,8 @@ def new_experiment(name: str, *, where: str | Path | None = None,
     if where is not None and not str(where).strip():
         raise InputError(None, "where", "empty", allowed="a folder (or none: the package)")
     check_experiment_name(name, outside=where is not None)
+    if where is not None:
+        _check_where(Path(where), name)
     layout = package_layout(name, Path(repo)) if where is None else outside_layout(name,
                                                                                    Path(where))
     files = planned_files(name, layout, _environments(environment))
@@ -278,6 +281,18 @@ def new_experiment(name: str, *, where: str | Path | None = None,
         toc = (layout.toc, toc_with(layout.toc, chapter_of(files[layout.package / "__init__.py"])))
     _write(files, toc, Path(repo) if where is None else Path(where))
     return [*files, *([layout.toc] if toc else [])]
+
+
+def _check_where(where: Path, name: str) -> None:
+    """NotOurs when another user could decide where the files written in ``where`` land: a
+    folder of its path (``where`` included) is a link another user made, another user's, or
+    one others may write into without the sticky bit (:func:`folders_problem`)."""
+    problem = folders_problem(where.absolute() / name)
+    if problem:
+        raise NotOurs("--where", None, f"{where}: {problem}; a new experiment is never "
+                      "written where another user decides where it lands",
+                      allowed="a folder whose folders are this user's or root's, and that "
+                      "others cannot write into (or that have the sticky bit, as /tmp has)")
 
 
 def publish_params_schema(name: str) -> Path:

@@ -65,6 +65,20 @@ def test_the_table_has_a_row_per_finding_and_a_summary():
     assert "intel against amd" in three.columns and "arm against amd" in three.columns
 
 
+def test_the_text_table_keeps_each_recorded_string_on_its_line():
+    """An exclusion's ``why`` (a params file's string) is quoted in a finding's reason: its
+    line breaks and escape sequences are escaped, never a line (a verdict) of their own."""
+    why = "X\x1b]0;pwn\x07\x1b[2J\nverdict: replicates FAKE LINE"
+    first = [fd.undefined("a", "one\nverdict: replicates", why)]
+    second = [fd.change("a", "one\nverdict: replicates", A, A)]
+    text = compare.as_text(compare.table({"amd": first, "intel": second}))
+    assert "\x1b" not in text and "\x07" not in text
+    assert not any(line.startswith("verdict") for line in text.splitlines())
+    assert r"verdict: cannot be compared: X\x1b]0;pwn\x07\x1b[2J\nverdict: replicates FAKE LINE" \
+        in text
+    assert text.splitlines()[0] == r"one\nverdict: replicates"
+
+
 def test_environments_are_those_with_runs_and_params(tmp_path):
     for env, runs in (("kvm-2vcpu", True), ("epyc-2vcpu-v782", False), ("nowhere", True)):
         folder = tmp_path / "raw" / "cpu_search" / env / "runs"

@@ -138,3 +138,14 @@ def test_a_long_line_anywhere_in_a_tools_output_gives_a_short_error(name):
             errors += 1
             assert len(str(exc)) <= MOST, f"line {i + 1}: {str(exc)[:200]}"
     assert errors, "no line made an error: the fixture does not test the quoting"
+
+
+def test_a_shell_word_is_pasted_as_itself_and_stays_on_its_line():
+    import shlex
+
+    from iolab.errors import shell_word
+
+    name = "/tmp/d'$(touch x)`y`; z"
+    assert shlex.split(shell_word(name)) == [name]
+    assert shell_word("/tmp/plain") == "/tmp/plain"
+    assert "\x1b" not in shell_word("/tmp/\x1b[2Jx") and "\n" not in shell_word("/a\nb")

@@ -5,6 +5,7 @@ the end, and the next job submitted only when the stopped campaign made progress
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -194,3 +195,17 @@ def test_the_knobs_a_dead_kernel_left_are_restored_before_the_error(monkeypatch,
     assert restored == [tmp_path]
     assert log[0].startswith("the notebook's kernel ended without putting back the knobs")
     assert log[1] == '  thp: restored to "madvise"'
+
+
+def test_the_go_on_command_quotes_the_data_folder(monkeypatch, tmp_path):
+    """A data folder named with a command substitution is pasted back as that name, never
+    run, from the command the stopped job prints."""
+    data = tmp_path / "d'$(touch INJ)`touch INJ2`"
+    monkeypatch.setattr(job, "_stored", lambda *a: (1, 4))
+    said: list[str] = []
+    stopped = job._Job("smt_thp", ENV, "run", tmp_path / "o.ipynb", str(data), data, [], {},
+                       False)
+    job._after_stop(stopped, ["SIGUSR1"], 0, said.append)
+    [line] = [s for s in said if s.startswith("go on with")]
+    words = shlex.split(line.removeprefix("go on with: "))
+    assert words[words.index("--data") + 1] == str(data)

@@ -85,6 +85,33 @@ def test_a_host_record_of_another_shape_is_shown_unreadable_naming_file_and_key(
     assert table["experiments measured (runs)"].tolist() == ["smt_thp (1)"]
 
 
+@pytest.mark.parametrize("edit, key", [
+    ({"mem_total_kib": 10**400}, "mem_total_kib"),
+    ({"mem_total_kib": -4096}, "mem_total_kib"),
+    ({"mem_total_kib": 2**50 + 1}, "mem_total_kib"),
+    ({"cpu": {"model_name": "AMD EPYC", "logical_cpus": 0, "threads_per_core": 1}},
+     "cpu.logical_cpus"),
+    ({"cpu": {"model_name": "AMD EPYC", "logical_cpus": 65537, "threads_per_core": 1}},
+     "cpu.logical_cpus"),
+    ({"cpu": {"model_name": ["<b>x</b>"], "logical_cpus": 2, "threads_per_core": 1}},
+     "cpu.model_name"),
+    ({"cpu": {"model_name": "AMD EPYC", "logical_cpus": 2, "threads_per_core": 0}},
+     "cpu.threads_per_core"),
+])
+def test_a_host_record_of_values_no_host_has_is_named_not_drawn(tmp_path, edit, key):
+    """Probe 10, Q17/Q18: a memory of 10**400 KiB stopped the environments page with an
+    OverflowError (no float holds it); -4096 KiB, 0 CPUs or a list for a CPU model were
+    drawn as a machine ("0 logical CPUs, -0.0 GiB")."""
+    host = {**json.loads((RAW / "smt_thp" / "kvm-2vcpu" / "host.json").read_text()), **edit}
+    assert shape_problem(host)[0] == key
+    folder = tmp_path / "raw" / "smt_thp" / "kvm-2vcpu"
+    (folder / "runs" / "r0").mkdir(parents=True)
+    (folder / "host.json").write_text(json.dumps(host))
+    [machine] = measured_by_machine(tmp_path)["machine (as recorded)"].tolist()
+    assert machine.startswith(f"unreadable host record: {folder / 'host.json'}: key {key}: ")
+    assert summary_row(host)["CPU model"].startswith(f"unreadable: host.json, key {key}: ")
+
+
 def test_a_host_record_that_is_not_json_is_shown_unreadable(tmp_path):
     folder = tmp_path / "raw" / "smt_thp" / "kvm-2vcpu"
     (folder / "runs" / "r0").mkdir(parents=True)

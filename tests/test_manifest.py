@@ -47,6 +47,30 @@ def test_unknown_and_missing_fields_are_named(tmp_path):
     assert info.value.key == "identity"
 
 
+def test_an_unknown_field_makes_a_damaged_manifest(tmp_path):
+    """Probe 10, C1: an unknown field was a plain InputError, which ended every verb on the
+    campaign; damaged, the store names that one run corrupt and reads the others."""
+    with pytest.raises(mf.DamagedManifest) as info:
+        mf.from_json({**sample().to_json(), "note": "x"}, tmp_path / "run.json")
+    assert info.value.key == "note" and info.value.problem == "unknown manifest field"
+
+
+V1 = {"schema_version": 1, "run_id": "old-id", "experiment": "smt_thp",
+      "environment": "kvm-2vcpu", "rep": 0, "params": {"bs": 4096},
+      "config": {"settings": {}}, "argv": ["fio"]}
+
+
+@pytest.mark.parametrize("key, value", [("params", "bs=4096"), ("config", 5), ("rep", True),
+                                        ("config", {"settings": [1]}), ("run_id", 7)])
+def test_a_version_1_field_of_another_kind_makes_a_damaged_manifest(tmp_path, key, value):
+    """A version-1 manifest's field the upgrade reads, of another kind, stopped the listing
+    of the whole campaign (a TypeError in the upgrade)."""
+    mf.check_v1(V1, tmp_path / "run.json")
+    with pytest.raises(mf.DamagedManifest) as info:
+        mf.check_v1({**V1, key: value}, tmp_path / "run.json")
+    assert info.value.key.startswith(key)
+
+
 @pytest.mark.parametrize("text", ["", "{\"run_id\": ", "[1, 2]"])
 def test_a_truncated_manifest_is_unreadable_not_an_error(tmp_path, text):
     path = tmp_path / "run.json"

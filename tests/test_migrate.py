@@ -81,6 +81,21 @@ def test_a_run_whose_argv_today_differs_is_not_reused(data):
     assert "recorded argv differs" in run.manifest.extra["v1_mismatch"]
 
 
+def test_a_version_1_manifest_of_another_shape_makes_only_its_run_corrupt(data, capsys):
+    """Probe 10, C1's class: a version-1 run.json whose config is not a mapping stopped the
+    listing of the campaign (and 'iolab migrate') with a TypeError in the upgrade."""
+    runs = data / "raw" / "smt_thp" / "kvm-2vcpu" / "runs"
+    damaged = sorted(runs.iterdir())[0]
+    doc = json.loads((damaged / "run.json").read_text())
+    (damaged / "run.json").write_text(json.dumps({**doc, "config": 5}))
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    good, corrupt = store.scan(verify=False)
+    assert len(good) == 2 and [c.path for c in corrupt] == [damaged]
+    assert "(key 'config'): is int, not a dict" in corrupt[0].reason
+    assert main(["migrate", "--data", str(data)]) == 0
+    assert "2 version-1 runs" in capsys.readouterr().out
+
+
 def test_migrate_is_a_dry_run_by_default_then_idempotent(data, capsys):
     before = {e: folders(data, e) for e in ("smt_thp", "cpu_search")}
     tidy_before = tidy.load(data, get("smt_thp"), "kvm-2vcpu", use_cache=False)

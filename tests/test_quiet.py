@@ -214,6 +214,19 @@ def test_the_live_sample_reads_the_same_quantities_over_its_wait(tmp_path, quiet
     assert quiet.load_average(proc) == 1.5
 
 
+@pytest.mark.parametrize("first", ["nan", "inf", "-5", "-0.5", "\u0661\u0662", "1_0",
+                                   "9" * 400])
+def test_a_load_average_the_kernel_never_prints_is_refused(tmp_path, first):
+    """Probe 10, Q16: float() took nan (which passes every "too busy" comparison, so read as
+    a quiet machine), -5, other scripts' digits and '1_0'."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "loadavg").write_text(f"{first} 0.10 0.10 1/100 5\n")
+    with pytest.raises(ParseError, match="is not a load average") as err:
+        quiet.load_average(proc)
+    assert str(err.value).startswith(f"{proc / 'loadavg'}: ") and "\n" not in str(err.value)
+
+
 def test_every_run_records_the_quiet_collector(demo):
     launch, collectors, _ = demo.launch({"tool": "fio", "runtime_s": 1, "ramp_s": 0,
                                          "target": "/tmp/demo.dat"},

@@ -102,6 +102,27 @@ def test_a_bad_pack_is_refused_naming_the_file_and_key(demo, params_dir, pack, k
     assert err.value.key.startswith(key) and SOURCE in err.value.path
 
 
+@pytest.mark.parametrize("bound", ["MAX_POINTS", "MAX_RUNS"])
+def test_a_pack_too_large_is_refused_naming_the_source_file_and_key(demo, params_dir, tmp_path,
+                                                                     monkeypatch, bound):
+    """Probe 10, B8: it was refused naming the draft it is planned from (a temporary file,
+    deleted by then) and the key 'grids'; nothing is written."""
+    from iolab.core import planner
+
+    monkeypatch.setattr(planner, bound, 1)  # the pack has 2 points, of up to 4 runs each
+    folder = demo_params(params_dir)
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(InputError, match="the pack's design has up to 2 points and 8 runs "
+                                         r"\(ends: 2 points\)") as err:
+        rep.plan_packs(ENV, (demo,), data, SOURCE, params_dir=folder)
+    assert err.value.path == str(specmod.params_path("demo", SOURCE, folder))
+    assert err.value.key == "replicate.grids"
+    with pytest.raises(InputError, match="replicate.grids"):
+        rep.prepare(ENV, (demo,), SOURCE, write=True, params_dir=folder)
+    assert not (folder / ENV).exists()
+
+
 def test_a_file_without_a_pack_says_so(demo, params_dir):
     folder = demo_params(params_dir, PACKED.split("replicate:")[0])
     with pytest.raises(InputError, match="replicate.*missing"):
@@ -278,3 +299,10 @@ def test_only_local_experiments_have_packs():
     with pytest.raises(InputError, match="gpu_pcie.*has no replication pack"):
         rep.check_experiments(["gpu_pcie"])
     assert rep.check_experiments(["irq_affinity", "irq_affinity"]) == ("irq_affinity",)
+
+
+@pytest.mark.parametrize("load", [float("nan"), float("inf"), -1.0])
+def test_a_load_average_that_is_no_reading_is_never_a_quiet_machine(load):
+    """Probe 10, Q16: a NaN load average passed the busy check and read as quiet."""
+    said = rep.busy(load, 2, 0.0, 0.0)
+    assert said.startswith("load average") and "is not a reading" in said

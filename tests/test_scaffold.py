@@ -23,6 +23,7 @@ from iolab import scaffold
 from iolab.core import registry
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
+from iolab.safefiles import NotOurs
 from iolab.scaffold import new_experiment, template_environments
 
 NAME = "disk_probe"
@@ -121,6 +122,27 @@ def test_a_linked_environment_folder_is_never_written_through(repo, tmp_path):
         new_experiment(NAME, repo=repo)
     assert list(victim.iterdir()) == [] and (repo / "_toc.yml").read_text() == toc
     assert not (repo / "iolab").exists() and not (repo / "notebooks" / f"{NAME}.ipynb").exists()
+
+
+@pytest.mark.parametrize("through_a_link", [False, True])
+def test_where_another_user_decides_is_refused_before_anything_is_written(tmp_path,
+                                                                          through_a_link):
+    """--where a folder others may write into (without the sticky bit), or a link to one:
+    another user could put a link in place of the new folder and take the files elsewhere."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    where = shared
+    if through_a_link:
+        where = tmp_path / "link"
+        where.symlink_to(shared)
+    with pytest.raises(NotOurs) as err:
+        new_experiment(NAME, where=where)
+    message = str(err.value)
+    assert message.startswith(f"--where: {where}: {where}, a folder of its path, ")
+    assert "\n" not in message
+    assert "is writable by every user (mode 0777) without the sticky bit" in message
+    assert list(shared.iterdir()) == []
 
 
 def test_one_environment_of_its_own(tmp_path):

@@ -161,6 +161,25 @@ def test_a_malformed_host_json_and_campaign_log(tmp_path):
     assert "not valid JSON" in found[store.LOG, "line 3"][0].problem
 
 
+@pytest.mark.parametrize("path, value, problem", [
+    (("mem_total_kib",), 10**400, "is greater than the maximum"),
+    (("mem_total_kib",), -4096, "is less than the minimum of 1"),
+    (("cpu", "logical_cpus"), 0, "is less than the minimum of 1"),
+    (("cpu", "model_name"), ["<b>x</b>"], "is not of type 'string', 'null'"),
+])
+def test_a_host_record_value_no_host_has_is_named_by_verify(tmp_path, path, value, problem):
+    """Probe 10, Q17/Q18: these passed 'iolab verify' (the schema checked types only)."""
+    env = _store(tmp_path)
+    host = json.loads((env / "host.json").read_text())
+    inner = host
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
+    (env / "host.json").write_text(json.dumps(host))
+    found = [p for p in committed_only(verify_files(tmp_path)) if Path(p.path).name == "host.json"]
+    assert [p.key for p in found] == ["$." + ".".join(path)] and problem in found[0].problem
+
+
 def _params(experiment: str = "smt_thp") -> dict:
     return spec.load_yaml(spec.params_path(experiment, "kvm-2vcpu").read_text())
 

@@ -367,3 +367,18 @@ def test_the_exclusions_of_a_params_file_are_bounded(demo, params_dir, monkeypat
         "when: {engine: [psync, io_uring], concurrency: [1, 4, 16]}"))
     assert err.key == "exclusions[0].when" and "6 combinations" in str(err)
     assert err.allowed == "at most 5 combinations in all"
+
+
+def test_the_cp_command_an_error_suggests_quotes_its_paths(demo, tmp_path):
+    """The params folder's path is pasted as one word each, never split or expanded."""
+    import shlex
+
+    root = tmp_path / "my `x` $HOME; params"
+    (root / "here").mkdir(parents=True)
+    (root / "here" / "demo.yaml").write_text(DEMO_PARAMS)
+    (root / "there").mkdir()
+    with pytest.raises(InputError) as err:
+        specmod.load(demo, "there", params_dir=root)
+    command = err.value.problem.split("(cp ", 1)[1].rsplit(") and edit it", 1)[0]
+    assert shlex.split(command) == [str(root / "here" / "demo.yaml"),
+                                    str(root / "there" / "demo.yaml")]

@@ -274,3 +274,21 @@ def test_a_campaign_or_experiment_folder_that_is_a_link_is_never_written_through
             write()
         assert "\n" not in str(info.value)
     assert list(elsewhere.rglob("*")) == [elsewhere / "here"]
+
+
+def test_an_unknown_manifest_field_makes_only_that_run_corrupt(store):
+    """A run.json with a field iolab never writes was altered after its commit: that run is
+    corrupt (named, and set aside by quarantine), the campaign's other runs are still read."""
+    commit_one(store, "aaaaaaaaaaaa-r0")
+    final = commit_one(store, "bbbbbbbbbbbb-r0")
+    doc = json.loads((final / "run.json").read_text())
+    (final / "run.json").write_text(json.dumps({**doc, "note\n\x1b[2Jx": "x"}))
+    [corrupt] = store.corrupt_runs()
+    assert corrupt.path == final
+    assert corrupt.reason.startswith("run.json is not a valid manifest (key 'note")
+    assert "unknown manifest field" in corrupt.reason
+    shown = corrupt.describe()
+    assert "\n" not in shown and "\x1b" not in shown
+    assert store.complete_ids() == {"aaaaaaaaaaaa-r0"}
+    assert len(store.quarantine_corrupt([corrupt])) == 1
+    assert store.corrupt_runs() == [] and store.complete_ids() == {"aaaaaaaaaaaa-r0"}

@@ -655,3 +655,17 @@ def test_slurms_own_warning_before_a_short_time_limit_ends_the_job_cleanly(clust
     assert not list((campaign / "runs").glob(".tmp-*"))
     status = iolab(["status", "--data", str(data)], cluster).stdout
     assert f"job {job} (run" in status and "to run" in status
+
+
+def test_the_commands_that_follow_a_job_quote_its_paths(tmp_path):
+    """'follow it:' names the output and the data folder as one shell word each: a data folder
+    named with $(...), backquotes or a ';' is pasted as its name, never run."""
+    data = tmp_path / "dq'$(touch${IFS}INJ6)`touch${IFS}INJ7`;x"
+    folder = data / "raw" / "smt_thp" / ENV / "jobs"
+    record = jobs.JobRecord("4242", "smt_thp.sbatch", "now", "plan")
+    [follow] = [line for line in submit.follow(record, folder, data).splitlines()
+                if "follow it:" in line]
+    lexer = shlex.shlex(follow.split("follow it: ", 1)[1], posix=True, punctuation_chars=";")
+    lexer.whitespace_split = True
+    assert list(lexer) == ["squeue", "-j", "4242", ";", "tail", "-f", str(folder / "4242.out"),
+                           ";", "iolab", "status", "--data", str(data)]

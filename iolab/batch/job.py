@@ -45,7 +45,7 @@ import nbformat
 
 from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, shell_word
 from iolab.execution import options, stop
 from iolab.execution.signals import STOP_AFTER_RUN, STOP_NOW, answered, signal_name
 from iolab.paths import resolve_data_dir
@@ -324,4 +324,4 @@ def _after_stop(job: _Job, asked: list[str], before: int, log: Callable[[str], N
             "(it would stop the same way): give the job a longer --time")
     else:
         log(f"go on with: iolab submit {job.experiment} --env {job.environment} "
-            f"--data {job.data} --resume")
+            f"--data {shell_word(job.data)} --resume")

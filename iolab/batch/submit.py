@@ -28,7 +28,7 @@ from iolab import __version__, children
 from iolab.batch import jobs, script
 from iolab.core import datadir
 from iolab.core.planner import MAX_RUNS
-from iolab.errors import InputError, IolabError, excerpt
+from iolab.errors import InputError, IolabError, excerpt, printable, shell_word
 from iolab.execution import options
 from iolab.host import slurm
 from iolab.durable import write_atomic
@@ -225,10 +225,14 @@ def _mkdirs(folder: Path) -> list[Path]:
 
 
 def follow(record: jobs.JobRecord, folder: Path, data_dir: Path) -> str:
-    return (f"submitted job {record.job_id} ({record.mode}); script {folder / record.script}\n"
-            f"  follow it: squeue -j {record.job_id}; tail -f {record.output(folder)}; "
-            f"iolab status --data {data_dir}\n"
-            f"  its executed notebook will be {record.notebook(folder)}")
+    """What was submitted and the commands that follow it, each path quoted as one word
+    (:func:`shell_word`): a data folder named with ``$(...)`` is pasted, never run."""
+    return (f"submitted job {record.job_id} ({record.mode}); script "
+            f"{printable(str(folder / record.script))}\n"
+            f"  follow it: squeue -j {shell_word(record.job_id)}; "
+            f"tail -f {shell_word(record.output(folder))}; "
+            f"iolab status --data {shell_word(data_dir)}\n"
+            f"  its executed notebook will be {printable(str(record.notebook(folder)))}")
 
 
 def submit(experiments: list[str], environments: list[str], request: Request,

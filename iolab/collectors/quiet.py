@@ -41,8 +41,8 @@ from typing import Any
 from iolab.collectors.hostrec import host_cpus
 from iolab.collectors.procstat import check_cpu_lines, check_iowait, check_tick_span, cpu_lines
 from iolab.collectors.proctree import children
-from iolab.errors import ParseError
-from iolab.parsers import is_digits
+from iolab.errors import ParseError, excerpt
+from iolab.parsers import decimal_within_float, is_digits
 from iolab.tools.base import Collector, check_brackets, run_window
 
 # the stated shares: a run with more foreign CPU or steal than these was measured under load
@@ -193,10 +193,15 @@ def sample(seconds: float, proc: Path = Path("/proc"), root_pid: int | None = No
 
 
 def load_average(proc: Path = Path("/proc")) -> float:
-    """The one-minute load average of ``/proc/loadavg``."""
-    text = (Path(proc) / "loadavg").read_text()
-    try:
-        return float(text.split()[0])
-    except (IndexError, ValueError):
-        raise ParseError(str(Path(proc) / "loadavg"), "expected the load averages first "
-                         "(e.g. '0.12 0.30 0.25 1/123 4567')") from None
+    """The one-minute load average of ``/proc/loadavg``; ParseError naming the file unless it
+    is a finite number of 0 or more in ASCII decimals, as the kernel prints it (float()
+    would also take nan, inf, -5, '1_0' and other scripts' digits, and a NaN load passes
+    every "too busy" comparison, so would read as a quiet machine)."""
+    path = Path(proc) / "loadavg"
+    words = path.read_text().split()
+    value = decimal_within_float(words[0]) if words else None
+    if value is None:
+        raise ParseError(str(path), f"{excerpt(words[0] if words else '')} is not a load "
+                         "average (allowed: the load averages first, decimals of 0 or more in "
+                         "digits 0-9, e.g. '0.12 0.30 0.25 1/123 4567')")
+    return value

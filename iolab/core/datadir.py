@@ -16,7 +16,7 @@ import errno
 import os
 from pathlib import Path
 
-from iolab.errors import InputError, IolabError
+from iolab.errors import InputError, IolabError, shell_word
 
 ALLOWED = "a folder holding raw/ (created when missing), or $IOLAB_DATA"
 
@@ -44,7 +44,7 @@ def check(data_dir: Path, *, write: bool = False) -> Path:
         raise InputError(path, None, "is a file, not a data directory", ALLOWED)
     if path.is_dir() and _looks_like_raw(path):
         raise InputError(path, None, f"is the raw/ folder of a data directory, not a data "
-                         f"directory; pass its parent, --data {path.parent}", ALLOWED)
+                         f"directory; pass its parent, --data {shell_word(path.parent)}", ALLOWED)
     if write:
         try:
             path.mkdir(parents=True, exist_ok=True)

@@ -84,8 +84,9 @@ MANIFEST_MOST = 16 << 20
 
 
 class DamagedManifest(InputError):
-    """A version-2 manifest with a required field missing or of the wrong kind: damaged after
-    it was written (the store reports its run as corrupt)."""
+    """A version-2 manifest with a field iolab never writes, or a required field missing or of
+    the wrong kind: damaged after it was written (the store reports its run as corrupt, so one
+    altered run.json never locks out the rest of its campaign)."""
 
 
 class UnreadableManifest(Exception):
@@ -180,14 +181,16 @@ def check_version(doc: dict[str, Any], path: Path) -> int:
 
 
 def from_json(doc: dict[str, Any], path: Path) -> RunManifest:
-    """A version-2 manifest from its JSON object; InputError names the file and the key."""
+    """A version-2 manifest from its JSON object; DamagedManifest names the file and the key
+    of a field unknown, missing or of the wrong kind (InputError: a version not read here)."""
     check_version(doc, path)
     if doc["schema_version"] != SCHEMA_VERSION:
         raise InputError(path, "schema_version", "a version-1 manifest needs the experiment to "
                          "be read (use Store with the experiment, or 'iolab migrate')")
     unknown = sorted(set(doc) - _FIELDS)
     if unknown:
-        raise InputError(path, unknown[0], "unknown manifest field", allowed=", ".join(sorted(_FIELDS)))
+        raise DamagedManifest(path, unknown[0], "unknown manifest field",
+                              allowed=", ".join(sorted(_FIELDS)))
     missing = sorted(_REQUIRED - set(doc))
     if missing:
         raise DamagedManifest(path, missing[0], "missing from the manifest")
@@ -216,12 +219,26 @@ def _check_kinds(doc: dict[str, Any], path: Path) -> None:
                                   f"{size!r} is not a size in bytes")
 
 
+# the kinds of V1_REQUIRED's fields that the upgrade reads (config: its settings)
+_V1_KINDS = {"run_id": str, "experiment": str, "environment": str, "rep": int, "params": dict,
+             "config": dict}
+
+
 def check_v1(doc: dict[str, Any], path: Path) -> None:
-    """DamagedManifest naming the first field of V1_REQUIRED a version-1 manifest lacks."""
+    """DamagedManifest naming the first field of V1_REQUIRED a version-1 manifest lacks, or
+    holds of another kind than the upgrade reads (it would stop the listing of every run of
+    the campaign, not only this one's)."""
     missing = [key for key in V1_REQUIRED if key not in doc]
     if missing:
         raise DamagedManifest(path, missing[0], "missing from the version-1 manifest",
                               allowed=", ".join(V1_REQUIRED) + " are required")
+    for key, kind in _V1_KINDS.items():
+        if not isinstance(doc[key], kind) or isinstance(doc[key], bool):
+            raise DamagedManifest(path, key, f"is {type(doc[key]).__name__}, not "
+                                  f"{'an int' if kind is int else 'a ' + kind.__name__}")
+    if not isinstance(doc["config"].get("settings"), dict):
+        raise DamagedManifest(path, "config.settings", "missing from the version-1 manifest, "
+                              "or not a mapping", allowed="the run's settings, a mapping")
 
 
 def from_v1(doc: dict[str, Any], *, identity: dict[str, Any], settings: dict[str, Any],

@@ -76,6 +76,10 @@ def plan(store: Store) -> list[Migration]:
             continue  # incomplete runs are the next campaign's to quarantine, not ours
         if mf.check_version(doc, folder / mf.FILE) != 1:
             continue
+        try:
+            mf.check_v1(doc, folder / mf.FILE)
+        except mf.DamagedManifest:
+            continue  # corrupt: 'iolab verify' names it, and its quarantine sets it aside
         new = store.upgrade(doc, folder / mf.FILE, host)
         failed = folder.parent == store.failed_dir
         target = folder.parent / (f"{new.run_id}@{folder.name.split('@', 1)[1]}" if failed

@@ -47,7 +47,7 @@ from iolab.core import confirm as confirm_step
 from iolab.core import repetitions as reps
 from iolab.core.search import params as search_params
 from iolab.core.schema import Choice, Field, Int, Schema, in_order, type_name
-from iolab.errors import InputError, excerpt
+from iolab.errors import InputError, excerpt, shell_word
 from iolab.paths import PARAMS_DIR, check_name, usable_name
 from iolab.yamlfile import load_yaml, read_file, yaml_problem
 
@@ -188,7 +188,8 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
         known = environments(experiment.name, params_dir)
         if path.parent.is_dir():  # the environment is there, without this experiment
             how = (f"copy one from an environment that has it (cp "
-                   f"{params_path(experiment.name, known[0], params_dir)} {path}) and edit it"
+                   f"{shell_word(params_path(experiment.name, known[0], params_dir))} "
+                   f"{shell_word(path)}) and edit it"
                    if known else "write one")
             raise InputError(path, None, f"environment '{environment}' has no params file for "
                              f"{experiment.name}; {how}", allowed=", ".join(known) or "none yet")
@@ -198,7 +199,7 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
     doc = read_params_doc(path)
     schema = experiment.schema()
     metrics = list(getattr(experiment, "metrics", None) or []) or None
-    spec = _validate(doc, path, experiment.name, environment, schema, metrics)
+    spec = validate(experiment, environment, doc, path)
     label: str | Path = path
     if overrides:
         pairs = (parse_assignments(overrides, "--set")
@@ -220,6 +221,15 @@ def load(experiment: HasSchema, environment: str, *, params_dir: Path = PARAMS_D
             raise InputError(label if label == path else f"{path} + {label}", exc.key,
                              exc.problem, exc.allowed) from None
     return spec
+
+
+def validate(experiment: HasSchema, environment: str, doc: dict[str, Any],
+             label: str | Path) -> Spec:
+    """The spec of a params document, validated as :func:`load` validates a file, errors
+    naming ``label``: for a document made from another (a replication pack drafted from its
+    source's ``replicate:``), before it is written anywhere."""
+    metrics = list(getattr(experiment, "metrics", None) or []) or None
+    return _validate(doc, label, experiment.name, environment, experiment.schema(), metrics)
 
 
 def parse_where(spec: Spec, schema: Schema, items: list[str] | dict[str, Any] | None

@@ -23,6 +23,7 @@ run records of the machine's quiet (``iolab.collectors.quiet``), or the chapters
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -125,7 +126,26 @@ def pack_document(experiment, source_env: str = SOURCE_ENV,
     doc = specmod.read_params_doc(spec.params_file)
     out = {k: v for k, v in doc.items() if k not in (*_DROPPED, "replicate")}
     out.update(spec.replicate)
+    _check_pack_size(exp, out, spec)
     return out
+
+
+def _check_pack_size(exp, doc: dict[str, Any], source: specmod.Spec) -> None:
+    """InputError naming the source file and ``replicate.grids`` when the pack's design is
+    larger than a plan holds (planner.MAX_POINTS points, MAX_RUNS runs): checked here, on
+    what the user wrote, since the plan that would refuse it reads a draft in a temporary
+    folder, deleted by the time its error is read, under a key the user never wrote there."""
+    from iolab.core.planner import MAX_POINTS, MAX_RUNS, design_points, design_size
+
+    pack = specmod.validate(exp, source.environment, doc, source.params_file)
+    points, runs = design_points(pack), design_size(pack)
+    if points > MAX_POINTS or runs > MAX_RUNS:
+        per_grid = ", ".join(f"{name}: {math.prod(len(v) for v in g['vary'].values()):,} "
+                             "points" for name, g in pack.grids.items())
+        raise InputError(source.params_file, "replicate.grids", f"the pack's design has up to "
+                         f"{points:,} points and {runs:,} runs ({per_grid}), more than a plan "
+                         "holds; shrink the pack's grids",
+                         allowed=f"at most {MAX_POINTS:,} points and {MAX_RUNS:,} runs")
 
 
 def pack_text(experiment: str, source_env: str, doc: dict[str, Any]) -> str:
@@ -220,9 +240,14 @@ class Quiet:
 
 
 def busy(load_average: float, cpus: int, foreign_cpu_pct: float, steal_pct: float) -> str:
-    """Why a machine with these readings is too busy to measure on ("" when it is quiet)."""
+    """Why a machine with these readings is too busy to measure on ("" when it is quiet). A
+    load average that is not a number of 0 or more is no reading of a quiet machine: NaN
+    passes every comparison, so it is named as a reason, never let through."""
     reasons = []
-    if load_average > LOAD_PER_CPU * cpus:
+    if not (math.isfinite(load_average) and load_average >= 0):
+        reasons.append(f"load average {load_average!r} is not a reading (allowed: a number "
+                       "of 0 or more)")
+    elif load_average > LOAD_PER_CPU * cpus:
         reasons.append(f"load average {load_average:.2f} over the last minute on {cpus} CPUs "
                        f"(allowed: {LOAD_PER_CPU * cpus:.2f}, {LOAD_PER_CPU:g} per CPU)")
     if foreign_cpu_pct > quiet.FOREIGN_CPU_PCT:

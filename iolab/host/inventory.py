@@ -59,6 +59,22 @@ FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
     "fingerprint": (("string",), "16 hex digits over the fields that can change results"),
 }
 
+MEM_KIB_MOST = 2**50  # KiB (1 EiB): more memory than any machine has
+LOGICAL_CPUS_MOST = 65536  # more logical CPUs than any machine has (Linux allows 8192)
+# what FIELDS' values may be beyond their JSON types, in JSON Schema's words: the published
+# schema carries it (iolab.schemas.generate, so 'iolab verify' checks it) and shape_problem
+# checks the same; a record iolab never writes (memory of -4096 KiB or 10**400 KiB, 0 CPUs, a
+# list for a CPU model) would bound the samples' CPU shares and memory, and stop the pages
+VALUES: dict[str, dict[str, Any]] = {
+    "mem_total_kib": {"minimum": 1, "maximum": MEM_KIB_MOST},
+    "cpu": {"properties": {
+        "model_name": {"type": ["string", "null"]},
+        "logical_cpus": {"type": ["integer", "null"], "minimum": 1,
+                         "maximum": LOGICAL_CPUS_MOST},
+        "threads_per_core": {"type": ["integer", "null"], "minimum": 1,
+                             "maximum": LOGICAL_CPUS_MOST}}},
+}
+
 
 def version_output(argv: list[str] | tuple[str, ...],
                    timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
@@ -389,22 +405,43 @@ SUMMARY = ("CPU model", "logical CPUs / threads per core", "sockets / NUMA nodes
 
 def shape_problem(inventory: dict[str, Any]) -> tuple[str, str] | None:
     """(key, problem in words) for the first field of a stored inventory that is not of the
-    shape iolab records (a JSON type of :data:`FIELDS`, and each block device an object);
-    None when every field is. A summary reads the record without ``iolab verify``'s schema
-    check, and a field of another shape (``mem_total_kib: "lots"``) would stop it."""
+    shape iolab records (a JSON type of :data:`FIELDS`, a value within :data:`VALUES`, and
+    each block device an object); None when every field is. A summary reads the record
+    without ``iolab verify``'s schema check, and a field of another shape
+    (``mem_total_kib: "lots"``, or ``10**400``, which no float holds) would stop it."""
     for key, (types, _) in FIELDS.items():
         if key in inventory:
-            value = inventory[key]
-            if isinstance(value, bool) or not isinstance(value, tuple(_JSON[t] for t in types)):
-                if not (value is None and "null" in types):
-                    return key, (f"{excerpt(value)} is not {' or '.join(types)}, as iolab "
-                                 "records it")
+            problem = _value_problem(key, inventory[key], {"type": list(types),
+                                                           **VALUES.get(key, {})})
+            if problem is not None:
+                return problem
     for i, device in enumerate(inventory.get("block_devices") or []):
         if not isinstance(device, dict):
             return f"block_devices[{i}]", f"{excerpt(device)} is not an object, as lsblk writes"
     for name, tool in (inventory.get("tools") or {}).items():
         if not isinstance(tool, (dict, type(None))):
             return f"tools.{name}", f"{excerpt(tool)} is not an object, as iolab records it"
+    return None
+
+
+def _value_problem(key: str, value: Any, rule: dict[str, Any]) -> tuple[str, str] | None:
+    """(key, problem) when ``value`` breaks ``rule`` (JSON Schema's ``type``, ``minimum``,
+    ``maximum`` and ``properties``, as :data:`VALUES` uses them), else None."""
+    types = rule.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    if types and (isinstance(value, bool)
+                  or not isinstance(value, tuple(_JSON[t] for t in types))):
+        return key, f"{excerpt(value)} is not {' or '.join(types)}, as iolab records it"
+    low, high = rule.get("minimum"), rule.get("maximum")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            (low is not None and value < low) or (high is not None and value > high)):
+        return key, (f"{excerpt(value)} is out of range, a value no host has (allowed: "
+                     f"{low} to {high})")
+    for name, sub in rule.get("properties", {}).items():
+        if isinstance(value, dict) and name in value:
+            problem = _value_problem(f"{key}.{name}", value[name], sub)
+            if problem is not None:
+                return problem
     return None
 
 

@@ -48,6 +48,7 @@ from iolab.analysis import pooling
 from iolab.analysis.findings import Finding
 from iolab.core import spec as specmod
 from iolab.core.store import note_read
+from iolab.errors import printable
 from iolab.report import figures, forest  # noqa: F401  (figures: plain text, see there)
 
 REPLICATES, DIFFERS, INCOMPARABLE = "replicates", "differs", "cannot be compared"
@@ -174,16 +175,23 @@ def summary(shown: pd.DataFrame) -> str:
 
 
 def as_text(shown: pd.DataFrame) -> str:
-    """The table for a terminal: each finding, its value per environment, the verdict."""
+    """The table for a terminal: each finding, its value per environment, the verdict. Each
+    cell and label is one line, its control characters escaped (:func:`printable`): a
+    finding's statement and a verdict's why quote recorded strings (a params file's ``why``
+    of an exclusion), which must not start a line of their own or drive the terminal."""
     lines = []
     verdicts = [c for c in shown.columns if " against " in c or c == "across the environments"]
     envs = [c for c in shown.columns if c != "finding" and c not in verdicts]
     for _, row in shown.iterrows():
-        lines.append(row["finding"])
-        lines += [f"  {env}: {row[env]}" for env in envs]
-        lines += [f"  {c if c != 'across the environments' else 'verdict'}: {row[c]}"
-                  for c in verdicts]
+        lines.append(_line(row["finding"]))
+        lines += [f"  {_line(env)}: {_line(row[env])}" for env in envs]
+        lines += [f"  {_line(c) if c != 'across the environments' else 'verdict'}: "
+                  f"{_line(row[c])}" for c in verdicts]
     return "\n".join(lines + ["", summary(shown), RULE])
+
+
+def _line(value: object) -> str:
+    return printable(str(value))
 
 
 def machines_of(experiment: str, envs: list[str], data_dir: Path) -> dict[str, str]:

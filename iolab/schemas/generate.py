@@ -120,7 +120,8 @@ def run_schema() -> dict[str, Any]:
 
 
 def host_schema() -> dict[str, Any]:
-    props = {name: {"type": list(kinds) if len(kinds) > 1 else kinds[0], "description": text}
+    props = {name: {"type": list(kinds) if len(kinds) > 1 else kinds[0], "description": text,
+                    **inventory.VALUES.get(name, {})}
              for name, (kinds, text) in inventory.FIELDS.items()}
     props["schema_version"]["const"] = inventory.SCHEMA_VERSION
     body = {"type": "object", "properties": props, "required": list(inventory.FIELDS),
@@ -153,7 +154,9 @@ IMPORTED_HOST = {
 def imported_host_schema() -> dict[str, Any]:
     from iolab.importers.cijoe.host_extras import SOURCE
 
-    props = {name: {**_types(kinds), "description": text}
+    # the CPU summary is the live inventory's, and bounded alike
+    props = {name: {**_types(kinds), "description": text,
+                    **(inventory.VALUES["cpu"] if name == "cpu" else {})}
              for name, (kinds, text) in IMPORTED_HOST.items()}
     props["source"]["const"] = SOURCE
     body = {"type": "object", "properties": props, "required": list(IMPORTED_HOST),

@@ -31,7 +31,7 @@ from jsonschema.exceptions import ValidationError
 from iolab.core import manifest, store
 from iolab.core import registry
 from iolab.core import spec as specmod
-from iolab.errors import InputError, IolabError, ParseError
+from iolab.errors import InputError, IolabError, ParseError, excerpt
 from iolab.parsers import load_json
 from iolab.paths import shown
 from iolab.safefiles import read_regular
@@ -89,6 +89,10 @@ def _problem(error: ValidationError) -> str:
     if error.validator == "not" and "description" in schema:
         return schema["description"]  # a 'not' quotes the whole document; its schema says why
     text = error.message
+    if len(text) > _LONGEST:
+        # the value quoted short, so that what is wrong with it still shows (a number of
+        # 400 digits filled the whole message, and "is greater than the maximum" was cut)
+        text = text.replace(repr(error.instance), excerpt(error.instance), 1)
     return text if len(text) <= _LONGEST else text[:_LONGEST] + "…"
 
 

@@ -210,10 +210,13 @@ def stored_stdout_shas(store: Store) -> dict[str, str | None]:
             doc = mf.load_json(folder / mf.FILE)
         except mf.UnreadableManifest:
             continue
-        if mf.check_version(doc, folder / mf.FILE) == 1:
-            manifest = store.upgrade(doc, folder / mf.FILE, store.read_host() or {})
-        else:
-            manifest = mf.from_json(doc, folder / mf.FILE)
+        try:
+            if mf.check_version(doc, folder / mf.FILE) == 1:
+                manifest = store.upgrade(doc, folder / mf.FILE, store.read_host() or {})
+            else:
+                manifest = mf.from_json(doc, folder / mf.FILE)
+        except mf.DamagedManifest:
+            continue  # an altered failed run's record holds no stdout to match; as unreadable
         runs.setdefault(manifest.run_id, manifest.files)
     return {rid: files.get(exp.STDOUT, {}).get("sha256") for rid, files in runs.items()}
 
