@@ -214,6 +214,46 @@ def test_the_experiments_index_counts_the_stored_runs(html, exp):
             f"{exp.name}: the index says {stored!r}, data/raw {counts}"
 
 
+def test_every_table_downloads_as_the_table_it_shows(html):
+    """Every styled table's caption links to its data as CSV (iolab.report.table_data), and
+    the file holds that table: its header row is the table's column labels and it has as
+    many rows as the table."""
+    import csv
+    import io
+    import urllib.parse
+
+    from bs4 import BeautifulSoup
+
+    prefix = "data:text/csv;charset=utf-8,"
+    found, checked = [], 0
+    for page in sorted(html.rglob("*.html")):
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        for table in soup.select("div.cell_output table"):
+            if not table.get("id", "").startswith("T_"):  # a plain DataFrame, not styled
+                continue
+            link = table.select_one("caption a.table-data")
+            where = f"{page.relative_to(html)}: table {table['id']}"
+            if link is None or not link["href"].startswith(prefix):
+                found.append(f"{where}: no link to its data")
+                continue
+            lines = list(csv.reader(io.StringIO(urllib.parse.unquote(
+                link["href"][len(prefix):]))))
+            # the labels a reader sees (the columns', an index's name), blanks left out
+            labels = [c.removeprefix("'") for c in lines[0] if c]
+            header = [th.get_text() for th in table.select("thead th")
+                      if th.get_text().strip()]
+            rows = len(table.select("tbody tr"))
+            # the HTML may also show the name of the columns' level, which a CSV has no
+            # place for (the CSV's order of the labels, an index's first, is its own)
+            if not set(labels) <= set(header) or len(set(header) - set(labels)) > 1 \
+                    or len(lines) - 1 != rows:
+                found.append(f"{where}: CSV {lines[0]} x {len(lines) - 1} against "
+                             f"{header} x {rows}")
+            checked += 1
+    assert checked >= 50, f"only {checked} styled tables found"
+    assert not found, "\n".join(found)
+
+
 def test_no_image_is_described_by_its_file_name(html):
     """Every image of the book says what it shows to a reader who cannot see it: a figure's
     image carries its caption as alt text (book/_ext/figure_alt.py); an alt text that is

@@ -55,6 +55,18 @@ def _elements(soup: BeautifulSoup) -> set[str]:
     return {e.name for e in soup.find_all(True)}
 
 
+def _without_data_link(soup: BeautifulSoup) -> BeautifulSoup:
+    """``soup`` without its table's one CSV link (iolab.report.table_data), checked to be
+    that link and nothing else: a CSV as a data: URI, its own attributes only."""
+    links = soup.find_all("a")
+    assert len(links) == 1 and links[0]["class"] == ["table-data"], links
+    assert set(links[0].attrs) == {"class", "download", "title", "href"}
+    assert links[0]["href"].startswith("data:text/csv;charset=utf-8,")
+    assert links[0].get_text() == "download as CSV"
+    links[0].extract()
+    return soup
+
+
 # -- HTML ---------------------------------------------------------------------------------
 
 
@@ -72,10 +84,13 @@ def test_a_table_shows_every_cell_label_name_and_caption_as_text():
     for index in (True, False):
         html = escape.table(frame, index=index, formats={"n": "{:,.0f}"}, na_rep="—",
                             caption=text).to_html()
-        soup = BeautifulSoup(html, "html.parser")
-        assert _elements(soup) <= {"style", "table", "caption", "thead", "tbody", "tr", "th",
-                                   "td", "wbr"}
-        cells = [c.get_text() for c in soup.find_all(["th", "td", "caption"])]
+        soup = _without_data_link(BeautifulSoup(html, "html.parser"))
+        # the caption's words in a span of their own (class table-caption), as text
+        words = soup.find_all("span")
+        assert [(w["class"], w.get_text()) for w in words] == [(["table-caption"], text)]
+        assert _elements(soup) <= {"style", "table", "caption", "span", "thead", "tbody", "tr",
+                                   "th", "td", "wbr"}
+        cells = [c.get_text().strip() for c in soup.find_all(["th", "td", "caption"])]
         # the caption, the column label and a cell; with the index, its label and name and
         # the name of the columns' level too
         assert cells.count(text) == (6 if index else 3), cells
@@ -88,9 +103,10 @@ def test_a_table_escapes_cells_and_labels_of_every_type_and_the_missing_text():
     frame = pd.DataFrame({"c": [[text], (text,), {text: 1}, None],
                           (text, 1): [1.5, 2.0, 3.0, None]})
     html = escape.table(frame, formats={(text, 1): "{:.1f}"}, na_rep=text).to_html()
-    soup = BeautifulSoup(html, "html.parser")
+    soup = _without_data_link(BeautifulSoup(html, "html.parser"))
     # <wbr>: where a long word may break (escape.breakable), no character
-    assert _elements(soup) <= {"style", "table", "thead", "tbody", "tr", "th", "td", "wbr"}, html
+    assert _elements(soup) <= {"style", "table", "caption", "thead", "tbody", "tr", "th", "td",
+                               "wbr"}, html
     cells = [c.get_text() for c in soup.find_all(["th", "td"])]
     assert cells == ["c", str((text, 1)), str([text]), "1.5", str((text,)), "2.0",
                      str({text: 1}), "3.0", text, text], cells
@@ -125,6 +141,8 @@ def test_a_table_formats_numbers_as_a_styler_does():
                             ("{:,.1f}", "not measured")):
         plain = frame.style.format(formats, na_rep=na_rep).hide(axis="index").to_html()
         shown = escape.table(frame, formats=formats, na_rep=na_rep).to_html()
+        # the same table, with the link to its data as the caption
+        shown = re.sub(r"\s*<caption>.*?</caption>", "", shown, flags=re.S)
         assert uuid.sub("T_", shown) == uuid.sub("T_", plain)
 
 
@@ -320,8 +338,13 @@ def test_no_recorded_string_becomes_markup_in_the_built_book(marked_book):
     html, pages, _ = marked_book
     for page in pages:
         soup = BeautifulSoup((html / f"{page}.html").read_text(), "html.parser")
+        # a table's CSV link carries its cells percent-encoded in a data: URI (table_data):
+        # data, not markup, as long as it is that link alone
+        links = [a for a in soup.find_all("a", class_="table-data")
+                 if a["href"].startswith("data:text/csv;charset=utf-8,")
+                 and set(a.attrs) == {"class", "download", "title", "href"}]
         injected = [str(e)[:120] for e in soup.find_all(["script", "img", "sub", "strong", "a"])
-                    if re.search(r"iolabmark\d+x|alert\(|javascript:", str(e))]
+                    if e not in links and re.search(r"iolabmark\d+x|alert\(|javascript:", str(e))]
         injected += [str(e)[:120] for e in soup.find_all(attrs={"onerror": True})]
         assert not injected, f"{page}: recorded markup became elements: {injected}"
 

@@ -4,7 +4,8 @@ A hostname, a CPU model, a tool's version line, a knob's reason, a params value 
 environment's name is data: the book shows it as the characters it is. Each way a page
 shows a string has one function here, and every page calls it:
 
-- :func:`table`: a DataFrame as a table (an HTML output): every cell, row and column label,
+- :func:`table`: a DataFrame as a table (an HTML output) with a link to its data as CSV
+  (:mod:`iolab.report.table_data`): every cell, row and column label,
   the text shown for a missing value and the caption escaped as HTML text, and a long word
   of a text cell or label given places to break (``<wbr>``, :func:`breakable`); a cell or label
   that is neither a string nor a plain scalar (a number, a time, a missing value), such as
@@ -33,6 +34,8 @@ import numbers
 import re
 import string
 from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from iolab.report import table_data
 
 if TYPE_CHECKING:  # imported where a table is made: the CLI needs no pandas
     import pandas as pd
@@ -93,7 +96,8 @@ def table(frame: pd.DataFrame, *, index: bool = False,
     ``index``. Numbers come out as ``Styler`` formats them, escaped or not. ``wide``: a
     table with columns per environment, which more environments widen; it is set smaller and
     scrolls sideways once it outgrows the page (class ``wide``, book/_static/wrap.css), where
-    every other table fits the page."""
+    every other table fits the page. Its caption ends with a link that downloads ``frame``
+    as CSV."""
     shown, formats = _as_text(frame, formats)
     formats = _long_words_breakable(shown, formats)
     styler = _with_escaped_names(shown).style.format(
@@ -104,8 +108,11 @@ def table(frame: pd.DataFrame, *, index: bool = False,
                                      escape=_PANDAS_ESCAPE, axis=axis)
     if not index:
         styler = styler.hide(axis="index")
-    if caption is not None:
-        styler = styler.set_caption(html_text(caption))
+    # the data behind the table, one click away: a CSV of the frame as given (numbers as
+    # numbers, not as formatted), in the caption beside its words
+    data = table_data.link(frame, index=index, caption=caption)
+    styler = styler.set_caption(data if caption is None else
+                                f'<span class="table-caption">{html_text(caption)}</span> {data}')
     if wide:
         styler = styler.set_table_attributes('class="wide"')
     return styler
