@@ -111,8 +111,7 @@ def table(frame: pd.DataFrame, *, index: bool = False,
     # the data behind the table, one click away: a CSV of the frame as given (numbers as
     # numbers, not as formatted), in the caption beside its words
     data = table_data.link(frame, index=index, caption=caption)
-    styler = styler.set_caption(data if caption is None else
-                                f'<span class="table-caption">{html_text(caption)}</span> {data}')
+    styler = styler.set_caption(data if caption is None else f"{html_text(caption)} {data}")
     if wide:
         styler = styler.set_table_attributes('class="wide"')
     return styler

@@ -51,10 +51,12 @@ def file_name(frame: "pd.DataFrame", caption: str | None = None) -> str:
 
 
 def link(frame: "pd.DataFrame", *, index: bool = False, caption: str | None = None) -> str:
-    """The HTML of a link that downloads ``frame`` as CSV (class ``table-data``)."""
+    """The HTML of a link that downloads ``frame`` as CSV (class ``table-data``, and
+    ``alone`` for a table without a caption, whose link stands at its right)."""
     data = urllib.parse.quote(csv_text(frame, index=index), safe="")
     name = file_name(frame, caption)
-    return (f'<a class="table-data" download="{name}" title="this table as CSV: {name}" '
+    kind = "table-data" if caption else "table-data alone"
+    return (f'<a class="{kind}" download="{name}" title="this table as CSV: {name}" '
             f'href="data:text/csv;charset=utf-8,{data}">{LINK_TEXT}</a>')
 
 
