@@ -78,10 +78,22 @@ def test_a_tree_using_far_more_than_the_hosts_busy_ticks_is_refused():
     # 99999999 ticks of the tree over 1000 of the host read as no foreign CPU at all
     before = snap(0, 0, [0] * 8)
     with pytest.raises(ParseError, match=r"tree used 99999999 ticks .* host's 300 busy ticks "
-                                         r"\(allowed: at most 20 more"):
+                                         r"\(allowed: at most 100 more"):
         parse_quiet(before, snap(10**9, 99999999, [200, 0, 80, 700, 0, 0, 20, 0]), "q")
     # the two clocks' difference is allowed: the tree 20 ticks above the host's 300
     out = parse_quiet(before, snap(10**9, 320, [200, 0, 80, 700, 0, 0, 20, 0]), "q")
+    assert out["foreign_cpu_pct"] == 0
+    with pytest.raises(ParseError, match=r"tree used 401 ticks"):
+        parse_quiet(before, snap(10**9, 401, [200, 0, 80, 700, 0, 0, 20, 0]), "q")
+
+
+def test_a_tree_a_few_percent_above_the_hosts_busy_ticks_is_a_real_run():
+    """The first run of a fresh clone's 'iolab run' on a KVM guest failed as unparsable: its
+    tree used 768 ticks against the host's 737 busy ones of 810 (a fio child reaped in the
+    window brings its whole life into the tree's count), above the 2 % then allowed."""
+    before = snap(0, 0, [0] * 8, cpus=2)
+    after = snap(4 * 10**9, 768, [600, 0, 137, 73, 0, 0, 0, 0], cpus=2)   # 2 CPUs, 4 s
+    out = parse_quiet(before, after, "q")
     assert out["foreign_cpu_pct"] == 0
 
 

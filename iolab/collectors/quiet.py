@@ -50,10 +50,13 @@ FOREIGN_CPU_PCT = 10.0   # of all CPUs: a fifth of one CPU on a 2-vCPU machine
 STEAL_PCT = 5.0          # of all CPUs
 
 # How far the tree's ticks may exceed the host's busy ticks: the host counts a CPU's ticks by
-# sampling, the tree its own by accounting, so they differ by a tick or two either way (4 of
-# 812 at most on the committed runs); far more is a snapshot of another tree or boot.
+# sampling, the tree its own by accounting, and a child reaped between the snapshots brings
+# its whole life into the tree's count, the part before the first snapshot too. 4 of 812 at
+# most on the committed runs, but 31 of 810 (3.8 %) on the first run of a fresh clone's
+# 'iolab run' on a KVM guest, which a bound of 2 % failed; far more (a snapshot of another
+# tree or boot) is orders of magnitude, not a share.
 TREE_EXCESS_TICKS = 10
-TREE_EXCESS_SHARE = 0.02  # of all CPUs' ticks between the snapshots
+TREE_EXCESS_SHARE = 0.10  # of all CPUs' ticks between the snapshots
 
 BUSY = ("user", "nice", "system", "irq", "softirq")   # of a cpu line (proc(5))
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
