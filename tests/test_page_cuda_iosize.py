@@ -4,10 +4,12 @@ chapters show in place of the building host's plan (``Chapter.lab_plan``)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
 
+from iolab.errors import InputError
 from iolab.shared import gpu_io
 from iolab.experiments.cuda_iosize import page
 from iolab.paths import REPO_ROOT
@@ -111,3 +113,19 @@ def test_measured_runs_give_the_measured_table_model_and_curves(measured):
     page.figure(ch, dev)
     labels = ch.figures["fig_cuda_iosize"].axes[0].get_legend_handles_labels()[1]
     assert "queue depth 1" in labels and "published by AiSIO" not in labels
+
+
+def test_the_quoted_points_come_from_the_reference_not_the_page(tmp_path):
+    """Where the reference compares the model with another published point, the page words
+    and names its texts for that point: no point of the published grid is named in code."""
+    shutil.copytree(REPO_ROOT / "data" / "reference", tmp_path / "reference")
+    yaml = tmp_path / "reference" / "aisio_cuda_iosize.yaml"
+    yaml.write_text(yaml.read_text().replace("compared: pub_512_gbs", "compared: pub_64k_q1_gbs"))
+    ch = Chapter("cuda_iosize", "hpc-server", data_dir=tmp_path)
+    page.saturation_tables(ch, page.intro(ch))
+    assert ch.text["pub_64k_q1_gbs"] == "41.7" and ch.text["pub_65536_q1_threads"] == "16"
+    assert "pub_512_q128_threads" not in ch.text and "pub_qdepth_65536_q1_miops" not in ch.text
+    assert ch.text["bound_text"].startswith("For 65,536 B at queue depth 1 the model allows")
+    yaml.write_text(yaml.read_text().replace("qdepth: 1}", "qdepth: 4}"))
+    with pytest.raises(InputError, match="key 'quoted.pub_64k_q1_gbs'.*names 0 rows"):
+        page.saturation_tables(ch, page.intro(ch))

@@ -25,7 +25,7 @@ from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report import reference
 from iolab.report.chapter import Chapter
-from iolab.shared import gpu_io, gpu_sources
+from iolab.shared import gpu_io, gpu_sources, quoted
 
 AXES = ("iosize", "qdepth")  # the chapter's axes; every other variable at its base value
 GB = 1e9
@@ -144,23 +144,28 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
     tables.append(gpu_io.published_saturation(
         {"I/O size (bytes)": pub["iosize"].map(lambda v: f"{int(v):,}")}, pub["qdepth"],
         pub["reached"], [int(q) * per_depth for q in pub["qdepth"]]))
-    rates = ref.table[ref.table["kind"] == "payload_gbs"].set_index(["iosize", "qdepth"])["value"]
-    T["pub_512_gbs"] = f"{rates[(512, 128)]:.1f}"
-    T["pub_64k_q1_gbs"] = f"{rates[(65536, 1)]:.1f}"
-    T["pub_512_q128_miops"] = f"{rates[(512, 128)] * GB / 512 / 1e6:.1f}"
-    T["pub_512_q128_threads"] = f"{128 * per_depth:,}"
+    quotes = quoted.points(ref, "payload_gbs", ("iosize", "qdepth"))
+    T.update({key: f"{point.value:.1f}" for key, point in quotes.items()})
+    compared = quoted.named(ref, "compared", quotes)
+    size, depth = compared.at["iosize"], compared.at["qdepth"]
+    # named for the point, as the text that quotes them names it: were the reference to compare
+    # another point, the text's glue would go unfilled (a build error), never show it as this
+    at = f"{size}_q{depth}"
+    T[f"pub_{at}_miops"] = f"{compared.value * GB / size / 1e6:.1f}"
+    T[f"pub_{at}_threads"] = f"{depth * per_depth:,}"
     T["pub_p2p_gbs"] = f"{ref.meta['p2p_reference_gbs']:.1f}"
     qref = reference.load(ch.data_dir, ch.spec.analysis["qdepth_reference"])
-    if qref:
-        q = qref.table[qref.table["kind"] == "iops"].set_index(["nqueues", "qdepth"])["value"]
-        T["pub_qdepth_512_q128_miops"] = f"{q[(1, 128)] / 1e6:.1f}"
+    same = qref and quoted.value_at(qref, "iops", {"nqueues": int(ref.meta["nqueues"]),
+                                                   "qdepth": depth})
+    if same:
+        T[f"pub_qdepth_{at}_miops"] = f"{same / 1e6:.1f}"
     T["pub_plateau"] = f"{ref.meta['plateau_gbs_low']:.0f}–{ref.meta['plateau_gbs_high']:.0f}"
     if dev.model:
-        allowed = dev.model.bytes_per_s(128 * per_depth, 512) / GB
-        share = rates[(512, 128)] / allowed
+        allowed = dev.model.bytes_per_s(depth * per_depth, size) / GB
+        share = compared.value / allowed
         T["bound_text"] = (
-            f"For 512 B at queue depth 128 the model allows {allowed:.1f} GB/s, set by the "
-            f"{dev.model.binding(128 * per_depth, 512)} term; the published value is "
+            f"For {size:,} B at queue depth {depth} the model allows {allowed:.1f} GB/s, set by "
+            f"the {dev.model.binding(depth * per_depth, size)} term; the published value is "
             f"{share * 100:.0f} % of it. " + (
                 "Where data fall this far below the model, something the model leaves out "
                 "binds at small I/O sizes: a candidate is the lock-step rounds in which a "

@@ -24,7 +24,7 @@ from iolab.analysis import saturation
 from iolab.report import escape
 from iolab.report import figures as fg
 from iolab.report.chapter import Chapter
-from iolab.shared import gpu_io
+from iolab.shared import gpu_io, quoted
 
 AXES = ("nqueues", "qdepth")  # the chapter's axes; every other variable at its base value
 GB = 1e9
@@ -127,13 +127,13 @@ def _knee_words(dev: gpu_io.Device, pub: pd.DataFrame) -> str:
     knee = model.latency_s * ceiling
     depth = knee / dev.ndevs
     one = pub[pub["nqueues"] == 1]
+    short = len(one) and not bool(one["reached"].iloc[0])
     said = ("AiSIO's table has one queue per device still short of saturation at queue depth "
-            f"{int(one['qdepth'].iloc[0])}" if len(one) and not bool(one["reached"].iloc[0])
-            else "")
+            f"{int(one['qdepth'].iloc[0])}" if short else "")
     return (f"The model reaches its ceiling from about {knee:,.0f} commands in flight, queue "
             f"depth {depth:,.0f} with one queue on each of the {dev.ndevs} devices"
-            + (f", earlier than the published data: {said}. " if said and depth < 512
-               else ". "))
+            + (f", earlier than the published data: {said}. "
+               if short and depth < int(one["qdepth"].iloc[0]) else ". "))
 
 
 def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
@@ -165,25 +165,34 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
     tables.append(gpu_io.published_saturation(
         {"queues per device": pub["nqueues"].astype(int)}, pub["qdepth"], pub["reached"],
         [q * n * nd_pub for q, n in zip(pub["qdepth"], pub["nqueues"])]))
-    rates = ref.table[ref.table["kind"] == "iops"].set_index(["nqueues", "qdepth"])["value"]
-    T["pub_1q_512"] = f"{rates[(1, 512)] / 1e6:.1f}"
-    T["pub_1q_128"] = f"{rates[(1, 128)] / 1e6:.1f}"
-    T["pub_2q_128"] = f"{rates[(2, 128)] / 1e6:.1f}"
+    quotes = quoted.points(ref, "iops", ("nqueues", "qdepth"))
+    T.update({key: f"{point.value / 1e6:.1f}" for key, point in quotes.items()})
     T["pub_roofline"] = f"{ref.meta['roofline_iops']:,}"
     T["pub_roofline_m"] = f"{ref.meta['roofline_iops'] / 1e6:.1f}"
     T["pub_ndevs"] = str(nd_pub)
     if dev.model:
-        allowed = float(dev.model.iops(512 * dev.ndevs, dev.iosize))
-        share = rates[(1, 512)] / allowed
-        grew = rates[(1, 512)] / rates[(1, 128)] - 1
-        T["one_queue_text"] = (
-            f"With one queue and queue depth 512 the model allows {allowed / 1e6:.1f} million "
-            f"IOPS, set by its {dev.model.binding(512 * dev.ndevs, dev.iosize)} term; the "
-            f"published rate is {share * 100:.0f} % of it, after growing by {grew * 100:.0f} % "
-            "from queue depth 128. " + _knee_words(dev, pub) + "A hypothesis for the "
-            "shortfall, which this grid can test once measured: a queue's threads advance in "
-            "lock-step rounds, so the slowest command of each round holds back the rest, and "
-            "more queues per device run more rounds at once.")
+        T["one_queue_text"] = _model_words(dev, pub, quoted.named(ref, "compared", quotes),
+                                           quoted.named(ref, "compared_from", quotes))
     else:
         T["one_queue_text"] = "Without the model's parameters there is no model to compare with."
     return tables
+
+
+def _model_words(dev: gpu_io.Device, pub: pd.DataFrame, compared: quoted.Point,
+                 start: quoted.Point) -> str:
+    """The model against the published point ``compared``, and that point's growth from
+    ``start``."""
+    queues, depth = compared.at["nqueues"], compared.at["qdepth"]
+    load = depth * queues * dev.ndevs
+    allowed = float(dev.model.iops(load, dev.iosize))
+    share = compared.value / allowed
+    grew = compared.value / start.value - 1
+    return (
+        f"With {'one queue' if queues == 1 else f'{queues} queues'} and queue depth {depth} "
+        f"the model allows {allowed / 1e6:.1f} million IOPS, set by its "
+        f"{dev.model.binding(load, dev.iosize)} term; the published rate is "
+        f"{share * 100:.0f} % of it, after growing by {grew * 100:.0f} % from queue depth "
+        f"{start.at['qdepth']}. " + _knee_words(dev, pub) + "A hypothesis for the "
+        "shortfall, which this grid can test once measured: a queue's threads advance in "
+        "lock-step rounds, so the slowest command of each round holds back the rest, and "
+        "more queues per device run more rounds at once.")
