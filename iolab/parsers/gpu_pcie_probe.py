@@ -79,6 +79,22 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
                                  f"{excerpt(window)}")
     for t in window:
         within_float(t, "key 'window_ns'", source)
+    iterations = _iterations(doc, copy, source)
+    seconds = sum(it["seconds"] for it in iterations)
+    moved = sum(it["bytes"] for it in iterations)
+    requests = sum(it["requests"] for it in iterations)
+    rates = [it["bytes"] / it["seconds"] / 1e9 for it in iterations]
+    out = {**doc, "gbs": moved / seconds / 1e9, "gbs_min": min(rates), "gbs_max": max(rates),
+           "requests_per_s": requests / seconds, "timed_iterations": len(iterations),
+           "latency_us": None}
+    if not copy:
+        out["latency_us"] = doc["resident_warps"] / out["requests_per_s"] * 1e6
+    return out
+
+
+def _iterations(doc: dict[str, Any], copy: bool, source: str) -> list[dict[str, Any]]:
+    """The timed iterations, each checked: a positive time, whole byte and request counts,
+    and (for requests) bytes that are its requests times the I/O size."""
     iterations = doc.get("iterations")
     if not isinstance(iterations, list) or not iterations:
         raise ParseError(source, "key 'iterations': no timed iteration")
@@ -96,16 +112,7 @@ def parse_gpu_pcie_probe(text: str, source: str = "<string>") -> dict[str, Any]:
                              f"{it['requests']} requests of iosize {doc['iosize']} move "
                              f"{it['requests'] * doc['iosize']} (allowed: exactly that): the "
                              "report contradicts itself")
-    seconds = sum(it["seconds"] for it in iterations)
-    moved = sum(it["bytes"] for it in iterations)
-    requests = sum(it["requests"] for it in iterations)
-    rates = [it["bytes"] / it["seconds"] / 1e9 for it in iterations]
-    out = {**doc, "gbs": moved / seconds / 1e9, "gbs_min": min(rates), "gbs_max": max(rates),
-           "requests_per_s": requests / seconds, "timed_iterations": len(iterations),
-           "latency_us": None}
-    if not copy:
-        out["latency_us"] = doc["resident_warps"] / out["requests_per_s"] * 1e6
-    return out
+    return iterations
 
 
 def parse_gpu_pcie_probe_file(path: Path) -> dict[str, Any]:

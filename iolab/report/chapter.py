@@ -329,8 +329,12 @@ class Chapter:
                               f"{rule.confidence * 100:g} % interval of the mean")
             self.figures[figure] = fig
             plt.close(fig)
-        if ran.empty:
-            return ran
+        return ran if ran.empty else self._decision_table(ran, metric)
+
+    def _decision_table(self, ran: pd.DataFrame, metric: Any) -> pd.DataFrame:
+        """The decisions of the points with runs, labelled for the page: the variables that
+        tell them apart, the runs, and (under a stopping rule) the mean, interval and reason."""
+        rule = self.spec.rule
         # the variables that tell the shown points apart, not those the same everywhere
         variables = [v for v in self.spec.variables if ran[v].nunique() > 1]
         if rule.fixed:  # no metric to decide on: the runs of each point

@@ -161,16 +161,23 @@ def saturation_tables(ch: Chapter, dev: gpu_io.Device) -> list[Styler]:
         T[f"pub_qdepth_{at}_miops"] = f"{same / 1e6:.1f}"
     T["pub_plateau"] = f"{ref.meta['plateau_gbs_low']:.0f}–{ref.meta['plateau_gbs_high']:.0f}"
     if dev.model:
-        allowed = dev.model.bytes_per_s(depth * per_depth, size) / GB
-        share = compared.value / allowed
-        T["bound_text"] = (
-            f"For {size:,} B at queue depth {depth} the model allows {allowed:.1f} GB/s, set by "
-            f"the {dev.model.binding(depth * per_depth, size)} term; the published value is "
-            f"{share * 100:.0f} % of it. " + (
-                "Where data fall this far below the model, something the model leaves out "
-                "binds at small I/O sizes: a candidate is the lock-step rounds in which a "
-                "queue's threads submit and reap, another the rate at which one queue takes "
-                "commands; the queue-depth chapter, next, adds queues to tell them apart."
-                if share < 0.9 else
-                "The data come close to the model there."))
+        T["bound_text"] = _bound_words(dev, compared, per_depth)
     return tables
+
+
+def _bound_words(dev: gpu_io.Device, compared: quoted.Point, per_depth: int) -> str:
+    """The model against the published point ``compared`` (``per_depth`` GPU threads per
+    unit of queue depth), and what a large shortfall points to."""
+    size, depth = compared.at["iosize"], compared.at["qdepth"]
+    allowed = dev.model.bytes_per_s(depth * per_depth, size) / GB
+    share = compared.value / allowed
+    return (
+        f"For {size:,} B at queue depth {depth} the model allows {allowed:.1f} GB/s, set by "
+        f"the {dev.model.binding(depth * per_depth, size)} term; the published value is "
+        f"{share * 100:.0f} % of it. " + (
+            "Where data fall this far below the model, something the model leaves out "
+            "binds at small I/O sizes: a candidate is the lock-step rounds in which a "
+            "queue's threads submit and reap, another the rate at which one queue takes "
+            "commands; the queue-depth chapter, next, adds queues to tell them apart."
+            if share < 0.9 else
+            "The data come close to the model there."))

@@ -274,9 +274,14 @@ def overhead(ch: Chapter, link: Link) -> None:
         + "; ".join(f"{TRANSFERS[(m, d)][1]} {100 * (g['along'].mean() - 1):.1f} %"
                     for (m, d), g in shown.groupby(["mode", "direction"]))
         + "." + _same_packets(shown, link.limit))
+    ch.text["counter_trust_text"] = _counter_trust(ch, link, shown)
+
+
+def _counter_trust(ch: Chapter, link: Link, shown: pd.DataFrame) -> str:
+    """Which NVML interface the chapter's numbers come from, and how far the other agrees."""
     sampled = shown["throughput_over_counter"]
     above = int(ch.df["implausible"].fillna("").ne("").sum()) if "implausible" in ch.df else 0
-    ch.text["counter_trust_text"] = (
+    return (
         "NVML's other interface, nvmlDeviceGetPcieThroughput (documented as a byte counter "
         "read over a 20 ms interval and returned in KB/s), gives no number in this chapter. "
         f"In the same windows its readings came to {sampled.min():.2f} to "
