@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from iolab.core import registry
-from iolab.report.book import compare_glue, glued_in
+from iolab.report.book import glued_in
+from test_glue_snapshot import compare_glue
 
 pytestmark = pytest.mark.slow
 SNAPSHOT = Path(__file__).parent / "fixtures" / "glued_values.json"

@@ -79,6 +79,12 @@ def test_the_text_table_keeps_each_recorded_string_on_its_line():
     assert text.splitlines()[0] == r"one\nverdict: replicates"
 
 
+
+def test_two_findings_of_one_id_are_refused_not_one_compared_in_place_of_the_other():
+    twice = [fd.change("a", "one", [110, 111, 109], A), fd.change("a", "one", A, A)]
+    with pytest.raises(ValueError, match="two findings named 'a'"):
+        compare.table({"amd": twice, "intel": twice[:1]})
+
 def test_environments_are_those_with_runs_and_params(tmp_path):
     for env, runs in (("kvm-2vcpu", True), ("epyc-2vcpu-v782", False), ("nowhere", True)):
         folder = tmp_path / "raw" / "cpu_search" / env / "runs"

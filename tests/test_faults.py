@@ -130,7 +130,7 @@ def test_kill_and_resume_trials(tmp_path):
         folders = [d.name for d in store.runs_dir.iterdir()]
         assert not [f for f in folders if f.startswith(".")], f"{context}: a temporary run remains"
         assert sorted(folders) == sorted(after), f"{context}: a folder that is not a complete run"
-        assert store.corrupt_runs() == [], context
+        assert store.scan()[1] == [], context
     # one run per (point, repetition): run ids are that identity, so no id may repeat
     identities = [(json.loads(t)["point"]["concurrency"], json.loads(t)["rep"])
                   for t in snapshot(store).values()]
@@ -211,7 +211,7 @@ def test_a_full_disk_during_a_run_is_one_line_and_leaves_no_half_run(tmp_path):
         assert "the disk is full; free space and run the same command again" in proc.stderr
         assert "Traceback" not in proc.stderr
         store = Store(data, "smt_thp", "kvm-2vcpu")
-        assert store.corrupt_runs() == [] and not list(store.runs_dir.glob(".tmp-*"))
+        assert store.scan()[1] == [] and not list(store.runs_dir.glob(".tmp-*"))
         assert not (data / ".knob-journal.json").exists()
         assert procs.find(data_dir=data) == []
     finally:

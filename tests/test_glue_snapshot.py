@@ -1,4 +1,5 @@
-"""The rule of the glued-values snapshot (``iolab.report.book.compare_glue``), without a book.
+"""The rule of the glued-values snapshot (:func:`compare_glue`, kept here: only the suite
+compares a book with the snapshot), without a book.
 
 tests/test_book.py compares the built book's glued values with tests/fixtures/glued_values.json
 by this rule: every value of a page the snapshot names must be as committed; a page it does
@@ -12,10 +13,29 @@ import json
 import re
 
 from iolab.paths import REPO_ROOT
-from iolab.report.book import compare_glue
 
 SNAPSHOT = json.loads((REPO_ROOT / "tests" / "fixtures" / "glued_values.json").read_text())
 PAGE = "experiments/smt_thp.ipynb"
+
+
+def compare_glue(snapshot: dict[str, dict[str, str]],
+                 now: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+    """What differs from a snapshot of glued values, and the pages it does not cover.
+
+    The snapshot covers the pages it names: any value of one of them that changed, appeared
+    or is gone (a whole page gone included) differs. A page it does not name, a new
+    experiment's chapter or a new environment's page, has no committed values to differ
+    from: it is listed apart until the snapshot is renewed to take it in.
+    """
+    differ = []
+    for page, values in snapshot.items():
+        current = now.get(page, {})
+        differ += [f"{page} {key}: {values.get(key)!r} -> {current.get(key)!r}"
+                   for key in sorted(set(values) | set(current))
+                   if values.get(key) != current.get(key)]
+    uncovered = [f"{page} ({len(values)} values)" for page, values in sorted(now.items())
+                 if page not in snapshot]
+    return differ, uncovered
 
 
 def test_the_committed_values_compare_equal():

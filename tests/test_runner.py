@@ -152,12 +152,12 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tiny):
     wait_for(camp.store.runs_dir, 2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    stored_before = camp.store.complete_ids()
+    stored_before = {r.run_id for r in camp.store.complete_runs()}
     assert 2 <= len(stored_before) < total
 
     result = camp.run(progress=False)
     assert any("interrupted run" in m for m in result.messages)
-    ids = camp.store.complete_ids()
+    ids = {r.run_id for r in camp.store.complete_runs()}
     assert len(ids) == total and stored_before <= ids
     assert_whole(camp.store)
     assert len(list(camp.store.partial_dir.iterdir())) >= 1
@@ -170,7 +170,7 @@ def test_failing_run_is_recorded_and_stops_without_keep_going(tmp_path):
     with pytest.raises(IolabError, match="--keep-going"):
         camp.run(progress=False)
     store = camp.store
-    assert len(store.failed_runs()) == 1 and store.complete_ids() == set()
+    assert len(store.failed_runs()) == 1 and {r.run_id for r in store.complete_runs()} == set()
     failed = json.loads((store.failed_runs()[0] / "run.json").read_text())
     assert failed["status"] == "failed" and failed["exit_code"] != 0 and "fio" in failed["failure"]
     result = camp.run(progress=False, keep_going=True)
@@ -216,7 +216,7 @@ def test_papermill_replay_of_the_chapter(tiny):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     glued = {o["metadata"]["scrapbook"]["name"]: o["data"] for o in outputs
              if "scrapbook" in o.get("metadata", {})}
-    total = len(camp.store.complete_ids())
+    total = len({r.run_id for r in camp.store.complete_runs()})
     prefix = "application/papermill.record/"
     assert glued["n_runs"][prefix + "text/plain"] == repr(str(total))
     assert prefix + "image/png" in glued["fig_concurrency"]
@@ -239,7 +239,7 @@ def test_ctrl_c_restores_knobs_and_leaves_no_partial_run(tmp_path):
     if CAN_SET_THP:  # THP was changed for the stored run, and is back now
         assert set(camp.tidy()["knob.thp"]) == {"never"}
         assert THP.read_text() == before
-    assert len(camp.store.complete_ids()) == int(out.split()[1])
+    assert len({r.run_id for r in camp.store.complete_runs()}) == int(out.split()[1])
     assert_whole(camp.store)
 
 
@@ -265,7 +265,7 @@ def test_a_stop_request_ends_the_campaign_after_its_current_run(tmp_path, how):
         assert "to stop after its current run" in stopped.stdout
     out, _ = proc.communicate(timeout=60)
     assert out.startswith("STOPPED"), out
-    stored = camp.store.complete_ids()
+    stored = {r.run_id for r in camp.store.complete_runs()}
     # the run under way when asked is finished and kept, and no other is begun
     assert len(stored) == int(out.split()[1]) and 2 <= len(stored) < total
     assert not list(camp.store.runs_dir.glob(".tmp-*"))
@@ -275,7 +275,7 @@ def test_a_stop_request_ends_the_campaign_after_its_current_run(tmp_path, how):
     assert not stop.request_path(camp.data_dir).exists(), "a request honoured is removed"
     result = camp.run(progress=False)
     assert result.completed == total - len(stored) and not result.stopped
-    assert len(camp.store.complete_ids()) == total
+    assert len({r.run_id for r in camp.store.complete_runs()}) == total
 
 
 def test_a_stale_stop_request_does_not_stop_a_new_campaign(tiny, monkeypatch):

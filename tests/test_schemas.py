@@ -21,7 +21,7 @@ from iolab.host import inventory
 from iolab.paths import PARAMS_DIR, REPO_ROOT, default_data_dir
 from iolab.report import freshness
 from iolab.schemas import SCHEMA_DIR, generate
-from iolab.schemas.verify import problems, validator, verify, verify_files
+from iolab.schemas.verify import problems, validator, verify
 
 DATA = default_data_dir()   # the committed data (tests/conftest.py)
 A_RUN = next((DATA / "raw" / "smt_thp" / "kvm-2vcpu" / "runs").iterdir()) / "run.json"
@@ -73,7 +73,7 @@ def test_verify_narrows_to_an_experiment_and_environment():
     one = verify(DATA, "irq_affinity", "kvm-2vcpu")
     runs = len(list((DATA / "raw" / "irq_affinity" / "kvm-2vcpu" / "runs").iterdir()))
     assert one.files == runs + 3  # host.json, the campaign log, the params file
-    assert verify_files(DATA, "irq_affinity", "kvm-2vcpu") == []
+    assert verify(DATA, "irq_affinity", "kvm-2vcpu").problems == []
 
 
 def _store(tmp_path: Path) -> Path:
@@ -110,7 +110,7 @@ def _edit_run(env: Path, change) -> Path:
 
 def test_a_copy_of_committed_files_is_clean(tmp_path):
     _store(tmp_path)
-    assert committed_only(verify_files(tmp_path, "smt_thp")) == []
+    assert committed_only(verify(tmp_path, "smt_thp").problems) == []
 
 
 @pytest.mark.parametrize("change, key, problem, allowed", [
@@ -125,7 +125,7 @@ def test_a_copy_of_committed_files_is_clean(tmp_path):
 def test_a_malformed_run_json_names_the_file_the_key_and_what_is_allowed(
         tmp_path, change, key, problem, allowed):
     path = _edit_run(_store(tmp_path), change)
-    found = _only(verify_files(tmp_path))
+    found = _only(verify(tmp_path).problems)
     assert found.path == str(path) and found.key.startswith(key) and problem in found.problem
     assert allowed is None or allowed in found.allowed
     assert str(path) in str(found) and f"key '{key}" in str(found)
@@ -152,7 +152,7 @@ def test_a_malformed_host_json_and_campaign_log(tmp_path):
     (env / store.LOG).write_text(json.dumps({"event": "start", "at": "now"}) + "\n"
                                  + json.dumps({"event": "restart", "at": "now"}) + "\n{\n")
     found: dict[tuple[str, str], list[InputError]] = {}
-    for p in committed_only(verify_files(tmp_path)):
+    for p in committed_only(verify(tmp_path).problems):
         found.setdefault((Path(p.path).name, p.key), []).append(p)
     assert "integer" in found["host.json", "$.mem_total_kib"][0].problem
     # each field a start line lacks is a problem of its own
@@ -176,7 +176,7 @@ def test_a_host_record_value_no_host_has_is_named_by_verify(tmp_path, path, valu
         inner = inner[key]
     inner[path[-1]] = value
     (env / "host.json").write_text(json.dumps(host))
-    found = [p for p in committed_only(verify_files(tmp_path)) if Path(p.path).name == "host.json"]
+    found = [p for p in committed_only(verify(tmp_path).problems) if Path(p.path).name == "host.json"]
     assert [p.key for p in found] == ["$." + ".".join(path)] and problem in found[0].problem
 
 

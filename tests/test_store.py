@@ -37,7 +37,7 @@ def test_commit_writes_manifest_with_file_hashes(store):
     manifest = json.loads((final / "run.json").read_text())
     assert manifest["status"] == "ok" and manifest["schema_version"] == 2
     assert manifest["files"]["stdout"]["sha256"] == sha256_file(final / "stdout")
-    assert store.complete_ids() == {"abc123def456-r0"}
+    assert {r.run_id for r in store.complete_runs()} == {"abc123def456-r0"}
     assert not list(store.runs_dir.glob(".tmp-*"))
 
 
@@ -58,9 +58,9 @@ def test_a_batch_syncs_once_and_renames_at_its_end(store, monkeypatch):
         commit_one(store, "aaaaaaaaaaaa-r1")
         with pytest.raises(IolabError, match="already stored"):
             commit_one(store, "aaaaaaaaaaaa-r1")  # pending counts as stored
-        assert store.complete_ids() == set() and not syncs  # nothing in place yet
+        assert {r.run_id for r in store.complete_runs()} == set() and not syncs  # nothing in place yet
     assert syncs == [store.root]
-    assert store.complete_ids() == {"aaaaaaaaaaaa-r0", "aaaaaaaaaaaa-r1"}
+    assert {r.run_id for r in store.complete_runs()} == {"aaaaaaaaaaaa-r0", "aaaaaaaaaaaa-r1"}
 
 
 def test_runs_finished_before_an_error_in_a_batch_are_committed(store):
@@ -69,15 +69,15 @@ def test_runs_finished_before_an_error_in_a_batch_are_committed(store):
             commit_one(store, "bbbbbbbbbbbb-r0")
             store.begin("bbbbbbbbbbbb-r1")  # unfinished: stays a temporary folder
             raise KeyboardInterrupt
-    assert store.complete_ids() == {"bbbbbbbbbbbb-r0"}
+    assert {r.run_id for r in store.complete_runs()} == {"bbbbbbbbbbbb-r0"}
     assert len(store.stale_tmp_dirs()) == 1
 
 
 def test_unfinished_tmp_folder_is_not_complete(store):
     tmp = store.begin("abc123def456-r1")
     (tmp / "stdout").write_text("half")
-    assert store.complete_ids() == set()
-    assert store.corrupt_runs() == []  # tmp folders are not runs
+    assert {r.run_id for r in store.complete_runs()} == set()
+    assert store.scan()[1] == []  # tmp folders are not runs
 
 
 def test_a_run_folder_without_manifest_is_corrupt_and_moved_aside_not_deleted(store):
@@ -87,23 +87,24 @@ def test_a_run_folder_without_manifest_is_corrupt_and_moved_aside_not_deleted(st
     broken = store.runs_dir / "ffffffffffff-r0"
     broken.mkdir()
     (broken / "stdout").write_text("precious partial output")
-    [corrupt] = store.corrupt_runs()
+    [corrupt] = store.scan()[1]
     assert corrupt.path == broken and corrupt.reason == "run.json cannot be read (missing)"
     assert store.quarantine() == []  # only interrupted runs move by themselves
     messages = store.quarantine_corrupt([corrupt])
     assert len(messages) == 1 and "corrupt run" in messages[0]
     moved = list(store.partial_dir.iterdir())
     assert len(moved) == 1 and (moved[0] / "stdout").read_text() == "precious partial output"
-    assert store.complete_ids() == {"abc123def456-r0"} and store.corrupt_runs() == []
+    assert {r.run_id for r in store.complete_runs()} == {"abc123def456-r0"}
+    assert store.scan()[1] == []
 
 
 def test_a_truncated_manifest_makes_the_run_corrupt(store):
     final = commit_one(store)
     text = (final / "run.json").read_text()
     (final / "run.json").write_text(text[: len(text) // 2])
-    [corrupt] = store.corrupt_runs()
+    [corrupt] = store.scan()[1]
     assert corrupt.reason.startswith("run.json cannot be read (not valid JSON, cut off or altered")
-    assert store.complete_ids() == set()
+    assert {r.run_id for r in store.complete_runs()} == set()
 
 
 @pytest.mark.parametrize("key, value, reason", [
@@ -120,9 +121,9 @@ def test_a_manifest_that_contradicts_its_folder_makes_the_run_corrupt(store, key
     doc = json.loads((final / "run.json").read_text())
     doc[key] = value
     (final / "run.json").write_text(json.dumps(doc))
-    [corrupt] = store.corrupt_runs()
+    [corrupt] = store.scan()[1]
     assert corrupt.reason == reason and corrupt.path == final
-    assert store.complete_ids() == set()
+    assert {r.run_id for r in store.complete_runs()} == set()
 
 
 @pytest.mark.parametrize("damage, reason", [
@@ -132,21 +133,21 @@ def test_a_manifest_that_contradicts_its_folder_makes_the_run_corrupt(store, key
 ])
 def test_a_missing_or_altered_raw_file_makes_the_run_corrupt(store, damage, reason):
     final = commit_one(store)
-    assert store.corrupt_runs() == []  # verified once: remembered by size and mtime
+    assert store.scan()[1] == []  # verified once: remembered by size and mtime
     damage(final / "stdout")
-    [corrupt] = store.corrupt_runs()
+    [corrupt] = store.scan()[1]
     assert reason in corrupt.reason and corrupt.path == final
-    assert store.complete_ids() == set()
+    assert {r.run_id for r in store.complete_runs()} == set()
 
 
 def test_verified_files_are_not_hashed_again(store, monkeypatch):
     from iolab.core import integrity
 
     commit_one(store)
-    assert store.complete_ids() == {"abc123def456-r0"}
+    assert {r.run_id for r in store.complete_runs()} == {"abc123def456-r0"}
     calls = []
     monkeypatch.setattr(integrity, "sha256_file", lambda p: calls.append(p) or "x")
-    assert store.complete_ids() == {"abc123def456-r0"} and calls == []
+    assert {r.run_id for r in store.complete_runs()} == {"abc123def456-r0"} and calls == []
 
 
 def test_run_killed_with_sigkill_leaves_nothing_complete(store, tmp_path):
@@ -164,7 +165,7 @@ def test_run_killed_with_sigkill_leaves_nothing_complete(store, tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", script])
     assert proc.returncode == -signal.SIGKILL
-    assert store.complete_ids() == set()
+    assert {r.run_id for r in store.complete_runs()} == set()
     assert len(store.stale_tmp_dirs()) == 1
     assert "interrupted run" in store.quarantine()[0]
     assert store.stale_tmp_dirs() == [] and len(list(store.partial_dir.iterdir())) == 1
@@ -177,7 +178,7 @@ def test_failed_runs_are_kept_apart(store):
     assert dest.parent == store.failed_dir
     doc = json.loads((dest / "run.json").read_text())
     assert doc["status"] == "failed" and doc["failure"] == "exit 1"
-    assert store.complete_ids() == set()
+    assert {r.run_id for r in store.complete_runs()} == set()
 
 
 def test_host_is_recorded_then_checked(store):
@@ -283,12 +284,12 @@ def test_an_unknown_manifest_field_makes_only_that_run_corrupt(store):
     final = commit_one(store, "bbbbbbbbbbbb-r0")
     doc = json.loads((final / "run.json").read_text())
     (final / "run.json").write_text(json.dumps({**doc, "note\n\x1b[2Jx": "x"}))
-    [corrupt] = store.corrupt_runs()
+    [corrupt] = store.scan()[1]
     assert corrupt.path == final
     assert corrupt.reason.startswith("run.json is not a valid manifest (key 'note")
     assert "unknown manifest field" in corrupt.reason
     shown = corrupt.describe()
     assert "\n" not in shown and "\x1b" not in shown
-    assert store.complete_ids() == {"aaaaaaaaaaaa-r0"}
+    assert {r.run_id for r in store.complete_runs()} == {"aaaaaaaaaaaa-r0"}
     assert len(store.quarantine_corrupt([corrupt])) == 1
-    assert store.corrupt_runs() == [] and store.complete_ids() == {"aaaaaaaaaaaa-r0"}
+    assert store.scan()[1] == [] and {r.run_id for r in store.complete_runs()} == {"aaaaaaaaaaaa-r0"}

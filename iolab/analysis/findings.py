@@ -182,6 +182,8 @@ def undefined(id: str, statement: str, why: str, kind: str = "change",
 
 
 def by_id(findings: Sequence[Finding]) -> dict[str, Finding]:
+    """Each finding under its id; two of one id are an analysis's mistake, refused rather than
+    one of them silently judged, pooled or drawn in place of the other."""
     out: dict[str, Finding] = {}
     for f in findings:
         if f.id in out:

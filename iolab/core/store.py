@@ -360,12 +360,6 @@ class Store:
         """Every committed, intact run (see :meth:`scan`)."""
         return self.scan(verify)[0]
 
-    def corrupt_runs(self) -> list[CorruptRun]:
-        return self.scan()[1]
-
-    def complete_ids(self) -> set[str]:
-        return {r.run_id for r in self.complete_runs()}
-
     def stale_tmp_dirs(self) -> list[Path]:
         if not self.runs_dir.exists():
             return []

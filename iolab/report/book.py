@@ -310,26 +310,6 @@ def glued_in(path: Path) -> dict[str, str]:
     return dict(sorted(values.items()))
 
 
-def compare_glue(snapshot: dict[str, dict[str, str]],
-                 now: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
-    """What differs from a snapshot of glued values, and the pages it does not cover.
-
-    The snapshot covers the pages it names: any value of one of them that changed, appeared
-    or is gone (a whole page gone included) differs. A page it does not name, a new
-    experiment's chapter or a new environment's page, has no committed values to differ
-    from: it is listed apart until the snapshot is renewed to take it in.
-    """
-    differ = []
-    for page, values in snapshot.items():
-        current = now.get(page, {})
-        differ += [f"{page} {key}: {values.get(key)!r} -> {current.get(key)!r}"
-                   for key in sorted(set(values) | set(current))
-                   if values.get(key) != current.get(key)]
-    uncovered = [f"{page} ({len(values)} values)" for page, values in sorted(now.items())
-                 if page not in snapshot]
-    return differ, uncovered
-
-
 # the snapshot tests/test_book.py compares the book with: the one tracked file
 # --glue-snapshot exists to renew
 GLUE_SNAPSHOT = REPO_ROOT / "tests" / "fixtures" / "glued_values.json"

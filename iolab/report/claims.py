@@ -62,7 +62,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from iolab.analysis.findings import Finding, undefined
+from iolab.analysis.findings import Finding, by_id, undefined
 from iolab.errors import InputError, excerpt
 from iolab.report.reference import like as reference_like
 from iolab.yamlfile import read_file
@@ -299,7 +299,7 @@ def family_size(claims: Claims, found: Sequence[Finding],
     """How many of the claims the findings can judge: those whose verdict is none of *not
     testable here*, *outside its conditions* and *not comparable* (at least 1). They form the
     chapter's one confirmatory family."""
-    by = {f.id: f for f in found}
+    by = by_id(found)
     judged = [c for c in claims.claims
               if verdict(c, by.get(c.finding), references)[0]
               not in (UNTESTABLE, OUTSIDE, NOT_COMPARABLE)]
@@ -332,5 +332,5 @@ def confront(claims_path: Path, found: Sequence[Finding], experiment: str = "",
              robust: Sequence[Finding] | None = None,
              references: dict[str, Any] | None = None) -> pd.DataFrame:
     """The claims table of an experiment's findings (:func:`table`)."""
-    return table(load(claims_path), {f.id: f for f in found}, experiment,
-                 None if robust is None else {f.id: f for f in robust}, references)
+    return table(load(claims_path), by_id(found), experiment,
+                 None if robust is None else by_id(robust), references)

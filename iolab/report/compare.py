@@ -45,7 +45,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from iolab.analysis import pooling
-from iolab.analysis.findings import Finding
+from iolab.analysis.findings import Finding, by_id
 from iolab.core import spec as specmod
 from iolab.core.store import note_read
 from iolab.errors import printable
@@ -133,7 +133,7 @@ def table(found: dict[str, list[Finding]],
     or more (``machine_of``: environment -> its machine), the pooled estimate."""
     envs = list(found)
     first, others = envs[0], envs[1:]
-    by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
+    by_env = {env: by_id(fs) for env, fs in found.items()}
     # the machines the table spans: a pooled column exists when three or more do
     machines = len({(machine_of or {}).get(env, f"environment {env}") for env in envs})
     rows = []
@@ -294,7 +294,7 @@ def generality_text(found: dict[str, list[Finding]], machine_of: dict[str, str],
     fall under each reading, the machine-specific ones named with the claims resting on
     them."""
     first = next(iter(found))
-    by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
+    by_env = {env: by_id(fs) for env, fs in found.items()}
     groups: dict[str, list[Finding]] = {}
     for f in found[first]:
         said = _generality(f, by_env, machine_of)

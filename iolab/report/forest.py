@@ -15,7 +15,7 @@ import textwrap
 import matplotlib.pyplot as plt
 from matplotlib.patches import Polygon
 
-from iolab.analysis.findings import NULL, Finding
+from iolab.analysis.findings import NULL, Finding, by_id
 from iolab.analysis.pooling import PREDICTION_LEAST, Pooled, one_per_machine, pool
 from iolab.report import figures  # noqa: F401  (texts drawn as their characters, never math)
 
@@ -27,7 +27,7 @@ WRAP = 60  # characters of a finding's statement per line of a panel's title
 def shared(found: dict[str, list[Finding]]) -> list[tuple[str, dict[str, Finding]]]:
     """(finding id, environment -> its estimate) of every finding that two or more
     environments estimate, in the first environment's order."""
-    by_env = {env: {f.id: f for f in fs} for env, fs in found.items()}
+    by_env = {env: by_id(fs) for env, fs in found.items()}
     ids = list(dict.fromkeys(f.id for fs in found.values() for f in fs))
     out = []
     for id_ in ids:

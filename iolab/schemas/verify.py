@@ -231,8 +231,3 @@ def verify(data_dir: Path, experiment: str | None = None,
                 result.problems += _params_problems(path, checker)
     return result
 
-
-def verify_files(data_dir: Path, experiment: str | None = None,
-                 env: str | None = None) -> list[InputError]:
-    """The problems :func:`verify` finds (empty: every file follows its schema)."""
-    return verify(data_dir, experiment, env).problems

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from iolab.analysis import stats
+from iolab.analysis.findings import by_id
 from iolab.experiments.irq_affinity import analysis as an
 from iolab.report import figures as fg
 from iolab.report.tables import pct_with_interval, summary_table
@@ -250,7 +251,7 @@ def deferred(ch, found: list) -> pd.DataFrame | None:
     """DEFER_TASKRUN's task work, and the interruptions of the reader's CPUs per placement and
     mode (the table), with the texts that explain the one IOPS effect that stands out."""
     T, irq = ch.text, rows(ch)
-    by = {f.id: f for f in found}
+    by = by_id(found)
     T["defer_irqs_ratio"] = by["defer_irqs_on"].text()
     T["local_defer"] = _mean_text(ch, "local_run_per_io", taskrun="defer")
     T["task_run_defer"] = _mean_text(ch, "task_run_per_io", taskrun="defer")

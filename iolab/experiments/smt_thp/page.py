@@ -22,6 +22,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from iolab.analysis import multiple, stats
+from iolab.analysis.findings import by_id
 from iolab.experiments.smt_thp import analysis as an
 from iolab.report import escape
 from iolab.report import figures as fg
@@ -388,7 +389,7 @@ def layout(ch: Chapter):
     and layout) and the sentence of its ratios, fallocated over written; without a run
     reading the fallocated file, the sentence says so and there is no table."""
     rows, _ = _grid(ch, "layout", list(an.LAYOUTS))
-    found = {f.id: f for f in an.layout_findings(rows, ch.confidence, _not_here(ch))}
+    found = by_id(an.layout_findings(rows, ch.confidence, _not_here(ch)))
     ch.text["layout_finding"] = _layout_sentence(ch, found)
     if rows.empty or not (rows["layout"] == "fallocated").any():
         return None
