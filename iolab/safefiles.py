@@ -527,6 +527,10 @@ def check_output(path: Path, option: str, *, data_dir: Path | None = None,
                       "another user decides where it lands", allowed="a path whose folders "
                       "are this user's or root's, and that others cannot write into (or that "
                       "have the sticky bit, as /tmp has), or - for standard output")
+    problem = state_problem(path)
+    if problem:
+        raise NotOurs(option, None, f"{path} is {problem}; an output never replaces or adds a "
+                      "file there", allowed=OUTPUT_PLACES)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -537,8 +541,7 @@ def check_output(path: Path, option: str, *, data_dir: Path | None = None,
     problem = kept_problem(path, data_dir, renews)
     if problem:
         raise NotOurs(option, None, f"{path} is {problem}; an output never replaces a file "
-                      "iolab keeps", allowed="a path outside the data directory that git "
-                      "does not track, or - for standard output")
+                      "iolab keeps", allowed=OUTPUT_PLACES)
 
 
 def kept_problem(path: Path, data_dir: Path | None = None,
@@ -553,16 +556,67 @@ def kept_problem(path: Path, data_dir: Path | None = None,
     where = _real(path)
     if where in {_real(p) for p in renews}:
         return None
+    problem = store_problem(path, data_dir)
+    if problem:
+        return problem
+    for root in {paths.REPO_ROOT, paths.checkout_of(where.parent)} - {None}:
+        if where.is_relative_to(root) and _tracked(root, where):
+            return f"a file git tracks in the checkout {root}"
+    return None
+
+
+def store_problem(path: Path, data_dir: Path | None = None) -> str | None:
+    """"inside the data directory D" when ``path`` (there or not) lies in a data directory:
+    ``data_dir``, the default one or the checkout's ``data/``; None otherwise."""
+    from iolab import paths
+
+    where = _real(path)
     stores = [paths.default_data_dir(), paths.REPO_ROOT / "data"]
     if data_dir is not None:
         stores.insert(0, Path(data_dir))
     for store in stores:
         if where.is_relative_to(_real(store)):
             return f"inside the data directory {_real(store)}"
-    for root in {paths.REPO_ROOT, paths.checkout_of(where.parent)} - {None}:
-        if where.is_relative_to(root) and _tracked(root, where):
-            return f"a file git tracks in the checkout {root}"
     return None
+
+
+def state_problem(path: Path) -> str | None:
+    """Where ``path`` (there or not) lies among the files that are git's or iolab's own state,
+    in words: inside a ``.git`` folder (a checkout's config, index and hooks: a file added
+    to its hooks is run by git), inside iolab's state folder (the scratch registry),
+    inside ``$IOLAB_LOCK_DIR``, one of iolab's lock files in a system lock folder, or the
+    book's build record; None when it is none of them. Unlike a data directory, which a new
+    file may join, none of these takes a new file either."""
+    from iolab import paths
+    from iolab.core import locks
+    from iolab.report import freshness
+
+    where = _real(path)
+    if ".git" in where.parts:  # a worktree's .git is a file naming its git folder
+        git = _git_folder(where)
+        return f"git's own {git}" if git == where else f"inside git's own folder {git}"
+    folders = [("iolab's state folder", paths.state_dir())]
+    if os.environ.get("IOLAB_LOCK_DIR"):
+        folders.append(("iolab's lock folder", locks.lock_dir()))
+    for words, folder in folders:
+        if where.is_relative_to(_real(folder)):
+            return f"inside {words} {_real(folder)}"
+    lock_folders = {_real(f) for f in (locks.system_lock_dir(), *locks.HOST_LOCK_DIRS)}
+    if where.parent in lock_folders and where.name.startswith("iolab-"):
+        return f"one of iolab's lock files in {where.parent}"
+    if where == _real(freshness.STATE_FILE):
+        return "the book's build record"
+    return None
+
+
+OUTPUT_PLACES = ("a path outside the data directory, git's folders and iolab's state and lock "
+                 "folders, of a file git does not track, or - for standard output")
+
+
+def _git_folder(where: Path) -> Path:
+    """``where``'s path up to its last ``.git``."""
+    parts = where.parts
+    return Path(*parts[:len(parts) - parts[::-1].index(".git")])
 
 
 def _real(path: Path) -> Path:

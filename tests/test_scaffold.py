@@ -145,6 +145,31 @@ def test_where_another_user_decides_is_refused_before_anything_is_written(tmp_pa
     assert list(shared.iterdir()) == []
 
 
+@pytest.mark.parametrize("inside", ["raw", "raw/smt_thp", "", "git", "state"])
+def test_where_among_the_files_iolab_or_git_keep_is_refused(tmp_path, monkeypatch, inside):
+    """Probe 11, F3: --where $IOLAB_DATA/raw (or a campaign's experiment folder in it) wrote
+    the module, notebooks and params into the store, where 'iolab status' then listed them
+    as campaigns; as an output is, a new experiment is refused inside a data directory, a
+    .git folder or iolab's state folder."""
+    data = tmp_path / "data"
+    (data / "raw" / "smt_thp").mkdir(parents=True)
+    (tmp_path / "checkout" / ".git").mkdir(parents=True)
+    (tmp_path / "state").mkdir(mode=0o700)
+    monkeypatch.setenv("IOLAB_DATA", str(data))
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    where = {"git": tmp_path / "checkout" / ".git",
+             "state": tmp_path / "state"}.get(inside, data / inside)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(NotOurs) as err:
+        new_experiment(NAME, where=where)
+    message = str(err.value)
+    assert message.startswith(f"--where: {where}: {where / NAME} is ") and "\n" not in message
+    assert {"git": "inside git's own folder", "state": "inside iolab's state folder"}.get(
+        inside, f"inside the data directory {data}") in message
+    assert "never written among the files iolab or git keep" in message
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 def test_one_environment_of_its_own(tmp_path):
     written = new_experiment(NAME, where=tmp_path, environment="h100-pcie5")
     params = [p for p in written if p.suffix == ".yaml" and p.parent.parent.name == "params"]
