@@ -321,6 +321,11 @@ def test_a_data_directory_through_another_users_link_is_never_written(tmp_path):
     code, _, err = cli(["verify", "--quarantine", "--data", str(link / "d")])
     assert code == 2 and f"{link}, a folder of its path, is a symbolic link made by uid 65534" \
         in err and len(err.splitlines()) == 1, err
+    from iolab.execution.campaign import Campaign
+
+    campaign = Campaign("smt_thp", "kvm-2vcpu", data_dir=link / "d")  # reading is allowed
+    with pytest.raises(safefiles.NotOurs, match="a symbolic link made by uid 65534"):
+        campaign.run(limit=0)  # a run writes: refused before the runner starts
     assert list(mine.iterdir()) == []
 
 
