@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -168,6 +169,32 @@ def test_where_among_the_files_iolab_or_git_keep_is_refused(tmp_path, monkeypatc
         inside, f"inside the data directory {data}") in message
     assert "never written among the files iolab or git keep" in message
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+SIGTERM_MID_WRITE = """
+import os, signal, sys
+from iolab import scaffold
+from iolab.cli import main
+refuse, calls = scaffold.refuse_linked, []
+def refuse_then_stop(*args, **kwargs):
+    calls.append(args[0])
+    if len(calls) == 6:  # some files written, as kill or a service manager would
+        os.kill(os.getpid(), signal.SIGTERM)
+    return refuse(*args, **kwargs)
+scaffold.refuse_linked = refuse_then_stop
+sys.exit(main(["new-experiment", "disk_probe", "--where", sys.argv[1]]))
+"""
+
+
+def test_a_new_experiment_stopped_mid_write_leaves_none_of_its_files(tmp_path):
+    """Probe 11, E1's pattern: the files made are removed on an exception, which SIGTERM's
+    default action never raises: a stop signal mid-write left half an experiment."""
+    where = tmp_path / "where"
+    where.mkdir()
+    done = subprocess.run([sys.executable, "-c", SIGTERM_MID_WRITE, str(where)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 128 + 15, (done.returncode, done.stderr)
+    assert list(where.iterdir()) == [], "files of the new experiment were left"
 
 
 def test_one_environment_of_its_own(tmp_path):
