@@ -75,11 +75,20 @@ def refuse_redirected(path: Path) -> None:
     """NotOurs when another user could decide where what is written into the data directory
     ``path`` lands (:func:`iolab.safefiles.folders_problem` of a file in it)."""
     problem = folders_problem(Path(path) / "raw")
-    if problem:
+    if problem and not _under_a_file(Path(path)):  # that one: making it fails, saying so
         raise NotOurs(path, None, f"{problem}; a data directory is never written where another "
                       "user decides where it lands", allowed="a data directory whose folders "
                       "are this user's or root's, and that others cannot write into (or that "
                       "have the sticky bit, as /tmp has)")
+
+
+def _under_a_file(path: Path) -> bool:
+    """Whether the nearest part of ``path`` that exists is no folder (a file): nothing can be
+    made below it, so no one could redirect what would be."""
+    for part in [path, *path.parents]:
+        if os.path.lexists(part):
+            return not part.is_dir()
+    return False
 
 
 HINTS = {
