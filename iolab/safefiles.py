@@ -21,7 +21,8 @@ would then truncate, a FIFO that would block every read for ever, a device node.
 * **Folders** of a data directory are iolab's: one that is a link is never written through
   (:func:`own_folder`, :func:`refuse_linked`), and a folder iolab copies (a run folder that
   ``iolab migrate`` rewrites, an environment's params) is copied without following a link or
-  opening anything but a regular file (:func:`copy_folder`).
+  opening anything but a regular file, within bounds on its depth, its files' sizes and
+  their number, under a temporary name renamed once whole (:func:`copy_folder`).
 * **Outputs** a user names (``iolab tidy -o``, ``iolab notebook -o``, ``iolab book
   --glue-snapshot``) are written the same way, by a rename, never by an open for writing of
   the final name; a path that exists and is not a regular file (a link, a FIFO, a device, a
@@ -31,7 +32,9 @@ would then truncate, a FIFO that would block every read for ever, a device node.
   (:func:`check_output`, :func:`replace_output`). Nor is an output ever a file iolab keeps
   (:func:`kept_problem`): one inside the data directory (a stored run's raw file, a host
   record) or one git tracks in the checkout (a params file), but the file a verb exists to
-  renew (the glue snapshot, a derived replay, the AiSIO reference table).
+  renew (the glue snapshot, a derived replay, the AiSIO reference table); nor, there or
+  not, one in a ``.git`` folder, iolab's state folder or its lock folder
+  (:func:`state_problem`).
 
 A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
 
@@ -331,24 +334,83 @@ def own_folder(folder: Path, role: str, depth: int = 1) -> Path:
     return refuse_linked(folder, role, depth)  # one put there since
 
 
-def copy_folder(source: Path, target: Path, role: str) -> None:
+COPY_DEPTH_MOST = 32  # folder levels below the one copied: far below Python's recursion limit
+
+
+def copy_folder(source: Path, target: Path, role: str, *, file_most: int | None = None,
+                files_most: int | None = None, depth_most: int = COPY_DEPTH_MOST,
+                temp_prefix: str = ".iolab-") -> None:
     """Copy the folder ``source`` to ``target`` (which must not exist), its regular files
     byte for byte with their permission bits (setuid and the like dropped) and times, as
     ``shutil.copytree`` does, but never following a link: a link, a FIFO, a device or a
-    socket anywhere in ``source`` is NotOurs naming it (``role``: what ``source`` is), and
-    what was copied until then is removed again. A link to a root-only file would have
-    copied its content; one to /dev/zero, without end."""
+    socket anywhere in ``source`` is NotOurs naming it (``role``: what ``source`` is). A link
+    to a root-only file would have copied its content; one to /dev/zero, without end.
+
+    Bounded: a file larger than ``file_most`` bytes, more than ``files_most`` files, or
+    folders nested more than ``depth_most`` levels are TooLarge, before the file that
+    crosses the bound is read (a 3 GiB sparse file would become 3 GiB of disk). The copy is
+    made under a temporary name beside ``target`` (``temp_prefix``, a random part and this
+    process's id: a store sweeps its own stale ones) and renamed to it once whole, so that
+    ``target`` is never half a copy; on any exception what was copied is removed again (a
+    caller that must survive a signal turns it into one: :class:`iolab.children.Stoppable`)."""
     target = Path(target)
     _check_source_folder(Path(source), role)  # a linked source: refused before target is made
-    os.mkdir(target, 0o700)  # opened up to the source's mode once filled
+    tmp = _new_temp_folder(target, temp_prefix)
     try:
-        _copy_into(Path(source), target, role)
+        _copy_into(Path(source), tmp, role, _Budget(file_most, files_most, depth_most))
+        if os.path.lexists(target):  # made since the caller looked: never replaced
+            raise FileExistsError(errno.EEXIST, "made while the copy was made", str(target))
+        os.rename(tmp, target)
     except BaseException:
-        shutil.rmtree(target, ignore_errors=True)  # ours alone: rmtree follows no link
+        shutil.rmtree(tmp, ignore_errors=True)  # ours alone: rmtree follows no link
         raise
 
 
-def _copy_into(source: Path, target: Path, role: str) -> None:
+def _new_temp_folder(target: Path, prefix: str) -> Path:
+    """A new folder (0700, opened up to the source's mode once filled) beside ``target``,
+    under a random name no one else can have made."""
+    for _ in range(100):
+        tmp = target.parent / f"{prefix}{secrets.token_hex(8)}-{os.getpid()}"
+        try:
+            os.mkdir(tmp, 0o700)
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name after 100 tries",
+                          str(target.parent))
+
+
+class _Budget:
+    """What a copy may still take: bytes a file, files in all, folder levels."""
+
+    def __init__(self, file_most: int | None, files_most: int | None, depth_most: int):
+        self.file_most, self.files_most, self.depth_most = file_most, files_most, depth_most
+        self.files = 0
+
+    def check_file(self, path: Path, st: os.stat_result, role: str) -> None:
+        self.files += 1
+        if self.files_most is not None and self.files > self.files_most:
+            raise TooLarge(path, None, f"is file {self.files:,} of {role}, more than iolab "
+                           "copies; nothing was copied", allowed=f"at most {self.files_most:,} "
+                           "files; remove what does not belong there")
+        if self.file_most is not None and st.st_size > self.file_most:
+            raise _copy_too_large(path, st.st_size, self.file_most, role)
+
+    def check_depth(self, path: Path, depth: int, role: str) -> None:
+        if depth > self.depth_most:
+            raise TooLarge(path, None, f"lies {depth} folders deep in {role}, deeper than "
+                           "iolab copies; nothing was copied", allowed=f"at most "
+                           f"{self.depth_most} levels of folders")
+
+
+def _copy_too_large(path: Path, size: int, most: int, role: str) -> TooLarge:
+    return TooLarge(path, None, f"holds {size:,} bytes (or more), more than a file of {role} "
+                    "holds; nothing was copied", allowed=f"files of at most {most:,} bytes; "
+                    "move the file away if it does not belong there")
+
+
+def _copy_into(source: Path, target: Path, role: str, budget: _Budget, depth: int = 0) -> None:
+    budget.check_depth(source, depth, role)
     fd = _open_source_folder(source, role)
     try:
         with os.scandir(fd) as it:  # the folder opened, not its name: a link put there since
@@ -361,9 +423,10 @@ def _copy_into(source: Path, target: Path, role: str) -> None:
         st = os.lstat(path)
         if stat.S_ISDIR(st.st_mode):
             os.mkdir(dest, 0o700)
-            _copy_into(path, dest, role)
+            _copy_into(path, dest, role, budget, depth + 1)
         elif stat.S_ISREG(st.st_mode):
-            _copy_file(path, dest, role)
+            budget.check_file(path, st, role)
+            _copy_file(path, dest, role, budget.file_most)
         else:
             raise _not_copied(path, st, role)
     os.chmod(target, stat.S_IMODE(folder.st_mode) & 0o777)
@@ -399,18 +462,33 @@ def _not_copied(path: Path, st: os.stat_result, role: str) -> NotOurs:
                    "remove it, or move it out of the folder")
 
 
-def _copy_file(path: Path, dest: Path, role: str) -> None:
+def _copy_file(path: Path, dest: Path, role: str, most: int | None) -> None:
     fd = open_regular(path, os.O_RDONLY, role)
     if fd is None:
         raise FileNotFoundError(errno.ENOENT, "removed while it was copied", str(path))
     with os.fdopen(fd, "rb") as src:
         st = os.fstat(src.fileno())
+        if most is not None and st.st_size > most:  # grown since the lstat
+            raise _copy_too_large(path, st.st_size, most, role)
         out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
         with os.fdopen(out, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+            if most is None:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            else:
+                _copy_bounded(src, dst, path, most, role)
             os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode) & 0o777)
             dst.flush()
             os.utime(dst.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _copy_bounded(src, dst, path: Path, most: int, role: str) -> None:
+    """Copy up to ``most`` bytes; TooLarge when there is more (a file grown while copied)."""
+    total = 0
+    while block := src.read(min(READ_BLOCK, most + 1 - total)):
+        total += len(block)
+        if total > most:
+            raise _copy_too_large(path, total, most, role)
+        dst.write(block)
 
 
 def _link_text(path: Path, st: os.stat_result) -> str:
@@ -527,6 +605,10 @@ def check_output(path: Path, option: str, *, data_dir: Path | None = None,
                       "another user decides where it lands", allowed="a path whose folders "
                       "are this user's or root's, and that others cannot write into (or that "
                       "have the sticky bit, as /tmp has), or - for standard output")
+    problem = state_problem(path)
+    if problem:
+        raise NotOurs(option, None, f"{path} is {problem}; an output never replaces or adds a "
+                      "file there", allowed=OUTPUT_PLACES)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -537,8 +619,7 @@ def check_output(path: Path, option: str, *, data_dir: Path | None = None,
     problem = kept_problem(path, data_dir, renews)
     if problem:
         raise NotOurs(option, None, f"{path} is {problem}; an output never replaces a file "
-                      "iolab keeps", allowed="a path outside the data directory that git "
-                      "does not track, or - for standard output")
+                      "iolab keeps", allowed=OUTPUT_PLACES)
 
 
 def kept_problem(path: Path, data_dir: Path | None = None,
@@ -553,16 +634,67 @@ def kept_problem(path: Path, data_dir: Path | None = None,
     where = _real(path)
     if where in {_real(p) for p in renews}:
         return None
+    problem = store_problem(path, data_dir)
+    if problem:
+        return problem
+    for root in {paths.REPO_ROOT, paths.checkout_of(where.parent)} - {None}:
+        if where.is_relative_to(root) and _tracked(root, where):
+            return f"a file git tracks in the checkout {root}"
+    return None
+
+
+def store_problem(path: Path, data_dir: Path | None = None) -> str | None:
+    """"inside the data directory D" when ``path`` (there or not) lies in a data directory:
+    ``data_dir``, the default one or the checkout's ``data/``; None otherwise."""
+    from iolab import paths
+
+    where = _real(path)
     stores = [paths.default_data_dir(), paths.REPO_ROOT / "data"]
     if data_dir is not None:
         stores.insert(0, Path(data_dir))
     for store in stores:
         if where.is_relative_to(_real(store)):
             return f"inside the data directory {_real(store)}"
-    for root in {paths.REPO_ROOT, paths.checkout_of(where.parent)} - {None}:
-        if where.is_relative_to(root) and _tracked(root, where):
-            return f"a file git tracks in the checkout {root}"
     return None
+
+
+def state_problem(path: Path) -> str | None:
+    """Where ``path`` (there or not) lies among the files that are git's or iolab's own state,
+    in words: inside a ``.git`` folder (a checkout's config, index and hooks: a file added
+    to its hooks is run by git), inside iolab's state folder (the scratch registry),
+    inside ``$IOLAB_LOCK_DIR``, one of iolab's lock files in a system lock folder, or the
+    book's build record; None when it is none of them. Unlike a data directory, which a new
+    file may join, none of these takes a new file either."""
+    from iolab import paths
+    from iolab.core import locks
+    from iolab.report import freshness
+
+    where = _real(path)
+    if ".git" in where.parts:  # a worktree's .git is a file naming its git folder
+        git = _git_folder(where)
+        return f"git's own {git}" if git == where else f"inside git's own folder {git}"
+    folders = [("iolab's state folder", paths.state_dir())]
+    if os.environ.get("IOLAB_LOCK_DIR"):
+        folders.append(("iolab's lock folder", locks.lock_dir()))
+    for words, folder in folders:
+        if where.is_relative_to(_real(folder)):
+            return f"inside {words} {_real(folder)}"
+    lock_folders = {_real(f) for f in (locks.system_lock_dir(), *locks.HOST_LOCK_DIRS)}
+    if where.parent in lock_folders and where.name.startswith("iolab-"):
+        return f"one of iolab's lock files in {where.parent}"
+    if where == _real(freshness.STATE_FILE):
+        return "the book's build record"
+    return None
+
+
+OUTPUT_PLACES = ("a path outside the data directory, git's folders and iolab's state and lock "
+                 "folders, of a file git does not track, or - for standard output")
+
+
+def _git_folder(where: Path) -> Path:
+    """``where``'s path up to its last ``.git``."""
+    parts = where.parts
+    return Path(*parts[:len(parts) - parts[::-1].index(".git")])
 
 
 def _real(path: Path) -> Path:

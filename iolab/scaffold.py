@@ -13,8 +13,9 @@ generate the same way) with the name, class, label and chapter replaced. Two lay
 
 Responsible for: checking the name, and writing the new experiment's files, all of them or
 none, never over an existing file nor through a linked folder nor in a ``where`` folder
-another user could redirect (``safefiles.folders_problem``), and its published params
-schema. Not responsible for: what the experiment measures (its
+another user could redirect (``safefiles.folders_problem``) or one among the files iolab or
+git keep (a data directory, a ``.git`` folder, iolab's state and lock folders), and its
+published params schema. Not responsible for: what the experiment measures (its
 author edits the copy, its claims included), its page and tests (book/architecture.md lists
 them), or
 finding it afterwards (the registry does).
@@ -37,7 +38,8 @@ from iolab.core import spec as specmod
 from iolab.durable import write_atomic
 from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
-from iolab.safefiles import NotOurs, check_regular, folders_problem, read_regular, refuse_linked
+from iolab.safefiles import (NotOurs, check_regular, folders_problem, read_regular,
+                             refuse_linked, state_problem, store_problem)
 from iolab.schemas import SCHEMA_DIR, generate
 from iolab.yamlfile import parse_bytes
 
@@ -286,13 +288,25 @@ def new_experiment(name: str, *, where: str | Path | None = None,
 def _check_where(where: Path, name: str) -> None:
     """NotOurs when another user could decide where the files written in ``where`` land: a
     folder of its path (``where`` included) is a link another user made, another user's, or
-    one others may write into without the sticky bit (:func:`folders_problem`)."""
-    problem = folders_problem(where.absolute() / name)
+    one others may write into without the sticky bit (:func:`folders_problem`); or when
+    ``where`` lies among the files iolab or git keep: in a data directory (its module would
+    read as a campaign there), a ``.git`` folder or iolab's state and lock folders, as an
+    output never does (:func:`store_problem`, :func:`state_problem`)."""
+    folder = where.absolute() / name
+    problem = folders_problem(folder)
     if problem:
         raise NotOurs("--where", None, f"{where}: {problem}; a new experiment is never "
                       "written where another user decides where it lands",
-                      allowed="a folder whose folders are this user's or root's, and that "
-                      "others cannot write into (or that have the sticky bit, as /tmp has)")
+                      allowed=WHERE_ALLOWED)
+    problem = store_problem(folder) or state_problem(folder)
+    if problem:
+        raise NotOurs("--where", None, f"{where}: {folder} is {problem}; a new experiment is "
+                      "never written among the files iolab or git keep", allowed=WHERE_ALLOWED)
+
+
+WHERE_ALLOWED = ("a folder outside the data directory, git's folders and iolab's state and lock "
+                 "folders, whose folders are this user's or root's and that others cannot "
+                 "write into (or that have the sticky bit, as /tmp has)")
 
 
 def publish_params_schema(name: str) -> Path:

@@ -236,6 +236,94 @@ def test_env_new_keeps_the_files_modes_not_more(tmp_path, monkeypatch):
     assert (params / "box" / "sub" / "x.yaml").read_text() == "x: 1\n"
 
 
+def _params_source(tmp_path, monkeypatch) -> Path:
+    params = tmp_path / "params"
+    (params / "src").mkdir(parents=True)
+    (params / "src" / "smt_thp.yaml").write_text("# params\n")
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
+    return params
+
+
+@pytest.mark.parametrize("bound", ["depth", "file size", "files"])
+def test_env_new_copies_within_bounds_or_not_at_all(tmp_path, monkeypatch, bound):
+    """Probe 11, B1 and B2: 'env new --from' a params folder 1,100 folders deep ended in a
+    RecursionError (rc 70), and one with a 3 GiB sparse params file wrote 3 GiB of zeros for
+    a file 'plan' refuses to read. Each is refused in one line, and nothing is left."""
+    from iolab.cli import env as cli_env
+    from iolab.core.spec import PARAMS_MOST
+
+    params = _params_source(tmp_path, monkeypatch)
+    src = params / "src"
+    if bound == "depth":
+        deep = src.joinpath(*["a"] * (cli_env.DEPTH_MOST + 1))
+        deep.mkdir(parents=True)
+        named, words = deep, f"lies {cli_env.DEPTH_MOST + 1} folders deep"
+    elif bound == "file size":
+        named = src / "irq_affinity.yaml"
+        with open(named, "wb") as fh:
+            fh.truncate(PARAMS_MOST + 1)  # sparse: no disk taken
+        named, words = named, f"holds {PARAMS_MOST + 1:,} bytes"
+    else:
+        for i in range(cli_env.FILES_MOST):
+            (src / f"f{i:04d}.yaml").write_text("x: 1\n")
+        named = src / "smt_thp.yaml"  # the last in name order: file FILES_MOST + 1
+        words = f"is file {cli_env.FILES_MOST + 1:,} of"
+    code, out, err = run(["env", "new", "box", "--from", "src"])
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+    assert f"{named}: {words}" in err and "nothing was copied" in err
+    assert sorted(p.name for p in params.iterdir()) == ["src"], "a copy, or its temporary, left"
+
+
+def test_a_folder_copy_of_any_depth_is_one_line_never_a_recursion_error(tmp_path):
+    """Probe 11, B1 as found: 1,100 levels, past Python's recursion limit."""
+    from iolab import safefiles
+
+    levels = [tmp_path / "src"]
+    for _ in range(sys.getrecursionlimit() + 100):  # os.mkdir: pathlib's parents recurse too
+        levels.append(levels[-1] / "a")
+    for level in levels:
+        os.mkdir(level)
+    try:
+        with pytest.raises(safefiles.TooLarge, match="lies 33 folders deep in the folder, "
+                                                     "deeper than iolab copies"):
+            safefiles.copy_folder(levels[0], tmp_path / "dst", "the folder")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    finally:
+        for level in reversed(levels):  # rmtree recurses as deep
+            os.rmdir(level)
+
+
+SIGTERM_MID_COPY = """
+import os, signal, sys
+from pathlib import Path
+from iolab import safefiles
+from iolab.cli import env, main
+env.PARAMS_DIR, env.REPO_ROOT = Path(sys.argv[1]), Path(sys.argv[1]).parent
+copy, copied = safefiles._copy_file, []
+def copy_then_stop(*args, **kwargs):
+    copy(*args, **kwargs)
+    copied.append(args[0])
+    if len(copied) == 2:  # mid-copy, as kill or a service manager would
+        os.kill(os.getpid(), signal.SIGTERM)
+safefiles._copy_file = copy_then_stop
+sys.exit(main(["env", "new", "box", "--from", "src"]))
+"""
+
+
+def test_env_new_stopped_mid_copy_leaves_no_half_environment(tmp_path, monkeypatch):
+    """Probe 11, E1: SIGTERM during 'env new' left box/ with some of the params files: 'env
+    new box' then said it existed, and 'plan' found no params for the files not yet copied.
+    The copy is made under a temporary name and renamed once whole; a stop signal removes it."""
+    params = _params_source(tmp_path, monkeypatch)
+    for name in ("cpu_search", "irq_affinity", "zz_last"):
+        (params / "src" / f"{name}.yaml").write_text("# params\n")
+    done = subprocess.run([sys.executable, "-c", SIGTERM_MID_COPY, str(params)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 128 + 15, (done.returncode, done.stderr)
+    assert sorted(p.name for p in params.iterdir()) == ["src"], "a copy, or its temporary, left"
+
+
 def test_status_and_restore_on_an_empty_data_folder(tmp_path):
     code, out, _ = run(["status", "--data", str(tmp_path)])
     assert code == 0 and "no campaigns" in out

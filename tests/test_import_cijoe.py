@@ -1218,6 +1218,30 @@ def test_the_members_an_import_reads_are_bounded(tmp_path, monkeypatch, form):
     assert not (tmp_path / "data").exists()
 
 
+def test_a_folder_of_any_depth_is_refused_in_one_line_never_a_recursion_error(tmp_path):
+    """Probe 11, B1's pattern in the importer: os.walk recurses once a level, so a folder
+    1,100 levels deep (past Python's recursion limit) ended import-cijoe in a RecursionError
+    (rc 70); folders deeper than MAX_DEPTH are refused, naming the first, and nothing is
+    stored."""
+    from iolab.importers.cijoe import archive as arc
+
+    folder = make_cijoe(tmp_path / "src", orphan=False)
+    levels = [folder / "deep"]
+    for _ in range(1100):  # os.mkdir: pathlib's parents recurse too
+        levels.append(levels[-1] / "a")
+    for level in levels:
+        os.mkdir(level)
+    try:
+        first = "/".join(["deep", *["a"] * arc.MAX_DEPTH])
+        with pytest.raises(InputError, match=f"{folder.name}: holds the folder {first}, more "
+                                             f"than {arc.MAX_DEPTH} levels deep"):
+            import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+        assert not (tmp_path / "data").exists()
+    finally:
+        for level in reversed(levels):  # rmtree recurses as deep
+            os.rmdir(level)
+
+
 def test_a_tars_members_are_streamed_not_kept(tmp_path):
     """tarfile keeps the header of every member it read, so an archive of 300,000 empty
     members took 169 MB; the import keeps none of them."""

@@ -277,6 +277,58 @@ def test_a_lock_folder_another_user_made_is_refused(tmp_path, monkeypatch, plant
     assert list(mine.iterdir()) == []
 
 
+@pytest.mark.parametrize("through", ["folder", "link", "IOLAB_DATA"])
+def test_a_data_directory_others_may_redirect_is_never_written(tmp_path, monkeypatch, through):
+    """Probe 11, F1: 'import-cijoe --data' through another user's link to that user's 0777
+    folder made the host record, the runs and the campaign log there: that user may rename
+    or replace the folder between two commands. (A link another user made needs root: a
+    folder every user may write into, or this user's link to one, stands for it here.)"""
+    from test_import_cijoe import make_cijoe
+
+    source = make_cijoe(tmp_path / "cijoe")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # no sticky bit: anyone may put a link in place of what is there
+    folder = shared if through == "folder" else tmp_path / "link"
+    if through != "folder":
+        folder.symlink_to(shared)
+    data = folder / "d"
+    argv = ["import-cijoe", str(source), "--experiment", "aisio-mini", "--env", "lab",
+            "--no-progress"]
+    if through == "IOLAB_DATA":
+        monkeypatch.setenv("IOLAB_DATA", str(data))
+    else:
+        argv += ["--data", str(data)]
+    try:
+        code, out_text, err = cli(argv)
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert (f"{shared}, a folder of its path, is writable by every user (mode 0777) "
+                "without the sticky bit") in err
+        assert "a data directory is never written where another user decides" in err
+        assert list(shared.iterdir()) == [], "the data directory was made"
+    finally:
+        shared.chmod(0o755)
+
+
+@pytest.mark.skipif(not ROOT, reason="another user's link needs root to make")
+def test_a_data_directory_through_another_users_link_is_never_written(tmp_path):
+    """Probe 11, F1 as found: the link itself is another user's (its target this user's)."""
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    link = tmp_path / "nlink"
+    link.symlink_to(mine)
+    os.chown(link, 65534, 65534, follow_symlinks=False)
+    code, _, err = cli(["verify", "--quarantine", "--data", str(link / "d")])
+    assert code == 2 and f"{link}, a folder of its path, is a symbolic link made by uid 65534" \
+        in err and len(err.splitlines()) == 1, err
+    from iolab.execution.campaign import Campaign
+
+    campaign = Campaign("smt_thp", "kvm-2vcpu", data_dir=link / "d")  # reading is allowed
+    with pytest.raises(safefiles.NotOurs, match="a symbolic link made by uid 65534"):
+        campaign.run(limit=0)  # a run writes: refused before the runner starts
+    assert list(mine.iterdir()) == []
+
+
 # -- whose lock file the holder is written into -------------------------------------------
 
 @pytest.mark.skipif(not ROOT, reason="a file of another user's needs root to make")
@@ -852,6 +904,50 @@ def test_an_output_over_a_file_iolab_keeps_is_refused(stored, tmp_path, kept):
     with pytest.raises(safefiles.NotOurs, match="iolab keeps"):
         safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "--out", data_dir=stored)
     assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("kept", ["git config", "git index", "new git hook", "worktree .git",
+                                  "scratch registry", "lock file", "new file in the lock folder"])
+def test_an_output_over_git_or_iolab_state_is_refused(stored, places, kept):
+    """Probe 11, F6 and F7: 'tidy -o' named a checkout's .git/config (or its index) and iolab's
+    scratch registry, and replaced them with the table: git no longer read its clone, and
+    iolab forgot every scratch file it had made. A file in a .git folder, in iolab's state
+    folder or in its lock folder is never an output, nor is a new one (a new hook is run by
+    git, a new lock file taken for a lock)."""
+    checkout = places / "checkout"
+    (checkout / ".git" / "hooks").mkdir(parents=True)
+    out = {"git config": checkout / ".git" / "config", "git index": checkout / ".git" / "index",
+           "new git hook": checkout / ".git" / "hooks" / "pre-commit",
+           "worktree .git": checkout / "wt" / ".git",
+           "scratch registry": places / "state" / "scratch-host.json",
+           "lock file": places / "locks" / "iolab-host.lock",
+           "new file in the lock folder": places / "locks" / "table.csv"}[kept]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not kept.startswith("new"):
+        out.write_text("kept\n")
+    names = sorted(p.name for p in out.parent.iterdir())
+    code, out_text, err = cli([*TIDY, "--data", str(stored), "-o", str(out)])
+    assert code == 2 and out_text == "" and len(err.splitlines()) == 1, err
+    assert f"-o: {out} is " in err and "an output never replaces or adds a file there" in err
+    where = {"git": "git's own", "worktree": "git's own", "scratch": "iolab's state folder",
+             "new git": "git's own", "lock": "iolab's lock folder",
+             "new file": "iolab's lock folder"}
+    assert any(kept.startswith(k) and w in err for k, w in where.items()), err
+    assert sorted(p.name for p in out.parent.iterdir()) == names, "written, or a temporary left"
+    if not kept.startswith("new"):
+        assert out.read_text() == "kept\n"
+    with pytest.raises(safefiles.NotOurs, match="never replaces or adds a file there"):
+        safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "--out", data_dir=stored)
+
+
+def test_an_output_beside_iolab_locks_in_a_system_lock_folder_is_only_refused_for_its_names(
+        monkeypatch, tmp_path):
+    """A system lock folder (/run/lock) is every program's: only iolab's own lock files in it
+    are refused as outputs."""
+    monkeypatch.delenv("IOLAB_LOCK_DIR")
+    monkeypatch.setattr(locks, "HOST_LOCK_DIRS", (tmp_path,))
+    assert "one of iolab's lock files" in safefiles.state_problem(tmp_path / "iolab-host.lock")
+    assert safefiles.state_problem(tmp_path / "table.csv") is None
 
 
 def test_an_output_renews_only_the_kept_file_it_exists_for(stored, tmp_path):

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -143,6 +144,57 @@ def test_where_another_user_decides_is_refused_before_anything_is_written(tmp_pa
     assert "\n" not in message
     assert "is writable by every user (mode 0777) without the sticky bit" in message
     assert list(shared.iterdir()) == []
+
+
+@pytest.mark.parametrize("inside", ["raw", "raw/smt_thp", "", "git", "state"])
+def test_where_among_the_files_iolab_or_git_keep_is_refused(tmp_path, monkeypatch, inside):
+    """Probe 11, F3: --where $IOLAB_DATA/raw (or a campaign's experiment folder in it) wrote
+    the module, notebooks and params into the store, where 'iolab status' then listed them
+    as campaigns; as an output is, a new experiment is refused inside a data directory, a
+    .git folder or iolab's state folder."""
+    data = tmp_path / "data"
+    (data / "raw" / "smt_thp").mkdir(parents=True)
+    (tmp_path / "checkout" / ".git").mkdir(parents=True)
+    (tmp_path / "state").mkdir(mode=0o700)
+    monkeypatch.setenv("IOLAB_DATA", str(data))
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    where = {"git": tmp_path / "checkout" / ".git",
+             "state": tmp_path / "state"}.get(inside, data / inside)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(NotOurs) as err:
+        new_experiment(NAME, where=where)
+    message = str(err.value)
+    assert message.startswith(f"--where: {where}: {where / NAME} is ") and "\n" not in message
+    assert {"git": "inside git's own folder", "state": "inside iolab's state folder"}.get(
+        inside, f"inside the data directory {data}") in message
+    assert "never written among the files iolab or git keep" in message
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+SIGTERM_MID_WRITE = """
+import os, signal, sys
+from iolab import scaffold
+from iolab.cli import main
+refuse, calls = scaffold.refuse_linked, []
+def refuse_then_stop(*args, **kwargs):
+    calls.append(args[0])
+    if len(calls) == 6:  # some files written, as kill or a service manager would
+        os.kill(os.getpid(), signal.SIGTERM)
+    return refuse(*args, **kwargs)
+scaffold.refuse_linked = refuse_then_stop
+sys.exit(main(["new-experiment", "disk_probe", "--where", sys.argv[1]]))
+"""
+
+
+def test_a_new_experiment_stopped_mid_write_leaves_none_of_its_files(tmp_path):
+    """Probe 11, E1's pattern: the files made are removed on an exception, which SIGTERM's
+    default action never raises: a stop signal mid-write left half an experiment."""
+    where = tmp_path / "where"
+    where.mkdir()
+    done = subprocess.run([sys.executable, "-c", SIGTERM_MID_WRITE, str(where)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 128 + 15, (done.returncode, done.stderr)
+    assert list(where.iterdir()) == [], "files of the new experiment were left"
 
 
 def test_one_environment_of_its_own(tmp_path):

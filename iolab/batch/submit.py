@@ -252,7 +252,7 @@ def submit(experiments: list[str], environments: list[str], request: Request,
     for spec in specs:  # before anything is written: a link is never written through
         refuse_linked(spec.jobs_dir, jobs.ROLE, jobs.DEPTH)
     created = [] if data_dir.exists() else [data_dir]
-    datadir.check(data_dir, write=True)
+    datadir.check(data_dir, write=True, given=request.data_dir or os.environ.get("IOLAB_DATA"))
     written: list[tuple[script.JobSpec, Path]] = []
     try:
         for spec in specs:

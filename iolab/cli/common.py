@@ -11,6 +11,7 @@ Not responsible for: any verb's own options or work (its module's in ``iolab.cli
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import sys
@@ -97,4 +98,5 @@ def data_dir_of(args, write: bool = False) -> Path:
     """The data folder ``--data`` names (or the default), checked to be one."""
     from iolab.core import datadir
 
-    return datadir.check(resolve_data_dir(args.data), write=write)
+    given = args.data or os.environ.get("IOLAB_DATA")  # its links are checked as given too
+    return datadir.check(resolve_data_dir(args.data), write=write, given=given)

@@ -2,7 +2,10 @@
 
 Responsible for: its options, checking the names, and copying the params folder (its regular
 files only: the folder or anything in it that is a link, a FIFO or a device is refused in one
-line, never followed), and saying what it copied (a file's name escaped, on one line).
+line, never followed; each file no larger than ``plan`` reads a params file, at most
+:data:`FILES_MOST` of them, folders at most :data:`DEPTH_MOST` deep), whole or not at all
+(a stop signal included: the copy is removed, and the new environment never exists half
+made), and saying what it copied (a file's name escaped, on one line).
 Not responsible for: what the params files hold or how they are read (``iolab.core.spec``).
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from iolab.children import Stoppable
 from iolab.cli.common import say
 from iolab.core import spec as specmod
 from iolab.errors import InputError, printable
@@ -18,6 +22,8 @@ from iolab.paths import PARAMS_DIR, REPO_ROOT
 from iolab.safefiles import copy_folder, refuse_linked
 
 DEFAULT_TEMPLATE_ENV = "kvm-2vcpu"
+FILES_MOST = 1000  # files an environment's params folder may hold (one per experiment, notes)
+DEPTH_MOST = 8     # levels of folders in it (the package's are flat)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +48,10 @@ def cmd_env_new(args) -> int:
     # never through a link: one to a root-only file would copy its content, one to /dev/null
     # make a world-writable params file (copytree follows links and copies their mode)
     refuse_linked(PARAMS_DIR, "the environments' params")  # the copy would land where it points
-    copy_folder(source, target, f"the params folder of environment '{args.source}'")
+    # Stoppable: SIGTERM (or Ctrl-C) raises, and the half-made copy is removed as on any error
+    with Stoppable():
+        copy_folder(source, target, f"the params folder of environment '{args.source}'",
+                    file_most=specmod.PARAMS_MOST, files_most=FILES_MOST, depth_most=DEPTH_MOST)
     files = sorted(p.name for p in target.glob("*.yaml"))
     shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
     # a file's name may hold an escape sequence or a line break: shown as text, on this line

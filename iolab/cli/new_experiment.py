@@ -1,6 +1,9 @@
 """``iolab new-experiment``: a new experiment written from the package's template.
 
-Responsible for: its options and saying what was written and what comes next.
+Responsible for: its options, saying what was written and what comes next, and making a stop
+signal (SIGTERM, Ctrl-C) an exception while it writes, so that the files are all written or
+none (``iolab.scaffold`` removes what it made on any exception; SIGTERM's default action
+would end the process before that).
 Not responsible for: what is written, the name's checks or the template (``iolab.scaffold``).
 """
 
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from iolab.children import Stoppable
 from iolab.errors import printable
 from iolab.paths import REPO_ROOT
 from iolab.scaffold import (EXPERIMENT_NAME_RULE, SMALLEST_ENV, new_experiment,
@@ -29,9 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_new_experiment(args: argparse.Namespace) -> int:
-    written = new_experiment(args.name, where=args.where, environment=args.env)
-    if args.where is None:
-        written.append(publish_params_schema(args.name))
+    with Stoppable():  # a stop signal raises: the files made so far are removed
+        written = new_experiment(args.name, where=args.where, environment=args.env)
+        if args.where is None:
+            written.append(publish_params_schema(args.name))
     for path in written:
         shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
         # the folder is the user's (--where, the checkout's): an escape sequence or a line

@@ -3,7 +3,11 @@
 A data directory holds ``raw/<experiment>/<environment>/`` and ``cache/``. Before a command
 uses one it must be a folder (not a file), not the ``raw/`` folder of another data directory
 (that would plan a second campaign under ``raw/raw``), and, for commands that write, a
-folder this user can create files in.
+folder this user can create files in, on a path no other user can redirect: none of its
+folders (as given and as resolved) a link another user made, another user's folder or one
+others may write into without the sticky bit (:func:`iolab.safefiles.folders_problem`).
+Whoever can rename or replace a folder of that path decides where runs, host records and
+logs land, between two commands or during one.
 
 Responsible for: those checks and their messages, and turning an OSError met while writing
 into one line that names the path and the cause. Not responsible for: the layout inside
@@ -17,6 +21,7 @@ import os
 from pathlib import Path
 
 from iolab.errors import InputError, IolabError, shell_word
+from iolab.safefiles import NotOurs, folders_problem
 
 ALLOWED = "a folder holding raw/ (created when missing), or $IOLAB_DATA"
 
@@ -37,9 +42,16 @@ def _looks_like_raw(path: Path) -> bool:
     return False
 
 
-def check(data_dir: Path, *, write: bool = False) -> Path:
-    """``data_dir`` if it can serve as a data directory; InputError saying why not."""
+def check(data_dir: Path, *, write: bool = False, given: str | os.PathLike | None = None
+          ) -> Path:
+    """``data_dir`` if it can serve as a data directory; InputError saying why not. With
+    ``write``, NotOurs when another user could redirect it (the module docstring), checked on
+    ``data_dir`` and on ``given``, the path as the user gave it (before its links were
+    resolved), before anything is made."""
     path = Path(data_dir)
+    if write:
+        for place in (path, *([Path(os.path.abspath(given))] if given else [])):
+            refuse_redirected(place)
     if path.exists() and not path.is_dir():
         raise InputError(path, None, "is a file, not a data directory", ALLOWED)
     if path.is_dir() and _looks_like_raw(path):
@@ -57,6 +69,26 @@ def check(data_dir: Path, *, write: bool = False) -> Path:
             raise IolabError(f"{path}: the data directory is not writable by this user "
                              f"(uid {os.getuid()}); nothing was changed")
     return path
+
+
+def refuse_redirected(path: Path) -> None:
+    """NotOurs when another user could decide where what is written into the data directory
+    ``path`` lands (:func:`iolab.safefiles.folders_problem` of a file in it)."""
+    problem = folders_problem(Path(path) / "raw")
+    if problem and not _under_a_file(Path(path)):  # that one: making it fails, saying so
+        raise NotOurs(path, None, f"{problem}; a data directory is never written where another "
+                      "user decides where it lands", allowed="a data directory whose folders "
+                      "are this user's or root's, and that others cannot write into (or that "
+                      "have the sticky bit, as /tmp has)")
+
+
+def _under_a_file(path: Path) -> bool:
+    """Whether the nearest part of ``path`` that exists is no folder (a file): nothing can be
+    made below it, so no one could redirect what would be."""
+    for part in [path, *path.parents]:
+        if os.path.lexists(part):
+            return not part.is_dir()
+    return False
 
 
 HINTS = {

@@ -143,7 +143,8 @@ def apply(migrations: list[Migration], log=print) -> int:
             shutil.rmtree(tmp)
         # never through a link: one to a root-only file would copy its content into the data
         # directory, one to /dev/zero fill the disk (NotOurs names it; the run is left as it is)
-        copy_folder(m.source, tmp, f"the version-1 run folder {m.source}")
+        copy_folder(m.source, tmp, f"the version-1 run folder {m.source}",
+                    temp_prefix=TMP_PREFIX)  # swept as its own are, should it be killed
         os.replace(tmp / mf.FILE, tmp / V1_COPY)
         m.manifest.migrated_from = {**(m.manifest.migrated_from or {}),
                                     "migrated_at": datetime.now(timezone.utc).isoformat(

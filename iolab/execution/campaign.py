@@ -11,6 +11,7 @@ Not responsible for: any of those.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,8 @@ class Campaign:
                            else experiment)
         self.environment = environment
         self.data_dir = datadir.check(resolve_data_dir(data_dir))
+        # as given, before its links were resolved: a run writes there (datadir.check)
+        self._data_given = data_dir or os.environ.get("IOLAB_DATA")
         self.spec = specmod.load(self.experiment, environment,
                                  params_dir=params_dir or self.experiment.params_dir,
                                  overrides=overrides)
@@ -73,6 +76,8 @@ class Campaign:
             **options: Any) -> CampaignResult:
         """Run the campaign; ``options`` are :class:`~iolab.execution.options.RunOptions`'
         fields (looked up when called: the one definition of the run options)."""
+        if self._data_given:  # the runner checks the resolved path as it starts writing
+            datadir.refuse_redirected(Path(os.path.abspath(self._data_given)))
         return run_campaign(self.experiment, self.spec, self.data_dir,
                             run_options.RunOptions(where=self.where(where), limit=limit,
                                                    **options))

@@ -25,7 +25,8 @@ An archive comes from elsewhere, so it is read as data and nothing more:
   the largest AiSIO archive): each costs memory however empty it is (a folder's file name and
   digest, a link's note), so an archive with more is refused, naming the limit, before more
   is read; a tar's members are streamed (tarfile keeps the header of every member it read
-  unless told not to).
+  unless told not to). A folder's folders are read at most :data:`MAX_DEPTH` levels deep
+  (Python's walk recurses once a level: 1,100 levels ended the import in a RecursionError).
 * **Each member it reads is there once.** A tar holding one of them twice (appended to, a
   link and a file of one name) is refused, naming the member: which copy is the command's
   cannot be told.
@@ -105,6 +106,7 @@ KEPT = re.compile(r"(?:^|/)(?:cmd_[0-9]{1,9}\.(?:state|output)|config\.orig)$"
                   r"|(?:^|/)artifacts/(?:.*\.out|cuda-sample-p2p-bandwidth)$")
 MAX_BYTES = 1 << 30  # read out of one archive: a tar's decompressed stream, a folder's kept files
 MAX_MEMBERS = 100_000  # members of a tar, or files and folders of a folder
+MAX_DEPTH = 64  # levels of folders in a folder read (CIJOE's output has three or four)
 CHUNK = 1 << 20
 
 
@@ -124,6 +126,10 @@ class _TooBig(Exception):
 
 class _TooMany(Exception):
     """The archive has more than MAX_MEMBERS members."""
+
+
+class _TooDeep(Exception):
+    """A folder read holds folders more than MAX_DEPTH levels deep (args: the first one)."""
 
 
 class _Bounded:
@@ -163,6 +169,10 @@ def open_archive(path: Path) -> Archive:
         raise InputError(path, None, f"holds more than {MAX_MEMBERS:,} members (files, folders "
                          "and links), the most an import reads",
                          allowed=f"archives of at most {MAX_MEMBERS:,} members") from None
+    except _TooDeep as exc:
+        raise InputError(path, None, f"holds the folder {exc.args[0]}, more than {MAX_DEPTH} "
+                         "levels deep, deeper than an import reads",
+                         allowed=f"folders at most {MAX_DEPTH} levels deep") from None
     roots = {m.group("root") for m in map(_STATE.match, files) if m}
     if len(roots) != 1:
         raise InputError(path, None, "not a CIJOE output: expected NNN_<step>/cmd_XX.state files "
@@ -255,6 +265,8 @@ def _read_folder(path: Path) -> tuple[dict[str, bytes], dict[str, float], list[s
         if count > MAX_MEMBERS:
             raise _TooMany()
         here = Path(folder)
+        if len(here.relative_to(path).parts) >= MAX_DEPTH and dirs:  # before walk recurses
+            raise _TooDeep((here / sorted(dirs)[0]).relative_to(path).as_posix())
         for name in sorted(dirs):
             if (here / name).is_symlink():
                 rel = (here / name).relative_to(path).as_posix()
