@@ -791,6 +791,27 @@ def test_interrupts_refuses_a_count_no_cpu_takes_in_the_time_between_the_snapsho
     assert metrics["cal_ipis_total"] == 4 * 10**7
 
 
+def test_interrupts_refuses_a_snapshot_cut_off_before_its_architecture_rows():
+    """Probe 11's Q1: interrupts.before cut at the line before NMI (the device rows kept,
+    NMI to the end gone) was stored as a sample with res_ipis and cal_ipis null: rows
+    missing from one snapshot were skipped, and a missing IPI row read as None."""
+    from iolab.collectors.interrupts import parse_snapshots
+
+    whole = _kvm_interrupts(RUN_WINDOW[0] - 10**8)
+    cut = whole[:whole.index("NMI:")]
+    after = _kvm_interrupts(RUN_WINDOW[1] + 10**8)
+    with pytest.raises(ParseError, match=r"^run/interrupts.before: has no row NMI, which "
+                                         r"run/interrupts.after has \(cut off\? the kernel "
+                                         r"prints every architecture row in each snapshot\)"):
+        parse_snapshots(cut, after, None, "run/interrupts", RUN_WINDOW)
+    with pytest.raises(ParseError, match=r"^run/interrupts.after: has no row NMI"):
+        parse_snapshots(whole, after[:after.index("NMI:")], None, "run/interrupts", RUN_WINDOW)
+    # a device's vector may come or go while the run runs: its row is left out
+    gone = after.replace(after[after.index(" 36:"):after.index("\n", after.index(" 36:")) + 1],
+                         "")
+    assert parse_snapshots(whole, gone, None, "run/interrupts", RUN_WINDOW)["res_ipis_total"] == 0
+
+
 def test_interrupts_refuses_a_cpu_the_host_record_lacks(tmp_path):
     from iolab.collectors.interrupts import Interrupts
 
