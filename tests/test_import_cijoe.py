@@ -1151,6 +1151,19 @@ def test_an_imported_xnvmeperf_output_its_command_contradicts_is_a_failed_run(
                for n in report.notes), report.notes
 
 
+def test_an_echo_of_queues_the_command_leaves_to_the_default_is_a_note(tmp_path):
+    """A command line without --nqueues leaves xnvmeperf its default: an echo of another
+    count cannot contradict the command, so the run is kept, with a note saying so."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    path = folder / "003_run" / "cmd_04.output"
+    path.write_text(path.read_text().replace("- queues per device: 1", "- queues per device: 2"))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (2, 0)
+    assert [n for n in report.notes if "nqueues" in n] == [
+        f"artifacts/bench-results/{RESULT_NAME.format(0)}: the command line leaves nqueues to "
+        "xnvmeperf's default 1, but xnvmeperf's echo says 2"], report.notes
+
+
 @pytest.mark.parametrize("old, new, reason", [
     ("depth: 64", "depth: 128", "ran with queue_depth 128, the run gave bdevperf -q '64'"),
     ("workload: randread", "workload: write", "ran with workload 'write', the run gave "
