@@ -9,10 +9,10 @@ A record's ``job_id`` is its file's name, a Slurm job id (digits, at most
 :data:`~iolab.host.slurm.JOB_ID_DIGITS_MOST`, as sbatch's answer is checked); a record that
 says otherwise is refused, naming it and the key. Records are read only when they are regular
 files of at most :data:`RECORD_MOST` bytes, and nothing is read or written through a ``jobs/``
-(or campaign) folder that is a link
-(:mod:`iolab.safefiles`). A record's ``script`` is the file name iolab gave the script in
-``jobs/`` (:data:`SCRIPT_NAME`): a path outside it, ``..`` or a folder is refused, and
-``--resume`` submits it only when it is a regular file there, never through a link.
+(or campaign) folder that is a link (:mod:`iolab.safefiles`). A record's ``script`` is the
+file name iolab gave the script in ``jobs/`` (:data:`SCRIPT_NAME`): a path outside it, ``..``
+or a folder is refused, and ``--resume`` submits it only when it is a regular file there,
+never through a link.
 
 Responsible for: writing, reading and describing records. Not responsible for: submitting
 (``iolab.batch.submit``).

@@ -46,6 +46,7 @@ from iolab.importers.cijoe.report import ImportReport
 _ADAPTERS = {exp.XNVMEPERF_RUN: "xnvmeperf", exp.XNVMEPERF_CUDA_RUN: "xnvmeperf",
              exp.BDEVPERF: "bdevperf", exp.SPDK_NVME_PERF: "spdk_nvme_perf"}
 
+
 @dataclass
 class ImportBatch:
     """What storing each repetition of one archive needs from the import as a whole."""
