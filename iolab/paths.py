@@ -4,6 +4,8 @@ Responsible for: default locations, overridable by every caller (``--data DIR``)
 resolving a path a user gives (:func:`resolve`).
 Also: :func:`check_name`, for every name that becomes a folder (an experiment, an
 environment), so that no name leads outside the data directory.
+Also: where iolab keeps its own state (its state folder, its lock folders, the book's build
+record), so that the lowest layer (``iolab.safefiles``) can refuse to write over them.
 Not responsible for: creating or validating anything at those places.
 """
 
@@ -18,6 +20,10 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 PARAMS_DIR = NOTEBOOKS_DIR / "params"
 DRIVERS_DIR = REPO_ROOT / "scripts" / "drivers"
 BOOK_DIR = REPO_ROOT / "book"
+# the record of what the book was last built from (iolab.report.freshness)
+BOOK_BUILD_RECORD = REPO_ROOT / "_build" / ".iolab-fresh.json"
+# the system's lock folders, in the order tried (iolab.core.locks keeps its locks there)
+HOST_LOCK_DIRS = (Path("/run/lock"), Path("/var/lock"))
 
 
 def default_data_dir() -> Path:
@@ -101,6 +107,25 @@ def state_dir() -> Path:
         return Path(env)
     xdg = os.environ.get("XDG_STATE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "iolab"
+
+
+def lock_dir() -> Path:
+    """Where the data and host locks live: ``$IOLAB_LOCK_DIR``, else the system's lock
+    folder."""
+    override = os.environ.get("IOLAB_LOCK_DIR")
+    if override:
+        return Path(override)
+    return system_lock_dir()
+
+
+def system_lock_dir() -> Path:
+    """The first writable system lock folder (where the knob locks always live)."""
+    for folder in HOST_LOCK_DIRS:
+        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    # an unprivileged user on a host without a shared lock folder cannot change system
+    # settings anyway; a per-user folder still keeps that user's campaigns apart
+    return Path(f"/tmp/iolab-locks.{os.getuid()}")
 
 
 def shown(path: str | os.PathLike) -> str:

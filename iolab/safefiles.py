@@ -666,8 +666,6 @@ def state_problem(path: Path) -> str | None:
     book's build record; None when it is none of them. Unlike a data directory, which a new
     file may join, none of these takes a new file either."""
     from iolab import paths
-    from iolab.core import locks
-    from iolab.report import freshness
 
     where = _real(path)
     if ".git" in where.parts:  # a worktree's .git is a file naming its git folder
@@ -675,14 +673,14 @@ def state_problem(path: Path) -> str | None:
         return f"git's own {git}" if git == where else f"inside git's own folder {git}"
     folders = [("iolab's state folder", paths.state_dir())]
     if os.environ.get("IOLAB_LOCK_DIR"):
-        folders.append(("iolab's lock folder", locks.lock_dir()))
+        folders.append(("iolab's lock folder", paths.lock_dir()))
     for words, folder in folders:
         if where.is_relative_to(_real(folder)):
             return f"inside {words} {_real(folder)}"
-    lock_folders = {_real(f) for f in (locks.system_lock_dir(), *locks.HOST_LOCK_DIRS)}
+    lock_folders = {_real(f) for f in (paths.system_lock_dir(), *paths.HOST_LOCK_DIRS)}
     if where.parent in lock_folders and where.name.startswith("iolab-"):
         return f"one of iolab's lock files in {where.parent}"
-    if where == _real(freshness.STATE_FILE):
+    if where == _real(paths.BOOK_BUILD_RECORD):
         return "the book's build record"
     return None
 

@@ -1072,6 +1072,8 @@ def _bdevperf_run(tmp_path, change=None):
         change(doc)
     (tmp_path / bdevperf.JSON_RESULTS).write_text(json.dumps(doc))
     shutil.copy(FIX / "v25.09_rpc_mode_stdout.txt", tmp_path / "stdout")
+    (tmp_path / bdevperf.CONFIG).write_text(json.dumps(bdevperf.bdev_config(
+        ["0000:4a:00.0", "0000:4b:00.0"])))  # nvme00 and nvme01: the jobs' bdevs
     return tmp_path
 
 
@@ -1099,3 +1101,56 @@ def test_a_report_of_another_workload_size_depth_or_core_is_foreign(tmp_path, ch
     stored as the run's sample."""
     assert bdevperf.Bdevperf().foreign_report(_bdevperf_run(tmp_path), ARGV) == ""
     assert bdevperf.Bdevperf().foreign_report(_bdevperf_run(tmp_path, change), argv) == reason
+
+
+def _job_again(name):
+    """The perform_tests JSON with its first job given again, named ``name``."""
+    def change(doc):
+        doc["results"].append({**json.loads(json.dumps(doc["results"][0])), "job": name})
+    return change
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("nvme00n1", "bdevperf-results.json is not this run's report: it has 2 jobs of bdev "
+                 "'nvme00n1', the run's argv makes bdevperf run 1 (one per bdev, or with -C "
+                 "one per core of -m)"),
+    ("nvme02n1", "bdevperf-results.json is not this run's report: it has a job of bdev "
+                 "'nvme02n1', which the run's bdev.json never made (allowed: 'nvme00nN, "
+                 "nvme01nN')"),
+], ids=["a job given twice", "a job of a bdev the run never made"])
+def test_a_report_whose_jobs_are_not_the_runs_bdevs_each_once_is_foreign(tmp_path, name,
+                                                                          reason):
+    """Probe 11's Q6 and Q7: a job given again in perform_tests' results, as itself or as a
+    bdev the run's config never made, was stored with the IOPS of both (bdevperf's totals
+    are the jobs' sum): 110,758 where the run measured 74,619."""
+    assert bdevperf.Bdevperf().foreign_report(_bdevperf_run(tmp_path, _job_again(name)),
+                                              ARGV) == reason
+
+
+def test_file_bdevs_each_need_their_job_and_all_cores_gives_one_per_core(tmp_path):
+    run = _bdevperf_run(tmp_path)
+    (run / "stdout").write_text("")  # the JSON alone
+    (run / bdevperf.CONFIG).write_text(json.dumps(bdevperf.file_bdev_config(
+        "aio", ["/var/tmp/a.dat", "/var/tmp/b.dat"])))
+    doc = json.loads((run / bdevperf.JSON_RESULTS).read_text())
+    for job, name in zip(doc["results"], ["aio0", "aio1"]):
+        job["job"] = name
+    (run / bdevperf.JSON_RESULTS).write_text(json.dumps(doc))
+    assert bdevperf.Bdevperf().foreign_report(run, ARGV) == ""
+    doc["results"][1]["job"] = "aio0"  # two cores on aio0 with -C, none on aio1
+    (run / bdevperf.JSON_RESULTS).write_text(json.dumps(doc))
+    assert "it has no job of bdev 'aio1', which the run's bdev.json made" in \
+        bdevperf.Bdevperf().foreign_report(run, [*ARGV, "-C"])
+    assert "it has 2 jobs of bdev 'aio0'" in bdevperf.Bdevperf().foreign_report(run, ARGV)
+    (run / bdevperf.CONFIG).write_text(json.dumps(bdevperf.file_bdev_config(
+        "aio", ["/var/tmp/a.dat"])))
+    assert bdevperf.Bdevperf().foreign_report(run, [*ARGV, "-C"]) == ""  # 0x3: two cores
+    (run / bdevperf.CONFIG).unlink()  # an imported run: the count of each bdev still holds
+    assert "it has 2 jobs of bdev 'aio0'" in bdevperf.Bdevperf().foreign_report(run, ARGV)
+
+
+def test_a_bdev_config_iolab_never_writes_is_named(tmp_path):
+    run = _bdevperf_run(tmp_path)
+    (run / bdevperf.CONFIG).write_text('{"subsystems": [{"config": [{"params": {}}]}]}')
+    with pytest.raises(ParseError, match="bdev.json: holds .* \\(allowed: the bdev config"):
+        bdevperf.Bdevperf().foreign_report(run, ARGV)

@@ -344,6 +344,40 @@ def test_a_line_break_in_the_data_folders_name_is_printed_as_text(tmp_path, verb
     assert f"no campaigns under {shown}" in out.splitlines()[0]
     assert not any(line.startswith("FAKE") for line in out.splitlines())
 
+@pytest.mark.parametrize("argv, said", [
+    (["verify", "nosuchexp", "--fast"], "key 'experiment': 'nosuchexp' names no campaign"),
+    (["verify", "--env", "nosuch", "--fast"], "key '--env': 'nosuch' names no campaign"),
+    (["migrate", "nosuchexp"], "key 'experiment': 'nosuchexp' names no campaign"),
+    (["migrate", "--env", "nosuch"], "key '--env': 'nosuch' names no campaign"),
+    (["migrate", "smt_thp", "--env", "xeon-v657"],
+     "key '--env': 'xeon-v657' names no campaign of experiment 'smt_thp'"),
+    (["migrate", "--env", "x\x1b]0;pwn\x07\nFAKE"],
+     r"key '--env': 'x\x1b]0;pwn\x07\nFAKE' names no campaign"),
+], ids=["verify-experiment", "verify-env", "migrate-experiment", "migrate-env",
+        "migrate-env-of-another", "migrate-escaped"])
+def test_a_name_that_chooses_no_campaign_is_refused_in_one_line(tmp_path, argv, said):
+    """Probe 11, X1: a misspelt experiment or environment given to verify or migrate chose
+    nothing and said so with rc 0 ("0 files checked ...: no problems", or nothing at all):
+    a typo read as a verified store."""
+    for exp, env in (("smt_thp", "kvm-2vcpu"), ("cpu_search", "xeon-v657")):
+        (tmp_path / "raw" / exp / env / "runs").mkdir(parents=True)
+    code, out, err = run([*argv, "--data", str(tmp_path)])
+    assert code == 2 and out == "", (out, err)
+    assert said in err and len(err.strip().splitlines()) == 1, err
+    assert "allowed: " in err
+
+
+@pytest.mark.parametrize("argv", [["verify", "smt_thp", "--env", "kvm-2vcpu", "--fast"],
+                                  ["verify", "--env", "hpc-server", "--fast"],
+                                  ["migrate", "cpu_search"], ["migrate", "--env", "kvm-2vcpu"]])
+def test_a_name_that_chooses_a_campaign_or_params_file_is_taken(tmp_path, argv):
+    """hpc-server has params files but no stored campaign here: verify checks those."""
+    for exp, env in (("smt_thp", "kvm-2vcpu"), ("cpu_search", "xeon-v657")):
+        (tmp_path / "raw" / exp / env / "runs").mkdir(parents=True)
+    code, out, err = run([*argv, "--data", str(tmp_path)])
+    assert code == 0 and err == "", (out, err)
+
+
 def test_output_into_a_closed_pipe_is_quiet():
     """`iolab tidy ... | head` ends without a traceback."""
     proc = subprocess.run(f"{sys.executable} -m iolab plan cpu_search --env hpc-server "

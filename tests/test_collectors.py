@@ -165,6 +165,26 @@ def test_cpufreq_parse_takes_only_the_cpus_the_sampler_was_given(tmp_path, meta,
     assert CpufreqSampler.parse(tmp_path, (0, 1000))["mean_khz"] == 2_500_000
 
 
+def test_cpufreq_parse_refuses_a_record_of_cpufreq_with_no_sample_at_all(tmp_path):
+    """Probe 11's Q10 class: cpufreq.csv cut to its header, where the record says cpufreq
+    was there, read NaN like a VM's (no cpufreq); the sampler reads each CPU as it starts
+    and as it stops. Where the record says so (no cpufreq, an error, every read failed), the
+    NaN stands: it is how the collector says it has no value (probe 11's Q11)."""
+    header = "cpu,timestamp_ns,khz\n"
+    (tmp_path / "cpufreq.csv").write_text(header)
+    (tmp_path / "cpufreq-meta.json").write_text(json.dumps(
+        {**META_OF_0_1, "samples": 3, "failed_reads": {"0": 0, "1": 0}, "error": None}))
+    with pytest.raises(ParseError, match=rf"^{tmp_path}/cpufreq.csv: holds no sample at all, "
+                                         r"though cpufreq-meta.json says cpufreq was available "
+                                         r"on CPU\(s\) \[0, 1\] and no read failed"):
+        CpufreqSampler.parse(tmp_path, (0, 1000))
+    for said in ({"available": False, "requested_cpus": None},
+                 {**META_OF_0_1, "samples": 3, "failed_reads": {"0": 3, "1": 0}},
+                 {**META_OF_0_1, "error": "sampling stopped: disk full"}):
+        (tmp_path / "cpufreq-meta.json").write_text(json.dumps(said))
+        assert math.isnan(CpufreqSampler.parse(tmp_path, (0, 1000))["mean_khz"])
+
+
 def test_cpufreq_parse_refuses_a_sample_far_outside_the_drivers_window(tmp_path):
     start = 10**18
     (tmp_path / "cpufreq-meta.json").write_text(json.dumps(META_OF_0_1))
@@ -219,6 +239,16 @@ def test_parse_proctree_cpu_cuts_to_the_window():
     assert res == {"cpu_pct": 100.0, "utime_s": 1.0, "stime_s": 0.0, "span_s": 1.0, "processes": 1}
     empty = parse_proctree_cpu(csv, meta, 5_000_000_000, 6_000_000_000)
     assert math.isnan(empty["cpu_pct"])
+
+
+def test_parse_proctree_cpu_refuses_a_record_of_no_sample_at_all():
+    """Probe 11's Q10: proctree-cpu.csv cut to its header was stored as a sample whose
+    cpu_usage_window_pct (and utime_s, stime_s) read NaN, as if the run were too short to
+    sample; the sampler writes the driver's tree as soon as it is attached."""
+    for csv in ("timestamp_ns,pid,comm,utime,stime\n", "timestamp_ns,pid,comm,utime,stime\n\n"):
+        with pytest.raises(ParseError, match=r"^run/proctree-cpu.csv: holds the header and no "
+                                             r"sample at all \(cut off\?"):
+            parse_proctree_cpu(csv, '{"clk_tck": 100}', 0, 10, "run/proctree-cpu.csv")
 
 
 def test_parse_proctree_cpu_rejects_malformed_lines():
@@ -789,6 +819,27 @@ def test_interrupts_refuses_a_count_no_cpu_takes_in_the_time_between_the_snapsho
     metrics = parse_snapshots(before, _kvm_interrupts(RUN_WINDOW[1] + 10**8, busy), None,
                               "interrupts", RUN_WINDOW)
     assert metrics["cal_ipis_total"] == 4 * 10**7
+
+
+def test_interrupts_refuses_a_snapshot_cut_off_before_its_architecture_rows():
+    """Probe 11's Q1: interrupts.before cut at the line before NMI (the device rows kept,
+    NMI to the end gone) was stored as a sample with res_ipis and cal_ipis null: rows
+    missing from one snapshot were skipped, and a missing IPI row read as None."""
+    from iolab.collectors.interrupts import parse_snapshots
+
+    whole = _kvm_interrupts(RUN_WINDOW[0] - 10**8)
+    cut = whole[:whole.index("NMI:")]
+    after = _kvm_interrupts(RUN_WINDOW[1] + 10**8)
+    with pytest.raises(ParseError, match=r"^run/interrupts.before: has no row NMI, which "
+                                         r"run/interrupts.after has \(cut off\? the kernel "
+                                         r"prints every architecture row in each snapshot\)"):
+        parse_snapshots(cut, after, None, "run/interrupts", RUN_WINDOW)
+    with pytest.raises(ParseError, match=r"^run/interrupts.after: has no row NMI"):
+        parse_snapshots(whole, after[:after.index("NMI:")], None, "run/interrupts", RUN_WINDOW)
+    # a device's vector may come or go while the run runs: its row is left out
+    gone = after.replace(after[after.index(" 36:"):after.index("\n", after.index(" 36:")) + 1],
+                         "")
+    assert parse_snapshots(whole, gone, None, "run/interrupts", RUN_WINDOW)["res_ipis_total"] == 0
 
 
 def test_interrupts_refuses_a_cpu_the_host_record_lacks(tmp_path):

@@ -62,6 +62,50 @@ def test_a_module_that_is_not_there_is_named(monkeypatch):
         registry.reload()
 
 
+COPY_OF_SMT_THP = """
+import copy
+from iolab.experiments.smt_thp import EXPERIMENT as BUILT_IN
+EXPERIMENT = copy.copy(BUILT_IN)
+EXPERIMENT.title = "another design"
+"""
+
+
+@pytest.mark.parametrize("modules, first", [
+    ("my_smt_thp", "iolab.experiments.smt_thp"),
+    ("blocksize,blocksize_again", "blocksize"),
+])
+def test_an_outside_experiment_with_a_name_already_taken_is_refused(
+        example, tmp_path, monkeypatch, capsys, modules, first):
+    """An outside module whose experiment was named smt_thp silently replaced the built-in
+    one: 'plan smt_thp' read its params, and 'run' would have stored its runs in the built-in
+    campaign's store. Refused in one line naming both modules."""
+    (tmp_path / "my_smt_thp.py").write_text(COPY_OF_SMT_THP)
+    (tmp_path / "blocksize_again.py").write_text(
+        "import copy\nfrom blocksize import EXPERIMENT as E\nEXPERIMENT = copy.copy(E)\n")
+    monkeypatch.syspath_prepend(str(example))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(registry.EXTRA, modules)
+    registry.reload()
+    try:
+        assert main(["experiments"]) == 2
+        err = capsys.readouterr().err
+        second = modules.split(",")[-1]
+        name = "smt_thp" if first.endswith("smt_thp") else "blocksize"
+        assert err == (f"iolab: error: $IOLAB_EXPERIMENTS: key '{second}': defines the "
+                       f"experiment '{name}', which {first} defines already (allowed: a name "
+                       "no other experiment has)\n")
+    finally:
+        monkeypatch.delenv(registry.EXTRA)
+        registry.reload()
+    assert registry.get("smt_thp").title != "another design"
+
+
+def test_a_module_named_twice_registers_its_experiment_once(blocksize, monkeypatch):
+    monkeypatch.setenv(registry.EXTRA, "blocksize,blocksize")
+    registry.reload()
+    assert registry.names().count("blocksize") == 1
+
+
 def test_it_plans(blocksize, tmp_path, capsys):
     assert main(["plan", "blocksize", "--env", "hpc-server", "--data", str(tmp_path),
                  "--format", "json"]) == 0

@@ -119,3 +119,42 @@ def test_a_verifying_write_job_may_read(tmp_path):
         _randread_run(tmp_path, lambda job: write_job(job, "0")), argv)
     assert Fio().foreign_report(
         _randread_run(tmp_path, lambda job: write_job(job, "crc32c")), argv) == ""
+
+
+def test_a_report_of_more_jobs_than_the_argv_makes_is_foreign(tmp_path):
+    """Probe 11's Q4: a fio.json whose one job was given twice (same name and options) was
+    stored with every rate doubled: the parser sums the jobs, and the check compared each
+    job's options with the argv, never how many jobs the argv makes fio report."""
+    def twice(options):
+        report = json.loads((run_dir / "fio.json").read_text())
+        report["jobs"][0]["job options"].update(options)
+        report["jobs"] = [report["jobs"][0], json.loads(json.dumps(report["jobs"][0]))]
+        (run_dir / "fio.json").write_text(json.dumps(report))
+
+    grouped = {"numjobs": "1", "group_reporting": "1"}
+    argv = ["fio", "--name=uring_qd16", "--rw=randread",
+            *(f"--{key}={value}" for key, value in grouped.items())]
+    run_dir = _randread_run(tmp_path, lambda job: job["job options"].update(grouped))
+    assert Fio().foreign_report(run_dir, argv) == ""
+    twice(grouped)
+    assert Fio().foreign_report(run_dir, argv).startswith(
+        "fio.json is not this run's report: it has 2 job object(s), the run's argv makes fio "
+        "report 1")
+    # numjobs=2 without group_reporting makes two job objects: such a report is the run's
+    twice({"numjobs": "2", "group_reporting": "0"})
+    assert Fio().foreign_report(run_dir, [*argv[:3], "--numjobs=2", "--group_reporting=0"]) == ""
+
+
+@pytest.mark.parametrize("args, jobs", [
+    (["--name=a", "--numjobs=2", "--group_reporting=1"], 1),
+    (["--name=a", "--numjobs=2"], 2),
+    (["--name=a", "--numjobs=2", "--name=b", "--numjobs=3"], 5),
+    (["--group_reporting", "--name=a", "--numjobs=3", "--name=b", "--numjobs=2"], 1),
+    (["--group_reporting=1", "--name=a", "--name=b", "--stonewall"], 2),
+    (["--rw=read"], 1),
+    (["--name=a", "--numjobs=2k"], None),  # a value fio reads with a suffix: not counted
+])
+def test_the_jobs_an_argv_makes_fio_report(args, jobs):
+    # each count as fio 3.33 reports it (checked by running these command lines)
+    from iolab.tools.fio import expected_jobs
+    assert expected_jobs(["fio", *args]) == jobs

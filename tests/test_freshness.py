@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from iolab import paths
 from iolab.core.store import note_read
 from iolab.paths import NOTEBOOKS_DIR
 from iolab.report import book, freshness
@@ -14,7 +15,7 @@ from iolab.report import book, freshness
 
 @pytest.fixture
 def state(tmp_path, monkeypatch):
-    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "state.json")
+    monkeypatch.setattr(paths, "BOOK_BUILD_RECORD", tmp_path / "state.json")
     return tmp_path
 
 
@@ -62,14 +63,14 @@ def test_a_build_record_iolab_cannot_have_written_is_ignored_and_replaced(state,
     out = state / "out.ipynb"
     out.write_text("{}")
     if kind == "nested":
-        freshness.STATE_FILE.write_text("[" * 100_000 + "]" * 100_000)
+        paths.BOOK_BUILD_RECORD.write_text("[" * 100_000 + "]" * 100_000)
     else:
-        freshness.STATE_FILE.write_text("")
-        os.truncate(freshness.STATE_FILE, 3 << 30)  # sparse: no disk, no memory unless read
+        paths.BOOK_BUILD_RECORD.write_text("")
+        os.truncate(paths.BOOK_BUILD_RECORD, 3 << 30)  # sparse: no disk, no memory unless read
     assert not freshness.is_fresh("out", "k1", out)  # made again
     freshness.remember("out", "k1")
     assert freshness.is_fresh("out", "k1", out)
-    assert freshness.STATE_FILE.stat().st_size < freshness.STATE_MOST
+    assert paths.BOOK_BUILD_RECORD.stat().st_size < freshness.STATE_MOST
 
 
 def test_render_replays_only_what_changed(state, data, monkeypatch):

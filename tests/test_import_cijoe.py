@@ -1127,6 +1127,64 @@ def test_an_imported_run_gets_the_sample_check_of_a_measured_one(tmp_path, value
     assert any("stored as failed: " in n and reason in n for n in report.notes), report.notes
 
 
+@pytest.mark.parametrize("file, old, new, reason", [
+    ("output", "- queue depth: 64", "- queue depth: 128",
+     "its argument echo has queue_depth 128, the run gave xnvmeperf qdepth 64"),
+    ("output", "- io pattern: randread", "- io pattern: randwrite",
+     "its argument echo has io_pattern 'randwrite', the run gave xnvmeperf iopattern 'randread'"),
+    ("state", "--runtime 10", "--runtime 100",
+     "its argument echo has runtime 10, the run gave xnvmeperf runtime 100"),
+], ids=["qdepth", "io-pattern", "runtime"])
+def test_an_imported_xnvmeperf_output_its_command_contradicts_is_a_failed_run(
+        tmp_path, file, old, new, reason):
+    """An xnvmeperf output whose argument echo contradicts CIJOE's command (queue depth, io
+    pattern, runtime) was imported as a good sample, with at most a note: the importer never
+    asked the adapter's foreign_report, which fails such a measured run. Now it does."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    path = folder / "003_run" / f"cmd_04.{file}"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: stdout is not this run's report: " in n and reason in n
+               for n in report.notes), report.notes
+
+
+def test_an_echo_of_queues_the_command_leaves_to_the_default_is_a_note(tmp_path):
+    """A command line without --nqueues leaves xnvmeperf its default: an echo of another
+    count cannot contradict the command, so the run is kept, with a note saying so."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    path = folder / "003_run" / "cmd_04.output"
+    path.write_text(path.read_text().replace("- queues per device: 1", "- queues per device: 2"))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (2, 0)
+    assert [n for n in report.notes if "nqueues" in n] == [
+        f"artifacts/bench-results/{RESULT_NAME.format(0)}: the command line leaves nqueues to "
+        "xnvmeperf's default 1, but xnvmeperf's echo says 2"], report.notes
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    ("depth: 64", "depth: 128", "ran with queue_depth 128, the run gave bdevperf -q '64'"),
+    ("workload: randread", "workload: write", "ran with workload 'write', the run gave "
+                                              "bdevperf -w 'randread'"),
+], ids=["depth", "workload"])
+def test_an_imported_bdevperf_table_its_command_contradicts_is_a_failed_run(tmp_path, old, new,
+                                                                           reason):
+    """bdevperf's table says each job's workload, depth and I/O size; one that contradicts
+    CIJOE's command line (-q, -w) was imported as a good sample (only AiSIO's JSON was held
+    to the command line). The adapter's foreign_report, a measured run's check, now decides."""
+    folder = make_tool_comparison(tmp_path / "src")
+    path = folder / "003_run_bdevperf" / "cmd_03.output"
+    text = path.read_text()
+    assert old in text and "bdevperf -c" in (path.with_suffix(".state")).read_text()
+    path.write_text(text.replace(old, new))
+    report = import_archive(folder, "aisio-tools", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (5, 1)
+    assert any("stored as failed: stdout is not this run's report: its job 0 " in n
+               and reason in n for n in report.notes), report.notes
+
+
 # --- AiSIO's result files, member names and member counts, read as data from elsewhere ------
 
 HUGE = "1" + "0" * 5000  # more digits than Python reads (4,300)

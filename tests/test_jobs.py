@@ -47,10 +47,13 @@ def test_a_job_records_strings_cannot_make_a_status_line(data):
     assert not any("\n" in line or "\x1b" in line for line in lines)
 
 
-@pytest.mark.parametrize("job_id", ["abc", ["1"], 7, "٣"])
+@pytest.mark.parametrize("job_id", ["abc", ["1"], 7, "٣", "9" * 5000, "12345678901", "9"],
+                         ids=["letters", "list", "number", "other-digits", "5000-digits",
+                              "11-digits", "not-its-name"])
 def test_a_job_record_of_the_wrong_kind_is_named_and_the_rest_shown(data, job_id):
     """A job id that is not Slurm's digits was an internal error (sorting by int()) that
-    hid every campaign after it."""
+    hid every campaign after it; so was one of 5,000 digits (more than int() reads), and a
+    record naming another job than its file's name was shown as that job (probe 11, B5)."""
     folder = data(**{"7": RECORD, "8": {**RECORD, "job_id": job_id}})
     with pytest.raises(InputError) as info:
         jobs.read_all(folder / "raw" / "zzdemo" / "a-first" / "jobs")
@@ -59,6 +62,14 @@ def test_a_job_record_of_the_wrong_kind_is_named_and_the_rest_shown(data, job_id
     bad = [line for line in lines if "8.json" in line]
     assert len(bad) == 1 and "its Slurm jobs cannot be read" in bad[0] and "job_id" in bad[0]
     assert any(line.startswith("zzdemo/b-second: 0 complete") for line in lines)
+
+
+def test_a_job_record_resuming_a_job_of_5000_digits_is_named_and_the_rest_shown(data):
+    folder = data(**{"7": RECORD, "8": {**RECORD, "job_id": "8", "resumes": "7" * 5000}})
+    with pytest.raises(InputError) as info:
+        jobs.read_all(folder / "raw" / "zzdemo" / "a-first" / "jobs")
+    assert info.value.key == "resumes" and "up to 10 digits 0-9" in str(info.value)
+    assert any(line.startswith("zzdemo/b-second: 0 complete") for line in status_lines(folder))
 
 
 @pytest.mark.parametrize("kind", ["nested", "too large"])

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import pytest
 
+from iolab import paths
 from iolab import lockfile, safefiles
 from iolab.core import locks
 from iolab.errors import IolabError
@@ -50,7 +51,7 @@ def places(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     monkeypatch.setenv("IOLAB_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "build" / ".iolab-fresh.json")
+    monkeypatch.setattr(paths, "BOOK_BUILD_RECORD", tmp_path / "build" / ".iolab-fresh.json")
     (tmp_path / "build").mkdir()
     return tmp_path
 
@@ -77,7 +78,7 @@ WRITERS: dict[str, tuple[Callable[[Path], Path], Callable[[Path], Any]]] = {
     "stop request": (lambda tmp: stop.request_path(tmp / "data"),
                      lambda tmp: stop.request(tmp / "data", "asked by a test")),
     "knob journal": (lambda tmp: tmp / "data" / ".knob-journal.json", _session),
-    "build record": (lambda tmp: freshness.STATE_FILE,
+    "build record": (lambda tmp: paths.BOOK_BUILD_RECORD,
                      lambda tmp: freshness.remember("page", "0" * 64)),
 }
 
@@ -159,7 +160,7 @@ READERS: dict[str, tuple[Callable[[Path], Path], Callable[[Path], Any]]] = {
     "knob journal (restore)": (lambda tmp: tmp / "data" / ".knob-journal.json",
                                lambda tmp: restore_from_journal(
                                    tmp / "data" / ".knob-journal.json", {})),
-    "build record": (lambda tmp: freshness.STATE_FILE,
+    "build record": (lambda tmp: paths.BOOK_BUILD_RECORD,
                      lambda tmp: freshness.is_fresh("page", "0" * 64, tmp / "build")),
     "lock holder (status)": (lambda tmp: tmp / "locks" / locks.HOST_LOCK,
                              lambda tmp: locks.holder(tmp / "locks" / locks.HOST_LOCK)),
@@ -204,7 +205,7 @@ def mode(path: Path) -> int:
 def test_state_files_are_0600_and_state_folders_0700_under_umask_000(tmp_path, monkeypatch,
                                                                     umask_000):
     monkeypatch.setenv("IOLAB_LOCK_DIR", str(tmp_path / "new" / "locks"))
-    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "build" / ".iolab-fresh.json")
+    monkeypatch.setattr(paths, "BOOK_BUILD_RECORD", tmp_path / "build" / ".iolab-fresh.json")
     (tmp_path / "build").mkdir()
     data = tmp_path / "data"
     data.mkdir(0o755)  # a knob journal is kept only where no other user may write
@@ -220,7 +221,7 @@ def test_state_files_are_0600_and_state_folders_0700_under_umask_000(tmp_path, m
     with host, dlock:
         assert mode(dlock.path) == 0o644
     assert {p.name: oct(mode(p)) for p in (reg.path, reg.path.with_name(".scratch.json.lock"),
-                                           stop.request_path(data), freshness.STATE_FILE)} == {
+                                           stop.request_path(data), paths.BOOK_BUILD_RECORD)} == {
         p: oct(0o600) for p in ("scratch.json", ".scratch.json.lock",
                                 stop.request_path(data).name, ".iolab-fresh.json")}
     # lock files are readable by every user: another user's iolab locks the host lock too
@@ -874,7 +875,7 @@ def test_a_stored_file_nested_too_deeply_is_named_in_one_line(tmp_path, name):
 def test_a_build_record_others_may_write_is_refused_in_one_line(places):
     """The owner and mode rule of the caches (probe 9, C2) for the book's build record: one
     others may rewrite could call any page fresh."""
-    path = freshness.STATE_FILE
+    path = paths.BOOK_BUILD_RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     freshness.remember("page", "0" * 64)
     assert freshness.is_fresh("page", "0" * 64, path)
@@ -945,7 +946,7 @@ def test_an_output_beside_iolab_locks_in_a_system_lock_folder_is_only_refused_fo
     """A system lock folder (/run/lock) is every program's: only iolab's own lock files in it
     are refused as outputs."""
     monkeypatch.delenv("IOLAB_LOCK_DIR")
-    monkeypatch.setattr(locks, "HOST_LOCK_DIRS", (tmp_path,))
+    monkeypatch.setattr(paths, "HOST_LOCK_DIRS", (tmp_path,))
     assert "one of iolab's lock files" in safefiles.state_problem(tmp_path / "iolab-host.lock")
     assert safefiles.state_problem(tmp_path / "table.csv") is None
 

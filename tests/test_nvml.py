@@ -260,3 +260,16 @@ def test_a_record_the_collector_did_not_write_fails_the_parse_naming_it(tmp_path
     with pytest.raises(ParseError) as info:
         NvmlPcie.parse(tmp_path, None)
     assert str(info.value) == f"{tmp_path}/nvml.json: {problem}"
+
+
+def test_a_readings_file_of_no_reading_at_all_fails_the_parse(tmp_path):
+    """Probe 11's Q10 class: nvml.jsonl cut to nothing read as samples 0 and None rates, as
+    a window too short for a reading does; the sampler writes a round as it starts."""
+    (tmp_path / "nvml.json").write_text('{"gpu_pci": "0000:c1:00.0"}')
+    (tmp_path / "nvml.jsonl").write_text("\n")
+    with pytest.raises(ParseError) as info:
+        NvmlPcie.parse(tmp_path, None)
+    assert str(info.value) == (f"{tmp_path}/nvml.jsonl: holds no reading at all (cut off? the "
+                               "sampler writes a round of them as it starts)")
+    (tmp_path / "nvml.jsonl").write_text('{"t_ns": 1, "rx_kb_per_s": 1}\n')
+    assert NvmlPcie.parse(tmp_path, (5, 9))["samples"] == 0  # none inside the window

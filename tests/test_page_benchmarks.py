@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from iolab.errors import InputError
 from iolab.paths import REPO_ROOT
 from iolab.report import benchmarks_page as bench
 from iolab.report.chapter import Sentence, referenced_keys
@@ -146,3 +147,101 @@ def test_every_module_that_draws_sets_plain_text_first():
     imports = re.compile(r"^from iolab\.report(?:\.figures| import .*\bfigures\b|\.chapter import)",
                          re.MULTILINE)
     assert [str(p.relative_to(root)) for p in drawing if not imports.search(p.read_text())] == []
+
+
+def _result_file(tmp_path, doc: dict, name: str = "kvm-2vcpu"):
+    results = tmp_path / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(doc))
+    return results / f"{name}.json"
+
+
+def test_a_committed_result_reads_back_as_it_is(tmp_path, doc):
+    path = _result_file(tmp_path, doc)
+    assert bench.load(path.parent) == {"kvm-2vcpu": doc}
+
+
+@pytest.mark.parametrize("change, key, allowed", [
+    # recorded strings where the explanations put numbers into Markdown: raw HTML there
+    (lambda d: d["details"]["fidelity"].update(pairs="<img src=x onerror=alert(1)>"),
+     "details.fidelity.pairs", "a whole number, 0 or more"),
+    (lambda d: d["details"]["ingest"].update(workers="<script>alert(2)</script>"),
+     "details.ingest.workers", "a whole number, 0 or more"),
+    # a target that is not a number ended the page with a TypeError
+    (lambda d: d["results"]["campaign_fixed_s"].update(target="0.2"),
+     "results.campaign_fixed_s.target", "a finite number, or null (no target)"),
+    (lambda d: d["results"]["campaign_fixed_s"].update(value=[1]),
+     "results.campaign_fixed_s.value", "a finite number, or null (not measured)"),
+    (lambda d: d["results"]["campaign_fixed_s"].update(target_is="most"),
+     "results.campaign_fixed_s.target_is", "min, max or null"),
+    (lambda d: d["results"]["campaign_fixed_s"].update(met="no"),
+     "results.campaign_fixed_s.met", "true, false or null"),
+    (lambda d: d["results"]["campaign_fixed_s"].update(value=None),
+     "results.campaign_fixed_s.met", "null"),
+    (lambda d: d["results"].update(plan_s="fast"), "results.plan_s", "a mapping"),
+    (lambda d: d.update(measured_at=20261124), "measured_at", "the time measured"),
+    (lambda d: d["details"]["fidelity"].update(bare_iops=[0, 0]),
+     "details.fidelity.bare_iops", "a list of positive numbers"),
+    (lambda d: d["details"]["sweeps"]["seconds"].pop("bare"),
+     "details.sweeps.seconds", "a mapping of bare, iolab"),
+    (lambda d: d["details"]["startup"].update(python_s="29 ms"),
+     "details.startup.python_s", "a finite number"),
+    (lambda d: (d["details"].pop("fidelity"), d["results"]["fidelity_ratio"].update(met=False)),
+     "details.fidelity", "what benchmarks/run.py records"),
+])
+def test_a_result_field_of_another_kind_is_named_in_one_line(tmp_path, doc, capsys, change,
+                                                             key, allowed):
+    """Fields of a result file went into the page's Markdown as they were: a string where
+    the fidelity's pairs or the ingest's workers are became raw HTML on the page."""
+    change(doc)
+    path = _result_file(tmp_path, doc)
+    with pytest.raises(InputError) as caught:
+        bench.load(path.parent)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: key '{key}': ") and f"(allowed: {allowed}" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"results": {}, "results": {}}', "{", "\xff"])
+def test_a_result_file_that_is_not_a_result_object_is_named(tmp_path, text):
+    results = tmp_path / "results"
+    results.mkdir()
+    path = results / "x.json"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: ") as caught:
+        bench.load(results)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_result_file_that_is_a_link_is_refused_never_followed(tmp_path, doc):
+    from iolab.safefiles import NotOurs
+
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps(doc))
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "x.json").symlink_to(secret)
+    with pytest.raises(NotOurs, match="symbolic link"):
+        bench.load(results)
+
+
+def test_every_recorded_string_of_a_missed_target_is_shown_as_text(tmp_path, doc):
+    """What a result file holds reaches the page's Markdown only as a checked number or an
+    escaped string: with markup in every text field of a file whose targets are all missed,
+    no paragraph renders an element from the file."""
+    from test_escape import _myst_html
+
+    def marked(value, key=None):
+        if isinstance(value, dict):
+            return {k: marked(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [marked(v) for v in value]
+        return "<img src=x onerror=alert(1)>" if isinstance(value, str) and \
+            key != "target_is" else value
+
+    path = _result_file(tmp_path, marked(missed_everything(doc)), name="lab")
+    shown = bench.missed({"<script>alert(3)</script>": bench.load(path.parent)["lab"]})
+    assert len(shown) == sum(r["met"] is not None for r in doc["results"].values())
+    for markdown in shown:
+        body = _myst_html(markdown)
+        assert not body.find_all(["script", "img"]), body

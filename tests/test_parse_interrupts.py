@@ -61,3 +61,12 @@ def test_delta_refuses_changed_cpus_and_counts_that_went_down():
         delta(a, parse_interrupts("   CPU0\n 40: 5 x\n"))
     with pytest.raises(ParseError, match="row 40: a count went down"):
         delta(a, parse_interrupts("   CPU0 CPU1\n 40: 4 7 x\n"))
+
+
+def test_delta_refuses_a_row_of_another_number_of_counts():
+    """A row of one count in one snapshot and one per CPU in the other counted nothing."""
+    before = parse_interrupts("   CPU0 CPU1\nERR: 3\nMIS: 0\n")
+    before["rows"]["MIS"]["counts"] = [0, 0]
+    with pytest.raises(ParseError, match=r"^snap: row MIS has 2 counts in snap.before and 1 in "
+                                         r"snap.after \(allowed: the same number in both\)"):
+        delta(before, parse_interrupts("   CPU0 CPU1\nERR: 4\nMIS: 0\n"), "snap")

@@ -98,6 +98,10 @@ def test_xnvmeperf_error_output_quotes_the_error():
     (lambda t: t.replace("439.45        2", "439.45        " + ARABIC("2")),
      "Failed must be a whole count"),
     (lambda t: t.replace("     0,1 ", "     0," + ARABIC("1") + " "), "CPUs column"),
+    # probe 11's class 3 (a count the report gives not checked): xnvmeperf prints the list's
+    # length as its total
+    (lambda t: t.replace("(total: 3)", "(total: 4)", 1),
+     r"line 2: the echo lists 3 devices but says total: 4 \(allowed: the number listed\)"),
 ])
 def test_xnvmeperf_malformed(edit, message):
     with pytest.raises(ParseError, match=message) as info:

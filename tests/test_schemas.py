@@ -13,6 +13,7 @@ import pytest
 from conftest import committed_environments
 from jsonschema import Draft202012Validator
 
+from iolab import paths
 from iolab.core import manifest, spec, store
 from iolab.core import registry
 from iolab.core.manifest import RunManifest
@@ -230,7 +231,7 @@ def test_what_the_writers_write_follows_the_schemas(tmp_path, monkeypatch):
     assert problems(json.loads((tmp_path / "run.json").read_text()),
                     validator("run.schema.json"), "run.json") == []
 
-    monkeypatch.setattr(freshness, "STATE_FILE", tmp_path / "fresh.json")
+    monkeypatch.setattr(paths, "BOOK_BUILD_RECORD", tmp_path / "fresh.json")
     freshness.remember("book/x.ipynb", "f" * 64, reads=["smt_thp", "*"])
     freshness.remember("html", "e" * 64)
     assert problems(json.loads((tmp_path / "fresh.json").read_text()),

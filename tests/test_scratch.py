@@ -279,6 +279,46 @@ def test_an_entry_of_the_wrong_shape_is_named_in_one_line_and_loses_nothing(
     assert Registry().path.read_text() == before and f.path.exists()
 
 
+@pytest.mark.parametrize("name, final", [
+    ("rel.dat", None), ("./rel.dat", None), ("{cwd}//rel.dat", None), ("{cwd}/./rel.dat", None),
+    ("{cwd}/rel.dat/", None), ("{cwd}/rel\x1b]0;x\x07.dat", None),
+    ("{cwd}/.rel.dat.1.partial", "rel.dat"),
+])
+def test_an_entry_at_a_path_iolab_never_enters_is_refused_and_nothing_removed(
+        tmp_path, capsys, monkeypatch, name, final):
+    """A relative key was taken relative to the folder clean ran in: the file of that name
+    there, with the entry's inode, size and time, was removed. iolab enters only absolute
+    paths as pathlib writes them: any other is an entry of a shape iolab never writes."""
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    victim = cwd / "rel.dat"
+    victim.write_bytes(b"\0" * 4096)
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    st = victim.stat()
+    name = name.format(cwd=cwd)
+    doc = json.loads(Registry().path.read_text())
+    doc["files"][name] = {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                          "by": "x", "layout": "written",
+                          "users": [{"checkout": str(scratch.REPO_ROOT),
+                                     "campaign": "smt_thp/kvm-2vcpu"}],
+                          **({"final": final} if final else {})}
+    Registry().path.write_text(json.dumps(doc))
+    before = Registry().path.read_text()
+    for argv in (["clean", "--dry-run"], ["clean"]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        key = "key 'final': 'rel.dat' is " if final else "the path is "
+        assert err.startswith(f"iolab: error: {Registry().path}: entry "), err
+        assert f": {key}not an absolute path as iolab enters one" in err, err
+        assert len(err.splitlines()) == 1 and "\x1b" not in err
+    assert Registry().path.read_text() == before
+    assert victim.exists() and f.path.exists()
+
+
 def test_run_never_overwrites_a_users_file_and_plan_names_it(tmp_path):
     """The fault that started this: --set target_path naming a user's CSV of results."""
     precious = tmp_path / "results.csv"

@@ -12,6 +12,7 @@ import itertools
 import os
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,104 @@ def test_a_derived_folder_that_is_a_link_is_refused(tmp_path, linked):
     (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
     replaymod.write(rows, info, replaymod.derived_path(tmp_path / "link" / "other", "x", "box"))
     assert (tmp_path / "other" / "derived" / "search_replay" / "x" / "box.csv").is_file()
+
+
+def _written_replay(tmp_path) -> Path:
+    rows, info = _tiny_replay()
+    path = tmp_path / "derived" / "box.csv"
+    replaymod.write(rows, info, path)
+    return path
+
+
+def test_a_written_replay_reads_back_as_written(tmp_path):
+    rows, info = _tiny_replay()
+    read_rows, read_info = replaymod.read(_written_replay(tmp_path))
+    assert read_info == info
+    assert list(read_rows.columns) == replaymod.COLUMNS and len(read_rows) == len(rows)
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_replays_at_a_link_or_fifo_are_refused_never_read(tmp_path, kind):
+    """A link at the replays' name was followed: another file's rows (a secret's) became
+    the chapter's table of replays."""
+    from iolab.safefiles import NotOurs
+    from test_not_ours import ends, plant
+
+    path = _written_replay(tmp_path)
+    secret = tmp_path / "secret.csv"
+    secret.write_text("secret,token\nroot,hunter2\n")
+    secret.chmod(0o600)
+    path.unlink()
+    plant(path, kind, secret)
+    result = ends(lambda: replaymod.read(path), path if kind == "fifo" else None)
+    error = result.get("error")
+    assert isinstance(error, NotOurs), result
+    assert str(path) in str(error) and "\n" not in str(error)
+    assert "hunter2" not in str(error)
+
+
+def test_replays_larger_than_any_written_are_refused_unread(tmp_path, monkeypatch):
+    from iolab.safefiles import TooLarge
+
+    path = _written_replay(tmp_path)
+    monkeypatch.setattr(replaymod, "REPLAYS_MOST", path.stat().st_size - 1)
+    with pytest.raises(TooLarge, match=str(path)):
+        replaymod.read(path)
+
+
+@pytest.mark.parametrize("key, value, allowed", [
+    ("command", "[1, 2]", "one line: iolab search-replay"),
+    ("command", "'rm -rf ~'", "one line: iolab search-replay"),
+    ("command", '"iolab search-replay x\\n\\e[2J"', "one line: iolab search-replay"),
+    ("grid_digest", "{a: 1}", "64 lower-case hexadecimal digits"),
+    ("grid_digest", "null", "64 lower-case hexadecimal digits"),
+])
+def test_a_replay_yaml_field_of_another_kind_is_named(tmp_path, key, value, allowed):
+    """A command that was a list ended the chapter with a TypeError (the digest's refusal
+    joined it to a string): each field read is checked, named with what is allowed."""
+    import re
+
+    path = _written_replay(tmp_path)
+    info = path.with_suffix(".yaml")
+    info.write_text(re.sub(rf"(?m)^{key}:.*$", lambda _: f"{key}: {value}", info.read_text()))
+
+    class Other:
+        def digest(self):
+            return "0" * 64
+
+    for grid in (None, Other()):
+        with pytest.raises(InputError, match=rf"^{re.escape(str(info))}: key '{key}': .*"
+                                             rf"\(allowed: {re.escape(allowed)}") as caught:
+            replaymod.read(path, grid)
+        assert "\n" not in str(caught.value)
+
+
+def _column(name, value):
+    def change(path):
+        import pandas as pd
+
+        rows = pd.read_csv(path)
+        rows[name] = value
+        rows.to_csv(path, index=False)
+    return change
+
+
+@pytest.mark.parametrize("change", [
+    lambda p: p.write_text(p.read_text().replace("strategy,", "tactic,", 1)),
+    _column("seed", "x"),
+    _column("in_best_set", "yes"),
+    lambda p: p.write_text(p.read_text() + '"unclosed\n'),
+    lambda p: p.write_bytes(b"\xff\xfe" + p.read_bytes()),
+], ids=["a column renamed", "a seed that is a word", "a flag that is a word", "cut off",
+        "not UTF-8"])
+def test_replays_that_are_not_the_table_written_are_named(tmp_path, change):
+    """The summary read columns by name and summed them: another table's columns, or a word
+    where a number or True/False is, ended the chapter with a KeyError or a TypeError."""
+    path = _written_replay(tmp_path)
+    change(path)
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}") as caught:
+        replaymod.read(path)
+    assert "\n" not in str(caught.value)
 
 
 def test_wilson_interval():

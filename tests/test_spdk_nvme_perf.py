@@ -172,6 +172,10 @@ def test_parse_of_output_without_a_total_names_the_file(tmp_path):
         snp.SpdkNvmePerf().parse(run_dir(tmp_path, cut))
 
 
+# the options of the fixture's run: its two controllers, one core each
+FIXTURE_OPTIONS = {**OPTIONS, "devices": ["0000:01:00.0", "0000:02:00.0"]}
+
+
 def tenfold_mibs() -> str:
     """The fixture with every MiB/s ten times IOPS × its 512 B; rows and Total still agree."""
     return ((FIX / "spdk_nvme_perf.txt").read_text().replace("1022.33", "10223.30")
@@ -182,7 +186,7 @@ def test_a_mibs_that_is_not_iops_times_o_is_no_measurement(tmp_path):
     """A measured run whose MiB/s is ten times IOPS × its -o, and an imported one (derive with
     the command's iosize), were good samples (P10 Q11)."""
     folder = run_dir(tmp_path, tenfold_mibs())
-    argv = ["/usr/bin/time", "-o", "time.txt", *snp.build_argv(OPTIONS)]
+    argv = ["/usr/bin/time", "-o", "time.txt", *snp.build_argv(FIXTURE_OPTIONS)]
     assert snp.SpdkNvmePerf().foreign_report(folder, argv).startswith(
         "stdout is not this run's report: line 10: MiB/s 10223.30 is not IOPS 2093737.12 × the "
         "I/O size 512 B")
@@ -195,3 +199,21 @@ def test_a_mibs_that_is_not_iops_times_o_is_no_measurement(tmp_path):
 
 def test_registered():
     assert isinstance(adapter("spdk_nvme_perf"), snp.SpdkNvmePerf)
+
+
+@pytest.mark.parametrize("options, reason", [
+    ({**FIXTURE_OPTIONS, "devices": ["0000:01:00.0"]},
+     "stdout is not this run's report: its row 'PCIE (0000:02:00.0) [144d:ac00] NSID 1 from "
+     "core  1' is of controller 0000:02:00.0, which the run's -r never named (allowed: "
+     "0000:01:00.0)"),
+    ({**FIXTURE_OPTIONS, "core_mask": [0]},
+     "stdout is not this run's report: its row 'PCIE (0000:02:00.0) [144d:ac00] NSID 1 from "
+     "core  1' ran on core 1, outside the run's -c (allowed: 0)"),
+], ids=["a controller the run never named", "a core outside the mask"])
+def test_a_row_of_another_controller_or_core_is_foreign(tmp_path, options, reason):
+    """Probe 11's class of Q7 (a bdevperf job of a bdev the run never made): the Total is the
+    rows' sum, so a row of a controller or core the run was not given counted I/O it never
+    did; only the I/O size was held to the argv."""
+    folder = run_dir(tmp_path, (FIX / "spdk_nvme_perf.txt").read_text())
+    assert snp.SpdkNvmePerf().foreign_report(folder, snp.build_argv(FIXTURE_OPTIONS)) == ""
+    assert snp.SpdkNvmePerf().foreign_report(folder, snp.build_argv(options)) == reason

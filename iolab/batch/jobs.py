@@ -5,11 +5,14 @@ folder, beside the batch script it ran, its output and error files and its execu
 (what to run again on ``--resume``) and the job it resumes, if any. A job's state is not
 stored: it is asked of Slurm when shown (``iolab.host.slurm.job_states``).
 
-Records are read only when they are regular files of at most :data:`RECORD_MOST` bytes, and
-nothing is read or written through a ``jobs/`` (or campaign) folder that is a link
-(:mod:`iolab.safefiles`). A record's ``script`` is the file name iolab gave the script in
-``jobs/`` (:data:`SCRIPT_NAME`): a path outside it, ``..`` or a folder is refused, and
-``--resume`` submits it only when it is a regular file there, never through a link.
+A record's ``job_id`` is its file's name, a Slurm job id (digits, at most
+:data:`~iolab.host.slurm.JOB_ID_DIGITS_MOST`, as sbatch's answer is checked); a record that
+says otherwise is refused, naming it and the key. Records are read only when they are regular
+files of at most :data:`RECORD_MOST` bytes, and nothing is read or written through a ``jobs/``
+(or campaign) folder that is a link (:mod:`iolab.safefiles`). A record's ``script`` is the
+file name iolab gave the script in ``jobs/`` (:data:`SCRIPT_NAME`): a path outside it, ``..``
+or a folder is refused, and ``--resume`` submits it only when it is a regular file there,
+never through a link.
 
 Responsible for: writing, reading and describing records. Not responsible for: submitting
 (``iolab.batch.submit``).
@@ -24,6 +27,7 @@ from typing import Any
 
 from iolab.durable import write_json_atomic
 from iolab.errors import InputError, ParseError, excerpt, printable
+from iolab.host.slurm import JOB_ID_DIGITS_MOST
 from iolab.parsers import is_digits, load_json
 from iolab.safefiles import read_regular, refuse_linked
 
@@ -99,19 +103,29 @@ _KINDS = {"job_id": str, "script": str, "submitted_at": str, "mode": str, "optio
 
 def _check_record(record: JobRecord, path: Path) -> None:
     """InputError naming ``path`` and the key when a field is not of the kind ``iolab submit``
-    writes: a job id Slurm gave is digits (it sorts the records), the others text (options a
-    mapping), which a status line and ``--resume`` read as such."""
+    writes: a job id Slurm gave is at most :data:`~iolab.host.slurm.JOB_ID_DIGITS_MOST`
+    digits, as sbatch's answer is checked (it sorts the records: 5,000 digits are more than
+    Python reads as a number), and the record's own is its file's name; the others text
+    (options a mapping), which a status line and ``--resume`` read as such."""
     for key, kind in _KINDS.items():
         value = getattr(record, key)
         if not isinstance(value, kind) or (key in ("job_id", "resumes") and value is not None
-                                           and not (value.isascii() and value.isdigit())):
+                                           and not _is_job_id(value)):
             raise InputError(path, key, f"{excerpt(value)} is not a job record's {key}",
-                             allowed="a Slurm job id (digits)" if key in ("job_id", "resumes")
+                             allowed=f"a Slurm job id (up to {JOB_ID_DIGITS_MOST} digits 0-9)"
+                             if key in ("job_id", "resumes")
                              else "a mapping" if kind is dict else "text")
+    if record.job_id != path.stem:  # write() names the record after its job
+        raise InputError(path, "job_id", f"{excerpt(record.job_id)} is not the job the record's "
+                         "name says", allowed=f"{excerpt(path.stem)}, the job of the file's name")
     if not SCRIPT_NAME.fullmatch(record.script):  # '../x.sh', '/etc/x': never submitted
         raise InputError(path, "script", f"{excerpt(record.script)} is not the name of a script "
                          "iolab wrote in the record's folder; it is never submitted",
                          allowed=SCRIPT_ALLOWED)
+
+
+def _is_job_id(value: str) -> bool:
+    return is_digits(value) and len(value) <= JOB_ID_DIGITS_MOST
 
 
 def describe(record: JobRecord, state: dict[str, str] | None, folder: Path,

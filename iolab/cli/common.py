@@ -2,7 +2,8 @@
 names, a campaign's experiment and ``--env`` arguments, and the help that lists the
 environments.
 
-Responsible for: those options, their help texts and checks, resolving ``--data`` to a
+Responsible for: those options, their help texts and checks (an experiment or ``--env`` given
+to choose among campaigns must choose one: :func:`check_chosen`), resolving ``--data`` to a
 checked data folder, and printing a text a verb shows with its control characters escaped
 (:func:`say`).
 Not responsible for: any verb's own options or work (its module's in ``iolab.cli``).
@@ -100,3 +101,22 @@ def data_dir_of(args, write: bool = False) -> Path:
 
     given = args.data or os.environ.get("IOLAB_DATA")  # its links are checked as given too
     return datadir.check(resolve_data_dir(args.data), write=write, given=given)
+
+
+def check_chosen(command: str, experiment: str | None, env: str | None,
+                 known: set[tuple[str, str]], where: str) -> None:
+    """InputError naming the name (escaped, one line) when ``experiment`` or ``env`` (None:
+    any) chooses none of the ``known`` (experiment, environment) pairs a verb acts on (those
+    ``where`` says, e.g. "stored under DATA/raw"): a misspelt name chooses nothing, and must
+    not read as a store with nothing wrong in it."""
+    from iolab.errors import InputError
+
+    if experiment is not None and all(e != experiment for e, _ in known):
+        raise InputError(command, "experiment", f"{experiment!r} names no campaign {where}",
+                         allowed=", ".join(sorted({e for e, _ in known})) or "none: there is "
+                         "no campaign")
+    if env is not None and all(v != env or experiment not in (None, e) for e, v in known):
+        of = f" of experiment {experiment!r}" if experiment is not None else ""
+        raise InputError(command, "--env", f"{env!r} names no campaign{of} {where}",
+                         allowed=", ".join(sorted({v for e, v in known
+                                                   if experiment in (None, e)})))

@@ -14,7 +14,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.cli.common import add_common, data_dir_of, say
+from iolab.cli.common import add_common, check_chosen, data_dir_of, say
 from iolab.errors import InputError, printable
 
 
@@ -78,6 +78,8 @@ def cmd_verify(args) -> int:
     try:
         bad = 0
         chosen = list(stores(data_dir, args.experiment, args.env))
+        check_chosen("iolab verify", args.experiment, args.env, _verifiable(data_dir),
+                     f"stored under {data_dir / 'raw'}, nor a params file")
         if not chosen:
             say(f"no campaigns under {printable(str(data_dir / 'raw'))}"
                 + (f" matching {args.experiment or ''}/{args.env or ''}"
@@ -112,6 +114,18 @@ def cmd_verify(args) -> int:
     finally:
         if lock:
             lock.release()
+
+
+def _verifiable(data_dir: Path) -> set[tuple[str, str]]:
+    """The (experiment, environment) pairs verify checks: the stored campaigns, and the
+    registered experiments' params files."""
+    from iolab.core import registry
+    from iolab.core import spec as specmod
+    from iolab.core.store import campaigns
+
+    return set(campaigns(data_dir)) | {
+        (exp.name, env) for exp in registry.all_experiments()
+        for env in specmod.environments(exp.name, exp.params_dir)}
 
 
 def _implausible_lines(data_dir: Path, experiment: str, env: str) -> list[str]:

@@ -1,6 +1,7 @@
 """``iolab migrate``: version-1 run manifests rewritten as version 2.
 
-Responsible for: its options, choosing the campaigns it names, and printing what each
+Responsible for: its options, choosing the campaigns it names (a name that chooses none is
+refused), and printing what each
 migration plan holds and what applying it did.
 Not responsible for: planning or rewriting a manifest (``iolab.core.migrate``).
 """
@@ -11,7 +12,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.cli.common import add_common, data_dir_of, int_arg, say
+from iolab.cli.common import add_common, check_chosen, data_dir_of, int_arg, say
 from iolab.core import registry
 
 
@@ -40,7 +41,10 @@ def _migrate(args, data_dir: Path) -> int:
     from iolab.core.store import campaigns, open_store
     from iolab.importers.aisio import PREFIX
 
-    chosen = [(e, v) for e, v in campaigns(data_dir)
+    stored = campaigns(data_dir)
+    check_chosen("iolab migrate", args.experiment, args.env, set(stored),
+                 f"stored under {data_dir / 'raw'}")
+    chosen = [(e, v) for e, v in stored
               if (args.experiment in (None, e)) and (args.env in (None, v))]
     pending = 0
     for exp, env in chosen:

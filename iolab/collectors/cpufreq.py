@@ -182,8 +182,29 @@ class CpufreqSampler(Collector):
             return {"mean_khz": float("nan")}
         meta = run_dir / META
         sampled = sampled_cpus(meta.read_text(), str(meta)) if meta.exists() else None
-        return {"mean_khz": parse_cpufreq_samples(csv.read_text(), *window, str(csv), sampled,
+        text = csv.read_text()
+        if sampled and not any(line.strip() for line in text.splitlines()[1:]) \
+                and not _reads_failed(meta.read_text(), str(meta)):
+            # the sampler reads every CPU once as it starts and once as it stops: a record
+            # of cpufreq that was there with no sample is cut off (its NaN is no reading)
+            raise ParseError(csv, f"holds no sample at all, though {META} says cpufreq was "
+                                  f"available on CPU(s) {sorted(sampled)} and no read failed "
+                                  "(the sampler writes one as it starts and as it stops: cut "
+                                  "off?)")
+        return {"mean_khz": parse_cpufreq_samples(text, *window, str(csv), sampled,
                                                   driver_window(run_dir))["mean_khz"]}
+
+
+def _reads_failed(meta_text: str, source: str) -> bool:
+    """Whether the sampler's record says why it may hold no sample: sampling stopped with an
+    ``error``, or a CPU's ``failed_reads`` reached its ``samples`` (every read of it failed)."""
+    meta = record_object(meta_text, source)
+    failed = meta.get("failed_reads")
+    samples = meta.get("samples")
+    if meta.get("error"):
+        return True
+    return isinstance(failed, dict) and type(samples) is int and any(
+        type(n) is int and n >= samples for n in failed.values())
 
 
 def sampled_cpus(meta_text: str, source: str = META) -> set[int]:

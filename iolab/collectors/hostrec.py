@@ -2,8 +2,10 @@
 the host it ran on (its CPUs, its memory).
 
 A stored run lies at ``<env>/runs/<id>`` and its environment's host record at
-``<env>/host.json``. Each value is read checked: a host record whose value is not of the
-stated kind fails the run naming the file and the key; a missing record (a run folder
+``<env>/host.json``, read as the store reads it for every other command
+(:func:`iolab.parsers.load_json`: a key given twice, or nesting deeper than any record, is
+refused). Each value is read checked: a host record that is not JSON, or whose value is not of
+the stated kind, fails the run naming the file (and the key); a missing record (a run folder
 outside a store) gives None, and the collector bounds by what it has.
 
 Responsible for: finding and reading those values. Not responsible for: writing or
@@ -12,12 +14,12 @@ validating the whole record (``iolab.host.inventory``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from iolab.checks import is_positive_int
-from iolab.errors import ParseError
+from iolab.errors import ParseError, excerpt
+from iolab.parsers import load_json
 from iolab.safefiles import read_regular
 
 HOST_FILE = "host.json"
@@ -33,10 +35,16 @@ def host_value(run_dir: Path, keys: tuple[str, ...], allowed: str) -> int | None
         return None
     name = ".".join(keys)
     try:
-        value: Any = json.loads(data)
+        # read as the store reads it for every other command (load_json): a key given twice,
+        # or nesting deeper than any record iolab writes, is no record (ParseError naming it)
+        value: Any = load_json(data.decode("utf-8"), str(path))
+    except ValueError as exc:  # not UTF-8, or not JSON
+        raise ParseError(str(path), f"not valid JSON ({excerpt(str(exc))}), so no host "
+                                    "record") from None
+    try:
         for key in keys:
             value = value[key]
-    except (ValueError, TypeError, KeyError):
+    except (TypeError, KeyError):
         raise ParseError(str(path), f"{name}: expected {allowed} (a whole number)") from None
     if value is None:
         return None

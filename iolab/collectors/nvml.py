@@ -200,8 +200,13 @@ class NvmlPcie(Collector):
                                "pcie.max_payload_bytes", source,
                                lambda v: v is None or v in PAYLOAD_SIZES,
                                "null or one of " + ", ".join(map(str, PAYLOAD_SIZES)))
-        return {**parse_samples((run_dir / SAMPLES).read_text(), window,
-                                str(run_dir / SAMPLES), driver_window(run_dir)),
+        text = (run_dir / SAMPLES).read_text()
+        if not text.strip():
+            # the sampler writes a whole round of readings before it looks at stop: a file
+            # of none is cut off (a window too short for a reading has samples 0 instead)
+            raise ParseError(run_dir / SAMPLES, "holds no reading at all (cut off? the "
+                                                "sampler writes a round of them as it starts)")
+        return {**parse_samples(text, window, str(run_dir / SAMPLES), driver_window(run_dir)),
                 "gpu_pci": gpu_pci,
                 "max_payload_bytes": payload}
 

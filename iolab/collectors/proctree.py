@@ -140,7 +140,8 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
     For every process, the growth of utime + stime between its first and last sample inside
     the window; the sum over processes is divided by the span of those samples. Returns
     ``{"cpu_pct", "utime_s", "stime_s", "span_s", "processes"}``; ``cpu_pct`` is NaN when
-    fewer than two samples fall inside the window. ParseError for a record without a usable
+    fewer than two samples fall inside the window. ParseError for a record of no sample at
+    all (the sampler writes one as soon as it is attached: such a record is cut off), for a record without a usable
     ``clk_tck`` (:func:`clock_ticks`) and for CPU times that go down, or a time that goes
     back, between a process's samples: utime and stime only grow, so a drop is no share of a
     CPU (it gave negative percentages). ParseError too for a sample stamped far outside the
@@ -151,6 +152,11 @@ def parse_proctree_cpu(csv_text: str, meta_text: str, window_start_ns: int, wind
     lines = csv_text.splitlines()
     if not lines or lines[0].strip() != PROCTREE_HEADER:
         raise ParseError(source, f"line 1: expected the header '{PROCTREE_HEADER}'")
+    if not any(line.strip() for line in lines[1:]):
+        # the sampler reads the tree as soon as the driver is attached: a record of no
+        # sample at all is cut off, not a run too short to sample (that gives NaN below)
+        raise ParseError(source, "holds the header and no sample at all (cut off? the sampler "
+                                 "writes the driver's tree from its start)")
     first: dict[int, tuple[int, int, int]] = {}
     last: dict[int, tuple[int, int, int]] = {}
     for number, line in enumerate(lines[1:], 2):

@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from iolab import safefiles
+# where the locks live is the bottom layer's to say (iolab.safefiles refuses outputs there)
+from iolab.paths import HOST_LOCK_DIRS, lock_dir, system_lock_dir
 from iolab.host.knobs import Knob
 from iolab.lockfile import Lock, LockHeld, describe, holder
 
@@ -56,26 +58,6 @@ __all__ = ["HOST_LOCK", "HOST_LOCK_DIRS", "KnobLocks", "Lock", "LockHeld", "data
            "system_lock_dir"]
 
 HOST_LOCK = "iolab-host.lock"
-HOST_LOCK_DIRS = (Path("/run/lock"), Path("/var/lock"))
-
-
-def lock_dir() -> Path:
-    """Where the data and host locks live: ``$IOLAB_LOCK_DIR``, else the system's lock
-    folder."""
-    override = os.environ.get("IOLAB_LOCK_DIR")
-    if override:
-        return Path(override)
-    return system_lock_dir()
-
-
-def system_lock_dir() -> Path:
-    """The first writable system lock folder (where the knob locks always live)."""
-    for folder in HOST_LOCK_DIRS:
-        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
-            return folder
-    # an unprivileged user on a host without a shared lock folder cannot change system
-    # settings anyway; a per-user folder still keeps that user's campaigns apart
-    return Path(f"/tmp/iolab-locks.{os.getuid()}")
 
 
 def data_lock_path(data_dir: Path) -> Path:

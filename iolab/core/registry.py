@@ -13,6 +13,9 @@ tests take the list from :func:`all_experiments`.
 Experiments kept outside this package (a user's own, or the tests' example) are registered
 by naming their modules in ``$IOLAB_EXPERIMENTS`` (comma-separated, importable from
 ``sys.path``); each module defines ``EXPERIMENT`` and says where its notebook and params are.
+Its name must be its own: one that another experiment (the package's own or another module's)
+has is refused, naming both modules, since the name is the store's folder and the params'
+file name, and the later one would silently take the earlier one's campaigns.
 
 Responsible for: discovering experiments, finding one by name, and finding a module of an
 experiment's package by name (:func:`part`: its page, its page's ``findings``). Not responsible for: what an experiment does (:mod:`iolab.core.experiment`)
@@ -46,12 +49,13 @@ def _discover() -> dict[str, Experiment]:
     if _REGISTRY:
         return _REGISTRY
     found: dict[str, Experiment] = {}
+    modules: dict[str, str] = {}  # experiment name -> the module that defines it
     # an error in a package of ours is a bug to see as it is; one in a module named in the
     # environment variable is the user's to fix, and says where it came from
     package = importlib.import_module(PACKAGE)
     for info in pkgutil.iter_modules(package.__path__):
         if info.ispkg:
-            _add(found, importlib.import_module(f"{PACKAGE}.{info.name}"), None)
+            _add(found, modules, importlib.import_module(f"{PACKAGE}.{info.name}"), None)
     for name in _extra_modules():
         try:
             module = importlib.import_module(name)
@@ -59,16 +63,26 @@ def _discover() -> dict[str, Experiment]:
             raise InputError(f"${EXTRA}", name, f"cannot import it: {exc}",
                              allowed="module names importable from sys.path, "
                                      "comma-separated") from None
-        _add(found, module, name)
+        _add(found, modules, module, name)
     # filled only once everything was found: a failure leaves no partial registry behind
     _REGISTRY.update(found)
     return _REGISTRY
 
 
-def _add(found: dict[str, Experiment], module, extra: str | None) -> None:
+def _add(found: dict[str, Experiment], modules: dict[str, str], module,
+         extra: str | None) -> None:
     experiment = getattr(module, "EXPERIMENT", None)
     if isinstance(experiment, Experiment):
+        before = found.get(experiment.name)
+        if before is not None and before is not experiment:
+            # the name is the store's folder (raw/<name>/) and its params' file name: the
+            # later one would plan, store and read the earlier one's runs as its own
+            raise InputError(f"${EXTRA}" if extra else PACKAGE, extra or module.__name__,
+                             f"defines the experiment '{experiment.name}', which "
+                             f"{modules[experiment.name]} defines already",
+                             allowed="a name no other experiment has")
         found[experiment.name] = experiment
+        modules[experiment.name] = module.__name__
     elif extra is not None:
         raise InputError(f"${EXTRA}", extra, "defines no EXPERIMENT (an instance of "
                          "iolab.core.experiment.Experiment)")

@@ -15,8 +15,10 @@ written since, has no matching entry. (The device number is not part of the mark
 change across reboots.) The registry is read, changed and written under a lock, and a
 registry that cannot be read is an error, never taken for an empty one, which would orphan
 every file it lists; so is one with an entry of the wrong shape (not a mapping, a field or a
-user of the wrong type), named in one line, rather than skipped: the next write would drop
-it, and with it what it says of a file iolab wrote.
+user of the wrong type, or a path iolab never enters: relative, which ``clean`` would take
+in the folder it runs in, not as pathlib writes it, or with control characters), named in
+one line, rather than skipped: the next write would drop it, and with it what it says of a
+file iolab wrote.
 
 The registry and its lock (``.scratch-<machine id>.json.lock``, a :class:`iolab.lockfile.Lock`
 that names its holder) are state: files of mode 0600 in a folder of mode 0700, whatever the
@@ -74,7 +76,7 @@ import socket
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
 from iolab.durable import write_json_atomic
@@ -149,14 +151,20 @@ _ENTRY_TYPES = {"ino": int, "size": int, "mtime_ns": int, "by": str, "created_at
                 "final": str, "users": list, "layout": str}
 
 
-def _entry_problem(rec: Any) -> str | None:
-    """What is wrong with a registry entry's shape, in words, or None."""
+def _entry_problem(name: str, rec: Any) -> str | None:
+    """What is wrong with the shape of the registry entry ``name``, in words, or None."""
+    problem = _name_problem(name)
+    if problem:
+        return f"the path is {problem}"
     if not isinstance(rec, dict):
         return f"{excerpt(rec)} is not a mapping of the file's inode, size and users"
     for key, kind in _ENTRY_TYPES.items():
         value = rec.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
             return f"key '{key}': {excerpt(value)} is not {_WORDS[kind]}"
+    problem = _name_problem(rec.get("final"))
+    if rec.get("final") is not None and problem:
+        return f"key 'final': {excerpt(rec['final'])} is {problem}"
     if rec.get("layout", "written") not in LAYOUTS:
         return f"key 'layout': {excerpt(rec['layout'])} is not one of {', '.join(LAYOUTS)}"
     for used in rec.get("users") or []:
@@ -168,6 +176,17 @@ def _entry_problem(rec: Any) -> str | None:
 
 
 _WORDS = {int: "a whole number", str: "text", list: "a list"}
+
+
+def _name_problem(name: Any) -> str | None:
+    """Why ``name`` is not a path iolab enters in its registry, in words, or None: only an
+    absolute path as pathlib writes it, free of control characters, is. A relative name
+    would be taken relative to the folder ``clean`` runs in, and a file there removed."""
+    if not isinstance(name, str) or not name.startswith("/") or str(PurePosixPath(name)) != name \
+            or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return ("not an absolute path as iolab enters one (no '//', '.' or '/' at the end, "
+                "no control characters)")
+    return None
 
 
 class Registry:
@@ -206,7 +225,7 @@ class Registry:
             raise IolabError(f"{self.path}: not a registry of scratch files (no 'files' "
                              "mapping); repair or remove it")
         for name, rec in files.items():
-            problem = _entry_problem(rec)
+            problem = _entry_problem(name, rec)
             if problem:
                 # refused, not skipped: a skipped entry would be dropped at the next write,
                 # and with it what the rest of it says about a file iolab wrote

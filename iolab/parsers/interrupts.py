@@ -81,18 +81,27 @@ def delta(before: dict[str, Any], after: dict[str, Any], source: str = "interrup
         -> dict[str, dict[int, int]]:
     """Interrupts per row and CPU between two snapshots: ``{row: {cpu: count}}``.
 
-    Rows present in both snapshots only (a device may come or go); a system-wide row has the
-    single key -1. A count that went down (a CPU went offline and came back) is an error:
-    the difference would not be a count of interrupts.
+    IRQ rows present in both snapshots only (a device's vector may be allocated or freed
+    while the run runs); a system-wide row has the single key -1. An error (the difference
+    would be no count of interrupts, or a missing one would read as a count never taken): a
+    count that went down (a CPU went offline and came back), an architecture row (``NMI``,
+    ``RES``, …, any row not an IRQ number) in one snapshot only, since the kernel prints each
+    of them in every snapshot and they come last (so a snapshot cut off at a line boundary
+    lacks them), or a row of another number of counts in each.
     """
     if before["cpus"] != after["cpus"]:
         raise ParseError(source, f"the CPUs changed between the snapshots "
                          f"({excerpt(before['cpus'])} -> {excerpt(after['cpus'])})")
+    _check_arch_rows(before, after, source)
     out: dict[str, dict[int, int]] = {}
     for name, row in after["rows"].items():
         old = before["rows"].get(name)
-        if old is None or len(old["counts"]) != len(row["counts"]):
+        if old is None:
             continue
+        if len(old["counts"]) != len(row["counts"]):
+            raise ParseError(source, f"row {shortened(name)} has {len(old['counts'])} counts "
+                             f"in {source}.before and {len(row['counts'])} in {source}.after "
+                             "(allowed: the same number in both)")
         keys = after["cpus"] if row["per_cpu"] else [-1]
         diff = {cpu: b - a for cpu, a, b in zip(keys, old["counts"], row["counts"])}
         if any(v < 0 for v in diff.values()):
@@ -100,6 +109,18 @@ def delta(before: dict[str, Any], after: dict[str, Any], source: str = "interrup
                              f"snapshots")
         out[name] = diff
     return out
+
+
+def _check_arch_rows(before: dict[str, Any], after: dict[str, Any], source: str) -> None:
+    """ParseError naming the snapshot and the row when an architecture row (one not an IRQ
+    number) is in one snapshot only: the other is cut off, or is not of the same kernel."""
+    for (has, lacks), (rows, other) in {("before", "after"): (before, after),
+                                        ("after", "before"): (after, before)}.items():
+        for name in rows["rows"]:
+            if name not in other["rows"] and not is_digits(name):
+                raise ParseError(f"{source}.{lacks}", f"has no row {shortened(name)}, which "
+                                 f"{source}.{has} has (cut off? the kernel prints every "
+                                 "architecture row in each snapshot)")
 
 
 def most_events(seconds: float, cpus: int = 1) -> int:

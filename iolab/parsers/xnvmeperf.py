@@ -147,6 +147,10 @@ def _echo(lines: list[str], source: str) -> dict:
             echo[key] = ([int_within_float(i, key, source) for i in items]
                          if all(is_digits(i) for i in items) else items)
             echo[f"{key}_total"] = int_within_float(listed.group("total"), f"{key} total", source)
+            if echo[f"{key}_total"] != len(items):  # xnvmeperf prints the list's length
+                raise ParseError(source, f"line {number}: the echo lists {len(items)} "
+                                 f"{key} but says total: {echo[f'{key}_total']} (allowed: the "
+                                 "number listed)")
         elif _ECHO_BYTES.match(value):
             echo[key] = int_within_float(_ECHO_BYTES.match(value).group("n"), key, source)
         elif is_digits(value):

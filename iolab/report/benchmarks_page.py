@@ -7,13 +7,20 @@ floor or a ceiling (``target_is``), and whether it was ``met``; its ``details`` 
 keys were computed from (the fidelity pairs, the sweep rounds, the ingest and startup times),
 from which :func:`missed` explains each missed target with that result's own numbers.
 
-Responsible for: reading the result files and putting them into words, tables and a figure.
+A result file is read as a regular file of a bounded size (never through a link), as JSON
+with each key once, and every field the page uses is checked (:func:`check`): a text where a
+number belongs would otherwise reach the page's Markdown as it is (raw HTML), or end the page
+with a TypeError. A problem is one line naming the file, the key and what is allowed. The
+recorded strings the Markdown shows (the machine class, a key, the fidelity's method) are
+escaped (:mod:`iolab.report.escape`); the rest is numbers, formatted.
+
+Responsible for: reading and checking the result files and putting them into words, tables
+and a figure.
 Not responsible for: measuring (``benchmarks/run.py``) or the targets (the result files).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -21,9 +28,12 @@ from typing import Any, Callable
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from iolab.errors import InputError, ParseError, excerpt
+from iolab.parsers import load_json
 from iolab.paths import REPO_ROOT
 from iolab.report import escape
 from iolab.report.chapter import Sentence
+from iolab.safefiles import read_regular
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 # the development machine class: the prose quotes its result where there is one
@@ -48,8 +58,139 @@ Doc = dict[str, Any]
 
 
 def load(results: Path = RESULTS) -> dict[str, Doc]:
-    """Machine class -> its result file, in the order of their names."""
-    return {p.stem: json.loads(p.read_text()) for p in sorted(Path(results).glob("*.json"))}
+    """Machine class -> its result file, in the order of their names, each checked
+    (:func:`read`)."""
+    return {p.stem: read(p) for p in sorted(Path(results).glob("*.json"))}
+
+
+# -- reading a result file ------------------------------------------------------------------
+
+RESULT_MOST = 1 << 20  # bytes of a result file: benchmarks/run.py writes about 4 kB
+WRITER = "a result file as benchmarks/run.py writes it"
+
+
+def read(path: Path) -> Doc:
+    """The result file ``path``, read as a regular file (never through a link) of at most
+    :data:`RESULT_MOST` bytes, as JSON with each key once, and with every field the page
+    uses checked (:func:`check`); one InputError naming the file (and the key) otherwise."""
+    try:
+        raw = read_regular(Path(path), "a benchmark result", RESULT_MOST)
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read it: {exc.strerror or exc}") from None
+    if raw is None:
+        raise InputError(path, None, "does not exist", allowed=WRITER)
+    try:
+        doc = load_json(raw.decode("utf-8"), str(path))
+    except UnicodeDecodeError:
+        raise InputError(path, None, "is not UTF-8 text", allowed=WRITER) from None
+    except ParseError as exc:
+        raise InputError(path, None, exc.problem, allowed=WRITER) from None
+    except ValueError as exc:  # malformed JSON
+        raise InputError(path, None, f"is not JSON: {excerpt(str(exc))}",
+                         allowed=WRITER) from None
+    check(doc, path)
+    return doc
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _positive(v: Any) -> bool:
+    return _number(v) and v > 0
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _numbers(usable: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and len(v) > 0 and all(usable(x) for x in v)
+
+
+def _or_null(usable: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or usable(v)
+
+
+NUMBER, TEXT, COUNT = "a finite number", "text", "a whole number, 0 or more"
+STARTUP = ("python_s", "python_and_cli_imports_s")
+SWEEPS = ("bare", "iolab", "iolab_nothing", "bench_fio", "bench_fio_dry")
+# field -> (usable, allowed) of each part of a result file the page reads
+TOP = {"measured_at": (_text, "the time measured, as ISO 8601 text"),
+       "commit": (_or_null(_text), "the commit measured, as text, or null"),
+       "results": (lambda v: isinstance(v, dict), "a mapping of each key's result"),
+       "details": (lambda v: isinstance(v, dict), "a mapping of what the keys came from")}
+RESULT = {"value": (_or_null(_number), f"{NUMBER}, or null (not measured)"),
+          "unit": (_text, "'s' or another unit, as text"),
+          "target": (_or_null(_number), f"{NUMBER}, or null (no target)"),
+          "target_is": (lambda v: v in ("min", "max", None), "min, max or null"),
+          "met": (lambda v: v is None or isinstance(v, bool), "true, false or null")}
+DETAILS = {
+    "fidelity": {"pairs": (_count, COUNT), "bare_iops": (_numbers(_positive), "a list of "
+                 "positive numbers"), "ci95_low": (_number, NUMBER),
+                 "ci95_high": (_number, NUMBER), "method": (_text, TEXT)},
+    "sweeps": {"runs_per_sweep": (_positive, "a whole number, 1 or more"),
+               "seconds": (lambda v: isinstance(v, dict) and all(
+                   _numbers(_number)(v.get(k)) for k in SWEEPS), "a mapping of "
+                   + ", ".join(SWEEPS) + " to lists of numbers")},
+    "startup": {},  # each time optional (ms() says "an unrecorded time"), a number if given
+    "ingest": {"runs": (_count, COUNT), "files": (_count, COUNT), "workers": (_count, COUNT),
+               "warm_s": (_numbers(_number), "a list of numbers")}}
+# the details a missed key's explanation (_WHY) reads
+NEEDS = {"fidelity_ratio": "fidelity", "overhead_per_run_s": "sweeps",
+         "ingest_cold_s": "ingest", "ingest_warm_s": "ingest"}
+
+
+def check(doc: Any, path: Path) -> None:
+    """InputError naming ``path`` and the key (dotted: ``details.fidelity.pairs``) for the
+    first field the page uses that a result file lacks or holds as another kind."""
+    if not isinstance(doc, dict):
+        raise InputError(path, None, f"holds {type(doc).__name__}, not an object",
+                         allowed=WRITER)
+    _fields(doc, TOP, path, "")
+    for key, r in doc["results"].items():
+        _fields(r, RESULT, path, f"results.{key}.")
+        if r["target"] is not None and r["target_is"] is None:
+            raise InputError(path, f"results.{key}.target_is", "is null, with a target",
+                             allowed="min or max")
+        if r["met"] is not None and (r["value"] is None or r["target"] is None):
+            raise InputError(path, f"results.{key}.met", f"is {str(r['met']).lower()} "
+                             "without a value and a target", allowed="null")
+    details = doc["details"]
+    for section, fields in DETAILS.items():
+        if section in details:
+            _fields(details[section], fields, path, f"details.{section}.")
+    for name in STARTUP:
+        value = details.get("startup", {}).get(name)
+        if value is not None and not _number(value):
+            raise InputError(path, f"details.startup.{name}", f"is {excerpt(value)}",
+                             allowed=NUMBER)
+    for key, r in doc["results"].items():
+        if r["met"] is False and NEEDS.get(key) and NEEDS[key] not in details:
+            raise InputError(path, f"details.{NEEDS[key]}", f"is missing, and explains "
+                             f"the missed {key}", allowed=f"what benchmarks/run.py records")
+    if doc["results"].get("overhead_per_run_s", {}).get("met") is False:
+        beaten = doc["results"].get("bench_fio_overhead_per_run_s", {}).get("value")
+        if beaten is None:
+            raise InputError(path, "results.bench_fio_overhead_per_run_s.value",
+                             "is missing, and the missed overhead_per_run_s is compared "
+                             "with it", allowed=NUMBER)
+
+
+def _fields(part: Any, fields: dict, path: Path, prefix: str) -> None:
+    if not isinstance(part, dict):
+        raise InputError(path, prefix.rstrip(".") or None, f"is {excerpt(part)}",
+                         allowed="a mapping")
+    for name, (usable, allowed) in fields.items():
+        if name not in part:
+            raise InputError(path, prefix + name, "is missing", allowed=allowed)
+        if not usable(part[name]):
+            raise InputError(path, prefix + name, f"is {excerpt(part[name])}",
+                             allowed=allowed)
 
 
 def target_text(r: dict[str, Any]) -> str:
@@ -166,7 +307,7 @@ def _fidelity(doc: Doc) -> str:
     ci = (f"the 95 % interval of the mean ratio ({escape.markdown_text(f['method'])}) runs from "
           f"{f['ci95_low']:.3f} to {f['ci95_high']:.3f}")
     inside = f["ci95_low"] <= 1 <= f["ci95_high"]
-    return (f"Over {f['pairs']} pairs, {ci}" + (", and holds 1: these pairs do not show a "
+    return (f"Over {f['pairs']:,} pairs, {ci}" + (", and holds 1: these pairs do not show a "
             "run through iolab to be slower than bare fio. " if inside else ". ")
             + f"The bare runs alone ranged over {spread:.0%} of their mean IOPS: this "
             "VM's virtio disk varies from run to run by far more than the 1 % the target "
@@ -213,7 +354,7 @@ def _ingest_cold(doc: Doc) -> str:
             "the sha256 its manifest records (the copies were just written, so they are "
             "read from the page cache, not the disk), and then every fio report (JSON+, with "
             "its latency histogram) and /proc snapshot is parsed. Parsing runs in "
-            f"{i['workers']} forked workers, verifying in one process. What is left is reading "
+            f"{i['workers']:,} forked workers, verifying in one process. What is left is reading "
             "and hashing every byte once, which the target's cold case asks for; a cold "
             "table is rare, every later one is warm.")
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab import __version__
+from iolab import paths as iolab_paths  # its BOOK_BUILD_RECORD, read at each use
 from iolab.durable import write_atomic
 from iolab.errors import ParseError
 from iolab.parsers import load_json
@@ -35,7 +36,6 @@ from iolab.paths import BOOK_DIR, DRIVERS_DIR, NOTEBOOKS_DIR, REPO_ROOT
 from iolab.safefiles import STATE_MODE, TooLarge, check_regular, read_regular
 from iolab.tools import builds
 
-STATE_FILE = REPO_ROOT / "_build" / ".iolab-fresh.json"
 # bytes of the record at most: a key and the raw/ folders read for each of a few dozen pages
 STATE_MOST = 16 << 20
 # The build record's keys: an output's name holds its key (KEY, a sha256 in hex); READS plus
@@ -128,8 +128,9 @@ def build_key(argv: list[str]) -> str:
 def _state() -> dict[str, Any]:
     try:
         # another user's, or one others may write, is refused as a link is (NotOurs)
-        raw = read_regular(STATE_FILE, "the book's build record", STATE_MOST, own=True)
-        doc = load_json(raw.decode("utf-8"), str(STATE_FILE)) if raw else {}
+        record = iolab_paths.BOOK_BUILD_RECORD
+        raw = read_regular(record, "the book's build record", STATE_MOST, own=True)
+        doc = load_json(raw.decode("utf-8"), str(record)) if raw else {}
     except (OSError, ValueError, ParseError, TooLarge):  # not iolab's: everything made again
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -157,10 +158,11 @@ def remember(name: str, key: str | None, reads: list[str] | None = None) -> None
         state[name] = key
         if reads is not None:
             state[f"{READS}{name}"] = sorted(set(reads))
-    check_regular(STATE_FILE, "the book's build record")  # a link there is not replaced
+    record = iolab_paths.BOOK_BUILD_RECORD
+    check_regular(record, "the book's build record")  # a link there is not replaced
     try:
-        STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(STATE_FILE, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode(),
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(record, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode(),
                      mode=STATE_MODE)
     except OSError:
         pass  # then the next build does the work again

@@ -30,7 +30,8 @@ The build record of a package-built SPDK is copied into every run (``spdk-build.
 Responsible for: the SPDK JSON subsystem configuration, hex core masks, bdevperf's option
 list, finding bdevperf, the metrics of a stored run (with the text-table fallback for
 SPDK releases without JSON results, said once per campaign), and whether a stored report is
-the run's own (its jobs' workload, size, depth and cores against the argv). Every check raises
+the run's own (its jobs' workload, size, depth and cores against the argv, and its jobs
+against the bdevs of the run's ``bdev.json``: each once, or once per core with ``-C``). Every check raises
 :class:`~iolab.errors.InputError` naming the key.
 Not responsible for: binding devices to a user-space driver (``iolab.host.binding``),
 reserving hugepages (the ``hugepages`` knob), telling whether a block device is in use
@@ -50,7 +51,8 @@ from typing import Any, Mapping
 from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.host.binding import check_free
-from iolab.parsers import CLOCK_NS_MOST
+from iolab.safefiles import NotOurs, TooLarge, read_regular
+from iolab.parsers import CLOCK_NS_MOST, record_object
 from iolab.parsers.bdevperf import (parse_bdevperf_json, parse_bdevperf_text, spdk_start,
                                    spdk_supports_json)
 from iolab.tools import builds
@@ -59,6 +61,8 @@ from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapt
 from iolab.tools.marker import OutputMarker, read_marker
 
 CONFIG = "bdev.json"
+# the most of a run's bdev config read back: iolab's config of 64 devices is about 10 KiB
+_CONFIG_MOST = 2**20
 JSON_RESULTS = "bdevperf-results.json"
 BUILD_RECORD = "spdk-build.json"
 BDEVS = ("nvme", "aio", "uring", "malloc")
@@ -356,6 +360,7 @@ class Bdevperf(ToolAdapter):
         if json_path.exists() and json_path.stat().st_size:
             reports.append((JSON_RESULTS, lambda: parse_bdevperf_json(json_path.read_text(),
                                                                       JSON_RESULTS)))
+        bdevs = _run_bdevs(Path(run_dir))
         for name, read in reports:
             try:
                 jobs = read()["jobs"]
@@ -366,6 +371,9 @@ class Bdevperf(ToolAdapter):
                 if odd:
                     return (f"{name} is not this run's report: its job {i} "
                             f"({excerpt(job['name'])}) {odd}")
+            odd = _foreign_jobs([job["name"] for job in jobs], bdevs, _copies(argv))
+            if odd:
+                return f"{name} is not this run's report: {odd}"
         return ""
 
     def window(self, run_dir: Path) -> tuple[int, int] | None:
@@ -394,6 +402,71 @@ def _bdevperf_args(argv: list[str]) -> dict[str, str]:
     args = argv[argv.index("--") + 1:] if "--" in argv else []
     return {flag: value for flag, value in zip(args, args[1:])
             if flag in (*_ECHOED, "-m")}
+
+
+def _run_bdevs(run_dir: Path) -> tuple[set[str], set[str]] | None:
+    """The bdevs the run's config (``bdev.json``, written by :meth:`Bdevperf.launch`) makes:
+    the names of its file and RAM bdevs, and the controllers it attaches (each gives one bdev
+    per namespace, ``<controller>n1``, …, how many the config cannot say). None without a
+    config (a run imported from elsewhere); ParseError naming it for one iolab never writes."""
+    path = run_dir / CONFIG
+    source = str(path)
+    try:
+        data = read_regular(path, "a run's bdev config", _CONFIG_MOST)
+    except (NotOurs, TooLarge) as exc:
+        raise ParseError(source, exc.problem) from None
+    if data is None:
+        return None
+    record = record_object(data.decode("utf-8", "replace"), source)
+    names: set[str] = set()
+    controllers: set[str] = set()
+    subsystems = record.get("subsystems")
+    for subsystem in subsystems if isinstance(subsystems, list) else [None]:
+        entries = subsystem.get("config") if isinstance(subsystem, dict) else None
+        for entry in entries if isinstance(entries, list) else [None]:
+            params = entry.get("params") if isinstance(entry, dict) else None
+            if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+                raise ParseError(source, f"holds {excerpt(entry)} (allowed: the bdev config "
+                                         "iolab writes, each entry's params with a name)")
+            is_controller = entry.get("method") == "bdev_nvme_attach_controller"
+            (controllers if is_controller else names).add(params["name"])
+    return names, controllers
+
+
+def _copies(argv: list[str]) -> int | None:
+    """How many jobs bdevperf makes of each bdev: one, or with ``-C`` one per core of ``-m``
+    (None where the mask is not hex)."""
+    args = argv[argv.index("--") + 1:] if "--" in argv else []
+    if "-C" not in args:
+        return 1
+    mask = _bdevperf_args(argv).get("-m", "")
+    return bin(int(mask, 16)).count("1") if re.fullmatch(r"0x[0-9a-fA-F]{1,256}", mask) \
+        else None
+
+
+def _foreign_jobs(names: list[str], bdevs: tuple[set[str], set[str]] | None,
+                  copies: int | None) -> str:
+    """Why a report's jobs are not those bdevperf makes of the run's bdevs ("" when they
+    are): a job of a bdev the config never made, a bdev given more jobs than ``copies``, or
+    one of its file or RAM bdevs with none. The totals are the jobs' sum, so a job given
+    twice counts its I/O twice."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    for name, count in counts.items():
+        if bdevs is not None and name not in bdevs[0] and not any(
+                re.fullmatch(re.escape(c) + r"n[0-9]{1,5}", name) for c in bdevs[1]):
+            made = sorted(bdevs[0] | {controller + "nN" for controller in bdevs[1]})
+            return (f"it has a job of bdev {excerpt(name)}, which the run's {CONFIG} never "
+                    f"made (allowed: {excerpt(', '.join(made))})")
+        if copies is not None and count != copies:
+            return (f"it has {count} jobs of bdev {excerpt(name)}, the run's argv makes "
+                    f"bdevperf run {copies} (one per bdev, or with -C one per core of -m)")
+    missing = sorted(bdevs[0] - set(counts)) if bdevs is not None else []
+    if missing:
+        return (f"it has no job of bdev {excerpt(missing[0])}, which the run's {CONFIG} "
+                "made (bdevperf runs a job on every bdev)")
+    return ""
 
 
 def _foreign_job(job: dict[str, Any], given: dict[str, str]) -> str:

@@ -17,8 +17,8 @@ its user, system and elapsed times of runs made through the script include a she
 ``fio --version`` (a few milliseconds), those of later runs do not.
 
 Responsible for: finding fio, the argv, parsing ``fio.json`` (via :mod:`iolab.parsers.fio`),
-the measurement window, and whether a stored report is the run's own (its jobs' options, and
-the directions its I/O moved in, against the argv). Not responsible for: which options an experiment wants.
+the measurement window, and whether a stored report is the run's own (its jobs' options, the
+number of job objects, and the directions its I/O moved in, against the argv). Not responsible for: which options an experiment wants.
 """
 
 from __future__ import annotations
@@ -95,6 +95,12 @@ class Fio(ToolAdapter):
         for key in ("output", *FORMAT_OPTIONS):
             given.pop(key, None)
         report = _report(run_dir)
+        expected = expected_jobs(argv)
+        if expected is not None and report["njobs"] != expected:
+            return (f"{OUTPUT} is not this run's report: it has {report['njobs']} job "
+                    f"object(s), the run's argv makes fio report {expected} (its --name "
+                    "sections, --numjobs and --group_reporting); the parser sums every job, so "
+                    "a job given twice would count the I/O twice")
         for i, job in enumerate(report["job_options"]):
             if job is None:
                 continue
@@ -123,6 +129,51 @@ RW_DIRECTIONS = {"read": {"read"}, "randread": {"read"}, "write": {"write"},
                  "randtrimwrite": {"trim", "write"}}
 # a verify option other than these makes a writing job read back what it wrote
 NO_VERIFY = ("0", "none")
+
+
+def _sections(argv: list[str]) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """fio's command line as its global options (those before the first ``--name``) and
+    its job sections (each ``--name`` starts one), each ``{key: value}``; an option without
+    ``=value`` (``--group_reporting``) is a set flag, "1"."""
+    glob: dict[str, str] = {}
+    sections: list[dict[str, str]] = []
+    for word in argv:
+        if not word.startswith("--") or len(word) == 2:
+            continue
+        key, _, value = word[2:].partition("=")
+        if key == "name":
+            sections.append({})
+        (sections[-1] if sections else glob)[key] = value if "=" in word else "1"
+    return glob, sections
+
+
+def _count(value: str | None, default: int) -> int | None:
+    """A count option's value as fio reads plain digits; None for one it reads otherwise."""
+    if value is None:
+        return default
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 10 else None
+
+
+def expected_jobs(argv: list[str]) -> int | None:
+    """How many job objects fio's report holds for ``argv`` (None where the argv leaves it
+    to something this does not model): without ``group_reporting`` one per job, ``numjobs``
+    of each ``--name`` section; with it, one per group (a section with ``stonewall`` or
+    ``new_group`` starts a new one). An argv without ``--name`` counts as one section (fio
+    itself refuses it: "No job(s) defined"), as the options of one job."""
+    glob, sections = _sections(argv)
+    sections = [{**glob, **section} for section in sections] or [dict(glob)]
+    grouped = {_count(section.get("group_reporting"), 0) for section in sections}
+    numjobs = [_count(section.get("numjobs"), 1) for section in sections]
+    if None in grouped or None in numjobs or len(grouped) != 1:
+        return None  # a value fio may read that is not plain digits, or groups mixed
+    if grouped == {0}:
+        return sum(numjobs)  # type: ignore[arg-type]
+    new = [_count(section.get(key), 0) for section in sections[1:]
+           for key in ("stonewall", "new_group")]
+    if None in new:
+        return None
+    return 1 + sum(1 for section in sections[1:]
+                   if _count(section.get("stonewall"), 0) or _count(section.get("new_group"), 0))
 
 
 def _foreign_direction(report: dict[str, Any], given: dict[str, str]) -> str:

@@ -22,8 +22,9 @@ these options (short or long options, attached or separate values, ``4k``-style 
 syntax, which every SPDK application shares (bdevperf's ``-m`` too).
 
 Responsible for: finding the tool, checking options (every error names the key and what is
-allowed), the argv in both directions, and the metrics of a stored run (via
-:mod:`iolab.parsers.spdk_nvme_perf`). Not responsible for: binding devices to a user-space
+allowed), the argv in both directions, the metrics of a stored run (via
+:mod:`iolab.parsers.spdk_nvme_perf`), and whether a stored report is the run's own (its I/O
+size, and each row's controller and core, against the argv). Not responsible for: binding devices to a user-space
 driver, hugepages, choosing CPUs, or parsing the table.
 """
 
@@ -34,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from iolab.checks import positive_int
-from iolab.errors import InputError, ParseError
+from iolab.errors import InputError, ParseError, excerpt
 from iolab.parsers.spdk_nvme_perf import parse_spdk_nvme_perf
 from iolab.tools.base import CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask
 
@@ -259,24 +260,41 @@ class SpdkNvmePerf(ToolAdapter):
 
     def foreign_report(self, run_dir: Path, argv: list[str]) -> str:
         """A report whose MiB/s is not its IOPS times the ``-o`` of the run's argv measured
-        some other I/O size, or nothing at all (""  when it agrees or argv has no ``-o``)."""
-        size = _io_size(argv)
-        if size is None:
+        some other I/O size, or nothing at all; one with a row of a controller the argv's
+        ``-r`` never named, or of a core outside its ``-c``, measured another run's devices
+        (the Total is the rows' sum). "" when it agrees, or the argv cannot be read."""
+        given = _given(argv)
+        if given is None:
             return ""
         try:
-            self.parse(run_dir, size)
+            report = parse_spdk_nvme_perf(
+                (Path(run_dir) / "stdout").read_text(encoding="utf-8", errors="replace"),
+                "stdout", given["io_size"])
         except ParseError as exc:
             return f"stdout is not this run's report: {exc.problem}"
+        devices = {bdf.lower() for bdf in given["devices"]}
+        cores = given["core_mask"]
+        for row in report["rows"]:
+            if row["bdf"] is None:
+                continue
+            if devices and row["bdf"].lower() not in devices:
+                return (f"stdout is not this run's report: its row {excerpt(row['name'])} is of "
+                        f"controller {row['bdf']}, which the run's -r never named (allowed: "
+                        f"{', '.join(given['devices'])})")
+            if cores is not None and row["core"] not in cores:
+                return (f"stdout is not this run's report: its row {excerpt(row['name'])} ran "
+                        f"on core {row['core']}, outside the run's -c (allowed: "
+                        f"{', '.join(map(str, cores))})")
         return ""
 
 
-def _io_size(argv: list[str]) -> int | None:
-    """The ``-o`` of the spdk_nvme_perf command inside ``argv`` (which a collector may wrap),
+def _given(argv: list[str]) -> dict[str, Any] | None:
+    """The options of the spdk_nvme_perf command inside ``argv`` (which a collector may wrap),
     None without one or when the command line cannot be read."""
     starts = [i for i, word in enumerate(argv) if PurePosixPath(word).name == EXECUTABLE]
     if not starts:
         return None
     try:
-        return read_argv(argv[starts[0]:])["io_size"]
+        return read_argv(argv[starts[0]:])
     except InputError:
         return None

@@ -14,7 +14,9 @@ with a YAML beside it naming how (strategies and versions, seeds, budgets) and f
 digest of the grid's stored values); the chapter reads it and checks the digest, and
 ``tests/test_rederive.py`` derives a few seeds of it again, with and without numpy's AVX-512
 code, byte for byte. The derived files are replaced whole, never written in place: a link or
-a FIFO at their names is refused (:func:`iolab.safefiles.replace_output`).
+a FIFO at their names is refused (:func:`iolab.safefiles.replace_output`). They are read back
+the same way (:func:`read`): as regular files of a bounded size, never through a link, and
+every field the chapter uses checked.
 
 Responsible for: the grid's samples and truth, the replays, their summary and the derived
 file. Not responsible for: the strategies (``iolab.core.search.strategies``).
@@ -23,7 +25,9 @@ file. Not responsible for: the strategies (``iolab.core.search.strategies``).
 from __future__ import annotations
 
 import hashlib
+import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -34,12 +38,16 @@ from iolab.core.search.answer import Answer, answer
 from iolab.core.search.oracle import ReplayOracle
 from iolab.core.search.params import Objective
 from iolab.core.search.strategies import VERSIONS, Space, search
-from iolab.errors import InputError
-from iolab.safefiles import NotOurs, check_output, replace_output
+from iolab.errors import InputError, excerpt
+from iolab.safefiles import NotOurs, check_output, read_regular, replace_output
 from iolab.yamlfile import read_file
 
 OUTPUT = "iolab search-replay"  # who writes the derived file, for a refusal
 INFO_MOST = 1 << 20  # bytes of the YAML beside the replays: iolab writes about 500
+# bytes of the replays: 100 seeds make 232 kB (about 200 bytes a row), search-replay's most
+# seeds (100,000) about 240 MB
+REPLAYS_MOST = 1 << 30
+ROLE = "search replays derived by 'iolab search-replay'"
 COMPARED = ("random", "tpe", "adaptive")
 BUDGET_SHARES = (0.05, 0.10, 0.20, 0.40)   # of the grid's runs
 COLUMNS = ["strategy", "version", "budget", "budget_share", "seed", "runs_used",
@@ -223,18 +231,69 @@ def write(rows, info: dict[str, Any], path: Path) -> None:
 
 def read(path: Path, grid: Grid | None = None):
     """(the replays, their YAML) from a derived file; with ``grid``, refused when the grid's
-    stored runs are not those the replays were derived from."""
+    stored runs are not those the replays were derived from. Both files are read as regular
+    files (a link at either name is refused, never followed) of a bounded size, and every
+    field read is checked: a problem is one InputError naming the file, the key and what is
+    allowed."""
     import pandas as pd
 
-    if not path.is_file():
+    try:
+        raw = read_regular(Path(path), ROLE, REPLAYS_MOST)
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read it: {exc.strerror or exc}") from None
+    if raw is None:
         raise InputError(path, None, "no replays derived yet",
                          allowed="the file 'iolab search-replay' writes")
-    info = read_file(path.with_suffix(".yaml"), "what derived replays are", INFO_MOST)
-    if not isinstance(info, dict):
-        raise InputError(path.with_suffix(".yaml"), None, "is not a mapping",
-                         allowed="the file 'iolab search-replay' writes")
-    if grid is not None and info.get("grid_digest") != grid.digest():
+    info = _info(path.with_suffix(".yaml"))
+    if grid is not None and info["grid_digest"] != grid.digest():
         raise InputError(path.with_suffix(".yaml"), "grid_digest", "the grid's stored runs "
                          "changed since these replays were derived; derive them again with: "
-                         + info.get("command", "iolab search-replay"))
-    return pd.read_csv(path, keep_default_na=False, na_values=[""]), info
+                         + info["command"])
+    try:
+        rows = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_values=[""])
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+        raise InputError(path, None, f"is not the CSV table of replays: {excerpt(str(exc))}",
+                         allowed="the file 'iolab search-replay' writes") from None
+    _check_rows(path, rows)
+    return rows, info
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_COMMAND = re.compile(r"iolab search-replay [ -~]{1,400}")  # one line of printable ASCII
+_NUMBERS = ("budget", "budget_share", "seed", "runs_used", "configurations")
+_FLAGS = ("in_best_set", "is_grid_answer")
+
+
+def _info(path: Path) -> dict[str, Any]:
+    """The YAML beside the replays, with the fields :func:`read` uses checked."""
+    info = read_file(path, "what derived replays are", INFO_MOST)
+    if not isinstance(info, dict):
+        raise InputError(path, None, "is not a mapping",
+                         allowed="the file 'iolab search-replay' writes")
+    checks = {"grid_digest": (_DIGEST, "64 lower-case hexadecimal digits (sha256)"),
+              "command": (_COMMAND, "one line: iolab search-replay EXPERIMENT --env ENV ...")}
+    for key, (pattern, allowed) in checks.items():
+        value = info.get(key)
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise InputError(path, key, "is missing" if value is None else
+                             f"is {type(value).__name__} {excerpt(value)}", allowed=allowed)
+    return info
+
+
+def _check_rows(path: Path, rows) -> None:
+    """InputError naming the file and the column when the replays are not :data:`COLUMNS`
+    with numbers and true/false where :func:`replay` writes them."""
+    import pandas as pd
+
+    if list(rows.columns) != COLUMNS:
+        raise InputError(path, None, f"has the columns {excerpt(list(rows.columns))}",
+                         allowed=", ".join(COLUMNS))
+    for column in _NUMBERS:
+        if not pd.api.types.is_numeric_dtype(rows[column]) or \
+                pd.api.types.is_bool_dtype(rows[column]):
+            raise InputError(path, column, "holds a value that is not a number",
+                             allowed="numbers, as 'iolab search-replay' writes them")
+    for column in _FLAGS:
+        if not pd.api.types.is_bool_dtype(rows[column]):
+            raise InputError(path, column, "holds a value that is not True or False",
+                             allowed="True or False")

@@ -7,7 +7,9 @@ archive's order). A run id already stored with the same raw output is skipped; w
 raw output it counts as failed, with a note; nothing stored is ever overwritten.
 
 Responsible for: a repetition's identity, its raw files and manifest, committing it (as failed
-when its benchmark failed or CIJOE never saw it finish (``is_done`` not true), its output cannot be derived or is no sample), and what the store already holds.
+when its benchmark failed or CIJOE never saw it finish (``is_done`` not true), its output cannot
+be derived, is not its command's (the tool adapter's ``foreign_report``, as for a measured run)
+or is no sample), and what the store already holds.
 Not responsible for: turning a run folder into metrics (:mod:`iolab.importers.aisio`, shared
 with ``iolab tidy``), the cross-checks themselves (:mod:`iolab.importers.cijoe.crosscheck`),
 or the store's layout (:class:`~iolab.core.store.Store`).
@@ -25,6 +27,7 @@ from typing import Any
 
 from iolab.collectors import dcgmi
 from iolab.core import manifest as mf
+from iolab.core import tool_registry
 from iolab.core.identity import config_id, run_id
 from iolab.core.manifest import RunManifest
 from iolab.core.store import Store
@@ -33,10 +36,15 @@ from iolab.importers import aisio as exp
 from iolab.importers.cijoe.archive import Archive, Command
 from iolab.importers.cijoe.crosscheck import check_log_clock, cross_check
 from iolab.importers.cijoe.host_extras import SOURCE
+from iolab.importers.cijoe.kinds import program_argv
 from iolab.importers.cijoe.pairing import Repetition, parse_result_name
 from iolab.importers.cijoe.params import (JSON_SETTINGS, aisio_setting, command_params,
                                           read_result)
 from iolab.importers.cijoe.report import ImportReport
+
+# The tool adapter that judges each benchmark kind's output (:func:`foreign_report`).
+_ADAPTERS = {exp.XNVMEPERF_RUN: "xnvmeperf", exp.XNVMEPERF_CUDA_RUN: "xnvmeperf",
+             exp.BDEVPERF: "bdevperf", exp.SPDK_NVME_PERF: "spdk_nvme_perf"}
 
 
 @dataclass
@@ -166,16 +174,19 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
     its output cannot be derived."""
     bench, report = run.rep.bench, batch.report
     problem, derived = None, None
+    foreign = ""
     try:
         # a window no clock gives fails the run before anything is derived from it
         exp.state_window(bench.state, f"{batch.arc.name}:{bench.path}.state")
         derived = exp.derive(tmp, bench.kind, run.cmd_params["cpus"], dcgm,
                              run.cmd_params["iosize"])
+        foreign = foreign_report(bench, tmp)
     except ParseError as exc:
         problem = str(exc)
     if derived is not None:
-        # the same check as a measured run's: an infinite IOPS or a NaN is no sample
-        problem = derived.metrics["run_problem"] or exp.sample_problem(
+        # the same checks as a measured run's, in its order: the tool's problem, an output
+        # that is not its command's, and no sample (an infinite IOPS or a NaN)
+        problem = derived.metrics["run_problem"] or foreign or exp.sample_problem(
             derived.metrics, run.params["tool"], len(batch.topology) or None) or None
         cross_check(run.rep, run.label, run.rid, run.cmd_params, derived, run.aisio,
                     run.name_fields, batch.topology, report)
@@ -199,6 +210,19 @@ def _derive_and_commit(run: _Run, tmp: Path, manifest: RunManifest,
     else:
         batch.store.commit(tmp, manifest)
         report.imported += 1
+
+
+def foreign_report(bench: Command, run_dir: Path) -> str:
+    """Why the benchmark's output in ``run_dir`` is not the report of CIJOE's command (""
+    when it is, or the tool cannot tell): the tool adapter's check of a measured run
+    (:meth:`~iolab.tools.base.ToolAdapter.foreign_report`), given the command as the adapter
+    reads a measured run's argv. xnvmeperf and bdevperf run under a driver whose argv ends
+    with ``--`` and the tool's own words; spdk_nvme_perf runs without one, its argv its
+    command."""
+    program = program_argv(bench.argv)
+    argv = program if bench.kind == exp.SPDK_NVME_PERF else [f"{bench.path}.state", "--",
+                                                            *program[1:]]
+    return tool_registry.adapter(_ADAPTERS[bench.kind]).foreign_report(run_dir, argv)
 
 
 def stored_stdout_shas(store: Store) -> dict[str, str | None]:
