@@ -71,8 +71,37 @@ def test_no_table_is_no_latex():
     assert table_latex.render("<p>no table</p>") == ""
 
 
-def test_outside_a_notebook_nothing_is_registered():
+def test_outside_a_notebook_nothing_is_registered(monkeypatch):
+    monkeypatch.setattr("IPython.get_ipython", lambda: None)
     assert outputs.offer_print_forms() is False
+
+
+def test_in_a_kernel_tables_figures_and_widgets_offer_their_print_forms(monkeypatch):
+    """What a chapter's kernel registers: a styled table's LaTeX, a DataFrame's, a figure's
+    PDF, and a sentence for a widget's controls (never their repr, "HBox(children=...)")."""
+    from IPython.core.interactiveshell import InteractiveShell
+    import ipywidgets
+    import matplotlib.pyplot as plt
+
+    # the shell made here is undone after the test: the suite's other tests run outside
+    # any shell, as the package does
+    monkeypatch.setattr(InteractiveShell, "_instance", InteractiveShell._instance)
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    assert outputs.offer_print_forms() is True
+    fig, ax = plt.subplots()
+    ax.plot([1, 2])
+    for shown, mime, starts in [
+            (escape.table(pd.DataFrame({"a": [1]})), "text/latex", table_latex.MARK),
+            (pd.DataFrame({"a": [1]}), "text/latex", table_latex.MARK),
+            (ipywidgets.HBox([ipywidgets.Dropdown(options=["x"])]), "text/latex",
+             table_latex.MARK),
+            (fig, "application/pdf", None)]:
+        data, _ = shell.display_formatter.format(shown)
+        assert mime in data, type(shown)
+        if starts:
+            assert data[mime].startswith(starts)
+    plt.close(fig)
 
 
 def _doctree(rst: str) -> nodes.document:
@@ -171,7 +200,8 @@ def test_the_pdf_holds_every_chapter_its_numbers_and_its_bibliography(book_pdf):
     info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True,
                           check=True).stdout
     assert "Storage I/O on CPUs and GPUs" in info
-    flat = " ".join(text.split())
+    # the PDF sets typographic quotes where the sources have straight ones
+    flat = " ".join(text.split()).replace("\u2019", "'")
     for title in ["Introduction", "Environments", "Experimental framework",
                   *(e.title for e in registry.all_experiments())]:
         assert title in flat, f"chapter {title!r} is not in the PDF"

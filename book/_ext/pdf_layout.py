@@ -3,9 +3,10 @@
 Responsible for, in LaTeX builds only:
 
 - the book's tables: a styled table's output carries, beside its HTML, the same table as a
-  LaTeX ``longtable`` (:mod:`iolab.report.table_latex`). MyST-NB takes every ``text/latex``
-  output for mathematics; an output that starts with :data:`TABLE_MARK` is put into the
-  document as the LaTeX it is instead;
+  LaTeX ``longtable`` (:mod:`iolab.report.table_latex`), and a widget a sentence in place of
+  its controls (:mod:`iolab.report.outputs`). MyST-NB takes every ``text/latex`` output for
+  mathematics; an output that starts with :data:`LATEX_MARK` is put into the document as the
+  LaTeX it is instead;
 - long tables: every table of a page's Markdown (the framework's fault catalogues run to
   many pages) is set as a ``longtable``, which breaks across pages and repeats its header,
   where Sphinx would keep a short one on one page and run it off the bottom, with columns
@@ -31,7 +32,7 @@ from typing import Any
 from docutils import nodes
 from sphinx.application import Sphinx
 
-TABLE_MARK = "% iolab table"   # the first line of a table's LaTeX (iolab.report.table_latex)
+LATEX_MARK = "% iolab latex"  # the first line of such an output (iolab.report.table_latex.MARK)
 # a column's share of the page counts its longest line as at least this many characters and
 # at most that many (the bounds of iolab.report.table_latex, which the extension cannot import:
 # a book built from sources alone loads it without the package)
@@ -39,10 +40,10 @@ _NARROWEST, _WIDEST = 4, 40
 
 
 def tables_as_latex(doctree: nodes.document) -> int:
-    """Put every table output MyST-NB took for mathematics in as raw LaTeX; how many."""
+    """Put every output of ours MyST-NB took for mathematics in as raw LaTeX; how many."""
     done = 0
     for block in list(doctree.findall(nodes.math_block)):
-        if "text_latex" in block["classes"] and block.astext().startswith(TABLE_MARK):
+        if "text_latex" in block["classes"] and block.astext().startswith(LATEX_MARK):
             block.replace_self(nodes.raw("", block.astext(), format="latex"))
             done += 1
     return done

@@ -29,10 +29,11 @@ _WIDEST = 40   # characters: a column holding more shares the width as if it hel
 _NARROWEST = 4
 _SMALL_FROM = 6  # columns: from this many on, a table is set in a smaller size
 MOST_COLUMNS = 7  # columns of one printed table: a wider one is split (see render)
-# the first line of every table's LaTeX: the book's LaTeX builds put an output that starts
-# with it into the document as LaTeX (book/_ext/pdf_layout.py), where MyST-NB would take
-# any other text/latex output for mathematics
-MARK = "% iolab table"
+# the first line of every table's LaTeX (and of iolab's other LaTeX outputs): the book's
+# LaTeX builds put an output that starts with it into the document as LaTeX
+# (book/_ext/pdf_layout.py), where MyST-NB would take any other text/latex output for
+# mathematics
+MARK = "% iolab latex"
 
 
 def text(value: str) -> str:
