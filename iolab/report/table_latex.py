@@ -16,6 +16,7 @@ Not responsible for: what a table holds or how its numbers are formatted (the pa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -25,6 +26,7 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "#": r"\#", "%": r"\%", "_": r"\_", "^": r"\textasciicircum{}",
             "~": r"\textasciitilde{}", "<": r"\textless{}", ">": r"\textgreater{}"}
 _TABLE = str.maketrans(_SPECIAL)
+_BREAK_AFTER = re.compile(r"/|\\_|=")
 _WIDEST = 40   # characters: a column holding more shares the width as if it held this many
 _NARROWEST = 4
 _SMALL_FROM = 6  # columns: from this many on, a table is set in a smaller size
@@ -37,8 +39,11 @@ MARK = "% iolab latex"
 
 
 def text(value: str) -> str:
-    """``value`` as LaTeX text: every special character escaped, a line break a blank."""
-    return " ".join(value.split("\n")).translate(_TABLE)
+    """``value`` as LaTeX text: every special character escaped, a line break a blank, and a
+    place to break after each / _ = (a path or a name wider than its column breaks there,
+    as the HTML's line-break hints let it, instead of running into the next column)."""
+    escaped = " ".join(value.split("\n")).translate(_TABLE)
+    return _BREAK_AFTER.sub(lambda m: m.group(0) + r"\allowbreak{}", escaped)
 
 
 @dataclass
