@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # SPDK and xNVMe sources (tarballs or folders) for `make tools`; see the README
 TOOLS_SRC ?= $(or $(IOLAB_TOOLS_SRC),../shared/tools-src)
 
-.PHONY: book test test-fast bench venv clean setup tools
+.PHONY: book pdf test test-fast bench venv clean setup tools
 
 venv: $(STAMP)
 
@@ -25,6 +25,11 @@ $(STAMP): pyproject.toml
 # Replay every notebook from data/ (never touches hardware) and build the book strictly.
 book: $(STAMP)
 	$(VENV)/bin/iolab book
+
+# The same book as one PDF, _build/pdf/book.pdf (XeLaTeX from TeX Live, which `make setup`
+# installs as root); about five minutes on 2 vCPUs with the notebooks already replayed.
+pdf: $(STAMP)
+	$(VENV)/bin/iolab book --pdf
 
 # System packages (installed when root, named otherwise) from scripts/system-packages.txt,
 # then the SPDK and xNVMe builds when their sources are at hand; done, it does nothing.

@@ -38,6 +38,7 @@ from iolab.report import chapter as chapters
 from iolab.report.chapter import Chapter
 from iolab.report.escape import table
 from iolab.report.machines import measured_by_machine, stored_by_experiment
+from iolab.report.outputs import offer_print_forms
 from iolab.report.tables import design_table
 
 __all__ = [
@@ -59,6 +60,10 @@ __all__ = [
     "stored_by_experiment",  # each experiment's stored runs, in words (the experiments index)
     "resolve_data_dir",     # the data directory a notebook parameter names
 ]
+
+# every notebook imports this module first: from here on, its tables and figures carry the
+# forms the PDF build shows (LaTeX, vector PDF) beside those of the HTML
+offer_print_forms()
 
 
 def chapter(experiment: str, environment: str, *, mode: str = "replay",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg
@@ -36,6 +37,9 @@ def _add_book(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--render-only", action="store_true",
                       help="replay the notebooks, do not build")
     p.add_argument("--lenient", action="store_true", help="build without -W -n (warnings do not fail)")
+    p.add_argument("--pdf", action="store_true",
+                   help="build the book as one PDF, _build/pdf/book.pdf (XeLaTeX), instead "
+                        "of the HTML")
     what.add_argument("--clean", action="store_true",
                       help="remove the rendered notebooks and _build/")
     p.add_argument("--force", action="store_true", help="replay every notebook and build, even "
@@ -71,6 +75,10 @@ def cmd_book(args) -> int:
     from iolab.core.tidy import SKIP_CORRUPT_VAR
     from iolab.report.book import GLUE_SNAPSHOT, build, clean, render, write_glue_snapshot
 
+    if args.pdf and (args.render_only or args.clean):
+        print("iolab book: error: --pdf builds, which --render-only and --clean do not "
+              "(see 'iolab book --help')", file=sys.stderr)
+        return 2
     if args.clean:
         clean()
         shutil.rmtree(REPO_ROOT / "_build", ignore_errors=True)
@@ -90,6 +98,9 @@ def cmd_book(args) -> int:
             print(f"wrote the glued values to {printable(args.glue_snapshot)}")
     if args.render_only:
         return 0
+    if args.pdf:
+        from iolab.report import pdf
+        return pdf.build(strict=not args.lenient, force=args.force)
     return build(strict=not args.lenient, force=args.force)
 
 
