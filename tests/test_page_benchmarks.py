@@ -245,3 +245,16 @@ def test_every_recorded_string_of_a_missed_target_is_shown_as_text(tmp_path, doc
     for markdown in shown:
         body = _myst_html(markdown)
         assert not body.find_all(["script", "img"]), body
+
+
+def test_the_targets_figure_labels_its_log_axis_in_plain_numbers():
+    """matplotlib labels a log axis in math (``$\\mathdefault{10^{-1}}$``), which the book's
+    figures print as its characters: the axis is labelled 0.1, 0.2, 0.5, 1 instead."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = bench.targets_figure(bench.load())
+    fig.canvas.draw()
+    labels = [t.get_text() for ax in fig.axes
+              for t in ax.get_xticklabels() + ax.get_xticklabels(minor=True) if t.get_text()]
+    assert labels and not [x for x in labels if "$" in x or "mathdefault" in x], labels

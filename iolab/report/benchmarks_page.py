@@ -31,7 +31,7 @@ import pandas as pd
 from iolab.errors import InputError, ParseError, excerpt
 from iolab.parsers import load_json
 from iolab.paths import REPO_ROOT
-from iolab.report import escape
+from iolab.report import escape, figures
 from iolab.report.chapter import Sentence
 from iolab.safefiles import read_regular
 
@@ -260,6 +260,7 @@ def targets_figure(docs: dict[str, Doc]):
         ax.axvline(1.0, color="black", linewidth=1)
         ax.invert_yaxis()
         ax.set_xscale("log")
+        figures.plain_log_ticks(ax, "x")
         ax.set_xlabel("measured / target (log scale; the line is the target)")
         ax.set_title(f"{klass}: green met, red missed")
     fig.tight_layout()

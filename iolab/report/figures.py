@@ -77,6 +77,19 @@ def log_when_wide(ax, decade: float = 10.0) -> bool:
     return True
 
 
+def plain_log_ticks(ax, axis: str = "x") -> None:
+    """A log axis labelled in plain numbers (0.2, 0.5, 1, 2, 5, 10): matplotlib's own log
+    labels are math (``$\\mathdefault{10^{-1}}$``), which the book's figures print as its
+    characters (:func:`plain_text`)."""
+    def minor(value: float, _: Any) -> str:
+        lead = round(value / 10 ** np.floor(np.log10(value))) if value > 0 else 0
+        return f"{value:g}" if lead in (2, 5) else ""
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(FuncFormatter(minor))
+
+
 def thousands(ax, axis: str = "y") -> None:
     """Large counts as 120k instead of 120000."""
     # one decimal where the ticks need it (62.5k), none where they do not (65k)
