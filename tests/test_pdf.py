@@ -52,12 +52,21 @@ def test_a_recorded_string_is_text_in_the_pdf_too():
 
 
 def test_a_wide_table_is_split_with_its_row_labels_repeated():
-    frame = pd.DataFrame({f"c{i}": [f"v{i}", "w"] for i in range(10)}, index=["r1", "r2"])
+    frame = pd.DataFrame({f"c{i}": [f"v{i}", "w"] for i in range(12)}, index=["r1", "r2"])
     latex = table_latex.render(frame.to_html())
     assert latex.count(r"\begin{longtable}") == 2
-    assert r"r1 & v0 & v1 & v2 & v3 & v4 & v5 \\" in latex
-    assert r"r1 & v6 & v7 & v8 & v9 \\" in latex
-    assert "continued: columns 8 to 11" in latex
+    assert " & ".join(["r1"] + [f"v{i}" for i in range(9)]) + r" \\" in latex
+    assert r"r1 & v9 & v10 & v11 \\" in latex
+    # the second part says what it is, in a line that wraps, without the caption again
+    assert "(the table above, continued: its columns 11 to 13)" in latex
+    assert r"\scriptsize" in latex
+
+
+def test_a_column_is_never_narrower_than_its_longest_word():
+    word = "A" * 45  # longer than the most a long cell counts for (_WIDEST)
+    frame = pd.DataFrame({"a": ["x"], "b": [f"see {word} and so on"], "c": ["y"]})
+    shares = table_latex._shares(table_latex.read(frame.to_html(index=False)), 3)
+    assert shares == [4 / 53, 45 / 53, 4 / 53]
 
 
 def test_labels_spanning_rows_and_columns_keep_their_places():

@@ -27,10 +27,12 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "~": r"\textasciitilde{}", "<": r"\textless{}", ">": r"\textgreater{}"}
 _TABLE = str.maketrans(_SPECIAL)
 _BREAK_AFTER = re.compile(r"/|\\_|=")
+_UNBREAKABLE = re.compile(r"\s+|(?<=[/_=])")  # where a cell's text may break
 _WIDEST = 40   # characters: a column holding more shares the width as if it held this many
 _NARROWEST = 4
 _SMALL_FROM = 6  # columns: from this many on, a table is set in a smaller size
-MOST_COLUMNS = 7  # columns of one printed table: a wider one is split (see render)
+MOST_COLUMNS = 10  # columns of one printed table: a wider one is split (see render)
+_SMALLEST_FROM = 8  # columns: from this many on, the smallest size
 # the first line of every table's LaTeX (and of iolab's other LaTeX outputs): the book's
 # LaTeX builds put an output that starts with it into the document as LaTeX
 # (book/_ext/pdf_layout.py), where MyST-NB would take any other text/latex output for
@@ -152,8 +154,8 @@ def render(html: str) -> str:
         return ""
     parts = _split(table, columns)
     return f"{MARK}\n" + "".join(
-        _longtable(part, None if at == 0 else f"({table.caption or 'table'}, continued: "
-                   f"columns {first + 1} to {last})")
+        _longtable(part, None if at == 0 else f"(the table above, continued: its columns "
+                   f"{first + 1} to {last})")
         for at, (part, first, last) in enumerate(parts))
 
 
@@ -190,9 +192,11 @@ def _longtable(table: Table, note: str | None) -> str:
     spec = "".join(f">{{\\raggedright\\arraybackslash}}p{{\\dimexpr {share:.3f}\\linewidth"
                    "-2\\tabcolsep\\relax}" for share in _shares(table, columns))
     head = "".join(_row(row) for row in table.head)
-    size = r"\footnotesize" if columns >= _SMALL_FROM else r"\small"
+    size = (r"\scriptsize" if columns >= _SMALLEST_FROM else
+            r"\footnotesize" if columns >= _SMALL_FROM else r"\small")
     caption = (f"\\caption{{{text(table.caption)}}}\\\\\n" if table.caption else
-               f"\\multicolumn{{{columns}}}{{l}}{{\\textit{{{text(note)}}}}}\\\\\n" if note
+               f"\\multicolumn{{{columns}}}{{p{{\\dimexpr\\linewidth-2\\tabcolsep\\relax}}}}"
+               f"{{\\textit{{{text(note)}}}}}\\\\\n" if note
                else "")
     return (f"\\begingroup{size}\n\\begin{{longtable}}{{{spec}}}\n{caption}"
             f"\\toprule\n{head}\\midrule\n\\endfirsthead\n"
@@ -209,13 +213,15 @@ def _row(cells: list[Cell]) -> str:
 
 
 def _shares(table: Table, columns: int) -> list[float]:
-    """Each column's share of the line: by its longest cell, bounded both ways."""
+    """Each column's share of the line: by its longest cell, bounded both ways, and never
+    below its longest piece that cannot break (a word, or a path's part between / _ =)."""
     widest = [_NARROWEST] * columns
     for row in table.head + table.body:
         at = 0
         for cell in row:
             if cell.span == 1 and at < columns:
-                widest[at] = max(widest[at], min(len(cell.text), _WIDEST))
+                piece = max(map(len, _UNBREAKABLE.split(cell.text)), default=0)
+                widest[at] = max(widest[at], min(len(cell.text), _WIDEST), piece)
             at += cell.span
     total = sum(widest)
     return [w / total for w in widest]
