@@ -353,16 +353,23 @@ def copy_folder(source: Path, target: Path, role: str, *, file_most: int | None 
     process's id: a store sweeps its own stale ones) and renamed to it once whole, so that
     ``target`` is never half a copy; on any exception what was copied is removed again (a
     caller that must survive a signal turns it into one: :class:`iolab.children.Stoppable`)."""
+    from iolab.children import held
+
     target = Path(target)
     _check_source_folder(Path(source), role)  # a linked source: refused before target is made
-    tmp = _new_temp_folder(target, temp_prefix)
+    tmp = None
     try:
+        # made and noted in one step a stop signal cannot split: a folder made but not yet
+        # noted would be left beside the target
+        with held():
+            tmp = _new_temp_folder(target, temp_prefix)
         _copy_into(Path(source), tmp, role, _Budget(file_most, files_most, depth_most))
         if os.path.lexists(target):  # made since the caller looked: never replaced
             raise FileExistsError(errno.EEXIST, "made while the copy was made", str(target))
         os.rename(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # ours alone: rmtree follows no link
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # ours alone: rmtree follows no link
         raise
 
 
