@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab import safefiles
+from iolab.checks import is_positive_int
 from iolab.errors import IolabError, printable, shortened
 
 # Lock files: readable by every user, so that another user's iolab can lock the same file
@@ -109,7 +110,7 @@ def _record(fd: int) -> Any:
 
 # A holder record's fields and the kinds iolab writes them in (:func:`_holder_record`)
 _FIELDS: dict[str, Callable[[Any], bool]] = {
-    "pid": lambda v: type(v) is int and v > 0,
+    "pid": is_positive_int,
     "argv": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
     "data_dir": lambda v: isinstance(v, str),
     "since": lambda v: isinstance(v, str),
