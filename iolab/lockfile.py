@@ -25,8 +25,10 @@ at a lock's name may not be ours:
   whatever the umask.
 
 A holder's record is read (to name the holder) only up to :data:`RECORD_MOST` bytes and
-nested no deeper than iolab writes it: any other content, another user's file included,
-leaves the holder unnamed rather than ending the command.
+nested no deeper than iolab writes it, and only its fields of the kinds iolab writes (a
+positive pid, a command line of strings, a data directory and a start as text) are used: any
+other content, another user's file included, leaves the holder (or that part of it) unnamed
+rather than ending the command.
 
 A lock is refused when another process holds it (:class:`LockHeld`, naming the holder), or
 waited for (``acquire(wait=True)``): the wait says once who holds it and polls (``LOCK_NB``
@@ -52,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iolab import safefiles
+from iolab.checks import is_positive_int
 from iolab.errors import IolabError, printable, shortened
 
 # Lock files: readable by every user, so that another user's iolab can lock the same file
@@ -72,11 +75,12 @@ class LockHeld(IolabError):
 def _holder_text(info: dict[str, Any]) -> str:
     """The holder as its record names it, escaped (a line break too): the record is another
     process's, and what a refusal or ``iolab status`` quotes from it stays on its line."""
-    if not info:
+    if info.get("pid") is None and not info.get("argv"):
         return "a process that did not say who it is"
-    cmd = " ".join(map(str, info.get("argv") or [])) or "?"
+    cmd = " ".join(info.get("argv") or []) or "?"
     data = f", data {info['data_dir']}" if info.get("data_dir") else ""
-    return printable(f"pid {info.get('pid')} ('{cmd}'{data}, since {info.get('since')})")
+    pid, since = info.get("pid", "?"), info.get("since", "?")
+    return printable(f"pid {pid} ('{cmd}'{data}, since {since})")
 
 
 def _say(line: str) -> None:
@@ -104,9 +108,23 @@ def _record(fd: int) -> Any:
         return None
 
 
+# A holder record's fields and the kinds iolab writes them in (:func:`_holder_record`)
+_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "pid": is_positive_int,
+    "argv": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+    "data_dir": lambda v: isinstance(v, str),
+    "since": lambda v: isinstance(v, str),
+}
+
+
 def _read_info(fd: int) -> dict[str, Any]:
+    """The holder's record, with only the fields of the kinds iolab writes: another
+    process's file may hold anything (an ``argv`` of 5, a ``pid`` of a list), and a field
+    of another kind leaves that part of the holder unnamed rather than ending the command."""
     info = _record(fd)
-    return info if isinstance(info, dict) else {}
+    if not isinstance(info, dict):
+        return {}
+    return {key: info[key] for key, fits in _FIELDS.items() if key in info and fits(info[key])}
 
 
 def _holder_record(argv: list[str], data_dir: Path | None) -> bytes:

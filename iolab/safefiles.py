@@ -353,16 +353,23 @@ def copy_folder(source: Path, target: Path, role: str, *, file_most: int | None 
     process's id: a store sweeps its own stale ones) and renamed to it once whole, so that
     ``target`` is never half a copy; on any exception what was copied is removed again (a
     caller that must survive a signal turns it into one: :class:`iolab.children.Stoppable`)."""
+    from iolab.children import held
+
     target = Path(target)
     _check_source_folder(Path(source), role)  # a linked source: refused before target is made
-    tmp = _new_temp_folder(target, temp_prefix)
+    tmp = None
     try:
+        # made and noted in one step a stop signal cannot split: a folder made but not yet
+        # noted would be left beside the target
+        with held():
+            tmp = _new_temp_folder(target, temp_prefix)
         _copy_into(Path(source), tmp, role, _Budget(file_most, files_most, depth_most))
         if os.path.lexists(target):  # made since the caller looked: never replaced
             raise FileExistsError(errno.EEXIST, "made while the copy was made", str(target))
         os.rename(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # ours alone: rmtree follows no link
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # ours alone: rmtree follows no link
         raise
 
 
@@ -653,8 +660,8 @@ def store_problem(path: Path, data_dir: Path | None = None) -> str | None:
     if data_dir is not None:
         stores.insert(0, Path(data_dir))
     for store in stores:
-        if where.is_relative_to(_real(store)):
-            return f"inside the data directory {_real(store)}"
+        if where.is_relative_to(_real_folder(store)):
+            return f"inside the data directory {_real_folder(store)}"
     return None
 
 
@@ -675,9 +682,9 @@ def state_problem(path: Path) -> str | None:
     if os.environ.get("IOLAB_LOCK_DIR"):
         folders.append(("iolab's lock folder", paths.lock_dir()))
     for words, folder in folders:
-        if where.is_relative_to(_real(folder)):
-            return f"inside {words} {_real(folder)}"
-    lock_folders = {_real(f) for f in (paths.system_lock_dir(), *paths.HOST_LOCK_DIRS)}
+        if where.is_relative_to(_real_folder(folder)):
+            return f"inside {words} {_real_folder(folder)}"
+    lock_folders = {_real_folder(f) for f in (paths.system_lock_dir(), *paths.HOST_LOCK_DIRS)}
     if where.parent in lock_folders and where.name.startswith("iolab-"):
         return f"one of iolab's lock files in {where.parent}"
     if where == _real(paths.BOOK_BUILD_RECORD):
@@ -699,6 +706,13 @@ def _real(path: Path) -> Path:
     """``path`` with its folders' links resolved, its own name kept (never followed)."""
     path = Path(path)
     return Path(os.path.realpath(path.parent)) / path.name
+
+
+def _real_folder(folder: Path) -> Path:
+    """The folder ``folder`` names, every link on its path resolved, its own name too: a
+    state, lock or data folder that is itself a link (``~/.local/state`` often is) holds
+    what lies where it points, and an output's real path is compared with that."""
+    return Path(os.path.realpath(folder))
 
 
 def _tracked(root: Path, path: Path) -> bool:

@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from iolab.children import held
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.durable import write_atomic
@@ -237,11 +238,10 @@ def _write(files: dict[Path, str], toc: tuple[Path, str] | None, root: Path) -> 
                 if folder != root and folder.is_relative_to(root):
                     refuse_linked(folder, "a new experiment's files")
                 if not folder.exists():
-                    folder.mkdir()
-                    made.append(folder)
-            # "x": a file that appeared since the check is refused, not replaced
-            with open(path, "x") as fh:
-                made.append(path)
+                    with held():  # made and noted as made in one step a stop cannot split
+                        folder.mkdir()
+                        made.append(folder)
+            with os.fdopen(_create(path, made), "w") as fh:
                 fh.write(text)
         if toc is not None:
             path, text = toc
@@ -250,13 +250,39 @@ def _write(files: dict[Path, str], toc: tuple[Path, str] | None, root: Path) -> 
             st = check_regular(path, TOC_ROLE)
             write_atomic(path, text.encode(),
                          mode=None if st is None else stat.S_IMODE(st.st_mode))
+    except BaseException as exc:
+        _remove(made, exc)
+        raise
+
+
+def _create(path: Path, made: list[Path]) -> int:
+    """``path`` made (a file that appeared since the check is refused, never replaced) and
+    noted in ``made``, in one step a stop signal cannot split (:func:`iolab.children.held`: a
+    file made but not yet noted would be left, and its folder with it); the file open."""
+    fd = None
+    try:
+        with held():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            made.append(path)
     except BaseException:
-        for path in reversed(made):
-            if path.is_dir():
+        if fd is not None:  # a stop raised once the step was done
+            os.close(fd)
+        raise
+    return fd
+
+
+def _remove(made: list[Path], exc: BaseException) -> None:
+    """Remove what ``_write`` made, newest first; what cannot be removed is added to
+    ``exc`` as a note, and the rest still removed: the error (or the stop) that ended the
+    write is what is reported, never the clean-up's own failure."""
+    for path in reversed(made):
+        try:
+            if path.is_dir() and not path.is_symlink():
                 path.rmdir()
             else:
                 path.unlink(missing_ok=True)
-        raise
+        except OSError as err:
+            exc.add_note(f"{path} was made and could not be removed again ({err.strerror})")
 
 
 def new_experiment(name: str, *, where: str | Path | None = None,

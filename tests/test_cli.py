@@ -324,6 +324,33 @@ def test_env_new_stopped_mid_copy_leaves_no_half_environment(tmp_path, monkeypat
     assert sorted(p.name for p in params.iterdir()) == ["src"], "a copy, or its temporary, left"
 
 
+SIGTERM_AS_THE_COPY_IS_MADE = """
+import os, signal, sys
+from pathlib import Path
+from iolab.cli import env, main
+env.PARAMS_DIR, env.REPO_ROOT = Path(sys.argv[1]), Path(sys.argv[1]).parent
+mkdir = os.mkdir
+def made_then_stopped(path, *args, **kwargs):
+    mkdir(path, *args, **kwargs)
+    if Path(path).name.startswith(".iolab-"):  # the copy's folder made, nothing noted it yet
+        os.kill(os.getpid(), signal.SIGTERM)
+os.mkdir = made_then_stopped
+sys.exit(main(["env", "new", "box", "--from", "src"]))
+"""
+
+
+def test_env_new_stopped_as_its_copys_folder_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """Probe 12, X4's class: a stop signal as the copy's temporary folder was made (before it
+    was noted as the copy's) left that folder beside the environments. Making it and noting
+    it is one step a stop signal does not split."""
+    params = _params_source(tmp_path, monkeypatch)
+    (params / "src" / "cpu_search.yaml").write_text("# params\n")
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AS_THE_COPY_IS_MADE, str(params)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 128 + 15, (done.returncode, done.stderr)
+    assert sorted(p.name for p in params.iterdir()) == ["src"], "the copy's temporary left"
+
+
 def test_status_and_restore_on_an_empty_data_folder(tmp_path):
     code, out, _ = run(["status", "--data", str(tmp_path)])
     assert code == 0 and "no campaigns" in out

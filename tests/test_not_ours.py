@@ -941,6 +941,51 @@ def test_an_output_over_git_or_iolab_state_is_refused(stored, places, kept):
         safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "--out", data_dir=stored)
 
 
+@pytest.mark.parametrize("through", ["link", "real folder"])
+@pytest.mark.parametrize("folder", ["IOLAB_STATE_DIR", "IOLAB_LOCK_DIR", "data"])
+def test_an_output_into_a_state_lock_or_data_folder_that_is_a_link_is_refused(
+        stored, places, monkeypatch, folder, through):
+    """Probe 12, F1: with $IOLAB_STATE_DIR a link to the state folder (as ~/.local/state
+    often is), 'tidy -o' over the scratch registry wrote the table there (every scratch file
+    forgotten), and outputs into a linked lock folder were written too: the folder was
+    compared with its link unresolved, so no output's real path ever lay inside it. The
+    same for a data directory given as a link."""
+    real = stored if folder == "data" else places / f"{folder.lower()}-real"
+    real.mkdir(mode=0o700, exist_ok=True)
+    link = places / f"{folder.lower()}-link"
+    link.symlink_to(real)
+    if folder != "data":
+        monkeypatch.setenv(folder, str(link))
+    name = {"IOLAB_STATE_DIR": "scratch-host.json", "IOLAB_LOCK_DIR": "iolab-host.lock",
+            "data": "raw/smt_thp/kvm-2vcpu/host.json"}[folder]
+    out = (link if through == "link" else real) / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.exists():
+        out.write_text("kept\n")
+    before = out.read_bytes()
+    data = str(link if folder == "data" else stored)
+    code, out_text, err = cli([*TIDY, "--data", data, "-o", str(out)])
+    assert code == 2 and out_text == "" and len(err.splitlines()) == 1, err
+    assert f"-o: {out} is " in err and f"{real}" in err, err
+    assert out.read_bytes() == before
+    with pytest.raises(safefiles.NotOurs, match="never replaces"):
+        safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "--out",
+                                 data_dir=link if folder == "data" else stored)
+    assert out.read_bytes() == before
+
+
+def test_an_iolab_lock_file_in_a_system_lock_folder_reached_through_a_link_is_refused(
+        monkeypatch, tmp_path):
+    """Probe 12, F1's class: /var/lock is a link to /run/lock on most hosts; an iolab lock
+    file there is refused as an output whichever of the two names the folder has."""
+    monkeypatch.delenv("IOLAB_LOCK_DIR")
+    (tmp_path / "run-lock").mkdir()
+    (tmp_path / "var-lock").symlink_to(tmp_path / "run-lock")
+    monkeypatch.setattr(paths, "HOST_LOCK_DIRS", (tmp_path / "var-lock",))
+    assert "one of iolab's lock files" in safefiles.state_problem(
+        tmp_path / "run-lock" / "iolab-host.lock")
+
+
 def test_an_output_beside_iolab_locks_in_a_system_lock_folder_is_only_refused_for_its_names(
         monkeypatch, tmp_path):
     """A system lock folder (/run/lock) is every program's: only iolab's own lock files in it

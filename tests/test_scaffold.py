@@ -197,6 +197,62 @@ def test_a_new_experiment_stopped_mid_write_leaves_none_of_its_files(tmp_path):
     assert list(where.iterdir()) == [], "files of the new experiment were left"
 
 
+SIGTERM_AS_A_FILE_IS_MADE = """
+import builtins, os, signal, sys
+from iolab import scaffold
+from iolab.cli import main
+def stopping(real):
+    def made_then_stopped(path, *args, **kwargs):
+        made = real(path, *args, **kwargs)
+        if "params" in str(path) and str(path).endswith(".yaml"):
+            # the signal comes as the open returns: the file is made, nothing noted it yet
+            os.kill(os.getpid(), signal.SIGTERM)
+        return made
+    return made_then_stopped
+scaffold.open = stopping(builtins.open)
+os.open = stopping(os.open)
+sys.exit(main(["new-experiment", "disk_probe", "--where", sys.argv[1]]))
+"""
+
+
+def test_a_stop_as_a_file_is_made_leaves_none_of_its_files_and_is_what_is_said(tmp_path):
+    """Probe 12, X4: SIGTERM as new-experiment's open of its params file returned (the file
+    made, not yet noted as made) left five files, and the clean-up's rmdir of their folder
+    failed: 'Directory not empty', exit 2, instead of the stop. Making a file (or a folder)
+    and noting it is one step a stop signal does not split."""
+    where = tmp_path / "where"
+    where.mkdir()
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AS_A_FILE_IS_MADE, str(where)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 128 + 15, (done.returncode, done.stderr)
+    assert done.stderr == "iolab: interrupted\n"
+    assert list(where.iterdir()) == [], "files of the new experiment were left"
+
+
+def test_what_cannot_be_removed_again_is_noted_and_the_error_still_said(tmp_path,
+                                                                        monkeypatch):
+    """The clean-up of a failed write goes on past what it cannot remove, and the error that
+    ended the write is the one raised, with the leftover as a note."""
+    where = tmp_path / "where"
+    where.mkdir()
+    real = scaffold._create
+
+    def create_then_fail(path, made):
+        fd = real(path, made)
+        if path.suffix == ".ipynb":
+            (path.parent / "theirs.txt").write_text("someone else's\n")
+            os.close(fd)
+            raise InputError(path, None, "a test's failure")
+        return fd
+
+    monkeypatch.setattr(scaffold, "_create", create_then_fail)
+    with pytest.raises(InputError, match="a test's failure") as info:
+        new_experiment(NAME, where=where)
+    assert any("could not be removed again" in note for note in info.value.__notes__)
+    assert sorted(p.relative_to(where).as_posix() for p in where.rglob("*")) == [
+        NAME, f"{NAME}/notebooks", f"{NAME}/notebooks/theirs.txt"]
+
+
 def test_one_environment_of_its_own(tmp_path):
     written = new_experiment(NAME, where=tmp_path, environment="h100-pcie5")
     params = [p for p in written if p.suffix == ".yaml" and p.parent.parent.name == "params"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import textwrap
 import pytest
 
 from iolab.core.manifest import RunManifest
-from iolab.core.store import Store, sha256_file
+from iolab.core.store import LOG, Store, sha256_file
 from iolab.errors import InputError, IolabError
 
 
@@ -265,7 +266,7 @@ def test_a_campaign_or_experiment_folder_that_is_a_link_is_never_written_through
     link.parent.mkdir(parents=True)
     link.symlink_to(elsewhere / "here" if linked == "campaign" else elsewhere)
     writes = [lambda: store.check_or_record_host({"hostname": "h"}, "f" * 16, []),
-              lambda: store.log({"event": "quarantined", "at": "now", "run": "r", "reason": "x"}),
+              lambda: store.log({"event": "quarantined", "run": "r", "reason": "x"}),
               lambda: store.begin("abc123def456-r0"),
               lambda: store.commit_failed(tmp_path, manifest()),
               lambda: store.quarantine()]
@@ -293,3 +294,26 @@ def test_an_unknown_manifest_field_makes_only_that_run_corrupt(store):
     assert {r.run_id for r in store.complete_runs()} == {"aaaaaaaaaaaa-r0"}
     assert len(store.quarantine_corrupt([corrupt])) == 1
     assert store.scan()[1] == [] and {r.run_id for r in store.complete_runs()} == {"aaaaaaaaaaaa-r0"}
+
+
+def test_every_campaign_log_line_has_its_time_in_one_form(store, tmp_path):
+    """Probe 12, Q3: 'verify --quarantine' wrote its line's 'at' as a folder-name stamp
+    (20261129T132704.483559Z) where every other line has ISO 8601 (2026-11-24T08:34:26.227+00:00),
+    and the two do not even sort together. Every line's 'at' is log_time's form: a line
+    without one is stamped, and one in another form is a bug, refused."""
+    from iolab.execution.one_run import now_iso
+
+    commit_one(store)
+    name = "zz-not-a-run"
+    (store.runs_dir / name).mkdir()
+    _, corrupt = store.scan()
+    store.quarantine_corrupt(corrupt)
+    store.log({"event": "round", "at": now_iso(), "round": 1, "seed": 2, "runs": []})
+    lines = [json.loads(line) for line in (store.root / LOG).read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["quarantined", "round"]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["at"])
+               for line in lines), lines
+    for at in ("20261129T132704.483559Z", "now", 5, "2026-11-24T08:34:26+00:00"):
+        with pytest.raises(ValueError, match="not ISO 8601 in UTC"):
+            store.log({"event": "round", "at": at, "round": 1, "seed": 2, "runs": []})
+    assert len((store.root / LOG).read_text().splitlines()) == 2

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -101,6 +102,17 @@ LOG_EVENTS: dict[str, dict[str, tuple[str, ...]]] = {
 # 'iolab restore' that finishes the restore)
 LOG_OPTIONAL = {"start": ("most", "order", "repetitions", "seed"),
                 "end": ("stopped", "signal", "knobs_not_restored", "restore")}
+
+
+def log_time() -> str:
+    """Now, as every campaign log line's ``at`` says it: ISO 8601 in UTC to the millisecond
+    (``2026-11-24T08:34:26.227+00:00``, as ``iolab.execution.one_run.now_iso`` writes it), so
+    that a log's times read alike and sort in order."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+# a campaign log line's "at": log_time's form, and no other (a folder-name stamp sorts apart)
+LOG_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 
 
 def _stamp() -> str:
@@ -392,8 +404,7 @@ class Store:
         lines = []
         for c in corrupt:
             lines.append(self._move_aside(c.path, f"corrupt run ({c.reason})"))
-            self.log({"event": "quarantined", "at": _stamp(), "run": c.path.name,
-                      "reason": c.reason})
+            self.log({"event": "quarantined", "run": c.path.name, "reason": c.reason})
         return lines
 
     def _move_aside(self, folder: Path, kind: str) -> str:
@@ -480,12 +491,18 @@ class Store:
 
     def log(self, record: dict[str, Any]) -> None:
         """Append one line to ``campaign-log.jsonl``: when a campaign started and ended, with
-        its overrides, filters and outcome. A field LOG_EVENTS does not name is a bug."""
+        its overrides, filters and outcome. Its ``at`` is now (:func:`log_time`) unless the
+        caller gives one; a field LOG_EVENTS does not name, or an ``at`` not in
+        :func:`log_time`'s form, is a bug."""
+        record = {"at": log_time(), **record}
         fields = LOG_EVENTS.get(record.get("event"), {})
         undeclared = sorted(set(record) - {"event", "at"} - set(fields))
         if not fields or undeclared:
             raise ValueError(f"campaign log: event {record.get('event')!r} with fields "
                              f"{undeclared} is not declared in LOG_EVENTS")
+        if not isinstance(record["at"], str) or not LOG_AT.fullmatch(record["at"]):
+            raise ValueError(f"campaign log: event {record['event']!r} at {record['at']!r}, "
+                             "not ISO 8601 in UTC as log_time() writes it")
         self.own_root()
         # only to a regular file: a link there is not followed, a FIFO never blocks the
         # campaign (with its locks held) in an open that Ctrl-C cannot end
