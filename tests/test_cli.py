@@ -749,3 +749,24 @@ def test_a_number_in_ascii_digits_is_read():
     from iolab.cli.common import int_arg
 
     assert [int_arg(t) for t in ("3", "0", "-2", "007", "1" * 18)] == [3, 0, -2, 7, int("1" * 18)]
+
+
+@pytest.mark.parametrize("argv, option, what", [
+    (["restore", "--journal", ""], "--journal", "a file"),
+    (["tidy", "smt_thp", "--env", "kvm-2vcpu", "-o", ""], "-o/--output", "a file"),
+    (["notebook", "smt_thp", "--env", "kvm-2vcpu", "-o", ""], "-o/--output", "a file"),
+    (["book", "--glue-snapshot", ""], "--glue-snapshot", "a file"),
+    (["new-experiment", "probe_x", "--where", ""], "--where", "a folder"),
+], ids=["restore journal", "tidy output", "notebook output", "glue snapshot", "where"])
+def test_an_empty_path_option_is_refused_not_taken_for_the_default(capsys, argv, option,
+                                                                   what):
+    """An empty path (an unset shell variable) was read as the option left out: restore read
+    the default journal, tidy wrote to stdout, notebook to its default file (probe 12's
+    CL1, as --data '' already was). Only parsed: without the refusal nothing is run."""
+    from iolab.cli import make_parser
+
+    with pytest.raises(SystemExit) as exited:
+        make_parser().parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: empty: give {what} (or leave the option out" in err, err

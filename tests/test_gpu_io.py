@@ -18,6 +18,7 @@ from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError, ToolError
 from iolab.execution.campaign import Campaign
+from iolab.host.inventory import fingerprint
 from iolab.importers.cijoe import import_archive
 from iolab.paths import REPO_ROOT
 from iolab.shared import gpu_io
@@ -176,12 +177,13 @@ def test_an_import_never_blocks_the_experiments_own_campaign(archive):
     the host that runs it, before or after an import."""
     path, data = archive
     store = Campaign("pcie_saturation", "hpc-server", data_dir=data).store
-    store.check_or_record_host({"cpu": {"model_name": "lab"}}, "lab-fingerprint", [])
+    lab = {"cpu": {"model_name": "lab"}}
+    store.check_or_record_host(lab, fingerprint(lab), [])
     import_archive(path, "pcie_saturation", "hpc-server", data, progress=False)
-    assert store.read_host()["fingerprint"] == "lab-fingerprint"
+    assert store.read_host()["fingerprint"] == fingerprint(lab)
     extra = json.loads((store.root / "extras" / "mini" / "host.json").read_text())
     assert extra["source"] == "aisio-cijoe-import" and extra["fingerprint"]
-    store.check_or_record_host({"cpu": {"model_name": "lab"}}, "lab-fingerprint", [])  # still this host's
+    store.check_or_record_host(lab, fingerprint(lab), [])  # still this host's
 
 
 def test_import_leaves_out_runs_whose_data_stayed_in_host_memory(tmp_path):

@@ -1151,6 +1151,29 @@ def test_an_imported_xnvmeperf_output_its_command_contradicts_is_a_failed_run(
                for n in report.notes), report.notes
 
 
+@pytest.mark.parametrize("line, option, key", [
+    ("- queue depth: 64\n", ("--qdepth 64", "--qdepth 128"), "queue_depth"),
+    ("- io pattern: randread\n", ("--iopattern randread", "--iopattern randwrite"),
+     "io_pattern"),
+    ("- runtime: 10\n", ("--runtime 10", "--runtime 100"), "runtime"),
+    ("- io size: 512\n", ("--iosize 512", "--iosize 4096"), "io_size"),
+], ids=["qdepth", "io-pattern", "runtime", "io-size"])
+def test_an_imported_xnvmeperf_echo_without_a_line_is_a_failed_run(tmp_path, line, option, key):
+    """Probe 12's I1/I2: with the echo's queue depth (io pattern, runtime, io size) line
+    removed and CIJOE's command changed, the run was imported as a good sample at the
+    command's value, which the output never confirmed (a MiB/s of IOPS × 512 stored as
+    4096 B I/O)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    output, state = (folder / "003_run" / f"cmd_04.{ext}" for ext in ("output", "state"))
+    assert line in output.read_text() and option[0] in state.read_text()
+    output.write_text(output.read_text().replace(line, ""))
+    state.write_text(state.read_text().replace(*option))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1)
+    assert any("stored as failed: " in n and f"the argument echo lacks {key} " in n
+               for n in report.notes), report.notes
+
+
 def test_an_echo_of_queues_the_command_leaves_to_the_default_is_a_note(tmp_path):
     """A command line without --nqueues leaves xnvmeperf its default: an echo of another
     count cannot contradict the command, so the run is kept, with a note saying so."""

@@ -116,10 +116,11 @@ def ARABIC(text: str) -> str:
 
 
 def test_xnvmeperf_echo_reads_only_ascii_digits():
-    """An echo value in other digits stays text, not a number."""
-    r = parse_xnvmeperf(text("xnvmeperf_run.txt").replace("- queue depth: 64",
+    """An echo value in other digits stays text, not a number: a count so written is no
+    echo of xnvmeperf's, which prints its counts in ASCII digits."""
+    with pytest.raises(ParseError, match="the argument echo's queue_depth is '٦٤' "):
+        parse_xnvmeperf(text("xnvmeperf_run.txt").replace("- queue depth: 64",
                                                           "- queue depth: " + ARABIC("64")))
-    assert r["echo"]["queue_depth"] == ARABIC("64")
 
 
 # --- spdk_nvme_perf ----------------------------------------------------------------------------
@@ -611,6 +612,34 @@ def test_xnvmeperf_mibs_must_be_iops_times_the_io_size():
     with pytest.raises(ParseError, match=r"line 15: MiB/s 4882.80 is not IOPS 1000000.00 × "
                                          r"the echoed io size 512 B \(= 488.28 MiB/s"):
         parse_xnvmeperf(tenfold_mibs(text("xnvmeperf_run.txt")), "bad.txt")
+
+
+@pytest.mark.parametrize("fixture, line, key", [
+    ("xnvmeperf_run.txt", "- queue depth: 64\n", "queue_depth"),
+    ("xnvmeperf_run.txt", "- io size: 512\n", "io_size"),
+    ("xnvmeperf_run.txt", "- io pattern: randread\n", "io_pattern"),
+    ("xnvmeperf_run.txt", "- runtime: 5\n", "runtime"),
+    ("xnvmeperf_run.txt", "- CPUs: [0, 1] (total: 2)\n", "cpus"),
+    ("xnvmeperf_cuda_run.txt", "- queues per device: 2\n", "queues_per_device"),
+], ids=["qdepth", "io size", "io pattern", "runtime", "cpus", "cuda-run queues"])
+def test_xnvmeperf_echo_without_a_line_xnvmeperf_always_prints_is_refused(fixture, line, key):
+    """Probe 12's I1/I2: an echo without its queue depth (or io size, pattern, runtime) was
+    parsed, and the command's value then stood unchecked, as did the MiB/s against the size."""
+    t = text(fixture)
+    assert line in t
+    with pytest.raises(ParseError, match=rf"bad.txt: the argument echo lacks {key} "):
+        parse_xnvmeperf(t.replace(line, ""), "bad.txt")
+
+
+@pytest.mark.parametrize("old, new", [("- io size: 512", "- io size: 512 KiB"),
+                                      ("- queue depth: 64", "- queue depth: 0")],
+                         ids=["io size not a count", "queue depth 0"])
+def test_xnvmeperf_echo_counts_must_be_whole_numbers_above_zero(old, new):
+    t = text("xnvmeperf_run.txt")
+    assert old in t
+    with pytest.raises(ParseError, match=r"the argument echo's (io_size|queue_depth) is .* "
+                                         r"\(allowed: a whole number above 0"):
+        parse_xnvmeperf(t.replace(old, new), "bad.txt")
 
 
 def test_xnvmeperf_elapsed_far_below_the_runtime_is_refused():

@@ -155,6 +155,32 @@ def test_a_registry_value_that_is_not_a_number_names_its_key(folder, value):
     assert "is not a number (allowed: a finite number" in str(info.value)
 
 
+@pytest.mark.parametrize("text", ["'٥٦.١٣٥'", "'56_135'", "' 56.135 '", "'５６.１３５'"],
+                         ids=["arabic-indic digits", "underscore", "blanks", "fullwidth digits"])
+def test_a_value_written_as_text_is_read_only_in_ascii_decimals(folder, text):
+    """Probe 12's RF1: a registry value (and the value it is kept at) given as the text
+    '٥٦.١٣٥' was taken as 56.135 by both, silently, as '1_000' and ' 45 ' were."""
+    registry, kept = folder / reference.REGISTRY, folder / "aisio_pcie_saturation.yaml"
+    entry = reference.registry(folder.parent)["aisio_p2p_bidirectional"]
+    assert reference.stored_value(folder.parent, entry) == entry.value == 56.135
+    for path, old in ((kept, "p2p_bidir_gbs: 56.135"), (registry, "value: 56.135")):
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, old.replace("56.135", text), 1))
+    with pytest.raises(InputError) as info:
+        reference.stored_value(folder.parent, entry)
+    assert info.value.key == "p2p_bidir_gbs" and "is not a number" in str(info.value)
+    with pytest.raises(InputError) as info:
+        reference.registry(folder.parent)
+    assert info.value.key == "values.aisio_p2p_bidirectional.value"
+    assert "is not a number (allowed: a finite number" in str(info.value)
+
+
+def test_a_value_written_as_ascii_text_is_still_read(folder):
+    path = folder / reference.REGISTRY
+    path.write_text(path.read_text().replace("value: 56.135", "value: '56.135'", 1))
+    assert reference.registry(folder.parent)["aisio_p2p_bidirectional"].value == 56.135
+
+
 def test_a_link_to_nowhere_at_the_registry_is_refused_not_taken_for_none(folder):
     """A chapter asks for the registry "where there is one": a link to nowhere read as no
     registry, and every claim set against a reference quietly became not comparable."""

@@ -306,3 +306,28 @@ def test_a_load_average_that_is_no_reading_is_never_a_quiet_machine(load):
     """Probe 10, Q16: a NaN load average passed the busy check and read as quiet."""
     said = rep.busy(load, 2, 0.0, 0.0)
     assert said.startswith("load average") and "is not a reading" in said
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("nosuch", "--from: no environment 'nosuch' in notebooks/params (allowed: "),
+    ("x\x1b]0;pwn\x07\nFAKE", "is not a usable environment name"),
+    ("../../../evil", "is not a usable environment name"),
+    ("/tmp/evil", "is not a usable environment name"),
+], ids=["misspelt", "escapes", "relative path", "absolute path"])
+def test_a_from_that_is_no_environment_is_refused_in_one_line(monkeypatch, tmp_path, capsys,
+                                                              source, problem):
+    """Probe 12's N2: a misspelt --from gave no pack and read as every pack done (rc 0); a
+    path read the params of a folder outside notebooks/params."""
+    monkeypatch.setattr(rep, "host_environment", lambda: "testhost-v0")
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "smt_thp.yaml").write_text((PARAMS_DIR / "kvm-2vcpu" / "smt_thp.yaml").read_text())
+    monkeypatch.setattr(specmod, "read_params_doc",
+                        lambda path: pytest.fail(f"{path} must not be read"))
+    source = source.replace("/tmp/evil", str(evil))
+    for env in ([], ["--env", "probenew"]):
+        assert main(["replicate", "--plan", "--from", source, *env,
+                     "--data", str(tmp_path / "data")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and problem in err[0], err
+    assert not (PARAMS_DIR / "probenew").exists()

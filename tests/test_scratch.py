@@ -764,3 +764,18 @@ def test_a_campaign_says_how_it_laid_each_file_out(tmp_path):
                      f"scratch: {files[1].path} (1,048,576 bytes): laid out with fallocate(2), "
                      "never written"]
     assert _lay_out(files, spec, signals)[1].endswith("): reused")
+
+
+def test_clean_under_an_empty_folder_is_refused_not_read_as_every_file(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Probe 12's CL1: ``--under "$DIR"`` with DIR unset gave ``--under ''``, which clean
+    took for no --under at all: every registered file of this checkout's was listed (and,
+    without --dry-run, removed)."""
+    monkeypatch.setenv("IOLAB_STATE_DIR", str(tmp_path / "state"))
+    f = ScratchFile("target_path", tmp_path / "t.dat", 2**20)
+    lay_out(f, Registry(), by="smt_thp/kvm-2vcpu")
+    for argv in (["clean", "--dry-run", "--under", ""], ["clean", "--under", " "]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "argument --under: empty: give a folder" in err and str(f.path) not in err
+        assert f.path.exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 from iolab.core.manifest import RunManifest
 from iolab.core.store import LOG, Store, sha256_file
 from iolab.errors import InputError, IolabError
+from iolab.host.inventory import fingerprint
+from iolab.paths import default_data_dir
 
 
 @pytest.fixture
@@ -183,15 +186,16 @@ def test_failed_runs_are_kept_apart(store):
 
 
 def test_host_is_recorded_then_checked(store):
-    store.check_or_record_host({"hostname": "a"}, "fp1", [])
-    store.check_or_record_host({"hostname": "b"}, "fp1", [])  # same fingerprint: fine
+    fp1, fp2 = fingerprint({"hostname": "a"}), fingerprint({"kernel_release": "6.8"})
+    store.check_or_record_host({"hostname": "a"}, fp1, [])
+    store.check_or_record_host({"hostname": "b"}, fp1, [])  # same fingerprint: fine
     with pytest.raises(IolabError) as info:
-        store.check_or_record_host({"hostname": "c"}, "fp2", ["kernel_release"])
+        store.check_or_record_host({"hostname": "c"}, fp2, ["kernel_release"])
     msg = str(info.value)
-    assert "host.json" in msg and "fp1" in msg and "fp2" in msg and "kernel_release" in msg
-    store.check_or_record_host({"hostname": "c"}, "fp2", ["kernel_release"], allow_change=True)
+    assert "host.json" in msg and fp1 in msg and fp2 in msg and "kernel_release" in msg
+    store.check_or_record_host({"hostname": "c"}, fp2, ["kernel_release"], allow_change=True)
     host = store.read_host()
-    assert host["fingerprint"] == "fp1" and host["other_hosts"][0]["fingerprint"] == "fp2"
+    assert host["fingerprint"] == fp1 and host["other_hosts"][0]["fingerprint"] == fp2
 
 
 def test_corrupt_host_json_is_named(store):
@@ -317,3 +321,31 @@ def test_every_campaign_log_line_has_its_time_in_one_form(store, tmp_path):
         with pytest.raises(ValueError, match="not ISO 8601 in UTC"):
             store.log({"event": "round", "at": at, "round": 1, "seed": 2, "runs": []})
     assert len((store.root / LOG).read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("edit", [{"kernel_release": "6.18\x1b]0;pwn\x07\nFAKE LINE"},
+                                  {"cpu": {"model_name": "x", "logical_cpus": 64,
+                                           "threads_per_core": 2}}],
+                         ids=["kernel release", "cpu"])
+def test_a_host_record_changed_after_it_was_made_is_refused(tmp_path, edit):
+    """Probe 12's H1: a host.json edited with its fingerprint kept was taken by verify,
+    status and tidy: the runs' host_fingerprint then vouched for a host the record no
+    longer describes."""
+    from iolab.schemas.verify import verify
+
+    shutil.copytree(default_data_dir() / "raw" / "smt_thp" / "kvm-2vcpu",
+                    tmp_path / "raw" / "smt_thp" / "kvm-2vcpu")
+    store = Store(tmp_path, "smt_thp", "kvm-2vcpu")
+    assert store.read_host()["fingerprint"] == fingerprint(store.read_host())
+    assert not verify(tmp_path, "smt_thp", "kvm-2vcpu").problems
+    host = {**json.loads(store.host_path.read_text()), **edit}
+    store.host_path.write_text(json.dumps(host, indent=1))
+    with pytest.raises(InputError) as info:
+        store.read_host()
+    assert info.value.key == "fingerprint" and "is not the fingerprint of the record's own " \
+        f"fields ({fingerprint(host)})" in info.value.problem
+    assert [p.key for p in verify(tmp_path, "smt_thp", "kvm-2vcpu").problems] == ["fingerprint"]
+    from iolab.core import tidy
+    from iolab.core.registry import get
+    with pytest.raises(InputError, match="host.json: key 'fingerprint'"):
+        tidy.load(tmp_path, get("smt_thp"), "kvm-2vcpu", use_cache=False)

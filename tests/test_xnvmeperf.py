@@ -327,6 +327,22 @@ def test_parse_cuda_run_report(tmp_path):
     assert metrics["problem"] is None and metrics["note"] is None
 
 
+def test_a_report_whose_echo_lacks_an_option_the_run_gave_is_foreign(tmp_path, monkeypatch):
+    """An echo without a key the command gives was never compared (probe 12's I1): the
+    command's value stood unchecked. xnvmeperf echoes every argument, so it is foreign."""
+    report = xp.read_report(run_dir(tmp_path, (FIX / "xnvmeperf_run.txt").read_text()))
+    argv = ["xnvmeperf.sh", "--xnvmeperf", "xnvmeperf", "--", "run",
+            "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "--iopattern", "randread",
+            "--qdepth", "64", "--iosize", "512", "--runtime", "5", "--nqueues", "1",
+            "--cpumask", "0x3"]
+    assert xp.Xnvmeperf().foreign_report(tmp_path, argv) == ""
+    del report["echo"]["queue_depth"]
+    monkeypatch.setattr(xp, "read_report", lambda run: report)
+    assert xp.Xnvmeperf().foreign_report(tmp_path, argv) == (
+        "stdout is not this run's report: its argument echo has no queue_depth, the run gave "
+        "xnvmeperf qdepth 64")
+
+
 def test_parse_error_lines_on_stderr_are_a_problem(tmp_path):
     stdout = (FIX / "xnvmeperf_cuda_run.txt").read_text()
     metrics = xp.Xnvmeperf().parse(run_dir(tmp_path, stdout, "Error: device X LBA size mismatch\n"))

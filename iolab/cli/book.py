@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from iolab.cli.common import add_campaign, add_common, data_dir_of, int_arg
+from iolab.cli.common import add_campaign, add_common, data_dir_of, file_arg, int_arg
 from iolab.errors import InputError, printable
 from iolab.execution import options
 from iolab.paths import REPO_ROOT
@@ -46,7 +46,8 @@ def _add_book(sub: argparse._SubParsersAction) -> None:
                    "those whose inputs did not change since the last time")
     p.add_argument("--skip-corrupt", action="store_true", help="leave corrupt runs out of the "
                    "chapters (each says how many) instead of failing")
-    p.add_argument("--glue-snapshot", metavar="FILE", help="also write every glued text value "
+    p.add_argument("--glue-snapshot", metavar="FILE", type=file_arg,
+                   help="also write every glued text value "
                    "to FILE (JSON; - for standard output), e.g. tests/fixtures/glued_values.json "
                    "after an intended change")
     p.set_defaults(func=cmd_book)
@@ -65,7 +66,8 @@ def _add_notebook(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resubmit", action="store_true", help="in a Slurm job of 'iolab submit': "
                    "when the campaign stopped before the time limit with runs left, submit the "
                    "job's script again (what 'iolab submit --requeue' asks for)")
-    p.add_argument("-o", "--output", help="the executed notebook, a new file or one it replaces "
+    p.add_argument("-o", "--output", type=file_arg,
+                   help="the executed notebook, a new file or one it replaces "
                    "(default: "
                    "EXPERIMENT-ENV-MODE.ipynb here)")
     p.set_defaults(func=cmd_notebook)

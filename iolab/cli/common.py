@@ -56,11 +56,21 @@ def envs_help() -> str:
             f"notebooks/params/); make a new one with 'iolab env new NAME'")
 
 
-def _folder_arg(text: str) -> str:
-    """A folder given on the command line: an empty one (an unset shell variable) is refused,
-    not taken for the default."""
+def folder_arg(text: str) -> str:
+    """A folder given on the command line (every folder option's type): an empty one (an
+    unset shell variable) is refused, not taken for the option left out."""
+    return _given(text, "a folder")
+
+
+def file_arg(text: str) -> str:
+    """A file given on the command line (every file option's type), refused empty as
+    :func:`folder_arg` is."""
+    return _given(text, "a file")
+
+
+def _given(text: str, what: str) -> str:
     if not text.strip():
-        raise argparse.ArgumentTypeError("empty: give a folder (or leave the option out for "
+        raise argparse.ArgumentTypeError(f"empty: give {what} (or leave the option out for "
                                          "the default)")
     return text
 
@@ -84,7 +94,7 @@ def int_arg(text: str) -> int:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="DIR", type=_folder_arg,
+    p.add_argument("--data", metavar="DIR", type=folder_arg,
                    help="data folder (default: the repository's data/, or $IOLAB_DATA)")
 
 

@@ -14,7 +14,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from iolab.cli.common import add_common, check_chosen, data_dir_of, say
+from iolab.cli.common import add_common, check_chosen, data_dir_of, file_arg, folder_arg, say
 from iolab.errors import InputError, printable
 
 
@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("restore", help="end a killed campaign's leftover processes and restore "
                        "the knobs it left changed")
     add_common(p)
-    p.add_argument("--journal", help="journal file (default: DATA/.knob-journal.json)")
+    p.add_argument("--journal", type=file_arg,
+                   help="journal file (default: DATA/.knob-journal.json)")
     p.set_defaults(func=cmd_restore)
 
     p = sub.add_parser("clean", help="remove the scratch files iolab wrote for this "
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "still as it left them, that no other checkout's campaign uses; never a "
                        "stored run, never another file; it lists what it leaves and why")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
-    p.add_argument("--under", metavar="DIR", help="only files under this folder")
+    p.add_argument("--under", metavar="DIR", type=folder_arg, help="only files under this folder")
     p.add_argument("--experiment", metavar="EXP", help="only files that campaigns of this "
                    "experiment alone use")
     p.add_argument("--all-checkouts", action="store_true", help="also files other checkouts "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from iolab.children import Stoppable
+from iolab.cli.common import folder_arg
 from iolab.errors import printable
 from iolab.paths import REPO_ROOT
 from iolab.scaffold import (EXPERIMENT_NAME_RULE, SMALLEST_ENV, new_experiment,
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", metavar="ENVIRONMENT",
                    help="write params for this environment only (default: "
                         f"{', '.join(template_environments())}, which the package needs)")
-    p.add_argument("--where", metavar="DIR",
+    p.add_argument("--where", metavar="DIR", type=folder_arg,
                    help="write it outside the package, in DIR/NAME/, for $IOLAB_EXPERIMENTS "
                         "(default: into the package)")
     p.set_defaults(func=cmd_new_experiment)

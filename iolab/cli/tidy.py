@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from iolab.cli.common import add_campaign, data_dir_of
+from iolab.cli.common import add_campaign, data_dir_of, file_arg
 from iolab.core import registry
 from iolab.errors import IolabError, printable
 from iolab.safefiles import check_output, replace_output
@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tidy", help="the tidy table (one row per repetition) as CSV or parquet")
     add_campaign(p, imported=True)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
-    p.add_argument("-o", "--output", help="output file, replaced whole if it is a regular file "
+    p.add_argument("-o", "--output", type=file_arg,
+                   help="output file, replaced whole if it is a regular file "
                    "(default, or -: CSV on stdout)")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
     p.add_argument("--skip-corrupt", action="store_true", help="leave out corrupt runs (say "

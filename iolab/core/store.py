@@ -228,6 +228,15 @@ class Store:
                 raise InputError(self.host_path, f"tools.{name}", "is not a JSON object",
                                  allowed="{argv, version, error} as iolab records it; restore "
                                  "the file from git or move the campaign away")
+        from iolab.host.inventory import fingerprint_problem
+
+        # the runs' host_fingerprint vouch for the host this record describes: one changed
+        # after it was made describes another
+        problem = fingerprint_problem(doc)
+        if problem:
+            raise InputError(self.host_path, "fingerprint", problem, allowed="the record as "
+                             "iolab wrote it; restore the file from git or move the campaign "
+                             "away")
         return doc
 
     def check_or_record_host(self, inventory: dict[str, Any], fingerprint: str,

@@ -362,6 +362,9 @@ def load(data_dir: Path, source: TidySource, environments: str | list[str], *,
         if not store.root.exists():
             raise IolabError(f"{store.root}: no stored campaign for experiment '{source.name}', "
                              f"environment '{env}'")
+        # the rows' host_fingerprint vouch for the host record: one changed after it was
+        # made (read_host refuses it) describes another host than the runs ran on
+        store.read_host()
         cache = _Cache(cache_path(data_dir, source.name, env))
         usable = use_cache and cache.usable()
         # taken before the scan: a file that changes during it cannot match the next time

@@ -193,12 +193,30 @@ def prepare(env: str, experiments: tuple, source_env: str = SOURCE_ENV, *,
     return packs
 
 
+def check_source(source_env: str, params_dir: Path = PARAMS_DIR) -> str:
+    """``source_env`` if it names an environment of ``params_dir``; else InputError. A path
+    (``../x``, ``/tmp/x``) would read params from outside the params folder, and a misspelt
+    name would give no pack at all, which reads as every pack done."""
+    try:
+        specmod.check_environment_name(source_env)
+    except InputError as exc:
+        raise InputError("--from", None, exc.problem, allowed=exc.allowed) from None
+    if not (Path(params_dir) / source_env).is_dir():
+        raise InputError("--from", None, f"no environment {source_env!r} in "
+                         f"{shown(Path(params_dir))}",
+                         allowed=", ".join(specmod.environments(params_dir=params_dir))
+                         or "none")
+    return source_env
+
+
 def experiments_with_packs(source_env: str = SOURCE_ENV,
                            params_dir: Path = PARAMS_DIR) -> tuple[str, ...]:
-    """The experiments whose params in ``source_env`` declare a pack, in the registry's
-    order (the local experiments; the list is the params', not this module's)."""
+    """The experiments whose params in ``source_env`` (an environment :func:`check_source`
+    accepts) declare a pack, in the registry's order (the local experiments; the list is
+    the params', not this module's)."""
     from iolab.core import registry
 
+    check_source(source_env, params_dir)
     out = []
     for name in registry.names():
         path = specmod.params_path(name, source_env, params_dir)

@@ -383,6 +383,40 @@ def fingerprint(inventory: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def imported_fingerprint(source: str, cpu: Any, topology: Any) -> str:
+    """The fingerprint of an imported host record (``source`` says which importer made it):
+    an archive records no kernel or tool versions, so it is the CPU and topology's."""
+    canonical = json.dumps({"source": source, "cpu": cpu, "topology": topology},
+                           sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def record_fingerprint(record: dict[str, Any]) -> str:
+    """The fingerprint a stored host record's own fields give: an imported one's (it names
+    its ``source``) by :func:`imported_fingerprint`, any other's by :func:`fingerprint`."""
+    if "source" in record:
+        return imported_fingerprint(record["source"], record.get("cpu"), record.get("topology"))
+    return fingerprint(record)
+
+
+def fingerprint_problem(record: dict[str, Any]) -> str:
+    """Why a stored host record's ``fingerprint`` is not the fingerprint of its own fields
+    ("" when it is, or when it has none): a record edited or damaged after it was made
+    (a kernel release, a CPU model, a tool's version changed) would otherwise be taken as
+    the host every run's ``host_fingerprint`` vouches for."""
+    stored = record.get("fingerprint")
+    if stored is None:
+        return ""
+    try:
+        own = record_fingerprint(record)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return ""  # a field of a shape iolab never writes: the record's shape check names it
+    if stored != own:
+        return (f"fingerprint {excerpt(stored)} is not the fingerprint of the record's own "
+                f"fields ({own}): the record was changed after it was made")
+    return ""
+
+
 def fingerprint_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The fingerprint fields in which two inventories differ, as 'field: A != B' lines."""
     def flat(inventory: dict[str, Any]) -> dict[str, Any]:

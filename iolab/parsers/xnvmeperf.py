@@ -34,7 +34,10 @@ Total by up to half a cent per row; anything more raises ParseError. Failed is a
 must add up exactly. A rate or the elapsed time in any other form than digits with a
 fraction (a sign, ``nan``, ``inf``, an exponent: :func:`iolab.parsers.measured_decimal`) is
 no measurement and raises ParseError: a negative row could hide in a Total that adds up.
-Each row's MiB/s must be its IOPS times the echoed ``io size`` (within the rounding of both),
+The echo must hold every line xnvmeperf prints for the subcommand (devices, io pattern,
+queues per device, queue depth, io size, runtime, and CPUs for ``run``; the counts whole
+numbers above zero), or the command's values could not be checked against it: else
+ParseError. Each row's MiB/s must be its IOPS times the echoed ``io size`` (within the rounding of both),
 and the elapsed time at least 90 % of the echoed ``runtime`` (a run cut short): else
 ParseError, so such a run is stored as failed, never as a sample.
 For ``cuda-run``, IOPS counts completed lock-step rounds times the queue depth, failed
@@ -58,6 +61,15 @@ _ECHO_START = "Running xnvmeperf with arguments:"
 _ECHO_LINE = re.compile(r"^- (?P<key>[^:]+): (?P<value>.*)$")
 _ECHO_LIST = re.compile(r"^\[(?P<items>.*)\] \(total: (?P<total>[0-9]+)\)$")
 _ECHO_BYTES = re.compile(r"^(?P<n>[0-9]+) bytes$")
+# the echo lines xnvmeperf prints on every run of a subcommand (its heap sizes aside): a
+# report without one cannot be checked against the command that ran, nor its MiB/s against
+# the io size, so it is no report of xnvmeperf's
+_ECHO_REQUIRED = {"run": ("devices", "io_pattern", "queues_per_device", "queue_depth", "io_size",
+                          "runtime", "cpus"),
+                  "cuda-run": ("devices", "io_pattern", "queues_per_device", "queue_depth",
+                               "io_size", "runtime")}
+# echoed counts xnvmeperf prints as whole numbers above zero
+_ECHO_COUNTS = ("queues_per_device", "queue_depth", "io_size", "runtime")
 
 # Header columns as printed, per subcommand.
 _HEADERS = {"run": ["Device", "CPUs", "IOPS", "MiB/s", "Failed"],
@@ -116,6 +128,7 @@ def parse_xnvmeperf(text: str, source: str = "<string>") -> dict:
     if not devices:
         raise ParseError(source, "the table has no device rows")
     _check_sums(devices, totals, source)
+    _check_echo_complete(echo, kind, source)
     _check_echo_devices(echo, devices, source)
     for row, number in zip([*devices, totals], numbers):
         _check_rate(row, echo, number, source)
@@ -221,20 +234,31 @@ def _check_sums(devices: list[dict], totals: dict, source: str) -> None:
 
 
 def _check_rate(row: dict, echo: dict, number: int, source: str) -> None:
-    """A row's MiB/s must be its IOPS times the echoed I/O size (:func:`check_mibs`); a run
-    without an echoed size is held to nothing."""
-    size = echo.get("io_size")
-    if is_positive_int(size):
-        check_mibs(row, size, "the echoed io size", number, source)
+    """A row's MiB/s must be its IOPS times the echoed I/O size (:func:`check_mibs`), which
+    :func:`_check_echo_complete` made sure is there."""
+    check_mibs(row, echo["io_size"], "the echoed io size", number, source)
 
 
 def _check_elapsed(echo: dict, elapsed_s: float, source: str) -> None:
     """A run that ended well before its echoed runtime was cut short (or its timer is
     wrong): its rates are no measurement over the runtime it was asked for."""
-    runtime = echo.get("runtime")
-    if is_positive_int(runtime) and elapsed_s < RUNTIME_SHARE * runtime:
+    runtime = echo["runtime"]
+    if elapsed_s < RUNTIME_SHARE * runtime:
         raise ParseError(source, f"elapsed {elapsed_s:.2f} s is far below the echoed runtime "
                          f"{runtime} s (at least {RUNTIME_SHARE:.0%} of it is expected)")
+
+
+def _check_echo_complete(echo: dict, kind: str, source: str) -> None:
+    """xnvmeperf echoes every argument it ran with: a line missing (removed, or the output
+    damaged) would leave the command's value unchecked, and the MiB/s with it."""
+    missing = [key for key in _ECHO_REQUIRED[kind] if key not in echo]
+    if missing:
+        raise ParseError(source, f"the argument echo lacks {', '.join(missing)} (xnvmeperf "
+                         f"{kind} echoes {', '.join(_ECHO_REQUIRED[kind])})")
+    for key in _ECHO_COUNTS:
+        if not is_positive_int(echo[key]):
+            raise ParseError(source, f"the argument echo's {key} is {excerpt(echo[key])} "
+                             "(allowed: a whole number above 0, in ASCII digits)")
 
 
 def _check_echo_devices(echo: dict, devices: list[dict], source: str) -> None:

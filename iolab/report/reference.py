@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import io
 import math
+import numbers
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,8 @@ REGISTRY = "registry.yaml"
 KIND = ("quantity", "direction", "path")
 ENTRY_KEYS = ("value", "unit", *KIND, "source", "location")
 FILE_MOST = 16 << 20  # bytes of one reference file: the published tables are a few kB
+# a number written as text: ASCII digits, a sign, a point, an exponent, nothing around them
+_DECIMAL_TEXT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _ROLE = "a reference's published values"
 _NAME_ALLOWED = "the name of a file beside it in the same folder (no '/', not '.' or '..')"
 
@@ -193,9 +197,15 @@ def _file_name(path: Path, key: str, name: Any) -> str:
 
 
 def _number(path: Path, key: str, value: Any) -> float:
-    """``value`` as a finite float; InputError naming ``path`` and ``key`` otherwise."""
+    """``value`` as a finite float; InputError naming ``path`` and ``key`` otherwise. A
+    number written as text (quoted in the YAML, a CSV cell of a column with text in it) is
+    read only in ASCII decimals (:data:`_DECIMAL_TEXT`): ``float`` also takes any script's
+    digits ('٥٦.١٣٥'), '1_000' and blanks around it, which no published value is written in."""
     number = math.nan  # a bool (YAML's yes) is not a published value
-    if not isinstance(value, bool):
+    if isinstance(value, str):
+        if _DECIMAL_TEXT.fullmatch(value):
+            number = float(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         try:
             number = float(value)
         except (TypeError, ValueError, OverflowError):

@@ -136,6 +136,18 @@ def _json(path: Path) -> Any:
         raise InputError(path, None, f"cannot be read as JSON: {exc}") from None
 
 
+def _host_problems(path: Path, schema: str) -> list[InputError]:
+    """A host record against its schema, and its fingerprint against its own fields (an
+    edited record describes another host than its runs vouch for)."""
+    from iolab.host.inventory import fingerprint_problem
+
+    doc = _json(path)
+    found = problems(doc, validator(schema), path)
+    problem = fingerprint_problem(doc) if not found and isinstance(doc, dict) else ""
+    return found + ([InputError(path, "fingerprint", problem, allowed="the record as iolab "
+                                "wrote it; restore the file from git")] if problem else [])
+
+
 def _log_problems(path: Path) -> list[InputError]:
     """Every line of a campaign log against the schema of one line."""
     try:
@@ -217,6 +229,8 @@ def verify(data_dir: Path, experiment: str | None = None,
         result.files += 1
         try:
             result.problems += (_log_problems(path) if schema == "campaign-log.schema.json"
+                                else _host_problems(path, schema)
+                                if schema.startswith("host")
                                 else problems(_json(path), validator(schema), path))
         except InputError as exc:
             result.problems.append(exc)

@@ -440,8 +440,12 @@ class Xnvmeperf(ToolAdapter):
             return (f"stdout is not this run's report: it is of xnvmeperf {report['kind']}, the "
                     f"run gave xnvmeperf {given['subcommand']}")
         for key, option in _ECHOED.items():
-            if key in report["echo"] and given[option] is not None \
-                    and report["echo"][key] != given[option]:
+            if given[option] is None:
+                continue
+            if key not in report["echo"]:  # xnvmeperf echoes every argument it was given
+                return (f"stdout is not this run's report: its argument echo has no {key}, "
+                        f"the run gave xnvmeperf {option} {excerpt(given[option])}")
+            if report["echo"][key] != given[option]:
                 return (f"stdout is not this run's report: its argument echo has {key} "
                         f"{excerpt(report['echo'][key])}, the run gave xnvmeperf {option} "
                         f"{excerpt(given[option])}")

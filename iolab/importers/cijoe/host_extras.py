@@ -17,7 +17,6 @@ host check (:class:`~iolab.core.store.Store`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from collections import Counter
@@ -28,6 +27,7 @@ from typing import Any
 from iolab.core.store import Store
 from iolab.durable import write_atomic
 from iolab.errors import InputError, ParseError
+from iolab.host.inventory import imported_fingerprint
 from iolab.importers.cijoe.archive import Archive, Command
 from iolab.importers.cijoe.crosscheck import check_p2p
 from iolab.importers.cijoe.kinds import LSCPU, P2P
@@ -79,9 +79,7 @@ def host_record(arc: Archive, commands: list[Command], report: ImportReport) -> 
         "lscpu_e": lscpu_text,
         **_config(arc, report),
     }
-    canonical = json.dumps({"source": SOURCE, "cpu": cpu, "topology": topology},
-                           sort_keys=True, separators=(",", ":"))
-    return host, hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return host, imported_fingerprint(SOURCE, cpu, topology)
 
 
 def _config(arc: Archive, report: ImportReport) -> dict[str, Any]:
