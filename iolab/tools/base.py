@@ -464,6 +464,22 @@ def check_within(stamp: int, window: tuple[int, int] | None, what: str, source: 
                                  f"{WINDOW_SLACK_NS / 1e9:g} s of it)")
 
 
+def check_tool_window(window: tuple[int, int] | None, run: tuple[int, int] | None,
+                      source: str) -> None:
+    """ParseError unless the window a tool's own report gives (``ToolAdapter.window``) lies
+    inside the run's (the driver's) widened by :data:`WINDOW_SLACK_NS` on each side: the
+    tool measured while its driver ran, so a report stamped a year before the run is
+    another run's (every collector's numbers would then be cut to a time no run had)."""
+    if window is None or run is None:
+        return
+    w0, w1 = run
+    if not (w0 - WINDOW_SLACK_NS <= window[0] and window[1] <= w1 + WINDOW_SLACK_NS):
+        raise ParseError(source, f"the tool's report says it measured {_span(*window)}, "
+                                 f"outside the run's window {_span(w0, w1)} (allowed: within "
+                                 f"{WINDOW_SLACK_NS / 1e9:g} s of it): it is not this run's "
+                                 "report")
+
+
 def stamped(text: str, source: str) -> tuple[int, str]:
     """(time_ns, the copied text) of one :class:`Snapshots` file; ParseError without a stamp."""
     first, _, rest = text.partition("\n")
