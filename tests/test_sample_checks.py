@@ -65,3 +65,72 @@ def test_a_fio_report_stamped_far_from_the_runs_window_is_not_its_report(tmp_pat
         doc["timestamp_ms"] += days * 86400 * 1000
     why = judged(tmp_path, "smt_thp", "kvm-2vcpu", edit_json("fio.json", move))
     assert "the tool's report says it measured" in why and "outside the run's window" in why
+
+
+def _results(change: Callable[[list[dict]], None]) -> Callable[[Path], None]:
+    return edit_json("bdevperf-results.json", lambda doc: change(doc["results"]))
+
+
+def _scaled(jobs: list[dict], factor: float) -> None:
+    jobs[0].update(iops=jobs[0]["iops"] * factor, mibps=jobs[0]["mibps"] * factor)
+
+
+@pytest.mark.parametrize("factor", [2, 1.001])
+def test_bdevperf_json_rates_other_than_its_own_tables_are_not_the_runs(tmp_path, factor):
+    """Probe 12 R5: the JSON's IOPS and MiB/s doubled (each job's own numbers agreeing) were
+    taken over stdout's table of the same jobs, which still says 36,138.96, and stored."""
+    why = judged(tmp_path, "cpu_search", "kvm-2vcpu", _results(lambda j: _scaled(j, factor)))
+    assert why.startswith("bdevperf-results.json is not this run's report: its job 'aio0' has "
+                          "IOPS"), why
+    assert "the text table on stdout 36138.96" in why
+
+
+def test_bdevperf_json_jobs_other_than_its_tables_are_not_the_runs(tmp_path):
+    why = judged(tmp_path, "cpu_search", "kvm-2vcpu", _results(lambda jobs: jobs.reverse()))
+    assert "its jobs 'aio1, aio0' are not those of the text table on stdout" in why, why
+
+
+def _taken(tmp_path: Path, edit: Callable[[Path], None]) -> dict:
+    """The bdevperf metrics of cpu_search/kvm-2vcpu's first run, edited; the run must make a
+    sample (judged as a new run's output is)."""
+    assert judged(tmp_path, "cpu_search", "kvm-2vcpu", edit) == ""
+    [run] = (tmp_path / "kvm-2vcpu" / "runs").iterdir()
+    return tool_registry.adapter("bdevperf").parse(run)
+
+
+def test_bdevperf_json_rates_beside_a_runtime_of_0_are_not_taken(tmp_path):
+    """Probe 12 R6: a runtime of 0.0 beside the jobs' rates was taken, its latency mean a
+    NaN (weighed by runtime). Such a JSON contradicts itself; as for any JSON that cannot be
+    read, the run's own text table on stdout gives the numbers, and the note says why."""
+    def zero(jobs: list[dict]) -> None:
+        for job in jobs:
+            job["runtime"] = 0.0
+    m = _taken(tmp_path, _results(zero))
+    assert (m["results_from"], m["iops"], m["lat_mean_us"]) == ("text table", 74619.21, 3426.63)
+    assert m["note"].startswith("bdevperf-results.json was not taken (results[0]: runtime is "
+                                "0, but iops is 36139 and mibps 141.168 (a rate is I/Os over a "
+                                "runtime; allowed: a runtime above 0 beside a rate): the "
+                                "report contradicts itself)")
+
+
+@pytest.mark.parametrize("key, value", [("min_latency_us", 20000.0),
+                                        ("avg_latency_us", 20000.0),
+                                        ("max_latency_us", 3000.0)])
+def test_bdevperf_json_latencies_out_of_order_are_not_taken(tmp_path, key, value):
+    """Probe 12 R7: aio0's min latency 20,000 us, above its average 3,537 and its max
+    18,350, was taken: each value was held only to 0 or more."""
+    m = _taken(tmp_path, _results(lambda jobs: jobs[0].update({key: value})))
+    assert (m["results_from"], m["iops"], m["lat_mean_us"]) == ("text table", 74619.21, 3426.63)
+    assert m["note"].startswith("bdevperf-results.json was not taken (results[0]: latencies "
+                                "min"), m["note"]
+    assert "are out of order (allowed: min <= average <= max)" in m["note"]
+
+
+def test_bdevperf_table_latencies_out_of_order_make_no_sample(tmp_path):
+    """The text table's rows are held to the same order, with the 0.01 us of its printing."""
+    def edit(run: Path) -> None:
+        (run / "bdevperf-results.json").unlink()
+        text = (run / "stdout").read_text()
+        (run / "stdout").write_text(text.replace("3537.17     734.13", "3537.17    3600.00"))
+    why = judged(tmp_path, "cpu_search", "kvm-2vcpu", edit)
+    assert "stdout: line" in why and "latencies min 3600, average 3537.17" in why, why
