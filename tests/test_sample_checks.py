@@ -134,3 +134,14 @@ def test_bdevperf_table_latencies_out_of_order_make_no_sample(tmp_path):
         (run / "stdout").write_text(text.replace("3537.17     734.13", "3537.17    3600.00"))
     why = judged(tmp_path, "cpu_search", "kvm-2vcpu", edit)
     assert "stdout: line" in why and "latencies min 3600, average 3537.17" in why, why
+
+
+@pytest.mark.parametrize("pci", ["0000:99:00.0", "0000:00:07.0"])
+def test_nvml_readings_of_another_gpu_than_the_probes_make_no_sample(tmp_path, pci):
+    """Probe 12 G2: nvml.json's gpu_pci was checked for its shape only, so the PCIe counters
+    of another GPU were stored as the traffic of the probe's (CUDA's and NVML's orders of
+    the GPUs differ on hosts with several)."""
+    why = judged(tmp_path, "gpu_pcie", "h200-pcie5", edit_json("nvml.json",
+                                                               lambda d: d.update(gpu_pci=pci)))
+    assert why == (f"nvml.gpu_pci is '{pci}', but the tool ran on gpu_pci '0000:00:06.0' "
+                   "(gpu_pcie_probe.gpu_pci): the collector sampled another device"), why
