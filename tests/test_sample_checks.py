@@ -145,3 +145,14 @@ def test_nvml_readings_of_another_gpu_than_the_probes_make_no_sample(tmp_path, p
                                                                lambda d: d.update(gpu_pci=pci)))
     assert why == (f"nvml.gpu_pci is '{pci}', but the tool ran on gpu_pci '0000:00:06.0' "
                    "(gpu_pcie_probe.gpu_pci): the collector sampled another device"), why
+
+
+@pytest.mark.parametrize("ticks", [1, 1000, 100_000])
+def test_a_process_tree_record_of_another_clock_rate_makes_no_sample(tmp_path, ticks):
+    """Probe 12 Q1: clk_tck 100000 (1 to 1,000,000 were allowed) made the tree's CPU 0.187 %
+    beside GNU time's 170 %; /proc counts utime and stime in Linux's USER_HZ, 100."""
+    why = judged(tmp_path, "cpu_search", "xeon-v657",
+                 edit_json("proctree-cpu.json", lambda d: d.update(clk_tck=ticks)))
+    assert why.endswith(f"proctree-cpu.json: clk_tck is {ticks} (allowed: an object whose "
+                        "clk_tck is 100, Linux's USER_HZ, the ticks per second of /proc's "
+                        "utime and stime)"), why
