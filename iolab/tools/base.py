@@ -15,7 +15,8 @@ the :class:`ToolAdapter` and :class:`Collector` interfaces, reading a driver's v
 one spelling of a PCI address (:func:`pci_address`), and the run's window as every
 collector's parser checks its own time stamps against it (:func:`driver_window`,
 :func:`run_window`, :func:`check_brackets`, :func:`check_within`, with one stated
-tolerance, :data:`WINDOW_SLACK_NS`).
+tolerance, :data:`WINDOW_SLACK_NS`), and a tool's own window held to the driver's
+(:func:`check_tool_window`).
 Not responsible for: running anything (``iolab.execution.runner``), or any one tool.
 """
 
