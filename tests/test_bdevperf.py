@@ -1068,6 +1068,11 @@ def _bdevperf_run(tmp_path, change=None):
     """A run folder with the two-job perform_tests JSON, ``change`` applied to it, and the
     text table of the same jobs on stdout."""
     doc = json.loads((FIX / "perform_tests_2jobs.json").read_text())
+    table = parse_text("v25.09_rpc_mode_stdout.txt")["jobs"]
+    for job, row in zip(doc["results"], table):  # the table's numbers: bdevperf prints the
+        job.update(runtime=row["runtime_s"], iops=row["iops"], mibps=row["mibs"],  # same
+                   **{key: row[key] for key in ("avg_latency_us", "min_latency_us",
+                                                "max_latency_us")})
     if change:
         change(doc)
     (tmp_path / bdevperf.JSON_RESULTS).write_text(json.dumps(doc))

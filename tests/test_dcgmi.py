@@ -104,14 +104,32 @@ def test_read_argv_refuses_what_it_cannot_read(cmd, key, message):
 
 # --- reading a capture ------------------------------------------------------------------------
 
-def test_read_capture_of_one_gpu_of_two():
+def _only(text: str, entity: str) -> str:
+    """The capture with the rows of every GPU but ``entity`` left out (what dmon -i prints)."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not line.startswith("GPU ") or line.startswith(entity + " "))
+
+
+def test_read_capture_of_one_gpu():
     text = (FIX / "dcgm_dmon.txt").read_text()
-    capture = read_capture(text, "d.txt", read_argv("dcgmi dmon -e 1009,1010 -i 1"))
+    capture = read_capture(_only(text, "GPU 1"), "d.txt",
+                           read_argv("dcgmi dmon -e 1009,1010 -i 1"))
     assert capture["rx"] == [7, None, 21, 35] and capture["tx"] == [5, None, 15, 25]
-    assert capture["rows"] == [3, 5, 9, 11]
-    gpu0 = read_capture(text, "d.txt", read_argv("dcgmi dmon -e 1009,1010 -i 0"))
+    assert capture["rows"] == [2, 3, 6, 7]
+    gpu0 = read_capture(_only(text, "GPU 0"), "d.txt", read_argv("dcgmi dmon -e 1009,1010 -i 0"))
     assert gpu0["rx"] == [0, 1000, 3000, 2000]  # the cut-off last row is dropped
     assert gpu0["notes"] and "partial last row" in gpu0["notes"][0]
+
+
+@pytest.mark.parametrize("watched, other", [(0, 1), (1, 0)])
+def test_read_capture_of_a_gpu_the_command_did_not_watch_is_refused(watched, other):
+    """Probe 12 D2: a row of another GPU than the command's -i was dropped silently (the
+    mean of the watched GPU moved with it): such a capture is not that command's."""
+    with pytest.raises(ParseError, match=f"^d.txt: has rows of 'GPU {other}', which the "
+                                         f"command did not watch \\(it watched GPU {watched}; "
+                                         "allowed: rows of "):
+        read_capture((FIX / "dcgm_dmon.txt").read_text(), "d.txt",
+                     read_argv(f"dcgmi dmon -e 1009,1010 -i {watched}"))
 
 
 def test_read_capture_without_tx():

@@ -1402,3 +1402,18 @@ def test_a_state_time_no_clock_gives_fails_that_run_and_the_import_goes_on(tmp_p
     assert not [p.name for p in runs.iterdir() if p.name.startswith(".tmp-")]
     (failed,) = (tmp_path / "data" / "raw" / "aisio-mini" / "lab" / "failed").iterdir()
     assert json.loads((failed / "run.json").read_text())["started_at"] is None
+
+
+def test_a_dcgm_row_of_a_gpu_the_command_did_not_watch_fails_the_run(tmp_path):
+    """Probe 12 D2: a row of GPU 1 in the capture of ``dcgmi dmon ... -i 0`` was dropped
+    silently, and the run imported with its mean moved (4,650 B/s where 5,375 was read)."""
+    folder = make_cijoe(tmp_path / "src", orphan=False, bad_rep=None)
+    capture = folder / "003_run" / "cmd_08.output"
+    text = capture.read_text()
+    assert "GPU 0     90                          9000" in text
+    capture.write_text(text.replace("GPU 0     90                          9000",
+                                    "GPU 1     90                          9000", 1))
+    report = import_archive(folder, "aisio-mini", "lab", tmp_path / "data", progress=False)
+    assert (report.imported, report.failed) == (1, 1), report.notes
+    assert any("has rows of 'GPU 1', which the command did not watch" in n
+               for n in report.notes), report.notes

@@ -431,3 +431,17 @@ def test_single_job_without_the_999_percentile_reports_none():
 
 
 # --- the driver -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [1, 2, 100])
+def test_a_rate_beside_a_runtime_of_0_is_refused(scale):
+    """Probe 12 R1: fio divides by a direction's runtime only when it has one, so its rate
+    beside a runtime of 0 is 0; a runtime of 0 beside a rate (here the run's own, doubled,
+    a hundredfold) skipped every rate-against-count check and the rate was stored."""
+    iops, bw_bytes = 75294 * 1000 / 1001 * scale, 308096128 * scale
+    with pytest.raises(ParseError, match=r"c.json: jobs\[0\].read: runtime is 0 ms, but iops "
+                                         r"is .* \(fio reports a rate of 0 .*contradicts"):
+        parse_fio_json(_read_edited(runtime=0, iops=iops, bw_bytes=bw_bytes), source="c.json")
+    # a direction that did nothing: runtime 0, rates 0 (the write section of a read job)
+    assert parse_fio_json(_read_edited(runtime=0, iops=0.0, bw_bytes=0, total_ios=0,
+                                       io_bytes=0))["read_iops"] == 0.0

@@ -95,6 +95,9 @@ FAKE_FIO = textwrap.dedent("""\
     def shortened(report):  # the fixture's second of I/O made 20 ms of it: a fake run lasts
         read = report["jobs"][0]["read"]  # a few ms, and no report measures longer than its run
         read["runtime"] = report["jobs"][0]["job_runtime"] = 20
+        import time  # stamped now, as fio stamps its report: the run's window holds it
+        report["timestamp_ms"] = int(time.time() * 1000)
+        report["timestamp"] = report["timestamp_ms"] // 1000
         read["total_ios"] = round(read["iops"] * 20 / 1000)
         read["io_bytes"] = read["total_ios"] * 4096
         read["bw_bytes"] = read["io_bytes"] * 1000 // 20

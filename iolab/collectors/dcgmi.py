@@ -147,7 +147,8 @@ def read_capture(text: str, source: str, dmon: Mapping[str, Any]) -> dict[str, A
     index in ``text`` of each sample) and the parser's ``notes``.
 
     ``dmon`` is :func:`read_argv` of the command that made the capture. ParseError when field
-    1010 was not sampled, the command watched other than one GPU, or that GPU has no rows.
+    1010 was not sampled, the command watched other than one GPU, that GPU has no rows, or
+    another entity has any.
     """
     parsed = parse_dcgm_dmon(text, source, field_ids=dmon["field_ids"])
     if RX_FIELD not in parsed["field_ids"]:
@@ -159,6 +160,13 @@ def read_capture(text: str, source: str, dmon: Mapping[str, Any]) -> dict[str, A
     entity = f"GPU {dmon['gpu_ids'][0]}"
     if entity not in parsed["samples"]:
         raise ParseError(source, f"no rows for {entity} (entities: {sorted(parsed['samples'])})")
+    others = sorted(set(parsed["samples"]) - {entity})
+    if others:
+        # dmon -i prints rows of the entities it was given only: a row of another is no
+        # row of this command's (its rows were dropped, and the mean moved with them)
+        raise ParseError(source, f"has rows of {excerpt(', '.join(others))}, which the command "
+                                 f"did not watch (it watched {entity}; allowed: rows of "
+                                 f"{entity} only): not this command's capture")
     columns = parsed["samples"][entity]
 
     def field(field_id: int) -> list | None:

@@ -36,7 +36,7 @@ from iolab.core.manifest import DamagedManifest, RunManifest, from_v1
 from iolab.core.rows import standard_row
 from iolab.core.schema import Choice, Field, Int, Number, Schema, Text, in_order
 from iolab.core.store import StoredRun
-from iolab.errors import ParseError, ToolError
+from iolab.errors import ParseError, ToolError, excerpt
 from iolab.host.scratch import ScratchFile
 from iolab.parsers import CPU_IDS_ALLOWED, is_cpu_ids, record_object, record_value
 from iolab.paths import NOTEBOOKS_DIR, PARAMS_DIR, REPO_ROOT
@@ -150,6 +150,29 @@ def _number(value: Any) -> bool:
 # 0.003 s to 0.062 s *below* it. The slack covers the rounding of %e and the two clocks
 # being read at different moments.
 LIFETIME_SLACK_S = 0.1
+
+
+# what names the device a tool ran on and a collector sampled, in both of their columns
+_DEVICE_KEYS = ("gpu_pci",)
+
+
+def _another_device(row: dict[str, Any]) -> str:
+    """Why a collector's readings are of another device than the tool's ("" when not): a
+    collector that records the GPU it sampled (NVML's and DCGM's ``gpu_pci``)
+    beside a tool that reports the GPU it ran on names another one. CUDA's device order and
+    NVML's index order differ on hosts with several GPUs, so the counters would be another
+    GPU's traffic stored as the run's."""
+    tool = f"{row.get('run.tool')}."
+    for key in _DEVICE_KEYS:
+        ran_on = row.get(tool + key)
+        if not isinstance(ran_on, str):
+            continue
+        for column, value in row.items():
+            if (column.endswith(f".{key}") and not column.startswith(tool)
+                    and isinstance(value, str) and value.lower() != ran_on.lower()):
+                return (f"{column} is {excerpt(value)}, but the tool ran on {key} "
+                        f"{excerpt(ran_on)} ({tool}{key}): the collector sampled another device")
+    return ""
 
 
 def _lifetime_beyond_run(row: dict[str, Any]) -> str:
@@ -423,8 +446,9 @@ class Experiment:
         one (:func:`_percentiles_out_of_order`), a rate beside a reported runtime of 0
         (:meth:`_rate_without_runtime`), the tool's user and system CPU together above the
         host (:func:`_cpu_parts_beyond_host`), bytes per operation other than the size the
-        run's operations move (:meth:`_size_beside_rates`), or a frequency no CPU runs at
-        (:meth:`_outside_unit_range`)."""
+        run's operations move (:meth:`_size_beside_rates`), a frequency no CPU runs at
+        (:meth:`_outside_unit_range`), or a collector's readings of another device than the
+        one the tool ran on (:func:`_another_device`)."""
         tool = f"{row.get('run.tool')}."
         for name, metric in self.metrics.items():
             for column in (*metric.sources, name):
@@ -449,7 +473,7 @@ class Experiment:
                 or self._cpu_share_beyond_host(row, cpus)
                 or _percentiles_out_of_order(row) or self._rate_without_runtime(row)
                 or self._implausible_rate(row) or self._size_beside_rates(row)
-                or self._outside_unit_range(row))
+                or self._outside_unit_range(row) or _another_device(row))
 
     def _latencies(self, row: dict[str, Any]) -> dict[str, float]:
         """The run's latencies in µs, column -> value: the tool's own (its columns ending in

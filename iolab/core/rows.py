@@ -5,9 +5,9 @@ Kept apart from the table itself so that what runs campaigns (the runner, the ex
 does not import pandas: a campaign's start-up then stays a fraction of a second.
 
 Responsible for: the columns every run made by this package has, and which window the
-collectors are given (the tool's own, else the driver's). Not responsible for: the table,
-its cache or its checks (``tidy``), or reading the driver's window
-(``iolab.tools.base.driver_window``).
+collectors are given (the tool's own, else the driver's; a tool's own outside the driver's is
+another run's report: ParseError). Not responsible for: the table, its cache or its checks
+(``tidy``), or reading the driver's window (``iolab.tools.base.driver_window``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from iolab.core import tool_registry
 from iolab.core.store import StoredRun
-from iolab.tools.base import driver_window
+from iolab.tools.base import check_tool_window, driver_window
 
 
 def _flat(value: Any) -> Any:
@@ -47,7 +47,9 @@ def standard_row(run: StoredRun, derive: Callable[[dict[str, Any]], dict[str, An
     row.update({f"config.{k}": _flat(v) for k, v in sorted(m.settings.items())})
     adapter = tool_registry.adapter(m.tool)
     row.update({f"{m.tool}.{k}": v for k, v in adapter.parse(run.path).items()})
-    window = adapter.window(run.path) or driver_window(run.path)
+    window, run_window = adapter.window(run.path), driver_window(run.path)
+    check_tool_window(window, run_window, str(run.path))
+    window = window or run_window
     for name in m.collectors:
         parsed = tool_registry.collector(name).parse(run.path, window)
         row.update({f"{name}.{k}": _flat(v) for k, v in parsed.items()})

@@ -302,11 +302,15 @@ def _data_row(table: _Table, line: str, number: int, source: str) -> None:
     name = name.strip()
     values = _numbers(rest, len(table.columns), f"the row of '{shortened(name)}'", number, source)
     meta = block.pending
+    row = dict(zip(_ROW_KEYS, values + [None] * (len(_ROW_KEYS) - len(values))))
+    if row["iops"]:
+        _check_latency_order(row["min_latency_us"], row["avg_latency_us"],
+                             row["max_latency_us"], _PRINTED_SLACK_US, f"line {number}", source)
     block.jobs.append({
         # The data row names the bdev; Job lines before v24.01 name the thread instead.
         "name": name,
         **{key: meta[key] for key in _JOB_META},
-        **dict(zip(_ROW_KEYS, values + [None] * (len(_ROW_KEYS) - len(values)))),
+        **row,
         "io_failed": None,
         "io_timeout": None,
         "failed": meta["failed"],
@@ -324,6 +328,10 @@ def _total_line(table: _Table, line: str, number: int, source: str) -> None:
                       number, source)
     keys = _ROW_KEYS[1:]
     block.total = dict(zip(keys, values + [None] * (len(keys) - len(values))))
+    if block.total["iops"]:
+        _check_latency_order(block.total["min_latency_us"], block.total["avg_latency_us"],
+                             block.total["max_latency_us"], _PRINTED_SLACK_US,
+                             f"line {number} (Total)", source)
     table.blocks.append(block)
     table.open = None
 
@@ -357,6 +365,26 @@ def _check_sum(jobs: list[dict[str, Any]], total: dict[str, Any], table: _Table,
     if not math.isclose(summed, total["iops"], rel_tol=1e-3, abs_tol=0.005 * (len(jobs) + 1)):
         raise ParseError(source, f"the table at line {table.line} is inconsistent: the jobs' "
                                  f"IOPS sum to {summed:.2f} but Total says {total['iops']:.2f}")
+
+
+# How far a printed latency may stray from its order: the table rounds each to 0.01 us;
+# the JSON's are SPDK's own quotients, in their order bar floating point (a millionth)
+_PRINTED_SLACK_US = 0.01
+_ORDER_REL_SLACK = 1e-6
+
+
+def _check_latency_order(least: float | None, mean: float | None, most: float | None,
+                         slack: float, where: str, source: str) -> None:
+    """ParseError unless min <= average <= max (with ``slack``, and the floating point of
+    :data:`_ORDER_REL_SLACK`): SPDK takes each from the same I/Os' latencies, so a report
+    whose latencies are out of that order is damaged or made up, not measured."""
+    if least is None or mean is None or most is None:
+        return  # a table without latency columns
+    slack += _ORDER_REL_SLACK * most
+    if not (least <= mean + slack and mean <= most + slack):
+        raise ParseError(source, f"{where}: latencies min {least:g}, average {mean:g}, max "
+                                 f"{most:g} us are out of order (allowed: min <= average <= "
+                                 "max): the report contradicts itself")
 
 
 def _job_problems(jobs: list[dict[str, Any]], rates: bool) -> list[str]:
@@ -506,6 +534,36 @@ def _json_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# The table prints each number to 0.01 (``%10.2f``): half of that, and a little for the
+# printing of a binary fraction
+_TABLE_ROUNDING = 0.0051
+_SHARED = (("runtime_s", "runtime"), ("iops", "IOPS"), ("mibs", "MiB/s"),
+           ("avg_latency_us", "Average"), ("min_latency_us", "min"), ("max_latency_us", "max"))
+
+
+def table_disagrees(results: dict[str, Any], table: dict[str, Any]) -> str:
+    """Why the ``perform_tests`` JSON (``results``, :func:`parse_bdevperf_json`) is not the
+    jobs bdevperf's text table on the same run's stdout (``table``,
+    :func:`parse_bdevperf_text`) shows ("" when it is): bdevperf prints the table from the
+    same numbers it answers the RPC with, so each job's runtime, IOPS, MiB/s and latencies
+    are the JSON's rounded to 0.01. A JSON whose numbers are not is another run's, or
+    altered (a doubled IOPS was stored as the run's sample)."""
+    got = [job["name"] for job in results["jobs"]]
+    shown = [job["name"] for job in table["jobs"]]
+    if got != shown:
+        return (f"its jobs {excerpt(', '.join(got))} are not those of the text table on "
+                f"stdout ({excerpt(', '.join(shown))})")
+    for job, row in zip(results["jobs"], table["jobs"]):
+        for key, column in _SHARED:
+            if row[key] is None:
+                continue  # a table without latency columns
+            if abs(job[key] - row[key]) > _TABLE_ROUNDING:
+                return (f"its job {excerpt(job['name'])} has {column} {job[key]:.6g}, the text "
+                        f"table on stdout {row[key]:.2f} (allowed: the same number rounded to "
+                        "0.01, as bdevperf prints it)")
+    return ""
+
+
 def _rpc_error(text: str) -> str:
     """The message and code of a JSON-RPC error as SPDK's client prints it, or its text."""
     after = text.partition("Got JSON-RPC error response")[2]
@@ -542,6 +600,14 @@ def _json_job(entry: Any, i: int, source: str) -> dict[str, Any]:
                                  f"{excerpt(percentage)}")
     within_float(percentage, f"{where}.percentage", source)
     runtime = float(entry["runtime"])
+    if runtime == 0 and (entry["iops"] or entry["mibps"]):
+        raise ParseError(source, f"{where}: runtime is 0, but iops is {entry['iops']:g} and "
+                                 f"mibps {entry['mibps']:g} (a rate is I/Os over a runtime; "
+                                 "allowed: a runtime above 0 beside a rate): the report "
+                                 "contradicts itself")
+    if entry["iops"]:
+        _check_latency_order(entry["min_latency_us"], entry["avg_latency_us"],
+                             entry["max_latency_us"], 0.0, where, source)
 
     def rate(count: int) -> float | None:
         return count / runtime if runtime > 0 else None

@@ -313,8 +313,17 @@ def _check_counts(section: dict, sizes: tuple[int, int] | None, where: str,
     runtime = _count(section, "runtime", where, source)
     iops, total_ios = section["iops"], section["total_ios"]
     bw_bytes, io_bytes = section["bw_bytes"], section["io_bytes"]
-    if runtime == 0 or not _measured(iops, bw_bytes):
-        return  # no time to measure a rate over; a rate beside it is Experiment's to judge
+    if not _measured(iops, bw_bytes):
+        return  # no rate at all: Experiment.sample_problem names it
+    if runtime == 0:
+        # fio gives a direction without runtime a rate of 0 (it divides only by a runtime
+        # it has), so a rate beside none was not computed by fio: any value would pass below
+        if iops or bw_bytes:
+            raise ParseError(source, f"{where}: runtime is 0 ms, but iops is {iops:g} and "
+                                     f"bw_bytes {bw_bytes} (fio reports a rate of 0 for a "
+                                     "direction without runtime; allowed: 0): the report "
+                                     "contradicts itself")
+        return
     if abs(total_ios - iops * runtime / 1000) > IOS_SLACK:
         raise ParseError(source, f"{where}: iops {iops:g} over runtime {runtime} ms makes "
                                  f"{iops * runtime / 1000:.1f} I/Os, but total_ios is {total_ios}"

@@ -15,7 +15,8 @@ the :class:`ToolAdapter` and :class:`Collector` interfaces, reading a driver's v
 one spelling of a PCI address (:func:`pci_address`), and the run's window as every
 collector's parser checks its own time stamps against it (:func:`driver_window`,
 :func:`run_window`, :func:`check_brackets`, :func:`check_within`, with one stated
-tolerance, :data:`WINDOW_SLACK_NS`).
+tolerance, :data:`WINDOW_SLACK_NS`), and a tool's own window held to the driver's
+(:func:`check_tool_window`).
 Not responsible for: running anything (``iolab.execution.runner``), or any one tool.
 """
 
@@ -462,6 +463,22 @@ def check_within(stamp: int, window: tuple[int, int] | None, what: str, source: 
         raise ParseError(source, f"{what} is stamped {stamp} ns, outside the run's window "
                                  f"{_span(*window)} (allowed: within "
                                  f"{WINDOW_SLACK_NS / 1e9:g} s of it)")
+
+
+def check_tool_window(window: tuple[int, int] | None, run: tuple[int, int] | None,
+                      source: str) -> None:
+    """ParseError unless the window a tool's own report gives (``ToolAdapter.window``) lies
+    inside the run's (the driver's) widened by :data:`WINDOW_SLACK_NS` on each side: the
+    tool measured while its driver ran, so a report stamped a year before the run is
+    another run's (every collector's numbers would then be cut to a time no run had)."""
+    if window is None or run is None:
+        return
+    w0, w1 = run
+    if not (w0 - WINDOW_SLACK_NS <= window[0] and window[1] <= w1 + WINDOW_SLACK_NS):
+        raise ParseError(source, f"the tool's report says it measured {_span(*window)}, "
+                                 f"outside the run's window {_span(w0, w1)} (allowed: within "
+                                 f"{WINDOW_SLACK_NS / 1e9:g} s of it): it is not this run's "
+                                 "report")
 
 
 def stamped(text: str, source: str) -> tuple[int, str]:

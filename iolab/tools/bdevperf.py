@@ -54,7 +54,7 @@ from iolab.host.binding import check_free
 from iolab.safefiles import NotOurs, TooLarge, read_regular
 from iolab.parsers import CLOCK_NS_MOST, record_object
 from iolab.parsers.bdevperf import (parse_bdevperf_json, parse_bdevperf_text, spdk_start,
-                                   spdk_supports_json)
+                                   spdk_supports_json, table_disagrees)
 from iolab.tools import builds
 from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
                               cpu_mask)
@@ -374,7 +374,8 @@ class Bdevperf(ToolAdapter):
             odd = _foreign_jobs([job["name"] for job in jobs], bdevs, _copies(argv))
             if odd:
                 return f"{name} is not this run's report: {odd}"
-        return ""
+        return _json_beside_table(reports)
+
 
     def window(self, run_dir: Path) -> tuple[int, int] | None:
         """From the marker's timestamp of bdevperf's "Running I/O for T seconds"."""
@@ -442,6 +443,20 @@ def _copies(argv: list[str]) -> int | None:
     mask = _bdevperf_args(argv).get("-m", "")
     return bin(int(mask, 16)).count("1") if re.fullmatch(r"0x[0-9a-fA-F]{1,256}", mask) \
         else None
+
+
+def _json_beside_table(reports: list) -> str:
+    """Why the run's ``perform_tests`` JSON is not the jobs of its own text table ("" when
+    it is, or when one of the two is missing or unreadable: ``parse`` then takes the other,
+    or says why it takes none). See :func:`iolab.parsers.bdevperf.table_disagrees`."""
+    if len(reports) < 2:
+        return ""
+    try:
+        table, results = (read() for _, read in reports)
+    except (ParseError, OSError):
+        return ""
+    odd = table_disagrees(results, table)
+    return f"{JSON_RESULTS} is not this run's report: {odd}" if odd else ""
 
 
 def _foreign_jobs(names: list[str], bdevs: tuple[set[str], set[str]] | None,
