@@ -137,6 +137,23 @@ def test_a_table_output_goes_in_as_latex_and_mathematics_stays_mathematics():
     assert [n.astext() for n in doc.findall(nodes.math_block)] == ["E = mc^2"]
 
 
+def test_outside_latex_our_latex_forms_are_no_equations():
+    """An HTML page must not count an output's unpicked LaTeX form as an equation: it made
+    the page load MathJax, and the widget scripts then failed on it (a page error)."""
+    doc = _doctree("x\n")
+    bundle = nodes.container(nb_element="mime_bundle")
+    for mime, node in [("text/html", nodes.raw("", "<table></table>", format="html")),
+                       ("text/latex", nodes.math_block("", table_latex.MARK + "\n\\par x")),
+                       ("text/plain", nodes.literal_block("", "x"))]:
+        bundle += nodes.container("", node, mime_type=mime)
+    theirs = nodes.container(nb_element="mime_bundle")
+    theirs += nodes.container("", nodes.math_block("", "E = mc^2"), mime_type="text/latex")
+    doc += [bundle, theirs]
+    assert pdf_layout.latex_forms_left_out(doc) == 1
+    assert [c["mime_type"] for c in bundle.children] == ["text/html", "text/plain"]
+    assert len(list(doc.findall(nodes.math_block))) == 1
+
+
 def test_markdown_tables_break_across_pages_in_columns_as_wide_as_they_hold():
     doc = _doctree("+----+------------------------------+\n| a  | b                            |\n"
                    "+====+==============================+\n| 1  | a much longer cell of words  |\n"

@@ -18,6 +18,9 @@ Responsible for, in LaTeX builds only:
   cannot do, so the PDF leaves its source out (as it does for ``remove-input``) and keeps
   its output.
 
+In every other build it leaves those LaTeX forms out before any page is counted as holding
+mathematics (:class:`LatexFormsOnlyInLatex`), so the HTML is as it was without them.
+
 Not responsible for: the tables' contents (the chapters), the LaTeX preamble and engine
 (``_config.yml``'s ``latex:`` and ``latex_elements``), or the HTML build, which it leaves
 as it is.
@@ -31,6 +34,7 @@ from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
 
 LATEX_MARK = "% iolab latex"  # the first line of such an output (iolab.report.table_latex.MARK)
 # a column's share of the page counts its longest line as at least this many characters and
@@ -107,6 +111,32 @@ def opening_as_one_chapter(doctree: nodes.document, title: str = "Introduction")
     return True
 
 
+def latex_forms_left_out(doctree: nodes.document) -> int:
+    """Remove the LaTeX form of every output of ours from its bundle of forms; how many."""
+    done = 0
+    for bundle in list(doctree.findall(nodes.container)):
+        if bundle.get("nb_element") != "mime_bundle":
+            continue
+        for form in list(bundle.children):
+            if form.get("mime_type") == "text/latex" and form.astext().startswith(LATEX_MARK):
+                bundle.remove(form)
+                done += 1
+    return done
+
+
+class LatexFormsOnlyInLatex(SphinxTransform):
+    """In every build but LaTeX, leave our outputs' LaTeX out before Sphinx's math domain
+    looks for equations: MyST-NB keeps all forms of an output until it picks one for the
+    builder, so an unpicked LaTeX form still counted as an equation and made the HTML page
+    load MathJax, which the widget scripts then took for MathJax 2 (a page error)."""
+
+    default_priority = 840  # before SphinxDomains (850), which records a page's equations
+
+    def apply(self, **kwargs: Any) -> None:
+        if self.app.builder.format != "latex":
+            latex_forms_left_out(self.document)
+
+
 def _on_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     if app.builder.format == "latex":
         if docname == app.config.root_doc:
@@ -118,4 +148,5 @@ def _on_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-resolved", _on_resolved)
+    app.add_transform(LatexFormsOnlyInLatex)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
