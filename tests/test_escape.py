@@ -30,7 +30,7 @@ from bs4 import BeautifulSoup
 
 from iolab.core import registry
 from iolab.core.store import Store
-from iolab.host.inventory import FIELDS
+from iolab.host.inventory import FIELDS, record_fingerprint
 from iolab.paths import NOTEBOOKS_DIR, REPO_ROOT
 from iolab.report import escape
 
@@ -260,6 +260,9 @@ def _mark_host(campaign: Path, marks: dict[str, str]) -> None:
             host[field] = _mark("", field, marks)
     name = _mark("", "a tool's name in tools", marks)
     host["tools"][name] = _mark(next(iter(host["tools"].values())), "tools.<name>", marks)
+    # the fingerprint is the record's own (a record edited under its fingerprint is refused
+    # by every reader, so a marked one would never reach a page)
+    host["fingerprint"] = record_fingerprint(host)
     (campaign / "host.json").write_text(json.dumps(host, indent=1))
 
 
