@@ -48,10 +48,11 @@ def latex_problems(log_text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def build(book_dir: Path = BOOK_DIR, root: Path = REPO_ROOT, strict: bool = True,
-          force: bool = False, log: Callable[[str], None] = print) -> int:
-    """Build ``root/_build/pdf/book.pdf`` from ``book_dir``; 0 when it was written (or is up
-    to date), else the failing step's status, said in one line."""
+def build(strict: bool = True, force: bool = False,
+          log: Callable[[str], None] = print) -> int:
+    """Build ``_build/pdf/book.pdf`` from ``book/``; 0 when it was written (or is up to
+    date), else the failing step's status, said in one line."""
+    root = REPO_ROOT
     missing = missing_tools()
     if missing:
         log("iolab book --pdf: error: the PDF needs TeX Live's XeLaTeX, and these are not "
@@ -62,15 +63,14 @@ def build(book_dir: Path = BOOK_DIR, root: Path = REPO_ROOT, strict: bool = True
     argv = [str(exe), "build", "--all", "--builder", "pdflatex"]
     if strict:
         argv += ["-W", "-n", "--keep-going"]
-    argv += ["--path-output", str(root), str(book_dir)]
+    argv += ["--path-output", str(root), str(BOOK_DIR)]
     out = root / "_build" / "pdf" / "book.pdf"
     key = freshness.build_key(argv)
-    if not force and root == REPO_ROOT and freshness.is_fresh("pdf", key, out):
+    if not force and freshness.is_fresh("pdf", key, out):
         log(f"up to date: {out.relative_to(root)} (nothing under book/ changed since it was "
             "built; --force builds anyway)")
         return 0
-    if root == REPO_ROOT:
-        freshness.remember("pdf", None)
+    freshness.remember("pdf", None)
     code = subprocess.call(argv, cwd=root)
     latex = root / "_build" / "latex"
     problems = latex_problems(_read_log(latex / "book.log"))
@@ -82,8 +82,7 @@ def build(book_dir: Path = BOOK_DIR, root: Path = REPO_ROOT, strict: bool = True
         return code
     out.parent.mkdir(parents=True, exist_ok=True)
     replace_output(out, lambda tmp: shutil.copyfile(latex / "book.pdf", tmp), "the PDF")
-    if root == REPO_ROOT:
-        freshness.remember("pdf", key)
+    freshness.remember("pdf", key)
     log(f"wrote {out}")
     return 0
 
