@@ -471,11 +471,17 @@ def job_state(job: str, env: dict) -> str:
     return next((w.split("=", 1)[1] for w in record.split() if w.startswith("JobState=")), "")
 
 
+# the states a job ends in; any other (RUNNING, COMPLETING, and transient flags such as
+# SIGNALING, shown while Slurm delivers a job's --signal warning) means it has not ended yet
+ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                   "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+
+
 def wait_job(job: str, env: dict, timeout: float = 240) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = job_state(job, env)
-        if state and state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+        if state in ENDED:
             return state
         time.sleep(0.5)
     raise AssertionError(f"job {job} did not end within {timeout} s")
