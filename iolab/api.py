@@ -33,7 +33,7 @@ from iolab.shared.gpu_io import lab_answer, lab_design
 from iolab.host.inventory import summary_row
 from iolab.paths import resolve_data_dir
 from iolab.report import benchmarks_page as benchmarks
-from iolab.report import figures, quiet_runs
+from iolab.report import figures, quiet_runs, runs_data as runs_files
 from iolab.report import chapter as chapters
 from iolab.report.chapter import Chapter
 from iolab.report.escape import table
@@ -59,6 +59,7 @@ __all__ = [
     "measured_by_machine",  # which machine measured which campaigns
     "stored_by_experiment",  # each experiment's stored runs, in words (the experiments index)
     "resolve_data_dir",     # the data directory a notebook parameter names
+    "runs_data",            # the runs a page shows, written as CSV and Parquet, and their links
 ]
 
 # every notebook imports this module first: from here on, its tables and figures carry the
@@ -94,6 +95,13 @@ def forest(ch: Chapter):
     environments" table drew (``iolab.report.compare.across``); None, so nothing is shown,
     where fewer than two environments estimate any finding."""
     return ch.figures.get("fig_forest")
+
+
+def runs_data(ch: Chapter):
+    """The runs the chapter's page shows, one row per repetition, written as CSV and Parquet
+    into the book's static files (:mod:`iolab.report.runs_data`), shown as the line that
+    links both; None (nothing shown) where the page shows no run."""
+    return runs_files.offer(ch.df, ch.experiment.name, ch.environment)
 
 
 def quiet(ch: Chapter):

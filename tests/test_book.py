@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from iolab.core import registry
+from iolab.paths import default_data_dir
 from iolab.report.book import glued_in
 from test_glue_snapshot import compare_glue
 
@@ -194,7 +195,6 @@ def test_the_experiments_index_counts_the_stored_runs(html, exp):
     import re
 
     from iolab.core.store import Store
-    from iolab.paths import default_data_dir
 
     index = (html / "experiments" / "index.html").read_text()
     chapter = Path(exp.chapter).name
@@ -239,20 +239,105 @@ def test_every_table_downloads_as_the_table_it_shows(html):
                 continue
             lines = list(csv.reader(io.StringIO(urllib.parse.unquote(
                 link["href"][len(prefix):]))))
-            # the labels a reader sees (the columns', an index's name), blanks left out
-            labels = [c.removeprefix("'") for c in lines[0] if c]
+            # the labels a reader sees (the columns', an index's name), blanks left out; a
+            # label of several levels is one CSV cell, "level / level", whose last level is
+            # the table's lowest header row
+            levels = len(table.select("thead tr"))
             header = [th.get_text() for th in table.select("thead th")
                       if th.get_text().strip()]
+            cells = [c.removeprefix("'") for c in lines[0] if c]
+            whole = [c for c in cells if c in header]
+            joined = [c for c in cells if c not in header and " / " in c]
+            labels = whole + [c.split(" / ")[-1] for c in joined]
+            upper = {c.split(" / ")[0] for c in joined}
             rows = len(table.select("tbody tr"))
             # the HTML may also show the name of the columns' level, which a CSV has no
             # place for (the CSV's order of the labels, an index's first, is its own)
-            if not set(labels) <= set(header) or len(set(header) - set(labels)) > 1 \
+            # (and a table of several header rows, the names of its levels, one per row)
+            if len(labels) != len(cells) or not set(labels) <= set(header) or \
+                    len(set(header) - set(labels) - upper) > max(1, levels) \
                     or len(lines) - 1 != rows:
                 found.append(f"{where}: CSV {lines[0]} x {len(lines) - 1} against "
                              f"{header} x {rows}")
             checked += 1
     assert checked >= 50, f"only {checked} styled tables found"
     assert not found, "\n".join(found)
+
+
+def test_every_table_of_a_markdown_page_downloads_as_its_cells(html):
+    """A table written in a page's Markdown (book/_ext/table_csv.py) is followed by a link
+    to its cells as CSV: the header row the page shows, and as many rows."""
+    import csv
+    import io
+    import urllib.parse
+
+    from bs4 import BeautifulSoup
+
+    prefix = "data:text/csv;charset=utf-8,"
+    found, checked = [], 0
+    for page in sorted(html.rglob("*.html")):
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        for at, table in enumerate(soup.select("article table")):
+            if table.find_parent("div", class_="cell_output"):
+                continue
+            where = f"{page.relative_to(html)}: table {at}"
+            # the theme wraps a table in a scrolling container; the link follows that
+            holder = table.parent if "pst-scrollable-table-container" in \
+                table.parent.get("class", []) else table
+            line = holder.find_next_sibling()
+            link = line.select_one("a.table-data") if line is not None else None
+            if link is None or not link["href"].startswith(prefix):
+                found.append(f"{where}: no link to its cells")
+                continue
+            lines = list(csv.reader(io.StringIO(urllib.parse.unquote(link["href"][len(prefix):]))))
+            header = [" ".join(th.get_text().split()) for th in table.select("thead th")]
+            if [c.removeprefix("'") for c in lines[0]] != header or \
+                    len(lines) - 1 != len(table.select("tbody tr")):
+                found.append(f"{where}: CSV {lines[0]} x {len(lines) - 1} against {header}")
+            checked += 1
+    assert checked >= 15, f"only {checked} Markdown tables found"
+    assert not found, "\n".join(found)
+
+
+def test_every_download_link_leads_to_its_file_and_every_page_with_runs_has_them(html):
+    """A link that downloads a file of the build (the runs behind a page as CSV and Parquet,
+    iolab.report.runs_data, made relative by book/_ext/static_links.py) leads, from its page,
+    to that file; the CSV and the Parquet file hold as many runs as the line says; and every
+    experiment whose chapter shows stored runs links them."""
+    import csv
+    import re
+
+    import pandas as pd
+    from bs4 import BeautifulSoup
+
+    found, linked = [], set()
+    for page in sorted(html.rglob("*.html")):
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        where = page.relative_to(html)
+        for link in soup.select("a[download]"):
+            href = link["href"]
+            if href.startswith("data:"):  # a table's own CSV: the test above reads it
+                continue
+            target = (page.parent / href).resolve()
+            if not target.is_relative_to(html.resolve()) or not target.is_file():
+                found.append(f"{where}: {href} is no file of the build")
+                continue
+            said = re.search(r"The ([\d,]+) runs", link.parent.get_text())
+            rows = (len(list(csv.reader(target.open()))) - 1 if target.suffix == ".csv"
+                    else len(pd.read_parquet(target)))
+            if said is None or int(said[1].replace(",", "")) != rows:
+                found.append(f"{where}: {href} holds {rows} rows; the line says "
+                             f"{link.parent.get_text()!r}")
+            linked.add(str(where))
+        if "iolab-static:" in page.read_text():
+            found.append(f"{where}: a link still names iolab-static:")
+    chapters = {f"{exp.chapter}.html" for exp in registry.all_experiments()
+                if Path(default_data_dir(), "raw", exp.name).is_dir()}
+    assert not found, "\n".join(found)
+    assert len(linked) >= 4, linked
+    assert chapters - linked <= {f"{exp.chapter}.html" for exp in registry.all_experiments()
+                                 if exp.name in ("cuda_iosize", "cuda_qdepth")}, \
+        f"chapters with stored runs but no download: {sorted(chapters - linked)}"
 
 
 def test_no_image_is_described_by_its_file_name(html):

@@ -59,3 +59,16 @@ def test_the_link_holds_no_character_of_the_table_outside_its_encoded_data():
     assert set(soup.a.attrs) == {"class", "download", "title", "href"}
     assert soup.a["download"] == "b-caption-b.csv"
     assert "<" not in soup.a["href"] and '"' not in soup.a["href"] and "'" not in soup.a["href"]
+
+
+def test_a_text_column_with_no_value_is_written_as_empty_cells():
+    # pandas' string dtype refused the floats that mapping an all-missing column gives
+    frame = pd.DataFrame({"name": pd.Series([None, None], dtype="str"), "n": [1, 2]})
+    assert table_data.csv_text(frame) == "name,n\n,1\n,2\n"
+
+
+def test_a_column_label_of_several_levels_is_one_header_cell_not_a_tuple():
+    frame = pd.DataFrame([[1, 2]], columns=pd.MultiIndex.from_tuples(
+        [("smt_thp", "kvm-2vcpu"), ("smt_thp", "xeon")]))
+    assert table_data.csv_text(frame).splitlines()[0] == "smt_thp / kvm-2vcpu,smt_thp / xeon"
+    assert table_data.file_name(frame) == "smt-thp-kvm-2vcpu-smt-thp.csv"  # six words at most

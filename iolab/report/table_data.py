@@ -35,17 +35,19 @@ def csv_text(frame: "pd.DataFrame", *, index: bool = False) -> str:
     table names them), text cells that a spreadsheet would run as a formula quoted as text."""
     safe = frame.copy()
     for at in range(safe.shape[1]):
-        safe.iloc[:, at] = safe.iloc[:, at].map(_as_text_cell)
+        # the column is replaced, not written into: a text column whose cells are all
+        # missing maps to floats, which pandas refuses to set into its string dtype
+        safe.isetitem(at, safe.iloc[:, at].map(_as_text_cell))
     if index:
         safe.index = safe.index.map(_as_text_cell)
-    safe.columns = [_as_text_cell(str(c)) for c in safe.columns]
+    safe.columns = [_as_text_cell(_label(c)) for c in safe.columns]
     return safe.to_csv(index=index, lineterminator="\n")
 
 
 def file_name(frame: "pd.DataFrame", caption: str | None = None) -> str:
     """A file name that says which table it is: the caption's first words, else the first
     column labels; lower case, words joined by '-'."""
-    words = caption if caption else " ".join(str(c) for c in list(frame.columns)[:3])
+    words = caption if caption else " ".join(_label(c) for c in list(frame.columns)[:3])
     stem = "-".join(_NOT_IN_NAME.sub(" ", words.lower()).split()[:6]) or "table"
     return f"{stem}.csv"
 
@@ -58,6 +60,14 @@ def link(frame: "pd.DataFrame", *, index: bool = False, caption: str | None = No
     kind = "table-data" if caption else "table-data alone"
     return (f'<a class="{kind}" download="{name}" title="this table as CSV: {name}" '
             f'href="data:text/csv;charset=utf-8,{data}">{LINK_TEXT}</a>')
+
+
+def _label(label: Any) -> str:
+    """A column's label as one header cell: the levels of a label with several (a table
+    with a column per experiment and environment) joined by " / ", not a tuple's repr."""
+    if isinstance(label, tuple):
+        return " / ".join(str(level) for level in label)
+    return str(label)
 
 
 def _as_text_cell(value: Any) -> Any:
