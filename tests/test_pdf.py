@@ -189,6 +189,39 @@ def test_the_opening_page_is_one_chapter_and_the_others_follow_it():
     assert isinstance(top[-1], nodes.compound) and top[-1] not in chapter.children
 
 
+def test_the_experiments_are_chapters_of_their_own():
+    """In the one document the LaTeX builder assembles, the pages the experiments' index
+    lists lie inside its section; they are moved to follow it, at its level (chapters),
+    with the pages below them (an environment's page) still inside them."""
+    from sphinx import addnodes
+
+    def page(docname: str, title: str, *below) -> addnodes.start_of_file:
+        own = _doctree("")
+        section = nodes.section(ids=[docname])
+        own += section
+        section += nodes.title(text=title)
+        section += nodes.paragraph(text=f"{title} words")
+        if below:
+            section += nodes.compound("", *below, classes=["toctree-wrapper"])
+        # as Sphinx's inline_all_toctrees does it: the page's children handed over, their
+        # parent still the page's own document
+        put_in = addnodes.start_of_file(docname=docname)
+        put_in.children = own.children
+        return put_in
+
+    doc = _doctree("Title\n=====\n")
+    index = page("experiments/index", "Experiments",
+                 page("experiments/smt_thp", "SMT", page("experiments/smt_thp/x", "SMT on x")),
+                 page("experiments/irq", "IRQ"))
+    doc += index
+    assert pdf_layout.chapters_of_their_own(doc) == 2
+    section, listed = index.children
+    assert "Experiments words" in section.astext() and "SMT" not in section.astext()
+    assert [p["docname"] for p in listed.children] == ["experiments/smt_thp", "experiments/irq"]
+    assert "SMT on x" in listed[0].astext()  # an environment's page stays in its chapter
+    assert pdf_layout.chapters_of_their_own(doc) == 0, "done once, nothing is left to move"
+
+
 def test_latex_own_complaints_are_problems():
     log = ("Missing character: There is no ３ (U+FF13) in font [FreeMono.otf]/OT!\n"
            "Missing character: There is no ３ (U+FF13) in font [FreeMono.otf]/OT!\n"

@@ -14,6 +14,9 @@ Responsible for, in LaTeX builds only:
 - the opening page: its title is the PDF's title page, and Sphinx would make each of its
   sections a chapter of a page or less; they become the sections of one chapter,
   "Introduction", which holds the opening paragraphs too;
+- the experiments: each is a chapter of its own, after the short chapter of the
+  experiments' index (:func:`chapters_of_their_own`), where Sphinx would make them sections
+  of one chapter of some two hundred pages, as they are nested in the table of contents;
 - code cells: the HTML folds a cell tagged ``hide-input`` behind a toggle, which paper
   cannot do, so the PDF leaves its source out (as it does for ``remove-input``) and keeps
   its output.
@@ -33,9 +36,12 @@ from __future__ import annotations
 from typing import Any
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 
+# pages whose pages below them in the table of contents are chapters in the PDF
+CHAPTERS_BELOW = ("experiments/index",)
 LATEX_MARK = "% iolab latex"  # the first line of such an output (iolab.report.table_latex.MARK)
 # a column's share of the page counts its longest line as at least this many characters and
 # at most that many (the bounds of iolab.report.table_latex, which the extension cannot import:
@@ -111,6 +117,40 @@ def opening_as_one_chapter(doctree: nodes.document, title: str = "Introduction")
     return True
 
 
+def chapters_of_their_own(doctree: nodes.document, pages=CHAPTERS_BELOW) -> int:
+    """Make the pages below each of ``pages`` in the table of contents chapters: in the one
+    document the LaTeX builder assembles, each page is put in where its toctree was, so they
+    lie inside the section of the page that lists them; moved to follow that section, they
+    are its siblings, at its level. How many pages were moved."""
+    moved = 0
+    for page in list(doctree.findall(addnodes.start_of_file)):
+        if page.get("docname") not in pages:
+            continue
+        section = next((c for c in page.children if isinstance(c, nodes.section)), None)
+        if section is None:
+            continue
+        # its own lists only, not those of the pages inside them
+        lists = [c for c in section.findall(nodes.compound)
+                 if "toctree-wrapper" in c["classes"] and _directly_in(c, section)]
+        at = page.index(section) + 1
+        for listed in lists:
+            listed.parent.remove(listed)
+            page.insert(at, listed)
+            at += 1
+            moved += sum(isinstance(c, addnodes.start_of_file) for c in listed.children)
+    return moved
+
+
+def _directly_in(node: nodes.Node, section: nodes.section) -> bool:
+    """Whether ``node`` belongs to ``section``'s own page, not to a page put in below it.
+    Sphinx puts a page in by handing its children to a start_of_file node without making it
+    their parent, so a page's nodes lead up to its own document, never to the section."""
+    parent = node.parent
+    while parent is not None and parent is not section:
+        parent = parent.parent
+    return parent is section
+
+
 def latex_forms_left_out(doctree: nodes.document) -> int:
     """Remove the LaTeX form of every output of ours from its bundle of forms; how many."""
     done = 0
@@ -141,6 +181,7 @@ def _on_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     if app.builder.format == "latex":
         if docname == app.config.root_doc:
             opening_as_one_chapter(doctree)
+            chapters_of_their_own(doctree)
         tables_as_latex(doctree)
         tables_fit_the_page(doctree)
         hidden_sources_left_out(doctree)
