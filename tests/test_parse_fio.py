@@ -9,12 +9,13 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from iolab.errors import ParseError
-from iolab.parsers.fio import parse_fio_file, parse_fio_json
+from iolab.parsers.fio import REPORT_MOST, parse_fio_file, parse_fio_json
 
 FIX = Path(__file__).parent / "fixtures" / "fio"
 BAD = FIX / "bad"
@@ -267,6 +268,32 @@ def test_bad_fixture_raises_parse_error_naming_the_file(name, problem):
     assert name in str(info.value)
     assert problem in str(info.value)
     assert info.value.source == str(BAD / name)
+
+
+def test_a_report_file_beyond_the_bound_is_refused_unread(tmp_path):
+    """Probe 13 P13-03: fio.json was read whole (and held twice, as bytes and as text): a
+    tool's 300 MB of blanks before a report took 600 MB of memory, one of gigabytes all of
+    it. Now a file of more than REPORT_MOST bytes is refused by its size, naming the file and
+    the bound (a sparse file here: nothing of it is on disk or read)."""
+    path = tmp_path / "fio.json"
+    with open(path, "wb") as fh:
+        fh.write(URING.read_bytes())
+        os.truncate(fh.fileno(), REPORT_MOST + 1)
+    with pytest.raises(ParseError) as info:
+        parse_fio_file(path)
+    assert str(info.value) == (
+        f"{path}: holds more than 134,217,728 bytes, more than any report of fio's (allowed: "
+        "at most 134,217,728 bytes); it is not read")
+    with open(path, "r+b") as fh:  # blanks after the report: read, and ignored with a warning
+        fh.write(URING.read_bytes() + b" " * 10)
+        os.truncate(fh.fileno(), len(URING.read_bytes()) + 10)
+    assert parse_fio_file(path)["read_total_ios"] == 75294
+
+
+def test_a_missing_report_file_is_no_file(tmp_path):
+    """A run without its report fails as one with no output (one_run reads FileNotFoundError)."""
+    with pytest.raises(FileNotFoundError):
+        parse_fio_file(tmp_path / "fio.json")
 
 
 def _mutated(edit) -> str:

@@ -46,8 +46,10 @@ write phase then a verify read phase) gets the longest phase as its wall time.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
 from fractions import Fraction
 from itertools import accumulate
@@ -56,6 +58,7 @@ from typing import Any
 
 from iolab.errors import ParseError, excerpt
 from iolab.parsers import decode_json, int_within_float, is_digits, within_float
+from iolab.safefiles import TooLarge, read_regular
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -94,13 +97,29 @@ BW_BYTES_SLACK = 1.0
 MEAN_SLACK = 1e-6
 HISTOGRAM_SLACK = 1 / 64
 LATENCIES = ("slat_ns", "clat_ns", "lat_ns")
+# The most bytes of a report read: the file was read whole (and held twice, as bytes and as
+# text), so a tool's 300 MB fio.json took 600 MB and one of gigabytes all the memory. The
+# committed runs' largest is 22 kB; json+ with every one of fio's 1,856 latency bins filled
+# in each direction is about 170 kB a job object, so this holds hundreds of jobs reported
+# one by one (thousands as the committed runs fill them)
+REPORT_MOST = 128 << 20
+_ROLE = "fio's JSON report"
 _SIZE = re.compile(r"([0-9]+)([kmg]?)(?:i?b)?", flags=re.IGNORECASE)
 
 
 def parse_fio_file(path: str | Path) -> dict:
-    """Read a file holding fio's report and parse it with :func:`parse_fio_json`."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    return parse_fio_json(text, source=str(path))
+    """Read a file holding fio's report, of at most :data:`REPORT_MOST` bytes and never
+    through a link, and parse it with :func:`parse_fio_json`; ParseError naming the file and
+    the bound for a larger one, before any of it is read."""
+    try:
+        raw = read_regular(Path(path), _ROLE, REPORT_MOST)
+    except TooLarge:
+        raise ParseError(str(path), f"holds more than {REPORT_MOST:,} bytes, more than any "
+                                    f"report of fio's (allowed: at most {REPORT_MOST:,} "
+                                    "bytes); it is not read") from None
+    if raw is None:  # as open() says it: a run without its report fails as "no output"
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    return parse_fio_json(raw.decode("utf-8", errors="replace"), source=str(path))
 
 
 def parse_fio_json(text: str, source: str = "<string>") -> dict:
