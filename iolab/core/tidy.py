@@ -349,10 +349,12 @@ def _rows_of_slice(start: int, stop: int) -> list[dict[str, Any]]:
     return _rows(source, runs[start:stop])
 
 
-def build(source: TidySource, runs: list[StoredRun], parallel_from: int = PARALLEL_FROM
+def build(source: TidySource, runs: list[StoredRun], parallel_from: int | None = None
           ) -> pd.DataFrame:
-    """Parse every given run into rows (no cache), in parallel from ``parallel_from`` runs."""
+    """Parse every given run into rows (no cache), in parallel from ``parallel_from`` runs
+    (:data:`PARALLEL_FROM`, read when called, unless given)."""
     count = min(os.cpu_count() or 1, MAX_WORKERS)
+    parallel_from = PARALLEL_FROM if parallel_from is None else parallel_from
     # Forked only from a process without other threads: a fork copies the calling thread
     # alone, and a lock another thread held stays held in the copy. A notebook's kernel has
     # threads, so it parses in-line. (Spawned workers would avoid that, but they import the
