@@ -9,12 +9,13 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from iolab.errors import ParseError
-from iolab.parsers.fio import parse_fio_file, parse_fio_json
+from iolab.parsers.fio import REPORT_MOST, parse_fio_file, parse_fio_json
 
 FIX = Path(__file__).parent / "fixtures" / "fio"
 BAD = FIX / "bad"
@@ -117,7 +118,10 @@ def test_histogram_percentiles_match_fios_own_for_each_single_job():
 
 def test_histogram_percentile_at_an_exact_boundary_takes_the_lower_bin():
     # fio picks the first bin whose running count reaches p % of N, ties included.
+    # four 4 KiB reads over the job's 1001 ms, in its counts too (N is the I/Os completed)
     doc = raw(URING)
+    doc["jobs"][0]["read"].update(total_ios=4, iops=4000 / 1001, io_bytes=4 * 4096,
+                                  bw_bytes=4 * 4096 * 1000 // 1001)
     doc["jobs"][0]["read"]["clat_ns"].update(N=4, mean=2000.0, bins={"3000": 2, "1000": 2})
     r = parse_fio_json(json.dumps(doc))
     assert (r["read_clat_p50_us"], r["read_clat_p99_us"], r["read_clat_p999_us"]) \
@@ -266,6 +270,32 @@ def test_bad_fixture_raises_parse_error_naming_the_file(name, problem):
     assert info.value.source == str(BAD / name)
 
 
+def test_a_report_file_beyond_the_bound_is_refused_unread(tmp_path):
+    """Probe 13 P13-03: fio.json was read whole (and held twice, as bytes and as text): a
+    tool's 300 MB of blanks before a report took 600 MB of memory, one of gigabytes all of
+    it. Now a file of more than REPORT_MOST bytes is refused by its size, naming the file and
+    the bound (a sparse file here: nothing of it is on disk or read)."""
+    path = tmp_path / "fio.json"
+    with open(path, "wb") as fh:
+        fh.write(URING.read_bytes())
+        os.truncate(fh.fileno(), REPORT_MOST + 1)
+    with pytest.raises(ParseError) as info:
+        parse_fio_file(path)
+    assert str(info.value) == (
+        f"{path}: holds more than 134,217,728 bytes, more than any report of fio's (allowed: "
+        "at most 134,217,728 bytes); it is not read")
+    with open(path, "r+b") as fh:  # blanks after the report: read, and ignored with a warning
+        fh.write(URING.read_bytes() + b" " * 10)
+        os.truncate(fh.fileno(), len(URING.read_bytes()) + 10)
+    assert parse_fio_file(path)["read_total_ios"] == 75294
+
+
+def test_a_missing_report_file_is_no_file(tmp_path):
+    """A run without its report fails as one with no output (one_run reads FileNotFoundError)."""
+    with pytest.raises(FileNotFoundError):
+        parse_fio_file(tmp_path / "fio.json")
+
+
 def _mutated(edit) -> str:
     doc = copy.deepcopy(raw(NJ4_GROUP))
     edit(doc)
@@ -379,6 +409,34 @@ def test_numbers_within_fios_own_rounding_agree():
             parse_fio_json(_read_edited(**fields))
 
 
+@pytest.mark.parametrize("runtime", [1001, 0])
+def test_a_report_of_no_io_beside_thousands_of_completions_is_refused(runtime):
+    """Probe 13 P13-01: a report with its read rates and counts set to 0 (iops, bw_bytes,
+    total_ios, io_bytes) but its 75,294 completion latencies kept agrees with itself in every
+    rate-over-runtime check, and was stored as a sample of 0 IOPS; fio counts each I/O in
+    both total_ios and clat_ns.N, so they part only by the I/Os in flight."""
+    zeroed = _read_edited(runtime=runtime, iops=0.0, bw_bytes=0, total_ios=0, io_bytes=0)
+    with pytest.raises(ParseError) as info:
+        parse_fio_json(zeroed, source="z.json")
+    assert str(info.value) == (
+        "z.json: jobs[0].read: clat_ns.N counts 75294 completed I/Os, but total_ios is 0 "
+        "(fio counts each I/O in both; allowed: 32 apart, twice what its iodepth and numjobs "
+        "keep in flight): the report contradicts itself")
+
+
+def test_completions_and_ios_agree_within_twice_the_ios_in_flight():
+    """iodepth 16: N may lie 32 I/Os from total_ios (in flight when the counters are zeroed
+    after ramp_time, and at the stop), not 33; the committed runs lie within iodepth."""
+    for apart, agrees in ((32, True), (-32, True), (33, False), (-33, False)):
+        n = 75294 + apart
+        edited = _read_edited(clat_ns={"N": n, "bins": {"193536": n}})
+        if agrees:
+            assert parse_fio_json(edited)["read_total_ios"] == 75294
+        else:
+            with pytest.raises(ParseError, match=f"clat_ns.N counts {n} completed I/Os"):
+                parse_fio_json(edited)
+
+
 def test_a_percentile_of_fios_map_beyond_the_slowest_latency_is_refused():
     """Without json+ bins the percentiles come from fio's own map; one beyond clat_ns.max
     by more than a bin (1/64) was not measured with it."""
@@ -442,6 +500,7 @@ def test_a_rate_beside_a_runtime_of_0_is_refused(scale):
     with pytest.raises(ParseError, match=r"c.json: jobs\[0\].read: runtime is 0 ms, but iops "
                                          r"is .* \(fio reports a rate of 0 .*contradicts"):
         parse_fio_json(_read_edited(runtime=0, iops=iops, bw_bytes=bw_bytes), source="c.json")
-    # a direction that did nothing: runtime 0, rates 0 (the write section of a read job)
+    # a direction that did nothing: runtime 0, rates 0, no I/O completed (the write section
+    # of a read job)
     assert parse_fio_json(_read_edited(runtime=0, iops=0.0, bw_bytes=0, total_ios=0,
-                                       io_bytes=0))["read_iops"] == 0.0
+                                       io_bytes=0, clat_ns={"N": 0}))["read_iops"] == 0.0

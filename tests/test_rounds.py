@@ -102,9 +102,21 @@ FAKE_FIO = textwrap.dedent("""\
         read["io_bytes"] = read["total_ios"] * 4096
         read["bw_bytes"] = read["io_bytes"] * 1000 // 20
         return read
+    def completed(read):  # fio counts each I/O in total_ios and in clat_ns.N: the latencies
+        clat, ios = read.get("clat_ns"), read.get("total_ios")  # scaled to the I/Os counted
+        if (not isinstance(clat, dict) or type(ios) is not int or ios < 0
+                or type(clat.get("N")) is not int or clat["N"] <= 0):
+            return
+        bins = clat.get("bins")
+        if isinstance(bins, dict) and bins:
+            scaled = dict((k, c * ios // clat["N"]) for k, c in bins.items())
+            top = max(bins, key=bins.get)  # the rounding's remainder to the fullest bin
+            scaled[top] += ios - sum(scaled.values())
+            clat["bins"] = scaled
+        clat["N"] = ios
     if value == "late":  # a detached child that appends to the report after fio has exited
         report = as_given(json.load(open({fixture!r})))
-        shortened(report)
+        completed(shortened(report))
         json.dump(report, open(out, "w"))
         if os.fork() == 0:
             os.setsid()
@@ -132,6 +144,7 @@ FAKE_FIO = textwrap.dedent("""\
             read["total_ios"] = counted(float(value))
             read["io_bytes"] = read["total_ios"] * 4096
             read["bw_bytes"] = read["io_bytes"] * 1000 // read["runtime"]
+    completed(read)
     json.dump(report, open(out, "w"))
 """)
 

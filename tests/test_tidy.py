@@ -393,3 +393,52 @@ def test_a_cache_of_verified_files_others_may_write_vouches_for_nothing(data, ca
         tidy.load(data, registry.get("smt_thp"), "kvm-2vcpu", **fresh)
     assert f"the cache of verified files {verified} is writable by others than its owner " \
            "(mode 0666); another user's file is never trusted" in capsys.readouterr().err
+
+
+def _forge_cache(data) -> Path:
+    """The campaign's cached table with its IOPS ten times what the runs say, and the sha256
+    in its digest file written again for the forged bytes (as probe 13's P13-07 did)."""
+    import hashlib
+
+    import pandas as pd
+
+    path = tidy.cache_path(data, "smt_thp", "kvm-2vcpu")
+    frame = pd.read_parquet(path)
+    frame["iops"] = frame["iops"] * 10
+    frame.to_parquet(path, index=False)
+    digest = path.with_suffix(".digest")
+    first = digest.read_text().split("\n")[0]
+    digest.write_text(f"{first}\n{hashlib.sha256(path.read_bytes()).hexdigest()}\n")
+    return path
+
+
+def test_verify_rederives_a_cached_table_edited_under_its_digest(data, capsys):
+    """Probe 13 P13-07: the cached table, edited and its digest's sha256 written again, was
+    served as the campaign's table, and 'iolab verify' said nothing (172 intact). verify now
+    builds each cached table again from its verified runs, names the value that differs,
+    drops the cache and exits 1; the next table is the runs' own."""
+    from iolab.cli import main
+
+    truth = load(data)
+    _forge_cache(data)
+    assert list(load(data)["iops"]) == list(truth["iops"] * 10)  # what a digest cannot see
+    run, iops = truth["run.id"].iloc[0], truth["iops"].iloc[0].item()
+    assert main(["verify", "smt_thp", "--env", "kvm-2vcpu", "--data", str(data)]) == 1
+    out = capsys.readouterr().out
+    assert (f"  cache: the cached table {tidy.cache_path(data, 'smt_thp', 'kvm-2vcpu')} is "
+            f"not the table its 4 stored runs give (iops of run {run} reads "
+            f"{iops * 10!r} where the run gives {iops!r}), "
+            "though the sha256 beside it matches") in out
+    assert load(data).equals(truth)
+    assert main(["verify", "smt_thp", "--env", "kvm-2vcpu", "--data", str(data)]) == 0
+    assert "cache:" not in capsys.readouterr().out
+
+
+def test_a_cached_table_its_runs_give_is_no_disagreement(data):
+    """The re-derived table goes through parquet as the cache did: an unedited cache agrees
+    (no false alarm from dtypes or NaN), and so does a campaign with no cache."""
+    runs, _ = Store(data, "smt_thp", "kvm-2vcpu").scan()
+    source = registry.get("smt_thp")
+    assert tidy.cache_disagreement(data, source, "kvm-2vcpu", runs) == ""
+    load(data)
+    assert tidy.cache_disagreement(data, source, "kvm-2vcpu", runs) == ""

@@ -2,8 +2,9 @@
 ``iolab verify``, ``iolab restore`` and ``iolab clean``.
 
 Responsible for: their options, and printing what the status report, the store's checks
-(each run's raw files against its sha256 sums, then every stored file against the published
-schemas), the knob journal's restoring and the scratch files' cleaning return.
+(each run's raw files against its sha256 sums, each cached tidy table against the table its
+runs give, then every stored file against the published schemas), the knob journal's
+restoring and the scratch files' cleaning return.
 Not responsible for: working any of it out (``iolab.status``, ``iolab.core``,
 ``iolab.schemas.verify``, ``iolab.host``).
 """
@@ -24,16 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("verify", help="read every stored run's raw files and check them "
-                       "against the sha256 sums in its run.json, then every stored JSON file "
-                       "and params file against the published schemas (exit 1 when any run "
-                       "is corrupt or any file breaks its schema)")
+                       "against the sha256 sums in its run.json, each cached tidy table against "
+                       "the table its runs give, then every stored JSON file and params file "
+                       "against the published schemas (exit 1 when any run is corrupt, any "
+                       "cached table is not its runs' or any file breaks its schema)")
     p.add_argument("experiment", nargs="?", help="only this campaign name")
     p.add_argument("--env", help="only this environment")
     p.add_argument("--quarantine", action="store_true", help="move corrupt runs to partial/ "
                    "(never deleted) so that 'iolab run' measures them again")
     p.add_argument("--fast", action="store_true", help="trust the cache of verified files: a "
                    "file whose size and modification time match its last verification is not "
-                   "read again (an alteration that kept both is then not seen)")
+                   "read again (an alteration that kept both is then not seen), and a cached "
+                   "tidy table is not built again from the runs to compare")
     add_common(p)
     p.set_defaults(func=cmd_verify)
 
@@ -77,7 +80,7 @@ def cmd_verify(args) -> int:
     if lock:
         lock.acquire()
     try:
-        bad = 0
+        bad = bad_caches = 0
         chosen = list(stores(data_dir, args.experiment, args.env))
         check_chosen("iolab verify", args.experiment, args.env, _verifiable(data_dir),
                      f"stored under {data_dir / 'raw'}, nor a params file")
@@ -97,6 +100,12 @@ def cmd_verify(args) -> int:
                     say(f"  {printable(line)}")
             elif corrupt:
                 bad += len(corrupt)
+            if not corrupt and not args.fast:
+                forged = _cache_line(data_dir, exp, env, runs)
+                if forged:
+                    say(f"  cache: {printable(forged)}")
+                    tidy.forget(data_dir, exp, env)  # never served again without a rebuild
+                    bad_caches += 1
             if not corrupt:
                 for line in _implausible_lines(data_dir, exp, env):
                     say(f"  {printable(line)}")
@@ -104,14 +113,18 @@ def cmd_verify(args) -> int:
             say(printable(line))
         if chosen and args.fast:
             say("--fast: a file whose size and modification time match its last "
-                "verification was not read again; an alteration that kept both is not seen")
+                "verification was not read again; an alteration that kept both is not seen, "
+                "nor a cached table that is not its runs'")
+        if bad_caches:
+            say(f"cached tables that are not the tables of their runs: {bad_caches}, dropped; "
+                "the next 'iolab tidy' builds them from the runs")
         if bad:
             say(f"{bad} corrupt runs; restore them (git checkout, a backup) or move them "
                 "aside with 'iolab verify --quarantine'")
         checked = schemas.verify(data_dir, args.experiment, args.env)
         for line in checked.lines():  # a problem quotes a file's name and value: one line
             say(printable(line))
-        return 1 if bad or checked.problems else 0
+        return 1 if bad or bad_caches or checked.problems else 0
     finally:
         if lock:
             lock.release()
@@ -127,6 +140,17 @@ def _verifiable(data_dir: Path) -> set[tuple[str, str]]:
     return set(campaigns(data_dir)) | {
         (exp.name, env) for exp in registry.all_experiments()
         for env in specmod.environments(exp.name, exp.params_dir)}
+
+
+def _cache_line(data_dir: Path, experiment: str, env: str, runs: list) -> str:
+    """Why the campaign's cached tidy table is not the one its verified ``runs`` give, in
+    words ("" when it is, when none would be served, or for an experiment not registered)."""
+    from iolab.core import registry as exps
+    from iolab.core import tidy
+
+    if experiment not in exps.names():
+        return ""
+    return tidy.cache_disagreement(data_dir, exps.get(experiment), env, runs)
 
 
 def _implausible_lines(data_dir: Path, experiment: str, env: str) -> list[str]:

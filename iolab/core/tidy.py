@@ -47,7 +47,7 @@ import pandas as pd
 from iolab.core.manifest import FILE as MANIFEST
 from iolab.core.store import StoredRun, corrupt_message, open_store
 from iolab.durable import write_atomic
-from iolab.errors import IolabError, listed_error, printable
+from iolab.errors import IolabError, excerpt, listed_error, printable
 from iolab.safefiles import (CACHE_FOLDER_MODE, CACHE_MODE, NotOurs, TooLarge, check_regular,
                              folder_trust_problem, linked_folder, make_folders, read_regular,
                              trust_problem)
@@ -280,10 +280,59 @@ def forget(data_dir: Path, experiment: str, environment: str) -> None:
         _remove(path)
 
 
+def cache_disagreement(data_dir: Path, source: TidySource, environment: str,
+                       runs: list[StoredRun]) -> str:
+    """Why the campaign's cached table, one :func:`load` would serve for ``runs`` (verified
+    runs), is not the table they give ("" when it is, or when no cache would be served): its
+    digest file vouches for the parquet by a sha256 it records beside it, which whoever edits
+    the parquet can write again, so only the runs re-derived tell a forged table from theirs.
+    The table is built again from every run (in worker processes from
+    :data:`VERIFY_PARALLEL_FROM` runs), about as long as reading their files again."""
+    cache = _Cache(cache_path(data_dir, source.name, environment))
+    cached = cache.table(_digest(runs, _code(source))) if cache.usable() else None
+    if cached is None:
+        return ""  # outdated, absent or damaged: the next table is built from the runs anyway
+    buffer = io.BytesIO()  # through parquet as the cache went, so only the values are compared
+    build(source, runs, VERIFY_PARALLEL_FROM).to_parquet(buffer, index=False)
+    derived = pd.read_parquet(buffer)
+    if cached.equals(derived):
+        return ""
+    return (f"the cached table {cache.path} is not the table its {len(runs)} stored runs give "
+            f"({_first_difference(cached, derived)}), though the sha256 beside it matches: "
+            "it was edited, and is no longer served (the next table is built from the runs)")
+
+
+def _first_difference(cached: pd.DataFrame, derived: pd.DataFrame) -> str:
+    """Where two tables first differ, in words: a column, a row count, or a run's value."""
+    if list(cached.columns) != list(derived.columns):
+        extra = sorted(set(cached.columns) ^ set(derived.columns))
+        return f"columns differ: {', '.join(map(str, extra[:3])) or 'their order'}"
+    if len(cached) != len(derived):
+        return f"{len(cached)} rows where the runs give {len(derived)}"
+    for column in cached.columns:
+        if not cached[column].equals(derived[column]):
+            differs = cached[column].ne(derived[column]) & ~(cached[column].isna()
+                                                            & derived[column].isna())
+            row = int(differs.to_numpy().argmax()) if differs.any() else 0
+            was, given = (_plain(frame[column].iloc[row]) for frame in (cached, derived))
+            return (f"{column} of run {derived['run.id'].iloc[row]} reads {excerpt(was)} "
+                    f"where the run gives {excerpt(given)}")
+    return "their column types differ"
+
+
+def _plain(value: Any) -> Any:
+    """A table's value as Python holds it (numpy's scalars print as np.float64(...))."""
+    return value.item() if hasattr(value, "item") else value
+
+
 # From this many runs on, rows are parsed in forked worker processes, one per CPU (at most
 # MAX_WORKERS), where a worker's start is a small part of what it saves.
 PARALLEL_FROM = 2000
 MAX_WORKERS = 8
+# verify builds every cached table again, and waits on each: there the workers pay from a few
+# hundred runs (they brought the committed data's verify from twice the time without the check
+# to an eighth more)
+VERIFY_PARALLEL_FROM = 200
 
 
 def _rows(source: TidySource, runs: list[StoredRun]) -> list[dict[str, Any]]:
@@ -300,14 +349,17 @@ def _rows_of_slice(start: int, stop: int) -> list[dict[str, Any]]:
     return _rows(source, runs[start:stop])
 
 
-def build(source: TidySource, runs: list[StoredRun]) -> pd.DataFrame:
-    """Parse every given run into rows (no cache), in parallel for large campaigns."""
+def build(source: TidySource, runs: list[StoredRun], parallel_from: int | None = None
+          ) -> pd.DataFrame:
+    """Parse every given run into rows (no cache), in parallel from ``parallel_from`` runs
+    (:data:`PARALLEL_FROM`, read when called, unless given)."""
     count = min(os.cpu_count() or 1, MAX_WORKERS)
+    parallel_from = PARALLEL_FROM if parallel_from is None else parallel_from
     # Forked only from a process without other threads: a fork copies the calling thread
     # alone, and a lock another thread held stays held in the copy. A notebook's kernel has
     # threads, so it parses in-line. (Spawned workers would avoid that, but they import the
     # caller's main script again, which a user's script may not be written to survive.)
-    if len(runs) < PARALLEL_FROM or count < 2 or threading.active_count() > 1:
+    if len(runs) < parallel_from or count < 2 or threading.active_count() > 1:
         return pd.DataFrame(_rows(source, runs))
     import multiprocessing
 

@@ -6,9 +6,10 @@ explicit units, aggregating over every job object in the report, and raising
 and for a report whose numbers contradict each other, which no run of fio writes: a rate
 that is not its count over the runtime (iops and total_ios, bw_bytes and io_bytes), bytes
 that are not the I/Os of the job's block size, a mean latency outside its min and max, a
-percentile or histogram bin beyond them, or bins that do not add up to N. Each is held with
-the slack of fio's own rounding (the ``*_SLACK`` constants say how much, and why). A rate that
-is NaN, infinite or negative is left to ``Experiment.sample_problem``, which names it.
+percentile or histogram bin beyond them, bins that do not add up to N, or an N of completed
+I/Os that is not the direction's total_ios. Each is held with the slack of fio's own rounding
+or of the I/Os in flight (the ``*_SLACK`` constants and the checks say how much, and why). A
+rate that is NaN, infinite or negative is left to ``Experiment.sample_problem``, which names it.
 
 Not responsible for: running fio (``scripts/drivers/fio.sh`` does that), reading fio's exit
 status or stderr, deciding whether a job's non-zero ``error`` makes the run unusable (the
@@ -45,8 +46,10 @@ write phase then a verify read phase) gets the longest phase as its wall time.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
 from fractions import Fraction
 from itertools import accumulate
@@ -55,6 +58,7 @@ from typing import Any
 
 from iolab.errors import ParseError, excerpt
 from iolab.parsers import decode_json, int_within_float, is_digits, within_float
+from iolab.safefiles import TooLarge, read_regular
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -93,13 +97,29 @@ BW_BYTES_SLACK = 1.0
 MEAN_SLACK = 1e-6
 HISTOGRAM_SLACK = 1 / 64
 LATENCIES = ("slat_ns", "clat_ns", "lat_ns")
+# The most bytes of a report read: the file was read whole (and held twice, as bytes and as
+# text), so a tool's 300 MB fio.json took 600 MB and one of gigabytes all the memory. The
+# committed runs' largest is 22 kB; json+ with every one of fio's 1,856 latency bins filled
+# in each direction is about 170 kB a job object, so this holds hundreds of jobs reported
+# one by one (thousands as the committed runs fill them)
+REPORT_MOST = 128 << 20
+_ROLE = "fio's JSON report"
 _SIZE = re.compile(r"([0-9]+)([kmg]?)(?:i?b)?", flags=re.IGNORECASE)
 
 
 def parse_fio_file(path: str | Path) -> dict:
-    """Read a file holding fio's report and parse it with :func:`parse_fio_json`."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    return parse_fio_json(text, source=str(path))
+    """Read a file holding fio's report, of at most :data:`REPORT_MOST` bytes and never
+    through a link, and parse it with :func:`parse_fio_json`; ParseError naming the file and
+    the bound for a larger one, before any of it is read."""
+    try:
+        raw = read_regular(Path(path), _ROLE, REPORT_MOST)
+    except TooLarge:
+        raise ParseError(str(path), f"holds more than {REPORT_MOST:,} bytes, more than any "
+                                    f"report of fio's (allowed: at most {REPORT_MOST:,} "
+                                    "bytes); it is not read") from None
+    if raw is None:  # as open() says it: a run without its report fails as "no output"
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    return parse_fio_json(raw.decode("utf-8", errors="replace"), source=str(path))
 
 
 def parse_fio_json(text: str, source: str = "<string>") -> dict:
@@ -259,9 +279,11 @@ def _direction(jobs: list[dict], d: str, source: str) -> dict:
         io_bytes += _count(section, "io_bytes", where, source)
         total_ios += _count(section, "total_ios", where, source)
         clat = _field(section, "clat_ns", _OBJECT, where, source)
-        if _count(clat, "N", f"{where}.clat_ns", source) > 0:
+        completions = _count(clat, "N", f"{where}.clat_ns", source)
+        if completions > 0:
             clats.append((f"{where}.clat_ns", clat))
         _check_counts(section, _job_sizes(job), where, source)
+        _check_completions(section["total_ios"], completions, _in_flight(job), where, source)
         _check_means(section, where, source)
 
     # each N holds in a float, their sum need not: weighted / n_total would overflow
@@ -286,16 +308,27 @@ def _job_sizes(job: dict) -> tuple[int, int] | None:
     """(bs, iodepth * numjobs) by the options the job's report lists, None where they do not
     fix one block size (a range, a split, one per direction, another kb_base) or say none."""
     options = job.get("job options")
-    if not isinstance(options, dict) or "kb_base" in options or "bs" not in options:
+    in_flight = _in_flight(job)
+    if in_flight is None or "kb_base" in options or "bs" not in options:
         return None
     match = _SIZE.fullmatch(str(options["bs"]))
     if match is None or not is_digits(match[1]):
         return None
     bs = int(match[1]) * 1024 ** " kmg".index(match[2].lower() or " ")
-    depth = [str(options.get(key, "1")) for key in ("iodepth", "numjobs")]
-    if not all(is_digits(v) and len(v) < 10 for v in depth) or bs == 0:
+    return (bs, in_flight) if bs else None
+
+
+def _in_flight(job: dict) -> int | None:
+    """The most I/Os the job keeps in flight, iodepth * numjobs by the options its report
+    lists (fio's default for each is 1); None where the report lists no options, or one of
+    the two is not a plain count."""
+    options = job.get("job options")
+    if not isinstance(options, dict):
         return None
-    return bs, int(depth[0]) * int(depth[1])
+    depth = [str(options.get(key, "1")) for key in ("iodepth", "numjobs")]
+    if not all(is_digits(v) and len(v) < 10 for v in depth):
+        return None
+    return int(depth[0]) * int(depth[1])
 
 
 def _measured(*values) -> bool:
@@ -344,6 +377,25 @@ def _check_counts(section: dict, sizes: tuple[int, int] | None, where: str,
                                      f"{total_ios} (allowed: {slack} I/Os apart, twice what "
                                      "its iodepth and numjobs keep in flight, and its "
                                      "short_ios): the report contradicts itself")
+
+
+def _check_completions(total_ios: int, completions: int, in_flight: int | None, where: str,
+                       source: str) -> None:
+    """ParseError when a direction's completion latencies (clat_ns.N) are more or fewer than
+    its I/Os (total_ios) by more than twice what the job keeps in flight: fio counts an I/O
+    in total_ios when it issues it and in N when it completes, and both counters are zeroed
+    together after ramp_time, so they part only by the I/Os in flight then and at the stop
+    (the committed runs' N is at most iodepth - 1 above total_ios, and 1 below). A report of
+    0 I/Os beside thousands of latencies passed every other check (its rates are 0 over its
+    runtime) and was stored as a sample of 0 IOPS. Without the job's options the depth is
+    not known, and nothing is held."""
+    if in_flight is None:
+        return
+    if abs(completions - total_ios) > 2 * in_flight:
+        raise ParseError(source, f"{where}: clat_ns.N counts {completions} completed I/Os, but "
+                                 f"total_ios is {total_ios} (fio counts each I/O in both; "
+                                 f"allowed: {2 * in_flight} apart, twice what its iodepth "
+                                 "and numjobs keep in flight): the report contradicts itself")
 
 
 def _check_means(section: dict, where: str, source: str) -> None:
