@@ -413,6 +413,27 @@ def test_output_into_a_closed_pipe_is_quiet():
     assert proc.stdout.startswith("cpu_governor") and "Traceback" not in proc.stderr
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_tidy_on_a_terminal_shows_control_characters_escaped(tmp_path, monkeypatch, terminal):
+    """A fake fio's version 'fio-3.33 ESC]0;PWNED BEL ESC[2J' went raw to the terminal
+    (retitled and cleared it); to a pipe or a file the CSV stays the data as recorded."""
+    from iolab.core import tidy
+
+    version = "fio-3.33\x1b]0;PWNED\x07\x1b[2J"
+    monkeypatch.setattr(tidy, "load", lambda *args, **kwargs: pd.DataFrame(
+        {"fio.version": [version], "iops": [1.5], "ok": [True]}))
+    out = _Terminal() if terminal else io.StringIO()
+    with redirect_stdout(out):
+        assert main(["tidy", "smt_thp", "--env", "kvm-2vcpu", "--data", str(tmp_path)]) == 0
+    shown = version if not terminal else "fio-3.33\\x1b]0;PWNED\\x07\\x1b[2J"
+    assert out.getvalue() == f"fio.version,iops,ok\n{shown},1.5,True\n"
+
+
 STORED = Store(default_data_dir(), "smt_thp", "kvm-2vcpu")
 
 

@@ -51,6 +51,40 @@ def test_a_recorded_string_is_text_in_the_pdf_too():
             r"\textasciitilde{}\#") in latex
 
 
+CONTROLS = {"DEL": "host\x7fname", "NUL": "a\x00b", "ESC": "fio-3.33\x1b[31m",
+            "CR": "a\r\rb", "C1": "x\x85y\x0c"}
+
+
+def _control_table(value: str) -> str:
+    """The LaTeX of a one-cell table holding ``value``, with ``value`` in its caption too."""
+    frame = pd.DataFrame({"tool version": [value]})
+    return table_latex.render(escape.table(frame, caption="versions " + value).to_html())
+
+
+def test_a_control_character_is_shown_as_its_code_point_in_the_pdf():
+    # xelatex stopped at DEL, NUL and ESC ("invalid character"); two CRs ended the caption
+    for value in CONTROLS.values():
+        latex = _control_table(value)
+        assert not any(c < " " and c != "\n" or "\x7f" <= c <= "\x9f" for c in latex), value
+    assert r"fio-3.33\textbackslash{}x1b[31m" in _control_table(CONTROLS["ESC"])
+    assert table_latex.text("h\x7fn\x00") == r"h\textbackslash{}x7fn\textbackslash{}x00"
+    # a line break, carriage return or tab is a blank, as the HTML shows it
+    assert table_latex.text("a\r\rb\tc\nd") == "a  b c d"
+
+
+@pytest.mark.slow
+def test_xelatex_sets_a_table_of_control_characters(tmp_path):
+    if not shutil.which("xelatex"):
+        pytest.skip("no xelatex: run `make setup` as root")
+    body = "\n".join(_control_table(v).split("\n", 1)[1] for v in CONTROLS.values())
+    (tmp_path / "t.tex").write_text(
+        "\\documentclass{article}\\usepackage{longtable}\\usepackage{array}"
+        "\\usepackage{booktabs}\\begin{document}\n" + body + "\n\\end{document}\n")
+    proc = subprocess.run(["xelatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, [line for line in proc.stdout.splitlines() if line[:1] == "!"]
+
+
 def test_a_wide_table_is_split_with_its_row_labels_repeated():
     frame = pd.DataFrame({f"c{i}": [f"v{i}", "w"] for i in range(12)}, index=["r1", "r2"])
     latex = table_latex.render(frame.to_html())

@@ -83,6 +83,26 @@ def test_a_job_id_of_ascii_digits_is_taken(monkeypatch):
     assert slurm.submit("job.sh") == "4242"
 
 
+@pytest.mark.parametrize("printed", [
+    "sbatch: note: your job uses the default account\n4242\n",
+    "4242;cluster\nsbatch: note: a site message after it\n",
+    "Submitted batch job 4242\n"])
+def test_the_job_id_is_read_from_its_own_line_among_a_sites_notes(monkeypatch, printed):
+    """A site's note before the id had made 'iolab submit' say nothing was submitted, and
+    remove the script of the job Slurm had queued."""
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, printed, ""))
+    assert slurm.submit("job.sh") == "4242"
+
+
+def test_sbatch_that_exits_0_without_a_job_id_may_have_queued_it(monkeypatch):
+    monkeypatch.setattr(slurm, "_slurm", lambda argv, env=None, check=True:
+                        subprocess.CompletedProcess(argv, 0, "sbatch: note: queued\n", ""))
+    with pytest.raises(slurm.NoJobId, match="'sbatch: note: queued', not a job id .* on any "
+                                            "line; sbatch exited 0, so Slurm may have queued"):
+        slurm.submit("job.sh")
+
+
 def test_a_missing_slurm_command_is_named_with_how_to_get_it(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(IolabError, match="squeue is not on PATH: this machine is not a Slurm "

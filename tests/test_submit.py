@@ -223,6 +223,35 @@ def test_a_job_slurm_refuses_leaves_no_script_and_no_campaign_folder(tmp_path, m
     assert list(data.iterdir()) == [] and not log.exists()
 
 
+def test_a_sites_note_before_the_job_id_is_skipped(tmp_path, monkeypatch):
+    """A note of the site's cli_filter before the id had made iolab remove the script and say
+    nothing was submitted, while Slurm ran the job untracked."""
+    _fake_sbatch(tmp_path, monkeypatch)
+    (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: note: default account'"
+                                             "\necho 4242\n")
+    data = tmp_path / "data"
+    (record,) = submit.submit(["smt_thp"], [ENV], submit.Request(mode="replay", data_dir=data),
+                              log=lambda line: None)
+    assert record.job_id == "4242"
+    assert jobs.read_all(data / "raw" / "smt_thp" / ENV / "jobs") == [record]
+
+
+def test_a_script_sbatch_took_without_a_job_id_is_kept_and_named(tmp_path, monkeypatch):
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    (tmp_path / "bin" / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n"
+                                             "echo 'sbatch: note: queued'\n")
+    data = tmp_path / "data"
+    with pytest.raises(IolabError) as err:
+        submit.submit(["smt_thp", "irq_affinity"], [ENV],
+                      submit.Request(mode="replay", data_dir=data), log=lambda line: None)
+    (kept,) = (data / "raw").rglob("*.sh")
+    assert kept.parent == data / "raw" / "smt_thp" / ENV / "jobs"
+    assert jobs.read_all(kept.parent) == [] and len(log.read_text().splitlines()) == 1
+    said = str(err.value)
+    assert "'sbatch: note: queued', not a job id" in said and "may have queued" in said
+    assert f"its script is kept, unrecorded: {kept}" in said and "nothing was" not in said
+
+
 def test_bad_params_are_refused_before_submitting(tmp_path, monkeypatch):
     log = _fake_sbatch(tmp_path, monkeypatch)
     for request_, match in ((submit.Request(overrides=["runtime_s=abc"]), "runtime_s"),

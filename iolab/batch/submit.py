@@ -278,7 +278,8 @@ def _send(written: list[tuple[script.JobSpec, Path]], request: Request, data_dir
           created: list[Path], log: Callable[[str], None]) -> list[jobs.JobRecord]:
     """Submit each written script and record its job. A script that was not submitted (Slurm
     refused it, or a stop signal came first or ended sbatch) is removed with those after it:
-    no script is left without a record."""
+    no script is left without a record, but for one sbatch took without printing a job id
+    (:class:`slurm.NoJobId`): Slurm may run its job, so it is kept and named."""
     records: list[jobs.JobRecord] = []
     try:
         for spec, path in written:
@@ -291,15 +292,26 @@ def _send(written: list[tuple[script.JobSpec, Path]], request: Request, data_dir
                 jobs.write(spec.jobs_dir, record)
             log(follow(record, spec.jobs_dir, data_dir))
     except BaseException as exc:
-        for _, unsent in written[len(records):]:
+        taken = isinstance(exc, slurm.NoJobId)
+        for _, unsent in written[len(records) + taken:]:
             unsent.unlink(missing_ok=True)
         _remove_new(created)
         if not isinstance(exc, IolabError):
             raise
-        sent = (f"; submitted before it: {', '.join(f'job {r.job_id}' for r in records)}"
-                if records else "; nothing was submitted")
-        raise IolabError(f"{exc}{sent}") from None
+        raise IolabError(f"{exc}{_sent(records, written[len(records)][1] if taken else None)}"
+                         ) from None
     return records
+
+
+def _sent(records: list[jobs.JobRecord], kept: Path | None) -> str:
+    """What a failed submission had sent, for its message: the jobs submitted before it,
+    and the script kept of a job sbatch may have queued without saying its id."""
+    before = ", ".join(f"job {r.job_id}" for r in records)
+    if kept is None:
+        return f"; submitted before it: {before}" if records else "; nothing was submitted"
+    return (f"; its script is kept, unrecorded: {kept} (find its job with 'squeue --me'; "
+            "'iolab status' does not know it)"
+            + (f"; submitted before it: {before}" if records else ""))
 
 
 def resume(experiment: str, environment: str, data_dir: str | Path | None, *,

@@ -3,7 +3,11 @@
 Responsible for: its options, and writing the table the package builds to standard output
 (no ``-o``, or ``-o -``) or, whole or not at all, to a file: through a temporary file and a
 rename, and never over anything but a regular file (a link, a FIFO or a device there is
-refused: :func:`iolab.safefiles.replace_output`).
+refused: :func:`iolab.safefiles.replace_output`). A recorded string is data: in a file and
+on a standard output that is a pipe or a file it is written as recorded, byte for byte; on a
+standard output that is a terminal its control characters are shown escaped (``\x1b``, as
+``iolab plan`` shows them), so that a tool version holding an escape sequence cannot retitle
+or clear the terminal.
 Not responsible for: building the table (``iolab.core.tidy``, the plan's decisions).
 """
 
@@ -25,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
     p.add_argument("-o", "--output", type=file_arg,
                    help="output file, replaced whole if it is a regular file "
-                   "(default, or -: CSV on stdout)")
+                   "(default, or -: CSV on stdout, its control characters shown escaped "
+                   "when stdout is a terminal)")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="pool rows from different hosts")
     p.add_argument("--skip-corrupt", action="store_true", help="leave out corrupt runs (say "
                    "how many) instead of failing")
@@ -63,13 +68,28 @@ def cmd_tidy(args) -> int:
         print(f"left out {df.attrs['corrupt_skipped']} corrupt runs ('iolab verify' names them)",
               file=sys.stderr)
     if not args.output:
-        df.to_csv(sys.stdout, index=False)
+        _to_stdout(df)
     else:
         _write_table(df, Path(args.output), args.format, data_dir_of(args))
     if args.output:
         # the path is the user's: an escape sequence or a line break in it is shown as text
         print(f"wrote {len(df)} rows to {printable(args.output)}", file=sys.stderr)
     return 0
+
+
+def _to_stdout(df) -> None:
+    """The table as CSV on standard output: to a terminal with every string's control
+    characters escaped (a recorded tool version printed ESC ] 0 and ESC [ 2J raw, which
+    retitled and cleared the terminal), to a pipe or a file as recorded, for a program to
+    read."""
+    if sys.stdout.isatty():
+        import pandas as pd
+
+        df = df.rename(columns=lambda name: printable(str(name)))
+        for name in df.columns:
+            if not pd.api.types.is_numeric_dtype(df[name]):  # numbers and flags hold none
+                df[name] = df[name].map(lambda v: printable(v) if isinstance(v, str) else v)
+    df.to_csv(sys.stdout, index=False)
 
 
 def _write_table(df, out: Path, fmt: str, data_dir: Path) -> None:

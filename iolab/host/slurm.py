@@ -18,6 +18,7 @@ allocation allows (``iolab.execution.runner``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from typing import Any, Mapping
@@ -31,6 +32,11 @@ JOB_ID_DIGITS_MOST = 10  # Slurm's job ids are 32-bit: 4,294,967,295 at most
 # job states after which a job no longer runs (squeue/scontrol spellings)
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
                    "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"})
+# a line of 'sbatch --parsable' ("ID" or "ID;CLUSTER"), or sbatch's own sentence; ASCII
+# digits only: str.isdigit takes '١٢٣', which the job record's reader then refuses, hiding
+# every job of the campaign
+_JOB_LINE = re.compile(rf"(?:Submitted batch job )?([0-9]{{1,{JOB_ID_DIGITS_MOST}}})"
+                       r"(?:;\S+| on cluster \S+)?")
 INSTALL = ("is not on PATH: this machine is not a Slurm submit host (Debian/Ubuntu: "
            "apt-get install slurm-client, with the cluster's slurm.conf and munge key)")
 
@@ -83,20 +89,37 @@ def _slurm(argv: list[str], env: Mapping[str, str] | None = None,
     return done
 
 
+class NoJobId(IolabError):
+    """sbatch exited 0, so Slurm may have queued the job, yet printed no line that is its
+    job id: its script must be kept, as the job may run it."""
+
+
 def submit(script: str, env: Mapping[str, str] | None = None,
            dependency: str | None = None) -> str:
-    """``sbatch --parsable SCRIPT`` -> the job id (Slurm's message as an error)."""
+    """``sbatch --parsable SCRIPT`` -> the job id (Slurm's message as an error;
+    :class:`NoJobId` when sbatch exited 0 but printed no job id)."""
     argv = ["sbatch", "--parsable"]
     if dependency:
         argv.append(f"--dependency={dependency}")
     out = _slurm(argv + [script], env).stdout.strip()
-    job = out.split(";")[0]  # "ID" or "ID;CLUSTER"
-    # ASCII digits only: str.isdigit takes '١٢٣', which the job record's reader then refuses,
-    # hiding every job of the campaign; a Slurm job id is a 32-bit number
-    if not (is_digits(job) and len(job) <= JOB_ID_DIGITS_MOST):
-        raise IolabError(f"sbatch printed {printable(excerpt(out))}, not a job id (allowed: "
-                         f"up to {JOB_ID_DIGITS_MOST} digits 0-9)")
+    job = parse_job_id(out)
+    if job is None:
+        raise NoJobId(f"sbatch printed {printable(excerpt(out))}, not a job id (allowed: up to "
+                      f"{JOB_ID_DIGITS_MOST} digits 0-9) on any line; sbatch exited 0, so "
+                      "Slurm may have queued the job")
     return job
+
+
+def parse_job_id(out: str) -> str | None:
+    """sbatch's standard output -> the job id on its last line that is one (``ID``,
+    ``ID;CLUSTER`` or ``Submitted batch job ID``); None when no line is. Other lines are
+    skipped: a site's cli_filter or job_submit plugin may print a note before the id, and
+    sbatch has then queued the job all the same."""
+    for line in reversed(out.splitlines()):
+        found = _JOB_LINE.fullmatch(line.strip())
+        if found:
+            return found.group(1)
+    return None
 
 
 def partitions(env: Mapping[str, str] | None = None) -> list[str]:

@@ -4,8 +4,8 @@ The book's styled tables (:func:`iolab.report.escape.table`) are HTML. The PDF b
 (Jupyter Book's LaTeX builder) cannot use HTML, so each such table also offers LaTeX, made
 here from the table's own HTML: the same header rows, cells and caption words, so the two
 builds cannot disagree on a number. Every cell is read as text (its character references
-decoded, its line-break hints dropped) and escaped for LaTeX, so a recorded string is shown
-as the characters it is in the PDF too. The table is a ``longtable``: it breaks across
+decoded, its line-break hints dropped) and escaped for LaTeX, a control character written
+as its code point, so a recorded string is shown as the characters it is in the PDF too. The table is a ``longtable``: it breaks across
 pages and repeats its header rows on each; its columns share the text width by how much
 they hold, and a table of many columns is set smaller, so that it fits the page.
 
@@ -26,6 +26,8 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "#": r"\#", "%": r"\%", "_": r"\_", "^": r"\textasciicircum{}",
             "~": r"\textasciitilde{}", "<": r"\textless{}", ">": r"\textgreater{}"}
 _TABLE = str.maketrans(_SPECIAL)
+# the control characters (C0, DEL and C1): none is text LaTeX can set (see _shown)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _BREAK_AFTER = re.compile(r"/|\\_|=")
 _UNBREAKABLE = re.compile(r"\s+|(?<=[/_=])")  # where a cell's text may break
 _WIDEST = 40   # characters: a column holding more shares the width as if it held this many
@@ -41,11 +43,24 @@ MARK = "% iolab latex"
 
 
 def text(value: str) -> str:
-    """``value`` as LaTeX text: every special character escaped, a line break a blank, and a
-    place to break after each / _ = (a path or a name wider than its column breaks there,
-    as the HTML's line-break hints let it, instead of running into the next column)."""
-    escaped = " ".join(value.split("\n")).translate(_TABLE)
+    """``value`` as LaTeX text: every special character escaped, a line break, carriage
+    return or tab a blank (as the HTML shows them), any other control character as its code
+    point, and a place to break after each / _ = (a path or a name wider than its column
+    breaks there, as the HTML's line-break hints let it, instead of running into the next
+    column)."""
+    escaped = _CONTROL.sub(_shown, value.translate(_TABLE))
     return _BREAK_AFTER.sub(lambda m: m.group(0) + r"\allowbreak{}", escaped)
+
+
+def _shown(match: re.Match) -> str:
+    """A control character as LaTeX text: xelatex stops at DEL, NUL, ESC and the others
+    ("Text line contains an invalid character"), and two carriage returns in a row end the
+    paragraph a caption is in; written as the escape iolab's messages use (``\\x1b``), a
+    recorded string shows what it holds."""
+    c = match.group(0)
+    if c in "\n\r\t":
+        return " "
+    return r"\textbackslash{}" + repr(c)[2:-1]  # "x1b" of repr's '\x1b'
 
 
 @dataclass
