@@ -81,19 +81,31 @@ def foreign_checkout(cwd: Path | None = None) -> Path | None:
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-NAME_RULE = ("letters, digits, '.', '_' and '-', starting with a letter or digit (it names a "
-             "folder)")
+# characters of a name at most: it names folders and, with a suffix, files (<environment>.parquet,
+# <experiment>.yaml, a temporary name beside them), and a file system takes at most 255 bytes
+# a name; a longer one failed deep inside a command with "File name too long", naming a
+# temporary file
+NAME_MOST = 100
+NAME_RULE = (f"letters, digits, '.', '_' and '-', starting with a letter or digit, at most "
+             f"{NAME_MOST} characters (it names a folder)")
 
 
 def usable_name(name: object) -> bool:
-    """Whether ``name`` is a safe folder name (:data:`NAME_RULE`; no separators, no '..')."""
-    return isinstance(name, str) and NAME.fullmatch(name) is not None and ".." not in name
+    """Whether ``name`` is a safe folder name (:data:`NAME_RULE`; no separators, no '..',
+    not longer than :data:`NAME_MOST`)."""
+    return (isinstance(name, str) and len(name) <= NAME_MOST and NAME.fullmatch(name) is not None
+            and ".." not in name)
 
 
 def check_name(kind: str, name: object) -> str:
-    """``name`` if it is a safe folder name (no separators, no '..'); else InputError."""
-    from iolab.errors import InputError
+    """``name`` if it is a safe folder name (no separators, no '..', at most
+    :data:`NAME_MOST` characters); else InputError naming ``kind`` (the key) and, for a
+    name too long, its length and the limit."""
+    from iolab.errors import InputError, excerpt
 
+    if isinstance(name, str) and len(name) > NAME_MOST:  # quoted short: the line stays short
+        raise InputError(None, kind, f"{excerpt(name, 40)} is {len(name)} characters long, "
+                         f"more than the {NAME_MOST} a name may have", allowed=NAME_RULE)
     if not usable_name(name):
         raise InputError(None, kind, f"{name!r} is not a usable {kind} name", allowed=NAME_RULE)
     return name

@@ -26,15 +26,14 @@ would then truncate, a FIFO that would block every read for ever, a device node.
 * **Outputs** a user names (``iolab tidy -o``, ``iolab notebook -o``, ``iolab book
   --glue-snapshot``) are written the same way, by a rename, never by an open for writing of
   the final name; a path that exists and is not a regular file (a link, a FIFO, a device, a
-  folder) is refused, never replaced, and so is a path one of whose folders is a link
-  another user made, another user's folder, or one others may write into without the
-  sticky bit (:func:`folders_problem`): another user could make the output land elsewhere
-  (:func:`check_output`, :func:`replace_output`). Nor is an output ever a file iolab keeps
-  (:func:`kept_problem`): one inside the data directory (a stored run's raw file, a host
+  folder) or another user's file is refused, never replaced, and so is a path one of whose
+  folders is a link another user made, another user's folder, or one others may write into
+  without the sticky bit (:func:`folders_problem`): another user could make the output land
+  elsewhere (:func:`check_output`, :func:`replace_output`). Nor is an output ever a file iolab
+  keeps (:func:`kept_problem`): one inside the data directory (a stored run's raw file, a host
   record) or one git tracks in the checkout (a params file), but the file a verb exists to
-  renew (the glue snapshot, a derived replay, the AiSIO reference table); nor, there or
-  not, one in a ``.git`` folder, iolab's state folder or its lock folder
-  (:func:`state_problem`).
+  renew (the glue snapshot, a derived replay, the AiSIO reference table); nor, there or not,
+  one in a ``.git`` folder, iolab's state folder or its lock folder (:func:`state_problem`).
 
 A refusal is :class:`NotOurs`: one line naming the path, what is there and what is allowed.
 
@@ -71,7 +70,8 @@ FOLDER_MODE = 0o700  # a state folder made by iolab
 CACHE_MODE = 0o644   # a cache file: others may read it, only its owner write it, whatever the umask
 CACHE_FOLDER_MODE = 0o755  # a cache folder made by iolab
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-OUTPUT_ALLOWED = "a path where nothing is, a regular file (replaced whole), or - for standard output"
+OUTPUT_ALLOWED = ("a path where nothing is, a regular file of this user's (replaced whole), or - "
+                  "for standard output")
 
 
 class NotOurs(InputError):
@@ -598,9 +598,9 @@ def check_output(path: Path, option: str, *, data_dir: Path | None = None,
     the checkout's, or one git tracks in the checkout, such as a params file) unless it is
     one of ``renews`` (the files this output exists to renew), or one of whose folders
     another user could redirect (:func:`folders_problem`: a link another user made, another
-    user's folder, one others may write into without the sticky bit): an output is written
-    only where nothing is, or over a regular file of the user's, and only where this user
-    meant."""
+    user's folder, one others may write into without the sticky bit), or that is another
+    user's file (:func:`_check_output_owner`): an output is written only where nothing is,
+    or over a regular file of the user's, and only where this user meant."""
     path = Path(path)
     folder = path.parent
     if not folder.is_dir():
@@ -623,10 +623,23 @@ def check_output(path: Path, option: str, *, data_dir: Path | None = None,
     if not stat.S_ISREG(st.st_mode):
         raise NotOurs(option, None, f"{path} is {what_is(st)}; an output never replaces or "
                       "writes into anything but a regular file", allowed=OUTPUT_ALLOWED)
+    _check_output_owner(path, st, option)
     problem = kept_problem(path, data_dir, renews)
     if problem:
         raise NotOurs(option, None, f"{path} is {problem}; an output never replaces a file "
                       "iolab keeps", allowed=OUTPUT_PLACES)
+
+
+def _check_output_owner(path: Path, st: os.stat_result, option: str) -> None:
+    """NotOurs when the existing output ``path`` (of ``st``) is not this user's: the rename
+    that writes an output would replace another user's file with one of this user's (root's,
+    run as root), which the folder's write bit allows but the file's owner never agreed to.
+    Root's file counts as another user's too, for a user who is not root."""
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise NotOurs(option, None, f"{path} belongs to uid {st.st_uid}, not to this user "
+                      f"(uid {me}); an output never replaces another user's file",
+                      allowed=OUTPUT_ALLOWED)
 
 
 def kept_problem(path: Path, data_dir: Path | None = None,

@@ -24,6 +24,7 @@ from iolab.cli import campaign as cli_campaign
 from iolab.cli import main
 from iolab.core.store import Store
 from iolab.paths import REPO_ROOT, default_data_dir
+from iolab.errors import InputError
 
 
 def run(argv):
@@ -169,6 +170,25 @@ def test_env_new_copies_a_template(tmp_path, monkeypatch):
     assert code == 2 and "exists already" in err
     code, _, err = run(["env", "new", "../escape"])
     assert code == 2 and "environment" in err
+
+
+def test_a_name_too_long_is_refused_naming_the_key_and_the_limit(tmp_path, monkeypatch):
+    """Probe 13, P13-08: 'env new' with a 300-character name failed with "File name too
+    long", naming a temporary folder, neither the key nor the longest name allowed."""
+    params = tmp_path / "params"
+    shutil.copytree(paths.PARAMS_DIR / "kvm-2vcpu", params / "kvm-2vcpu")
+    monkeypatch.setattr("iolab.cli.env.PARAMS_DIR", params)
+    monkeypatch.setattr("iolab.cli.env.REPO_ROOT", tmp_path)
+    code, _, err = run(["env", "new", "a" * (paths.NAME_MOST + 1)])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert (f"key 'environment': '{'a' * 38}… is {paths.NAME_MOST + 1} characters long, more "
+            f"than the {paths.NAME_MOST} a name may have") in err
+    assert f"at most {paths.NAME_MOST} characters" in err
+    assert sorted(p.name for p in params.iterdir()) == ["kvm-2vcpu"]
+    code, _, err = run(["env", "new", "a" * paths.NAME_MOST])  # the longest allowed
+    assert code == 0 and (params / ("a" * paths.NAME_MOST) / "smt_thp.yaml").exists(), err
+    with pytest.raises(InputError, match="key .experiment.: .* is 300 characters long"):
+        paths.check_name("experiment", "x" * 300)
 
 
 @pytest.mark.parametrize("plant", ["secret", "devnull", "fifo"])

@@ -17,6 +17,7 @@ from iolab.core.registry import get
 from iolab.core.store import open_store
 from iolab.core.store import sha256_file
 from iolab.execution.campaign import Campaign
+from iolab.safefiles import NotOurs
 
 V1 = Path(__file__).parent / "fixtures" / "v1_store"
 
@@ -138,6 +139,21 @@ def test_a_migration_that_stopped_halfway_is_finished(data):
     assert [m.finish_only for m in again].count(True) == 1
     migrate.apply(again, log=lambda *_: None)
     assert len(folders(data, "smt_thp")) == 3 and not old.exists()
+
+
+def test_a_raw_folder_that_is_a_link_is_never_migrated_into(data, tmp_path):
+    """Probe 13, P13-09: raw/ as a link (into another user's folder) is never written through:
+    the migrated copies would land where it points. Refused before anything is changed."""
+    elsewhere = tmp_path / "elsewhere"
+    (data / "raw").rename(elsewhere)
+    (data / "raw").symlink_to(elsewhere)
+    before = sorted(str(p.relative_to(elsewhere)) for p in elsewhere.rglob("*"))
+    store = open_store(get("smt_thp"), "kvm-2vcpu", data)
+    todo = migrate.plan(store)  # reading through it is allowed
+    assert todo
+    with pytest.raises(NotOurs, match=f"{data / 'raw'}: is a symbolic link to {elsewhere}"):
+        migrate.apply(todo, log=lambda *_: None)
+    assert sorted(str(p.relative_to(elsewhere)) for p in elsewhere.rglob("*")) == before
 
 
 def test_a_changed_raw_file_stops_its_migration(data):

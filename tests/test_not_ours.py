@@ -534,6 +534,25 @@ def test_an_output_over_a_regular_file_replaces_it_whole_and_dash_is_standard_ou
     assert not Path("-").exists()
 
 
+@pytest.mark.skipif(not ROOT, reason="a file of another user's needs root to make")
+def test_an_output_over_another_users_file_is_refused(stored, tmp_path):
+    """Probe 13, P13-02: 'tidy -o' over another user's regular file (in a sticky folder such
+    as /tmp, where anyone may put one) renamed this user's table onto it: the file was
+    replaced, and then belonged to root."""
+    out = tmp_path / "other.csv"
+    out.write_text("someone else's\n")
+    os.chown(out, 65534, 65534)
+    code, out_text, err = cli([*TIDY, "--data", str(stored), "-o", str(out)])
+    assert code == 2 and out_text == "" and len(err.splitlines()) == 1, err
+    assert (f"-o: {out} belongs to uid 65534, not to this user (uid 0); an output never "
+            "replaces another user's file") in err and "a regular file of this user's" in err
+    assert out.read_text() == "someone else's\n" and out.stat().st_uid == 65534
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.csv"], "a temporary file left"
+    with pytest.raises(safefiles.NotOurs, match="belongs to uid 65534"):
+        safefiles.replace_output(out, lambda tmp: tmp.write_text("x"), "--glue-snapshot")
+    assert out.read_text() == "someone else's\n"
+
+
 def test_a_notebook_output_that_is_a_link_is_refused_before_anything_runs(tmp_path,
                                                                           monkeypatch):
     ran = []

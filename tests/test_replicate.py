@@ -41,6 +41,9 @@ BUSY = rep.Quiet(3.1, 2, 42.0, 0.0, busy=rep.busy(3.1, 2, 42.0, 0.0))
     ("QEMU Virtual CPU version 2.5+", "6.12.7+deb13-cloud-amd64", "qemu-6.12.7-deb13"),
     (None, "6.8.0", "cpu-6.8.0"),
     ("../../etc Weird\x1b[2J CPU", "..\n6.1", "etc-6.1"),
+    # a kernel release takes up to 64 characters, a model's word more: cut to the longest
+    # name allowed (probe 13, P13-08)
+    ("Zz" * 40, "6.1.0-" + "9" * 80, ("zz" * 40 + "-6.1.0-" + "9" * 80)[:100]),
 ])
 def test_the_environment_is_named_from_the_cpu_family_and_kernel_build(model, release, name):
     assert rep.environment_name(model, release) == name

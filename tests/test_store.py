@@ -256,17 +256,19 @@ def test_a_run_folders_name_cannot_make_a_line_of_its_own(store):
     assert any(p.name.startswith(name) for p in store.partial_dir.iterdir())  # as it was named
 
 
-@pytest.mark.parametrize("linked", ["experiment", "campaign"])
+@pytest.mark.parametrize("linked", ["experiment", "campaign", "raw"])
 def test_a_campaign_or_experiment_folder_that_is_a_link_is_never_written_through(tmp_path,
                                                                                linked):
     """raw/<exp>/<env> (or raw/<exp>) as a link had received the host record, the campaign
-    log and the runs of 'iolab run' and 'iolab import-cijoe'."""
+    log and the runs of 'iolab run' and 'iolab import-cijoe'; so had raw/ itself (probe 13,
+    P13-09: linked into another user's folder, who could then replace the stored runs)."""
     from iolab.safefiles import NotOurs
 
     store = Store(tmp_path / "data", "demo", "here")
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "here").mkdir(parents=True)
-    link = store.root if linked == "campaign" else store.root.parent
+    link = {"campaign": store.root, "experiment": store.root.parent,
+            "raw": store.root.parent.parent}[linked]
     link.parent.mkdir(parents=True)
     link.symlink_to(elsewhere / "here" if linked == "campaign" else elsewhere)
     writes = [lambda: store.check_or_record_host({"hostname": "h"}, "f" * 16, []),

@@ -321,6 +321,20 @@ def test_a_jobs_folder_that_is_a_link_is_never_written_through(tmp_path, monkeyp
     assert list(elsewhere.iterdir()) == [] and not log.exists()
 
 
+def test_a_raw_folder_that_is_a_link_gets_no_job(tmp_path, monkeypatch):
+    """Probe 13, P13-09: raw/ as a link is a folder of the campaign's jobs/ like the others:
+    the script and the job's record are never written where it points."""
+    log = _fake_sbatch(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(elsewhere)
+    with pytest.raises(InputError, match="raw: is a symbolic link to .*never followed"):
+        submit.submit(["smt_thp"], [ENV], submit.Request(mode="replay", data_dir=tmp_path / "data"),
+                      log=lambda line: None)
+    assert list(elsewhere.iterdir()) == [] and not log.exists()
+
+
 def test_a_campaign_folder_that_is_a_link_gets_no_job(tmp_path, monkeypatch):
     log = _fake_sbatch(tmp_path, monkeypatch)
     elsewhere = tmp_path / "elsewhere"

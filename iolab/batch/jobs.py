@@ -33,8 +33,8 @@ from iolab.safefiles import read_regular, refuse_linked
 
 FOLDER = "jobs"
 ROLE = "the campaign's Slurm jobs (jobs/)"
-# jobs/, the campaign's folder and the experiment's: none is followed if it is a link
-DEPTH = 3
+# jobs/, the campaign's folder, the experiment's and raw/: none is followed if it is a link
+DEPTH = 4
 RECORD_MOST = 1 << 20  # bytes of a record at most: iolab writes a few hundred
 # the name 'iolab submit' gives a job's script in jobs/: <UTC stamp>-<mode>.sh, a file name
 # (no folder, no '..'), so that --resume never submits a script outside the campaign

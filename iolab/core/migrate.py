@@ -31,10 +31,10 @@ from pathlib import Path
 from iolab.core import manifest as mf
 from iolab.core.manifest import RunManifest
 from iolab.core.integrity import sha256_regular
-from iolab.core.store import TMP_PREFIX, Store
+from iolab.core.store import DEPTH, TMP_PREFIX, Store
 from iolab.durable import fsync_dir
 from iolab.errors import IolabError, printable
-from iolab.safefiles import NotOurs, copy_folder
+from iolab.safefiles import NotOurs, copy_folder, refuse_linked
 
 V1_COPY = "run.v1.json"
 
@@ -126,7 +126,11 @@ def _verify(folder: Path, manifest: RunManifest) -> None:
 
 
 def apply(migrations: list[Migration], log=print) -> int:
-    """Carry out the migrations; returns how many folders were migrated or finished."""
+    """Carry out the migrations; returns how many folders were migrated or finished. NotOurs,
+    before anything is changed, when runs/ or failed/, or a folder above them up to raw/, is a
+    link: the copies would be written where it points."""
+    for folder in sorted({m.source.parent for m in migrations}):
+        refuse_linked(folder, "the stored runs", DEPTH)
     done = 0
     for m in migrations:
         if m.problem:

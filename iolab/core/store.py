@@ -64,9 +64,10 @@ _LOG_ROLE = "the campaign log"
 LOG_MOST = 256 << 20
 HOST_MOST = 16 << 20  # bytes of a host record at most: iolab's are about 10 kB
 _ROOT_ROLE = "a campaign (raw/<experiment>/<environment>/)"
-# runs/, failed/, partial/ (and jobs/, extras/), the campaign's folder and the experiment's:
-# a link at any of them would take what iolab writes out of the data directory
-_DEPTH = 3
+# runs/, failed/, partial/ (and jobs/, extras/), the campaign's folder, the experiment's and
+# raw/: a link at any of them would take what iolab writes out of the data directory (raw/
+# linked into another user's folder put a campaign where that user may replace its runs)
+DEPTH = 4
 
 # The campaign log's events: {event: {field: its JSON types}}, besides "event" and "at" (a
 # time) that every line has. Store.log refuses a field not named here, so the published
@@ -405,7 +406,7 @@ class Store:
         """Move the leftovers of runs interrupted before their commit to ``partial/``; never
         delete. Returns one line per move, for the user."""
         # a runs/ that is a link holds no leftovers of ours: nothing is moved out of it
-        refuse_linked(self.runs_dir, "the stored runs", _DEPTH)
+        refuse_linked(self.runs_dir, "the stored runs", DEPTH)
         return [self._move_aside(d, "interrupted run") for d in self.stale_tmp_dirs()]
 
     def quarantine_corrupt(self, corrupt: list[CorruptRun]) -> list[str]:
@@ -417,7 +418,7 @@ class Store:
         return lines
 
     def _move_aside(self, folder: Path, kind: str) -> str:
-        own_folder(self.partial_dir, "runs set aside", _DEPTH)
+        own_folder(self.partial_dir, "runs set aside", DEPTH)
         dest = self.partial_dir / f"{folder.name.lstrip('.')}@{_stamp()}"
         os.rename(folder, dest)
         return printable(f"moved {kind} {folder} to {dest} (kept there, never deleted); the "
@@ -425,12 +426,12 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
     def own_root(self) -> Path:
-        """The campaign's folder, made if missing; NotOurs when it or its experiment's folder
-        is a link: the host record, the log and the runs would be written into its target."""
-        return own_folder(self.root, _ROOT_ROLE, _DEPTH - 1)
+        """The campaign's folder, made if missing; NotOurs when it, its experiment's folder or
+        raw/ is a link: the host record, the log and the runs would be written into its target."""
+        return own_folder(self.root, _ROOT_ROLE, DEPTH - 1)
 
     def begin(self, run_id: str) -> Path:
-        own_folder(self.runs_dir, "the stored runs", _DEPTH)
+        own_folder(self.runs_dir, "the stored runs", DEPTH)
         tmp = self.runs_dir / f"{TMP_PREFIX}{run_id}-{os.getpid()}"
         if any(t == tmp for t, _ in self._pending or []):
             raise IolabError(f"{self.runs_dir / run_id}: a run with this id is already stored "
@@ -493,7 +494,7 @@ class Store:
         return final
 
     def commit_failed(self, tmp: Path, manifest: RunManifest) -> Path:
-        own_folder(self.failed_dir, "the failed runs", _DEPTH)
+        own_folder(self.failed_dir, "the failed runs", DEPTH)
         dest = self.failed_dir / f"{manifest.run_id}@{_stamp()}"
         self._finish(tmp, manifest, "failed", dest)
         return dest

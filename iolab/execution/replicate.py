@@ -38,7 +38,7 @@ from iolab.collectors import quiet
 from iolab.core import spec as specmod
 from iolab.core.planner import format_duration
 from iolab.errors import InputError, IolabError
-from iolab.paths import NAME, PARAMS_DIR, shown
+from iolab.paths import NAME, NAME_MOST, PARAMS_DIR, shown
 from iolab.safefiles import own_folder
 
 SOURCE_ENV = "kvm-2vcpu"   # the book's VM: its params files hold the local experiments' packs
@@ -87,12 +87,14 @@ def _kernel_build(release: str) -> str:
 
 
 def _clean(name: str) -> str:
-    """Only letters, digits, '.', '_' and '-', starting with a letter or digit, no '..'."""
+    """Only letters, digits, '.', '_' and '-', starting with a letter or digit, no '..', at
+    most NAME_MOST characters."""
     name = re.sub(r"[^a-z0-9._-]+", "-", name)
     # a run of separators is one: a '-' where it holds one, else its first ('..' never)
     name = re.sub(r"[-._]{2,}", lambda m: "-" if "-" in m.group() else m.group()[0], name)
-    name = name.strip("-._") or "host"
-    assert NAME.fullmatch(name), name
+    # cut to the longest name allowed: a kernel release alone may be 64 characters
+    name = name[:NAME_MOST].strip("-._") or "host"
+    assert NAME.fullmatch(name) and len(name) <= NAME_MOST, name
     return name
 
 

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from iolab.core.store import Store
+from iolab.core.store import DEPTH as STORE_DEPTH, Store
 from iolab.durable import write_atomic
 from iolab.errors import InputError, ParseError
 from iolab.host.inventory import imported_fingerprint
@@ -168,8 +168,10 @@ def _extras_folder(store: Store, arc: Archive) -> Path:
         raise InputError(arc.name, None, f"the archive's name gives no folder for its extras "
                          f"(extras/{stem})", allowed="an archive or folder with a name of its "
                          "own (not . or ..)")
-    # made here, never through a link (at extras/, at it or above: the campaign's folders)
-    return own_folder(store.root / "extras" / stem, "an archive's raw extras (extras/)", 4)
+    # made here, never through a link (at extras/, at it or above: the campaign's folders
+    # and raw/)
+    return own_folder(store.root / "extras" / stem, "an archive's raw extras (extras/)",
+                      STORE_DEPTH + 1)
 
 
 def _stem(name: str) -> str:
