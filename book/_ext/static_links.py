@@ -6,7 +6,7 @@ and Parquet). A chapter's page and an environment's page lie at different depths
 built book, which only the build knows; here each such link becomes the path from its page to
 ``_static/PATH``. A link to a file that is not there is a warning, so the strict build fails
 instead of publishing a dead link (the notebooks write the files when they are replayed:
-``make book``).
+``make book``, or ``iolab book --force`` where the notebooks count as up to date).
 
 Not responsible for: writing the files (the notebooks' kernels do) or copying them (Sphinx
 copies ``_static`` into the build); the PDF, which has no raw HTML.
@@ -55,7 +55,8 @@ def _on_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         text, missing = resolve(raw.astext(), page, static)
         for path in missing:
             logger.warning(f"{docname}: an output links _static/{path}, which is not there "
-                           "(replay the notebooks: make book)", location=raw)
+                           "(the notebooks write it when replayed: iolab book --force)",
+                           location=raw)
         raw.replace(raw.children[0], nodes.Text(text))
 
 
