@@ -16,6 +16,9 @@ pattern): ``int()``, ``float()``, ``str.isdigit`` and ``\\d`` also take other sc
 ('١٩٣'), and ``float()`` '1_000', 'nan' and 'inf', which would be stored as numbers.
 A collector's own record (JSON written beside a run) is read back with :func:`record_object`
 and :func:`record_value`; times in one must be times a clock gives (:func:`is_clock_ns`).
+A tool's report file is read by :func:`read_report` alone: never through a link and never
+beyond :data:`REPORT_MOST` bytes, so a report of gigabytes fails its run instead of taking all
+the memory.
 """
 
 from __future__ import annotations
@@ -23,16 +26,42 @@ from __future__ import annotations
 import json
 import math
 import re
+import errno
+import os
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from iolab.errors import ParseError, excerpt
+from iolab.safefiles import TooLarge, read_regular
 
 FLOAT_MAX = sys.float_info.max
 FLOAT_DIGITS_MOST = 400  # more digits than FLOAT_MAX's 309, fewer than int()'s limit (4,300)
 # The deepest a report's arrays and objects nest: the tools' reports nest 5 levels at most;
 # Python's reader fails somewhat below its recursion limit (1,000), whatever the limit says
 JSON_DEPTH_MOST = 100
+# The most bytes of a tool's report read: reports were read whole (and held twice, as bytes
+# and as text), so a 300 MB one took 600 MB and one of gigabytes all the memory. The committed
+# runs' largest report is fio's json+ at 22 kB (full latency histograms are about 170 kB a
+# job); no tool's text or JSON report comes near this
+REPORT_MOST = 128 << 20
+
+
+def read_report(path: str | Path, tool: str, role: str = "", errors: str = "replace") -> str:
+    """The text of the report file ``path`` of ``tool``'s, read never through a link (NotOurs)
+    and refused unread beyond :data:`REPORT_MOST` bytes: a ParseError naming the file and the
+    bound; FileNotFoundError, as ``open`` gives it, when there is no file (a run without its
+    report fails as "no output"). ``role`` names the file in a refusal (``tool``'s report by
+    default); ``errors`` is how bytes that are not UTF-8 are decoded."""
+    try:
+        raw = read_regular(Path(path), role or f"{tool}'s report", REPORT_MOST)
+    except TooLarge:
+        raise ParseError(str(path), f"holds more than {REPORT_MOST:,} bytes, more than any "
+                                    f"report of {tool}'s (allowed: at most {REPORT_MOST:,} "
+                                    "bytes); it is not read") from None
+    if raw is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    return raw.decode("utf-8", errors=errors)
 
 
 def within_float(value: Any, key: str, source: str) -> Any:

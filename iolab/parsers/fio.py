@@ -46,10 +46,8 @@ write phase then a verify read phase) gets the longest phase as its wall time.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
 import re
 from fractions import Fraction
 from itertools import accumulate
@@ -57,8 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import decode_json, int_within_float, is_digits, within_float
-from iolab.safefiles import TooLarge, read_regular
+from iolab.parsers import (REPORT_MOST, decode_json, int_within_float, is_digits, read_report,
+                           within_float)
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -97,12 +95,10 @@ BW_BYTES_SLACK = 1.0
 MEAN_SLACK = 1e-6
 HISTOGRAM_SLACK = 1 / 64
 LATENCIES = ("slat_ns", "clat_ns", "lat_ns")
-# The most bytes of a report read: the file was read whole (and held twice, as bytes and as
-# text), so a tool's 300 MB fio.json took 600 MB and one of gigabytes all the memory. The
-# committed runs' largest is 22 kB; json+ with every one of fio's 1,856 latency bins filled
-# in each direction is about 170 kB a job object, so this holds hundreds of jobs reported
-# one by one (thousands as the committed runs fill them)
-REPORT_MOST = 128 << 20
+# The most bytes of a report read is the parsers' REPORT_MOST: json+ with every one of fio's
+# 1,856 latency bins filled in each direction is about 170 kB a job object, so it holds
+# hundreds of jobs reported one by one (thousands as the committed runs fill them). It is
+# imported here too, where the tests and older callers find it
 _ROLE = "fio's JSON report"
 _SIZE = re.compile(r"([0-9]+)([kmg]?)(?:i?b)?", flags=re.IGNORECASE)
 
@@ -111,15 +107,7 @@ def parse_fio_file(path: str | Path) -> dict:
     """Read a file holding fio's report, of at most :data:`REPORT_MOST` bytes and never
     through a link, and parse it with :func:`parse_fio_json`; ParseError naming the file and
     the bound for a larger one, before any of it is read."""
-    try:
-        raw = read_regular(Path(path), _ROLE, REPORT_MOST)
-    except TooLarge:
-        raise ParseError(str(path), f"holds more than {REPORT_MOST:,} bytes, more than any "
-                                    f"report of fio's (allowed: at most {REPORT_MOST:,} "
-                                    "bytes); it is not read") from None
-    if raw is None:  # as open() says it: a run without its report fails as "no output"
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
-    return parse_fio_json(raw.decode("utf-8", errors="replace"), source=str(path))
+    return parse_fio_json(read_report(path, "fio", _ROLE), source=str(path))
 
 
 def parse_fio_json(text: str, source: str = "<string>") -> dict:

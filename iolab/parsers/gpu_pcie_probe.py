@@ -25,7 +25,7 @@ from typing import Any
 
 from iolab.checks import is_whole_number
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import load_json, within_float
+from iolab.parsers import load_json, read_report, within_float
 
 SCHEMA_VERSION = 1
 MODES = ("copy", "read", "write")
@@ -116,5 +116,6 @@ def _iterations(doc: dict[str, Any], copy: bool, source: str) -> list[dict[str, 
 
 
 def parse_gpu_pcie_probe_file(path: Path) -> dict[str, Any]:
-    path = Path(path)
-    return parse_gpu_pcie_probe(path.read_text(encoding="utf-8", errors="replace"), str(path))
+    """The probe's report file, read by :func:`iolab.parsers.read_report` (never through a
+    link, never beyond its bound), parsed by :func:`parse_gpu_pcie_probe`."""
+    return parse_gpu_pcie_probe(read_report(path, "gpu_pcie_probe"), str(path))

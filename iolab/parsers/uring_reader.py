@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import load_json, within_float
+from iolab.parsers import load_json, read_report, within_float
 
 _FIELDS = {"schema_version": int, "tool": str, "version": str, "liburing": str, "file": str,
            "bytes": int, "bs": int, "qdepth": int, "runtime_s": (int, float),
@@ -158,7 +158,7 @@ def _measured(value: Any) -> bool:
 
 def parse_uring_reader_file(path: Path) -> dict[str, Any]:
     try:
-        text = Path(path).read_text()
+        text = read_report(path, "uring_reader", errors="strict")
     except OSError as exc:
         raise ParseError(path, f"cannot be read: {exc.strerror or exc}") from None
     return parse_uring_reader(text, str(path))

@@ -52,7 +52,7 @@ from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError, ToolError, excerpt
 from iolab.host.binding import check_free
 from iolab.safefiles import NotOurs, TooLarge, read_regular
-from iolab.parsers import CLOCK_NS_MOST, record_object
+from iolab.parsers import CLOCK_NS_MOST, read_report, record_object
 from iolab.parsers.bdevperf import (parse_bdevperf_json, parse_bdevperf_text, spdk_start,
                                    spdk_supports_json, table_disagrees)
 from iolab.tools import builds
@@ -321,11 +321,11 @@ class Bdevperf(ToolAdapter):
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         stdout = Path(run_dir) / "stdout"
-        text = parse_bdevperf_text(stdout.read_text(errors="replace"), str(stdout))
+        text = parse_bdevperf_text(read_report(stdout, "bdevperf"), str(stdout))
         stderr = Path(run_dir) / "stderr"
         if text.get("spdk_version") is None and stderr.exists():
             # SPDK's log, with its "Starting SPDK vX" line, goes to stderr in some builds
-            text = {**text, **(spdk_start(stderr.read_text(errors="replace")) or {})}
+            text = {**text, **(spdk_start(read_report(stderr, "bdevperf", "bdevperf's log")) or {})}
         res, source, note = text, "text table", None
         json_path = Path(run_dir) / JSON_RESULTS
         if json_path.exists():  # JSON results were asked for
@@ -334,7 +334,8 @@ class Bdevperf(ToolAdapter):
                         "later): results are read from bdevperf's text table")
             elif json_path.stat().st_size:
                 try:
-                    res = {**parse_bdevperf_json(json_path.read_text(), str(json_path)),
+                    res = {**parse_bdevperf_json(read_report(json_path, "bdevperf", errors="strict"),
+                                               str(json_path)),
                            "spdk_version": text.get("spdk_version")}
                     source = "perform_tests JSON"
                 except ParseError as exc:
@@ -355,11 +356,11 @@ class Bdevperf(ToolAdapter):
         something else: a report another run left, or something that is not this run wrote."""
         given = _bdevperf_args(argv)
         reports = [("stdout", lambda: parse_bdevperf_text(
-            (Path(run_dir) / "stdout").read_text(errors="replace"), "stdout"))]
+            read_report(Path(run_dir) / "stdout", "bdevperf"), "stdout"))]
         json_path = Path(run_dir) / JSON_RESULTS
         if json_path.exists() and json_path.stat().st_size:
-            reports.append((JSON_RESULTS, lambda: parse_bdevperf_json(json_path.read_text(),
-                                                                      JSON_RESULTS)))
+            reports.append((JSON_RESULTS, lambda: parse_bdevperf_json(
+                read_report(json_path, "bdevperf", errors="strict"), JSON_RESULTS)))
         bdevs = _run_bdevs(Path(run_dir))
         for name, read in reports:
             try:

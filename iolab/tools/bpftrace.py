@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError, excerpt
+from iolab.parsers import read_report
 from iolab.parsers.bpftrace import parse_bpftrace_json
 from iolab.tools.base import Invocation, Launch, Program, ToolAdapter
 
@@ -95,8 +96,7 @@ class Bpftrace(ToolAdapter):
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         path = Path(run_dir) / OUTPUT
-        parsed = parse_bpftrace_json(path.read_text(encoding="utf-8", errors="replace"),
-                                     str(path))
+        parsed = parse_bpftrace_json(read_report(path, "bpftrace"), str(path))
         metrics: dict[str, Any] = {key: parsed[key]
                                    for key in ("probes", "lost_events", "helper_errors")}
         for name, entries in parsed["maps"].items():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from iolab.errors import InputError, ParseError, excerpt
-from iolab.parsers import is_digits
+from iolab.parsers import is_digits, read_report
 from iolab.parsers.gpu_pcie_probe import DIRECTIONS, MODES, parse_gpu_pcie_probe_file
 from iolab.paths import DRIVERS_DIR
 from iolab.tools.base import (Invocation, Launch, Program, ToolAdapter, pci_address,
@@ -167,7 +167,7 @@ class GpuPcieProbe(ToolAdapter):
         run_dir = Path(run_dir)
         report = parse_gpu_pcie_probe_file(run_dir / OUTPUT)
         stdout = run_dir / "stdout"
-        clocks = read_clocks(stdout.read_text(encoding="utf-8", errors="replace")
+        clocks = read_clocks(read_report(stdout, "gpu_pcie_probe", "gpu_pcie_probe's output")
                              if stdout.exists() else "", report["device"]["index"], str(stdout))
         return {"gbs": report["gbs"], "gbs_min": report["gbs_min"], "gbs_max": report["gbs_max"],
                 "requests_per_s": report["requests_per_s"], "latency_us": report["latency_us"],

@@ -39,6 +39,7 @@ from typing import Any, Mapping
 
 from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError
+from iolab.parsers import read_report
 from iolab.parsers.p2p_bandwidth import parse_p2p_bandwidth
 from iolab.tools.base import Invocation, Launch, Program, ToolAdapter
 
@@ -173,7 +174,7 @@ class P2pBandwidth(ToolAdapter):
         if given is None:
             return ""
         stdout = Path(run_dir) / "stdout"
-        text = without_provenance(stdout.read_text(encoding="utf-8", errors="replace"))
+        text = without_provenance(read_report(stdout, "p2p_bandwidth"))
         has = UNIDIR_READ in parse_p2p_bandwidth(text, str(stdout))["matrices"]
         if has == given:
             return ""
@@ -183,5 +184,5 @@ class P2pBandwidth(ToolAdapter):
 
     def parse(self, run_dir: Path) -> dict[str, Any]:
         stdout = Path(run_dir) / "stdout"
-        text = without_provenance(stdout.read_text(encoding="utf-8", errors="replace"))
+        text = without_provenance(read_report(stdout, "p2p_bandwidth"))
         return metrics(parse_p2p_bandwidth(text, str(stdout)), str(stdout))

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError, excerpt
+from iolab.parsers import read_report
 from iolab.parsers.spdk_nvme_perf import parse_spdk_nvme_perf
 from iolab.tools.base import CpuRequest, Invocation, Launch, Program, ToolAdapter, cpu_mask
 
@@ -245,7 +246,7 @@ class SpdkNvmePerf(ToolAdapter):
         completed no I/O (spdk_nvme_perf omits such rows rather than print zeros). With
         ``io_size`` (the run's ``-o``), MiB/s is held to IOPS times it (ParseError else)."""
         stdout = Path(run_dir) / "stdout"
-        text = stdout.read_text(encoding="utf-8", errors="replace")
+        text = read_report(stdout, "spdk_nvme_perf")
         report = parse_spdk_nvme_perf(text, str(stdout), io_size)
         total = report["total"]
         measured = {row["bdf"].lower() for row in report["rows"] if row["bdf"]}
@@ -268,7 +269,7 @@ class SpdkNvmePerf(ToolAdapter):
             return ""
         try:
             report = parse_spdk_nvme_perf(
-                (Path(run_dir) / "stdout").read_text(encoding="utf-8", errors="replace"),
+                read_report(Path(run_dir) / "stdout", "spdk_nvme_perf"),
                 "stdout", given["io_size"])
         except ParseError as exc:
             return f"stdout is not this run's report: {exc.problem}"

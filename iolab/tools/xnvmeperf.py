@@ -61,6 +61,7 @@ from iolab.checks import positive_int
 from iolab.errors import InputError, ParseError, excerpt
 from iolab.host.binding import check_free
 from iolab.parsers import CLOCK_NS_ALLOWED, is_clock_ns, is_digits
+from iolab.parsers import read_report as read_file  # this module's read_report reads a run's
 from iolab.parsers.xnvmeperf import TITLE, parse_xnvmeperf
 from iolab.tools import builds
 from iolab.tools.base import (CpuRequest, Invocation, Launch, Program, ToolAdapter, check_cpus,
@@ -330,9 +331,9 @@ def read_report(run_dir: Path) -> dict[str, Any]:
     lines the parser passes over. A run without a result table raises ParseError quoting the
     first error line."""
     stdout = Path(run_dir) / "stdout"
-    text = stdout.read_text(encoding="utf-8", errors="replace")
+    text = read_file(stdout, "xnvmeperf")
     stderr = Path(run_dir) / "stderr"
-    err_text = stderr.read_text(encoding="utf-8", errors="replace") if stderr.exists() else ""
+    err_text = read_file(stderr, "xnvmeperf", "xnvmeperf's log") if stderr.exists() else ""
     on_stderr = [line.strip() for line in err_text.splitlines() if _ERROR_LINE.match(line)]
     try:
         report = parse_xnvmeperf(text, str(stdout))
@@ -462,6 +463,7 @@ class Xnvmeperf(ToolAdapter):
         run_dir = Path(run_dir)
         if not (run_dir / LINE_TIMES).exists():
             return None
-        return measurement_window((run_dir / "stdout").read_text(encoding="utf-8",
-                                                                  errors="replace"),
-                                  (run_dir / LINE_TIMES).read_text(), str(run_dir / LINE_TIMES))
+        return measurement_window(read_file(run_dir / "stdout", "xnvmeperf"),
+                                  read_file(run_dir / LINE_TIMES, "xnvmeperf",
+                                              "the times of xnvmeperf's lines", "strict"),
+                                  str(run_dir / LINE_TIMES))
