@@ -61,3 +61,22 @@ def test_tidy_refuses_a_host_record_verify_refuses_in_one_line(tmp_path, extra, 
     assert code == 2, (out, err)
     assert f"{path}: " in err and reason in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_a_host_record_changed_after_it_was_made_is_refused_by_the_collectors(tmp_path):
+    """hostrec read host.json without the fingerprint check every other reader makes
+    (Store.read_host): a record whose logical_cpus was raised to 4,000 after it was made
+    (its stored fingerprint no longer its fields') bounded a run's counts by 4,000 CPUs.
+    Now it is refused, naming the file and the fingerprint, as the store refuses it."""
+    committed = Path(__file__).parent.parent / "data" / "raw" / "smt_thp" / "kvm-2vcpu"
+    doc = json.loads((committed / "host.json").read_text())
+    assert host_cpus(_run_dir(tmp_path / "as-made", json.dumps(doc))) == 2
+    doc["cpu"]["logical_cpus"] = 4000
+    with pytest.raises(ParseError) as caught:
+        host_cpus(_run_dir(tmp_path, json.dumps(doc)))
+    assert str(caught.value).startswith(f"{tmp_path / 'env' / 'host.json'}: fingerprint: "
+                                        f"fingerprint '{doc['fingerprint']}' is not the "
+                                        "fingerprint of the record's own fields")
+    assert str(caught.value).endswith("the record was changed after it was made (allowed: the "
+                                      "record as iolab wrote it; restore the file from git or "
+                                      "move the campaign away)")

@@ -3,8 +3,9 @@ the host it ran on (its CPUs, its memory).
 
 A stored run lies at ``<env>/runs/<id>`` and its environment's host record at
 ``<env>/host.json``, read as the store reads it for every other command
-(:func:`iolab.parsers.load_json`: a key given twice, or nesting deeper than any record, is
-refused). Each value is read checked: a host record that is not JSON, or whose value is not of
+(:func:`iolab.core.store.read_host_record`: never through a link, a key given twice or nesting
+deeper than any record refused, and a record whose stored ``fingerprint`` is not the one its
+fields give refused: it was changed after it was made, so describes another host). Each value is read checked: a host record that is not JSON, or whose value is not of
 the stated kind, fails the run naming the file (and the key); a missing record (a run folder
 outside a store) gives None, and the collector bounds by what it has.
 
@@ -18,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from iolab.checks import is_positive_int
-from iolab.errors import ParseError, excerpt
-from iolab.parsers import load_json
-from iolab.safefiles import read_regular
+from iolab.core.store import read_host_record
+from iolab.errors import InputError, ParseError
 
 HOST_FILE = "host.json"
 
@@ -30,17 +30,18 @@ def host_value(run_dir: Path, keys: tuple[str, ...], allowed: str) -> int | None
     None when there is no record (or it holds null there); ParseError naming the file and
     the key when it holds anything else."""
     path = Path(run_dir).parent.parent / HOST_FILE
-    data = read_regular(path, "host record", 16 << 20)
-    if data is None:
+    try:
+        # checked as the store checks it for every other command: a record edited after it
+        # was made (its fingerprint no longer its fields') would bound the counts by another
+        # host's CPUs or memory
+        value: Any = read_host_record(path)
+    except InputError as exc:  # a run's input: the run fails naming the file and the key
+        where = f"{exc.key}: " if exc.key else ""
+        allowed = f" (allowed: {exc.allowed})" if exc.allowed else ""
+        raise ParseError(str(path), f"{where}{exc.problem}{allowed}") from None
+    if value is None:
         return None
     name = ".".join(keys)
-    try:
-        # read as the store reads it for every other command (load_json): a key given twice,
-        # or nesting deeper than any record iolab writes, is no record (ParseError naming it)
-        value: Any = load_json(data.decode("utf-8"), str(path))
-    except ValueError as exc:  # not UTF-8, or not JSON
-        raise ParseError(str(path), f"not valid JSON ({excerpt(str(exc))}), so no host "
-                                    "record") from None
     try:
         for key in keys:
             value = value[key]
