@@ -334,3 +334,24 @@ def test_a_from_that_is_no_environment_is_refused_in_one_line(monkeypatch, tmp_p
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and problem in err[0], err
     assert not (PARAMS_DIR / "probenew").exists()
+
+
+def test_a_from_that_is_a_link_to_a_folder_elsewhere_is_refused_unfollowed(
+        demo, params_dir, tmp_path, monkeypatch):
+    """--from naming an environment whose folder in notebooks/params is a symbolic link to a
+    folder elsewhere (another user's) was followed: its params were read and their packs
+    copied into the new environment. Now it is refused in one line naming the folder and
+    that it is a link, before any params file is read."""
+    folder = demo_params(params_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "demo.yaml").write_text(PACKED)
+    (folder / "evlink").symlink_to(elsewhere)
+    monkeypatch.setattr(specmod, "read_params_doc",
+                        lambda path: pytest.fail(f"{path} must not be read"))
+    with pytest.raises(InputError) as info:
+        rep.check_experiments(None, "evlink", folder)
+    assert str(info.value) == (
+        f"{folder / 'evlink'}: is a symbolic link to {elsewhere}, where --from reads the params "
+        "of environment 'evlink'; it is never followed (allowed: a folder of notebooks/params, "
+        "not a link to one)")

@@ -39,7 +39,7 @@ from iolab.core import spec as specmod
 from iolab.core.planner import format_duration
 from iolab.errors import InputError, IolabError
 from iolab.paths import NAME, NAME_MOST, PARAMS_DIR, shown
-from iolab.safefiles import own_folder
+from iolab.safefiles import NotOurs, own_folder
 
 SOURCE_ENV = "kvm-2vcpu"   # the book's VM: its params files hold the local experiments' packs
 BUDGET_S = 20 * 60        # what the packs together may take on a 2-vCPU machine (issue 45)
@@ -203,7 +203,18 @@ def check_source(source_env: str, params_dir: Path = PARAMS_DIR) -> str:
         specmod.check_environment_name(source_env)
     except InputError as exc:
         raise InputError("--from", None, exc.problem, allowed=exc.allowed) from None
-    if not (Path(params_dir) / source_env).is_dir():
+    folder = Path(params_dir) / source_env
+    if os.path.islink(folder):
+        # never followed: its params (and the packs copied from them) would be read from
+        # wherever it points, a folder outside the checkout another user may keep
+        try:
+            target = os.readlink(folder)
+        except OSError:  # removed since
+            target = "an unreadable target"
+        raise NotOurs(folder, None, f"is a symbolic link to {target}, where --from reads the "
+                      f"params of environment {source_env!r}; it is never followed",
+                      allowed="a folder of notebooks/params, not a link to one")
+    if not folder.is_dir():
         raise InputError("--from", None, f"no environment {source_env!r} in "
                          f"{shown(Path(params_dir))}",
                          allowed=", ".join(specmod.environments(params_dir=params_dir))
