@@ -3,10 +3,11 @@ the host it ran on (its CPUs, its memory).
 
 A stored run lies at ``<env>/runs/<id>`` and its environment's host record at
 ``<env>/host.json``, read as the store reads it for every other command
-(:func:`iolab.core.store.read_host_record`: never through a link, a key given twice or nesting
+(:func:`iolab.host.record.read_host_record`: never through a link, a key given twice or nesting
 deeper than any record refused, and a record whose stored ``fingerprint`` is not the one its
-fields give refused: it was changed after it was made, so describes another host). Each value is read checked: a host record that is not JSON, or whose value is not of
-the stated kind, fails the run naming the file (and the key); a missing record (a run folder
+fields give refused: it was changed after it was made, so describes another host). Each
+value is read checked: a host record that is not JSON, or whose value is not of the stated
+kind, fails the run naming the file (and the key); a missing record (a run folder
 outside a store) gives None, and the collector bounds by what it has.
 
 Responsible for: finding and reading those values. Not responsible for: writing or
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.checks import is_positive_int
-from iolab.core.store import read_host_record
+from iolab.host.record import read_host_record
 from iolab.errors import InputError, ParseError
 
 HOST_FILE = "host.json"

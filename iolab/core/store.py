@@ -52,6 +52,7 @@ from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError, ParseError, excerpt, printable
+from iolab.host.record import HOST_MOST, read_host_record
 from iolab.parsers import load_json
 from iolab.paths import check_name, usable_name
 from iolab.safefiles import append_regular, own_folder, read_regular, refuse_linked
@@ -62,7 +63,6 @@ _LOG_ROLE = "the campaign log"
 # bytes of a campaign log at most: a line per run and event, a few hundred bytes each (the
 # largest committed log is about 100 kB)
 LOG_MOST = 256 << 20
-HOST_MOST = 16 << 20  # bytes of a host record at most: iolab's are about 10 kB
 _ROOT_ROLE = "a campaign (raw/<experiment>/<environment>/)"
 # runs/, failed/, partial/ (and jobs/, extras/), the campaign's folder, the experiment's and
 # raw/: a link at any of them would take what iolab writes out of the data directory (raw/
@@ -147,48 +147,6 @@ def _folder(entry: os.DirEntry) -> bool:
         return True
 
 
-def read_host_record(path: Path) -> dict[str, Any] | None:
-    """The host record at ``path`` as every reader takes it: a regular file (never a link) of
-    at most :data:`HOST_MOST` bytes holding a JSON object whose stored ``fingerprint`` is the
-    one its fields give; None when there is none; InputError naming the file (and the key)
-    for anything else."""
-    # a FIFO, a link or a device there is refused before any read that could block
-    raw = read_regular(path, "the campaign's host record", HOST_MOST)
-    if raw is None:
-        return None
-    try:
-        doc = load_json(raw.decode("utf-8"), str(path))
-    except (ValueError, ParseError) as exc:  # nested too deeply: ParseError
-        why = exc.problem if isinstance(exc, ParseError) else exc
-        raise InputError(path, None, f"not valid JSON ({why}); restore it from git "
-                         "or move the campaign away") from None
-    if not isinstance(doc, dict):
-        raise InputError(path, None, "is not a JSON object, so not a host record; "
-                         "restore it from git or move the campaign away")
-    # the fingerprint is read from these: a field of another shape is named here, in one
-    # line, rather than failing where it is read
-    for key in ("cpu", "tools"):
-        if not isinstance(doc.get(key, {}), (dict, type(None))):
-            raise InputError(path, key, "is not a JSON object", allowed="the "
-                             "mapping iolab records; restore the file from git or move the "
-                             "campaign away")
-    for name, tool in (doc.get("tools") or {}).items():
-        if not isinstance(tool, (dict, type(None))):
-            raise InputError(path, f"tools.{name}", "is not a JSON object",
-                             allowed="{argv, version, error} as iolab records it; restore "
-                             "the file from git or move the campaign away")
-    from iolab.host.inventory import fingerprint_problem
-
-    # the runs' host_fingerprint vouch for the host this record describes: one changed
-    # after it was made describes another
-    problem = fingerprint_problem(doc)
-    if problem:
-        raise InputError(path, "fingerprint", problem, allowed="the record as "
-                         "iolab wrote it; restore the file from git or move the campaign "
-                         "away")
-    return doc
-
-
 @dataclass
 class StoredRun:
     path: Path
@@ -246,7 +204,8 @@ class Store:
 
     # -- host record -------------------------------------------------------------------
     def read_host(self) -> dict[str, Any] | None:
-        """The campaign's host record, checked (:func:`read_host_record`); None without one."""
+        """The campaign's host record, checked (:func:`iolab.host.record.read_host_record`);
+        None without one."""
         return read_host_record(self.host_path)
 
     def check_or_record_host(self, inventory: dict[str, Any], fingerprint: str,
