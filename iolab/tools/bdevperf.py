@@ -334,8 +334,8 @@ class Bdevperf(ToolAdapter):
                         "later): results are read from bdevperf's text table")
             elif json_path.stat().st_size:
                 try:
-                    res = {**parse_bdevperf_json(read_report(json_path, "bdevperf", errors="strict"),
-                                               str(json_path)),
+                    report = read_report(json_path, "bdevperf", errors="strict")
+                    res = {**parse_bdevperf_json(report, str(json_path)),
                            "spdk_version": text.get("spdk_version")}
                     source = "perform_tests JSON"
                 except ParseError as exc:
