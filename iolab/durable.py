@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from iolab.safefiles import new_temp
+from iolab.safefiles import temp_beside
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -64,8 +64,8 @@ def write_atomic(path: Path, data: bytes, *, exclusive: bool = False,
     (the stored runs, which others may read).
     """
     path = Path(path)
-    fd, tmp = new_temp(path, mode)
-    try:
+    # removed on every way out, a stop signal included (link: the temporary name stays)
+    with temp_beside(path, mode) as (fd, tmp):
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -74,8 +74,6 @@ def write_atomic(path: Path, data: bytes, *, exclusive: bool = False,
             os.link(tmp, path)
         else:
             os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
 
 

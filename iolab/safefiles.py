@@ -55,13 +55,14 @@ Not responsible for: what the files hold or where they live (their modules), cra
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
 import shutil
 import stat
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from iolab.errors import InputError
 
@@ -273,10 +274,42 @@ def new_temp(path: Path, mode: int | None = STATE_MODE, suffix: str = ".tmp") ->
                          0o666 if mode is None else mode)
         except FileExistsError:
             continue
-        if mode is not None:
-            os.fchmod(fd, mode)  # the umask only takes bits away; this sets them exactly
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)  # the umask only takes bits away; this sets them exactly
+        except BaseException:  # Ctrl-C included: the file is no one's to remove but ours
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
         return fd, tmp
     raise FileExistsError(errno.EEXIST, "no free temporary name after 100 tries", str(folder))
+
+
+@contextlib.contextmanager
+def temp_beside(path: Path, mode: int | None = STATE_MODE, suffix: str = ".tmp"
+                ) -> Iterator[tuple[int, Path]]:
+    """:func:`new_temp`'s file (fd, its path) for the block, removed on every way out of it
+    unless the block renamed it away: an error, Ctrl-C and a stop signal included. A stop
+    that came between the file's creation and a caller's ``try`` left a hidden
+    ``.iolab-<hex>.tmp`` beside the output or state file for good; here the file is made
+    and noted in one step a stop signal cannot split (:func:`iolab.children.held`: the
+    signal is raised once it is noted, and the file is then removed). The block owns the
+    fd (it closes it)."""
+    from iolab.children import held
+
+    tmp = None
+    try:
+        try:
+            with held():
+                fd, tmp = new_temp(path, mode, suffix)
+        except BaseException:  # the stop raised as the step ended: the fd is ours to close
+            if tmp is not None:
+                os.close(fd)
+            raise
+        yield fd, tmp
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)  # gone already once renamed into place
 
 
 def make_folders(path: Path, mode: int = FOLDER_MODE) -> Path:
@@ -751,13 +784,9 @@ def replace_output(path: Path, write: Callable[[Path], None], option: str,
     writes."""
     renews = tuple(renews)
     check_output(path, option, data_dir=data_dir, renews=renews)
-    fd, tmp = new_temp(path, mode=None, suffix=suffix)
-    os.close(fd)
-    try:
+    with temp_beside(path, mode=None, suffix=suffix) as (fd, tmp):
+        os.close(fd)
         write(tmp)
         # something put there while it was written is not replaced
         check_output(path, option, data_dir=data_dir, renews=renews)
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -50,7 +50,7 @@ from iolab.execution import options, stop
 from iolab.execution.signals import STOP_AFTER_RUN, STOP_NOW, answered, signal_name
 from iolab.paths import resolve_data_dir
 from iolab.procs import start_ticks
-from iolab.safefiles import check_output, new_temp
+from iolab.safefiles import check_output, temp_beside
 
 WARNING = "Slurm's warning before the job's time limit (SIGUSR1)"
 
@@ -252,9 +252,8 @@ def _execute_into(notebook: Path, job: _Job, params: dict[str, Any], relay: _Rel
     from iolab.report.book import execute
 
     check_output(job.output, "-o", data_dir=job.data)
-    fd, tmp = new_temp(job.output, mode=None, suffix=".ipynb")
-    os.close(fd)
-    try:
+    with temp_beside(job.output, mode=None, suffix=".ipynb") as (fd, tmp):
+        os.close(fd)
         try:
             execute(notebook, tmp, params, shown=job.output, on_kernel=relay.kernel_started)
         finally:
@@ -265,8 +264,6 @@ def _execute_into(notebook: Path, job: _Job, params: dict[str, Any], relay: _Rel
                 check_output(job.output, "-o", data_dir=job.data)
                 os.replace(tmp, job.output)
                 log(f"wrote {job.output}")
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _check_run_options(run_options: dict[str, Any], mode: str, notebook: Path) -> None:
