@@ -863,12 +863,13 @@ OVERSIZED = {
 @pytest.mark.parametrize("name", list(OVERSIZED))
 def test_a_stored_file_larger_than_iolab_writes_is_named_unread(tmp_path, name):
     from iolab.core import manifest, store
+    from iolab.host import record
 
     planted, argv, code, message = OVERSIZED[name]
     data, campaign = _campaign(tmp_path)
     run = sorted((campaign / "runs").iterdir())[0].name
     path = campaign / planted.format(run=run)
-    most = {"host.json": store.HOST_MOST, "run.json": manifest.MANIFEST_MOST,
+    most = {"host.json": record.HOST_MOST, "run.json": manifest.MANIFEST_MOST,
             "campaign-log.jsonl": store.LOG_MOST}[path.name]
     path.write_text("")
     os.truncate(path, most + 1)  # sparse: no disk, and no memory unless read

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import ParseError
-from iolab.parsers.fio import REPORT_MOST, parse_fio_file, parse_fio_json
+from iolab.parsers import REPORT_MOST
+from iolab.parsers.fio import parse_fio_file, parse_fio_json
 
 FIX = Path(__file__).parent / "fixtures" / "fio"
 BAD = FIX / "bad"

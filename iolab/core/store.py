@@ -52,7 +52,7 @@ from iolab.core.integrity import sha256_file
 from iolab.core.manifest import RunManifest, UnreadableManifest, Upgrade
 from iolab.durable import sync_filesystem, write_json_atomic
 from iolab.errors import InputError, IolabError, ParseError, excerpt, printable
-from iolab.host.record import HOST_MOST, read_host_record
+from iolab.host.record import read_host_record
 from iolab.parsers import load_json
 from iolab.paths import check_name, usable_name
 from iolab.safefiles import append_regular, own_folder, read_regular, refuse_linked

@@ -52,11 +52,9 @@ import re
 from fractions import Fraction
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
 
 from iolab.errors import ParseError, excerpt
-from iolab.parsers import (REPORT_MOST, decode_json, int_within_float, is_digits, read_report,
-                           within_float)
+from iolab.parsers import decode_json, int_within_float, is_digits, read_report, within_float
 
 DIRECTIONS = ("read", "write", "trim")
 
@@ -97,8 +95,7 @@ HISTOGRAM_SLACK = 1 / 64
 LATENCIES = ("slat_ns", "clat_ns", "lat_ns")
 # The most bytes of a report read is the parsers' REPORT_MOST: json+ with every one of fio's
 # 1,856 latency bins filled in each direction is about 170 kB a job object, so it holds
-# hundreds of jobs reported one by one (thousands as the committed runs fill them). It is
-# imported here too, where the tests and older callers find it
+# hundreds of jobs reported one by one (thousands as the committed runs fill them)
 _ROLE = "fio's JSON report"
 _SIZE = re.compile(r"([0-9]+)([kmg]?)(?:i?b)?", flags=re.IGNORECASE)
 

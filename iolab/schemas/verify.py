@@ -32,6 +32,7 @@ from iolab.core import manifest, store
 from iolab.core import registry
 from iolab.core import spec as specmod
 from iolab.errors import InputError, IolabError, ParseError, excerpt
+from iolab.host.record import HOST_MOST
 from iolab.parsers import load_json
 from iolab.paths import shown
 from iolab.safefiles import read_regular
@@ -116,7 +117,7 @@ def _read(path: Path) -> bytes:
 
 
 # bytes of each stored file at most (the store reads them with the same bounds)
-_MOST = {"host.json": store.HOST_MOST, store.LOG: store.LOG_MOST,
+_MOST = {"host.json": HOST_MOST, store.LOG: store.LOG_MOST,
          manifest.FILE: manifest.MANIFEST_MOST}
 
 
@@ -178,7 +179,7 @@ def _host_schema(path: Path) -> str:
     from iolab.importers.cijoe.host_extras import SOURCE
 
     try:
-        raw = read_regular(path, "the campaign's host record", store.HOST_MOST)
+        raw = read_regular(path, "the campaign's host record", HOST_MOST)
         doc = _loads(raw, path) if raw else None
     except (OSError, ValueError, IolabError):
         doc = None  # the check reads it again and says what is wrong
