@@ -45,8 +45,7 @@ def link(table: nodes.table, docname: str, number: int) -> nodes.raw:
     header = cells[0] + [""] * (width - len(cells[0]))
     frame = pd.DataFrame([r + [""] * (width - len(r)) for r in cells[1:]], columns=header)
     caption = f"{docname.rsplit('/', 1)[-1]} table {number}"
-    html = table_data.link(frame, caption=caption).replace('class="table-data"',
-                                                            'class="table-data markdown"')
+    html = table_data.link(frame, caption=caption)
     return nodes.raw("", f'<p class="table-data-line">{html}</p>', format="html")
 
 
